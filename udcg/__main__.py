@@ -1,0 +1,5 @@
+import sys
+
+from udcg.cli import main
+
+sys.exit(main())

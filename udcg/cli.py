@@ -1,0 +1,66 @@
+"""Command line: argument parsing and error display only. The work lives in the stages."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from udcg import __version__
+from udcg.errors import UdcgError
+
+# Command modules under udcg/commands, in the order `udcg --help` lists them.
+COMMANDS = ("score", "fit_theta", "correlate", "annotate", "judge", "validate", "models", "serve")
+
+EPILOG = """examples:
+  udcg score data.json -o scored.json                 UDCG per item of the authors' format
+  udcg score --run run.txt --qrels qrels.txt --metrics P@5,nDCG@10,RR -o per_query.tsv
+  udcg fit-theta contexts.jsonl --k 5 -o theta.json   learn UDCG_theta's positional weights
+  udcg correlate contexts.jsonl --metrics UDCG,nDCG@5  Spearman with answer outcomes
+  udcg annotate data.json -o annotated.json --model qwen2.5-coder-0.5b
+  udcg judge relevance data.json -o judged.jsonl --judge rules
+  udcg validate configs/smoke.yaml                    the paper's end-to-end experiment
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="udcg",
+        description="Utility- and distraction-aware retrieval evaluation for RAG.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"udcg {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"udcg.commands.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"udcg.commands.{name}":
+                continue  # command not built yet
+            raise
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except UdcgError as e:
+        print(f"udcg {args.command}: error: {e}", file=sys.stderr)
+        return getattr(e, "exit_code", 1)
+    except KeyboardInterrupt:
+        print(f"udcg {args.command}: interrupted; finished work is kept, rerun the same command to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

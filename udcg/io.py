@@ -1,0 +1,299 @@
+"""Files: JSON / JSONL reading with located errors, atomic writes, an append-only resumable cache,
+and the authors' public JSON format (``GiovanniTRA/UDCG``).
+
+Every reader raises ``InputError`` naming file, line/record, field and fix. Every writer writes a
+temporary file beside the target and renames it, so an interrupted run never leaves a half file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from udcg.errors import InputError
+from udcg.records import Passage, Question
+
+MAX_FILE_BYTES = 2 * 1024**3
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _check_readable(path: Path) -> None:
+    if not path.exists():
+        raise InputError(f"{path}: no such file (check the path)")
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, not a file (give the path of a JSON/JSONL file)")
+    if path.stat().st_size == 0:
+        raise InputError(f"{path}: the file is empty (expected JSON or JSONL records)")
+
+
+def read_text(path: str | Path) -> str:
+    path = Path(path)
+    _check_readable(path)
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise InputError(f"{path}:{line}: bytes that are not UTF-8 at offset {e.start} (re-save the file as UTF-8)") from None
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not valid JSON (write a finite number or null)")
+
+
+def parse_json(text: str, where: str) -> Any:
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{where}:{e.lineno}: invalid JSON at column {e.colno}: {e.msg} (fix or remove this line)") from None
+    except ValueError as e:
+        raise InputError(f"{where}: {e}") from None
+
+
+def read_json(path: str | Path) -> Any:
+    path = Path(path)
+    return parse_json(read_text(path), str(path))
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """Yield (line number, object) for each non-blank line; every line must be a JSON object."""
+    path = Path(path)
+    for line_no, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line, parse_constant=_reject_constant)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}:{line_no}: invalid JSON at column {e.colno}: {e.msg} (fix or remove this line)") from None
+        except ValueError as e:
+            raise InputError(f"{path}:{line_no}: {e}") from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{path}:{line_no}: expected a JSON object, got {type(obj).__name__} (one object per line)")
+        yield line_no, obj
+
+
+def read_records(path: str | Path) -> list[tuple[str, dict]]:
+    """Read a JSON list of objects or a JSONL file. Returns (location, object) pairs."""
+    path = Path(path)
+    text = read_text(path)
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        data = parse_json(text, str(path))
+        out = []
+        for i, obj in enumerate(data):
+            if not isinstance(obj, dict):
+                raise InputError(f"{path}: record {i}: expected a JSON object, got {type(obj).__name__}")
+            out.append((f"{path}: record {i}", obj))
+        if not out:
+            raise InputError(f"{path}: the list is empty (expected at least one record)")
+        return out
+    if stripped.startswith("{") and "\n" not in stripped.strip():
+        return [(f"{path}:1", parse_json(text, str(path)))]
+    return [(f"{path}:{n}", obj) for n, obj in iter_jsonl(path)]
+
+
+# ---------------------------------------------------------------- writing
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write text to path via a temporary file in the same folder and an atomic rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, allow_nan=False)
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, ensure_ascii=False, allow_nan=False, indent=2) + "\n")
+
+
+def atomic_write_jsonl(path: str | Path, rows: Iterable[Any]) -> None:
+    atomic_write_text(path, "".join(dumps(r) + "\n" for r in rows))
+
+
+class AppendCache:
+    """Append-only JSONL cache of finished work, keyed by a string. Survives kill -9.
+
+    Each record is one line, flushed and fsynced as it completes. On open, a torn last line (the
+    process died mid-write) is cut off; every complete line is kept.
+    """
+
+    def __init__(self, path: str | Path, key_field: str = "key") -> None:
+        self.path = Path(path)
+        self.key_field = key_field
+        self.done: dict[str, dict] = {}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            self._load()
+        self._f = open(self.path, "a", encoding="utf-8")
+
+    def _load(self) -> None:
+        raw = self.path.read_bytes()
+        good = 0
+        for line in raw.splitlines(keepends=True):
+            if not line.endswith(b"\n"):
+                break
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                break
+            self.done[obj[self.key_field]] = obj
+            good += len(line)
+        if good != len(raw):
+            with open(self.path, "r+b") as f:
+                f.truncate(good)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.done
+
+    def get(self, key: str) -> dict | None:
+        return self.done.get(key)
+
+    def append(self, record: dict) -> None:
+        self._f.write(dumps(record) + "\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self.done[record[self.key_field]] = record
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> AppendCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------- field checks
+
+
+def require(obj: dict, field: str, kind: type | tuple[type, ...], where: str, fix: str) -> Any:
+    if field not in obj or obj[field] is None:
+        raise InputError(f"{where}: missing field {field!r} ({fix})")
+    value = obj[field]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        name = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise InputError(f"{where}: field {field!r} must be {name}, got {type(value).__name__} ({fix})")
+    return value
+
+
+def probability(value: Any, where: str, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{where}: field {field!r} must be a number in [0, 1], got {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or not 0.0 <= v <= 1.0:
+        raise InputError(f"{where}: field {field!r} = {value!r} is not a probability (give a value in [0, 1])")
+    return v
+
+
+# ---------------------------------------------------------------- the authors' format
+
+
+def question_from_authors(item: dict, where: str) -> Question:
+    """One item of the authors' format: {example_id, question, passages:[{doc_id, text, is_relevant,
+    models_info:{<model>:{no_res_prob}}}], answers?}."""
+    qid = item.get("example_id", item.get("id"))
+    if qid is None:
+        raise InputError(f"{where}: missing field 'example_id' (every item needs an id)")
+    qid = str(qid)
+    text = require(item, "question", str, where, "every item needs the question text")
+    raw_passages = require(item, "passages", list, where, "a list of {doc_id, text, is_relevant}")
+    if not raw_passages:
+        raise InputError(f"{where}: item {qid!r} has an empty 'passages' list (give at least one passage)")
+    answers = item.get("answers", [])
+    if isinstance(answers, str):
+        answers = [answers]
+    if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+        raise InputError(f"{where}: item {qid!r}: 'answers' must be a list of strings")
+    seen: set[str] = set()
+    passages = []
+    for j, p in enumerate(raw_passages):
+        pw = f"{where}: passage {j}"
+        if not isinstance(p, dict):
+            raise InputError(f"{pw}: expected an object, got {type(p).__name__}")
+        pid = str(p.get("doc_id", p.get("id", f"{qid}#{j}")))
+        if pid in seen:
+            raise InputError(f"{pw}: duplicate doc_id {pid!r} in item {qid!r} (ids must be unique within an item)")
+        seen.add(pid)
+        ptext = require(p, "text", str, pw, "every passage needs text")
+        rel = p.get("is_relevant")
+        if rel is not None and not isinstance(rel, bool):
+            raise InputError(f"{pw}: field 'is_relevant' must be true/false, got {rel!r}")
+        p_abs: dict[str, float] = {}
+        info = p.get("models_info", {})
+        if not isinstance(info, dict):
+            raise InputError(f"{pw}: field 'models_info' must be an object {{model: {{no_res_prob}}}}")
+        for model, entry in info.items():
+            if not isinstance(entry, dict) or "no_res_prob" not in entry:
+                raise InputError(f"{pw}: models_info[{model!r}] needs a 'no_res_prob' number")
+            if entry["no_res_prob"] is not None:
+                p_abs[model] = probability(entry["no_res_prob"], pw, f"models_info[{model!r}].no_res_prob")
+        grade = p.get("grade")
+        if grade is not None and (isinstance(grade, bool) or grade not in (1, 2, 3, 4, 5)):
+            raise InputError(f"{pw}: field 'grade' = {grade!r} is not a utility grade (use an integer 1..5)")
+        passages.append(Passage(pid=pid, text=ptext, title=str(p.get("title", "")), relevant=rel,
+                                grade=grade, p_abs=p_abs))
+    return Question(qid=qid, text=text, answers=tuple(answers), passages=tuple(passages))
+
+
+def read_authors(path: str | Path) -> tuple[list[dict], list[Question]]:
+    """Read the authors' JSON (a list) or JSONL. Returns the raw items (to write back with added
+    fields, keeping everything the user had) and the checked questions."""
+    records = read_records(path)
+    questions = [question_from_authors(obj, where) for where, obj in records]
+    seen: dict[str, str] = {}
+    for (where, _), q in zip(records, questions):
+        if q.qid in seen:
+            raise InputError(f"{where}: duplicate example_id {q.qid!r} (first at {seen[q.qid]}; ids must be unique)")
+        seen[q.qid] = where
+    return [obj for _, obj in records], questions
+
+
+def question_to_authors(q: Question) -> dict:
+    item: dict[str, Any] = {"example_id": q.qid, "question": q.text}
+    if q.answers:
+        item["answers"] = list(q.answers)
+    passages = []
+    for p in q.passages:
+        d: dict[str, Any] = {"doc_id": p.pid, "text": p.text}
+        if p.title:
+            d["title"] = p.title
+        if p.relevant is not None:
+            d["is_relevant"] = p.relevant
+        if p.grade is not None:
+            d["grade"] = p.grade
+        if p.p_abs:
+            d["models_info"] = {m: {"no_res_prob": v} for m, v in p.p_abs.items()}
+        passages.append(d)
+    item["passages"] = passages
+    return item
+
+
+def write_authors(path: str | Path, items: list[dict]) -> None:
+    """Write a list of items as JSON (``.json``) or JSONL (any other suffix), atomically."""
+    path = Path(path)
+    if path.suffix == ".json":
+        atomic_write_json(path, items)
+    else:
+        atomic_write_jsonl(path, items)

@@ -1,0 +1,84 @@
+"""Records that cross stage boundaries: frozen, checked once, one name per concept.
+
+- ``Passage``: one candidate passage of a question's pool.
+- ``Question``: a question, its reference answers and its pool of passages (rank order).
+- ``Annotation``: the abstention probability of one (question, passage) for one model.
+- ``Context``: the passages shown to the reader for one question, in prompt order.
+- ``Outcome``: the graded answer the reader gave for one context.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+OutcomeLabel = Literal["correct", "abstained", "wrong"]
+OUTCOME_LABELS: tuple[str, ...] = ("correct", "abstained", "wrong")
+# correct > abstained > wrong (paper §6.2): the value each label ranks by.
+OUTCOME_SCORE: dict[str, float] = {"correct": 2.0, "abstained": 1.0, "wrong": 0.0}
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    pid: str
+    text: str
+    title: str = ""
+    relevant: bool | None = None  # None = not judged yet
+    grade: int | None = None  # 1..5 utility grade (seed 000), None = not graded
+    score: float | None = None  # retriever score, if any
+    # model name -> abstention probability, the authors' models_info[<model>].no_res_prob
+    p_abs: dict[str, float] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    qid: str
+    text: str
+    answers: tuple[str, ...] = ()
+    passages: tuple[Passage, ...] = ()
+
+    def passage(self, pid: str) -> Passage:
+        for p in self.passages:
+            if p.pid == pid:
+                return p
+        raise KeyError(pid)
+
+
+@dataclass(frozen=True, slots=True)
+class Annotation:
+    qid: str
+    pid: str
+    model: str
+    estimator: str  # first-token | sequence | sampling | api-logprobs
+    p_abs: float
+    prompt_version: str
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n_samples: int | None = None
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.p_abs) and 0.0 <= self.p_abs <= 1.0):
+            raise ValueError(f"p_abs must be a probability in [0, 1], got {self.p_abs!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    qid: str
+    cid: str
+    pids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    qid: str
+    cid: str
+    answer: str
+    label: OutcomeLabel | None  # None = the judge's reply could not be parsed
+    error: str = ""
+
+
+def utility(relevant: bool, p_abs: float) -> float:
+    """Eq. 2: u = R * (1 - p_abs), R = +1 for a relevant passage, -1 otherwise."""
+    return (1.0 if relevant else -1.0) * (1.0 - p_abs)
