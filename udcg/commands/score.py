@@ -1,0 +1,93 @@
+"""udcg score: metric values per context (authors' format or contexts JSONL), or per query for TREC files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+DEFAULT_METRICS = "UDCG,nDCG,P,Success,RR,AP"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("score", help="add metric values to contexts, or evaluate a TREC run",
+                       description="Score contexts (the authors' JSON/JSONL, or a contexts JSONL) with every "
+                       "metric asked for, keeping all input fields (and the authors' udcg[<model>] field); or, "
+                       "with --run/--qrels, write per-query values as qid<TAB>measure<TAB>value.",
+                       epilog="examples:\n  udcg score data.json -o scored.json --gamma 0.333\n"
+                       "  udcg score contexts.jsonl -o scored.jsonl --metrics UDCG,nDCG@5,RA-nWG@5 --k 5\n"
+                       "  udcg score --run run.txt --qrels qrels.txt --metrics P@5,nDCG@10,RR -o per_query.tsv",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("input", nargs="?", help="authors' JSON/JSONL or contexts JSONL")
+    p.add_argument("-o", "--output", required=True, help="output file (.json = JSON list, else JSONL; TSV for --run)")
+    p.add_argument("--metrics", default=None, help=f"comma-separated (default {DEFAULT_METRICS}, + RA-nWG when grades exist)")
+    p.add_argument("--k", type=int, default=None, help="cut every context to its first k passages")
+    p.add_argument("--gamma", type=float, default=1 / 3, help="weight of the negative part in UDCG (paper: 1/3; "
+                   "the authors' stored values use 0.333)")
+    p.add_argument("--model", default=None, help="which models_info[<model>] to use when several are present")
+    p.add_argument("--theta", default=None, help="a fitted UDCG_theta model (JSON) for the UDCG_theta metric")
+    p.add_argument("--run", help="TREC run file (qid Q0 docid rank score tag)")
+    p.add_argument("--qrels", help="TREC qrels file (qid 0 docid rel)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from udcg.errors import InputError
+
+    if args.run or args.qrels:
+        if not (args.run and args.qrels) or args.input:
+            raise InputError("give both --run and --qrels (and no INPUT) to evaluate TREC files")
+        return _run_trec(args)
+    if not args.input:
+        raise InputError("give an INPUT file (or --run and --qrels)")
+    return _run_contexts(args)
+
+
+def _run_trec(args: argparse.Namespace) -> int:
+    from udcg.metrics.evaluate import evaluate_trec, write_tsv
+
+    if not args.metrics:
+        from udcg.errors import InputError
+
+        raise InputError("--metrics is required with --run/--qrels (e.g. --metrics P@5,nDCG@10,RR)")
+    rows = evaluate_trec(args.run, args.qrels, args.metrics)
+    write_tsv(args.output, rows)
+    print(f"wrote {len(rows)} values to {args.output}", file=sys.stderr)
+    return 0
+
+
+def _run_contexts(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from udcg.contextfile import read_contexts, score_rows
+    from udcg.io import write_authors
+    from udcg.metrics.contexts import parse_metrics
+    from udcg.metrics.udcg import UDCGTheta, udcg, utilities_from
+    from udcg.report import Table
+
+    rows = read_contexts(args.input, model=args.model, k=args.k)
+    spec = args.metrics or DEFAULT_METRICS + (",RA-nWG" if all("grades" in f for f in rows.fields) else "")
+    metrics = parse_metrics(spec)
+    if args.metrics is None and not all("utilities" in f for f in rows.fields):
+        metrics = [m for m in metrics if m.family != "UDCG"]  # nothing annotated yet: classical only
+    theta = UDCGTheta.load(args.theta) if args.theta else None
+    values = score_rows(rows, metrics, args.gamma, theta)
+    out = []
+    for i, raw in enumerate(rows.raw):
+        item = dict(raw)
+        item["metrics"] = {**raw.get("metrics", {}), **{n: (None if np.isnan(v[i]) else float(v[i])) for n, v in values.items()}}
+        if "passages" in raw:  # the authors' udcg[<model>] field, for every model annotated on all passages
+            passages = raw["passages"][: args.k] if args.k else raw["passages"]
+            models = set.intersection(*(set(p.get("models_info", {})) for p in passages))
+            if models and all(isinstance(p.get("is_relevant"), bool) for p in passages):
+                rel = [p["is_relevant"] for p in passages]
+                item["udcg"] = {**raw.get("udcg", {}), **{
+                    m: float(udcg(utilities_from(rel, [p["models_info"][m]["no_res_prob"] for p in passages])[None], args.gamma)[0])
+                    for m in sorted(models)}}
+        out.append(item)
+    write_authors(args.output, out)
+    table = Table(["metric", "mean", "n", "NA"], title=f"{len(out)} contexts from {args.input}")
+    for name, v in values.items():
+        ok = ~np.isnan(v)
+        table.add(metric=name, mean=float(v[ok].mean()) if ok.any() else float("nan"), n=int(ok.sum()), NA=int((~ok).sum()))
+    print(table.markdown(4))
+    return 0

@@ -1,0 +1,191 @@
+"""The contexts file (JSONL, one context per line) that `score`, `fit-theta`, `correlate` and
+`validate` exchange:
+
+    {"qid": "q1", "cid": "q1:0", "pids": ["d3", "d7", ...],          # pids optional
+     "relevant": [true, false, ...],                                  # per position, prompt order
+     "utilities": [0.93, -0.41, ...],                                 # or "p_abs": [...] with "relevant"
+     "n_relevant": 3,                   # optional: relevant passages in the question's pool
+     "grades": [5, 2, ...], "corpus_grades": [n1, n2, n3, n4, n5],   # optional, for RA-nWG
+     "erag": [...], "answer_ll": [...], "contains": [...],            # optional per-passage scores
+     "outcome": "correct" | "abstained" | "wrong" | null,             # optional, graded answer
+     "metrics": {"UDCG": 0.61, ...}}                                  # added by `udcg score`
+
+The authors' format (items with "passages") is read too: one context per item.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from udcg.errors import InputError
+from udcg.io import question_from_authors, read_records
+from udcg.metrics.contexts import ContextBatch, MetricName, score_batch
+from udcg.metrics.udcg import GAMMA, UDCGTheta, utilities_from
+from udcg.records import OUTCOME_LABELS, OUTCOME_SCORE
+
+_LISTS = {"relevant": bool, "utilities": float, "p_abs": float, "grades": int, "erag": float,
+          "answer_ll": float, "contains": bool}
+
+
+@dataclass
+class ContextRows:
+    """Parsed contexts, in file order, with their locations for error messages."""
+
+    where: list[str]
+    raw: list[dict]
+    qid: list[str]
+    fields: list[dict]  # per context: name -> list (per position) or scalar
+
+    def __len__(self) -> int:
+        return len(self.qid)
+
+    def outcome_scores(self) -> np.ndarray:
+        """correct 2 > abstained 1 > wrong 0; every context must have a label."""
+        out = np.empty(len(self))
+        for i, f in enumerate(self.fields):
+            label = f.get("outcome")
+            if label not in OUTCOME_SCORE:
+                raise InputError(f"{self.where[i]}: field 'outcome' = {label!r} (give one of {', '.join(OUTCOME_LABELS)}; "
+                                 "unparseable judgements cannot be correlated — re-judge or drop them)")
+            out[i] = OUTCOME_SCORE[label]
+        return out
+
+
+def _check_list(value: object, name: str, kind: type, k: int | None, where: str) -> list:
+    if not isinstance(value, list):
+        raise InputError(f"{where}: field {name!r} must be a list (one value per position)")
+    if k is not None and len(value) != k:
+        raise InputError(f"{where}: field {name!r} has {len(value)} values but the context has {k} passages")
+    for v in value:
+        ok = isinstance(v, bool) if kind is bool else (isinstance(v, (int, float)) and not isinstance(v, bool))
+        if kind is int and ok and float(v) != int(v):
+            ok = False
+        if not ok or (kind is not bool and not math.isfinite(float(v))):
+            raise InputError(f"{where}: field {name!r} holds {v!r} (expected {kind.__name__} values, finite)")
+    if name == "p_abs" and any(not 0 <= v <= 1 for v in value):
+        raise InputError(f"{where}: field 'p_abs' holds a value outside [0, 1] (probabilities only)")
+    if name == "utilities" and any(abs(v) > 1 for v in value):
+        raise InputError(f"{where}: field 'utilities' holds a value outside [-1, 1] (u = R * (1 - p_abs))")
+    if name == "grades" and any(v not in (1, 2, 3, 4, 5) for v in value):
+        raise InputError(f"{where}: field 'grades' holds a value outside 1..5 (use the 5-point rubric)")
+    return list(value)
+
+
+def _from_context(obj: dict, where: str, k_cut: int | None) -> tuple[str, dict]:
+    qid = obj.get("qid")
+    if not isinstance(qid, (str, int)) or isinstance(qid, bool):
+        raise InputError(f"{where}: missing field 'qid' (every context names its question)")
+    fields: dict = {}
+    k = None
+    for name, kind in _LISTS.items():
+        if name in obj and obj[name] is not None:
+            fields[name] = _check_list(obj[name], name, kind, k, where)
+            k = len(fields[name])
+    if k == 0:
+        raise InputError(f"{where}: the context has no passages (k must be >= 1)")
+    if k is None:
+        raise InputError(f"{where}: no per-position field (give 'relevant' and 'utilities' or 'p_abs')")
+    if "p_abs" in fields and "utilities" not in fields:
+        if "relevant" not in fields:
+            raise InputError(f"{where}: 'p_abs' needs 'relevant' to make utilities (u = R * (1 - p_abs))")
+        fields["utilities"] = utilities_from(fields["relevant"], fields["p_abs"]).tolist()
+    if "relevant" not in fields and "utilities" in fields:
+        fields["relevant"] = [u > 0 for u in fields["utilities"]]
+    for name in ("n_relevant",):
+        if obj.get(name) is not None:
+            v = obj[name]
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise InputError(f"{where}: field {name!r} must be a non-negative integer")
+            fields[name] = v
+    if obj.get("corpus_grades") is not None:
+        cg = obj["corpus_grades"]
+        if not (isinstance(cg, list) and len(cg) == 5 and all(isinstance(c, int) and c >= 0 for c in cg)):
+            raise InputError(f"{where}: field 'corpus_grades' must be 5 non-negative counts (grades 1..5)")
+        fields["corpus_grades"] = cg
+    if "outcome" in obj:
+        fields["outcome"] = obj["outcome"]
+    return str(qid), _cut(fields, k_cut)
+
+
+def _cut(fields: dict, k_cut: int | None) -> dict:
+    if k_cut is None:
+        return fields
+    return {n: (v[:k_cut] if n in _LISTS and isinstance(v, list) else v) for n, v in fields.items()}
+
+
+def _from_authors(obj: dict, where: str, model: str | None, k_cut: int | None) -> tuple[str, dict]:
+    q = question_from_authors(obj, where)
+    fields: dict = {}
+    rels = [p.relevant for p in q.passages]
+    if all(r is not None for r in rels):
+        fields["relevant"] = rels
+    models = set.intersection(*(set(p.p_abs) for p in q.passages))
+    chosen = model or (next(iter(models)) if len(models) == 1 else None)
+    if chosen is not None:
+        missing = [p.pid for p in q.passages if chosen not in p.p_abs]
+        if missing:
+            raise InputError(f"{where}: passage {missing[0]!r} has no models_info[{chosen!r}].no_res_prob (annotate it first)")
+        if "relevant" not in fields:
+            raise InputError(f"{where}: a passage has no 'is_relevant' (judge relevance first: udcg judge relevance)")
+        fields["utilities"] = utilities_from(rels, [p.p_abs[chosen] for p in q.passages]).tolist()
+    grades = [p.grade for p in q.passages]
+    if all(g is not None for g in grades):
+        fields["grades"] = grades
+        fields["corpus_grades"] = [grades.count(g) for g in range(1, 6)]  # the item's passages are its pool
+    if "outcome" in obj:
+        fields["outcome"] = obj["outcome"]
+    if not fields:
+        raise InputError(f"{where}: nothing to score (passages need 'is_relevant' and/or models_info)")
+    return q.qid, _cut(fields, k_cut)
+
+
+def read_contexts(path: str, model: str | None = None, k: int | None = None) -> ContextRows:
+    if k is not None and k <= 0:
+        raise InputError(f"--k {k}: must be a positive integer")
+    records = read_records(path)
+    rows = ContextRows([], [], [], [])
+    for where, obj in records:
+        qid, fields = (_from_authors(obj, where, model, k) if "passages" in obj else _from_context(obj, where, k))
+        rows.where.append(where)
+        rows.raw.append(obj)
+        rows.qid.append(qid)
+        rows.fields.append(fields)
+    return rows
+
+
+def _matrix(fields: Sequence[dict], name: str, dtype: type) -> np.ndarray | None:
+    if not all(name in f for f in fields):
+        return None
+    return np.asarray([f[name] for f in fields], dtype=dtype)
+
+
+def batches_by_k(rows: ContextRows) -> dict[int, tuple[np.ndarray, ContextBatch]]:
+    """Group contexts by k: k -> (row indices, batch)."""
+    ks = np.array([len(f["relevant"]) if "relevant" in f else len(f["utilities"]) for f in rows.fields])
+    out = {}
+    for k in np.unique(ks):
+        idx = np.flatnonzero(ks == k)
+        fs = [rows.fields[i] for i in idx]
+        rel = _matrix(fs, "relevant", bool)
+        if rel is None:
+            raise InputError(f"{rows.where[idx[0]]}: some contexts lack 'relevant' (every context needs it)")
+        n_rel = np.array([f.get("n_relevant", sum(f["relevant"])) for f in fs], dtype=float)
+        out[int(k)] = (idx, ContextBatch(relevant=rel, utilities=_matrix(fs, "utilities", float), n_relevant=n_rel,
+                                         grades=_matrix(fs, "grades", int), corpus_counts=_matrix(fs, "corpus_grades", float),
+                                         erag=_matrix(fs, "erag", float), answer_ll=_matrix(fs, "answer_ll", float),
+                                         contains=_matrix(fs, "contains", bool)))
+    return out
+
+
+def score_rows(rows: ContextRows, metrics: list[MetricName], gamma: float = GAMMA,
+               theta: UDCGTheta | None = None) -> dict[str, np.ndarray]:
+    """Every metric for every context, in file order (NaN = NA)."""
+    out = {str(m): np.full(len(rows), np.nan) for m in metrics}
+    for _, (idx, batch) in batches_by_k(rows).items():
+        for name, values in score_batch(batch, metrics, gamma, theta).items():
+            out[name][idx] = values
+    return out
