@@ -1,0 +1,54 @@
+"""udcg fit-theta: learn UDCG_theta's positional weights for one k from graded contexts."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fit-theta", help="learn UDCG_theta's 2k positional weights (ranking SVM)",
+                       description="Fit UDCG_theta on contexts with utilities and graded outcomes "
+                       "(contexts JSONL: qid, utilities or relevant+p_abs, outcome). One model per k.",
+                       epilog="example:\n  udcg fit-theta train_contexts.jsonl --k 5 -o theta_k5.json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("input", help="contexts JSONL with utilities and outcomes")
+    p.add_argument("-o", "--output", required=True, help="model file (JSON)")
+    p.add_argument("--k", type=int, default=None, help="use contexts of exactly this k (default: the only k present)")
+    p.add_argument("--variant", choices=("full", "rel-only", "binary"), default="full",
+                   help="full: u+ and u- features; rel-only: u+ only; binary: 0/1 relevance instead of u+")
+    p.add_argument("--C", type=float, default=0.01, help="SVM-rank's C (default 0.01, its default)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from udcg.contextfile import read_contexts
+    from udcg.errors import InputError
+    from udcg.metrics.udcg import UDCGTheta
+    from udcg.report import Table
+
+    rows = read_contexts(args.input)
+    ks = np.array([len(f.get("utilities", [])) for f in rows.fields])
+    if (ks == 0).any():
+        i = int(np.flatnonzero(ks == 0)[0])
+        raise InputError(f"{rows.where[i]}: no utilities (annotate first: udcg annotate)")
+    k = args.k or (int(ks[0]) if len(set(ks)) == 1 else None)
+    if k is None:
+        raise InputError(f"contexts have several k ({sorted(set(ks.tolist()))}); choose one with --k")
+    idx = np.flatnonzero(ks == k)
+    if len(idx) == 0:
+        raise InputError(f"--k {k}: no context has exactly {k} passages")
+    u = np.asarray([rows.fields[i]["utilities"] for i in idx])
+    y = rows.outcome_scores()[idx]
+    groups = np.asarray([rows.qid[i] for i in idx])
+    rel = np.asarray([rows.fields[i]["relevant"] for i in idx], dtype=bool)
+    model = UDCGTheta(variant=args.variant, C=args.C).fit(u, y, groups, relevance=rel if args.variant == "binary" else None)
+    model.save(args.output)
+    t = Table(["position", "alpha", "beta"], title=f"UDCG_theta ({args.variant}, k={k}) from {model.n_queries_} questions, {model.n_pairs_} pairs")
+    for i, (a, b) in enumerate(zip(model.alpha_, model.beta_), start=1):
+        t.add(position=i, alpha=float(a), beta=float(b))
+    print(t.markdown(4))
+    print(f"saved to {args.output}", file=sys.stderr)
+    return 0
