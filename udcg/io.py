@@ -174,6 +174,14 @@ class AppendCache:
         os.fsync(self._f.fileno())
         self.done[record[self.key_field]] = record
 
+    def append_many(self, records: list[dict]) -> None:
+        """Append several records in one write and one fsync (a chunk of finished work)."""
+        self._f.write("".join(dumps(r) + "\n" for r in records))
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        for r in records:
+            self.done[r[self.key_field]] = r
+
     def close(self) -> None:
         self._f.close()
 
