@@ -10,7 +10,6 @@ an uninterrupted run. The output is written atomically at the end.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -24,7 +23,6 @@ from udcg.records import Annotation, Question
 log = logging.getLogger(__name__)
 
 ESTIMATORS = ("first-token", "sequence", "sampling", "api-logprobs")
-ABSTAIN = "NO-RESPONSE"
 
 
 @dataclass(frozen=True)
@@ -55,23 +53,13 @@ def _key(qid: str, pid: str) -> str:
     return f"{qid}\t{pid}"
 
 
-def _estimate(backend: Backend, chats: list, cfg: AnnotateConfig) -> list[dict]:
-    """One chunk -> [{p_abs, ci_low?, ci_high?, n_samples?, note}] in order."""
-    if cfg.estimator in ("first-token", "sequence"):
-        from udcg.annotate.estimators import abstention_probs
+def _estimate(backend: Backend, chats: list, cfg: AnnotateConfig) -> list:
+    """One chunk -> one Estimate (p_abs, interval, samples, note) per chat, in order."""
+    from udcg.annotate.estimators import abstention_estimates
 
-        return [{"p_abs": p} for p in abstention_probs(backend, chats, cfg.estimator)]
-    if cfg.estimator == "api-logprobs":
-        out = []
-        for lp in backend.next_token_logprobs(chats, [ABSTAIN]):
-            v = lp[ABSTAIN]
-            out.append({"p_abs": math.exp(v) if v > -math.inf else 0.0,
-                        "note": "" if v > -math.inf else "NO-RESPONSE absent from top_logprobs: p set to 0"})
-        return out
-    from udcg.annotate.sampling import sample_abstention
-
-    ests = sample_abstention(backend, chats, cfg.n_samples, cfg.temperature, cfg.seed, target_width=cfg.target_width)
-    return [{"p_abs": e.p, "ci_low": e.low, "ci_high": e.high, "n_samples": e.n} for e in ests]
+    options = ({"n": cfg.n_samples, "temperature": cfg.temperature, "seed": cfg.seed, "target_width": cfg.target_width}
+               if cfg.estimator == "sampling" else {})
+    return abstention_estimates(backend, chats, cfg.estimator, **options)
 
 
 def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfig, cache_path: str | Path,
@@ -105,9 +93,9 @@ def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfi
             stats.n_computed += len(chunk)
             records = []
             for (q, p), key, r in zip(chunk, keys, results, strict=True):
-                a = Annotation(qid=q.qid, pid=p.pid, model=backend.name, estimator=cfg.estimator, p_abs=float(r["p_abs"]),
-                               prompt_version=cfg.prompt_version, ci_low=r.get("ci_low"), ci_high=r.get("ci_high"),
-                               n_samples=r.get("n_samples"), note=r.get("note", ""))
+                a = Annotation(qid=q.qid, pid=p.pid, model=backend.name, estimator=cfg.estimator, p_abs=r.p_abs,
+                               prompt_version=cfg.prompt_version, ci_low=r.ci_low, ci_high=r.ci_high,
+                               n_samples=r.n_samples, note=r.note)
                 records.append({"key": key, **asdict(a)})
             cache.append_many(records)
             if progress:
