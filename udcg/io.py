@@ -7,9 +7,11 @@ temporary file beside the target and renames it, so an interrupted run never lea
 
 from __future__ import annotations
 
+import glob
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -19,6 +21,10 @@ from udcg.errors import InputError
 from udcg.records import Passage, Question
 
 MAX_FILE_BYTES = 2 * 1024**3
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+# No reader's context holds more: a longer passage is a whole document pasted into one field.
+MAX_PASSAGE_CHARS = 1_000_000
 
 
 # ---------------------------------------------------------------- reading
@@ -48,13 +54,31 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not valid JSON (write a finite number or null)")
 
 
+# A JSON string (skipped whole) or a bare NaN / Infinity / -Infinity outside strings.
+_STRING_OR_CONSTANT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
+_KEY = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:')
+
+
+def _constant_error(text: str, where: str, first_line: int | None = None) -> InputError:
+    """Name the line and field of the first NaN/Infinity in ``text`` (json gives no position)."""
+    for m in _STRING_OR_CONSTANT.finditer(text):
+        if m.group(1):
+            before = text[: m.start()]
+            keys = _KEY.findall(before[-4000:])
+            line = first_line if first_line is not None else before.count("\n") + 1
+            field = f" field {keys[-1]!r} =" if keys else ""
+            return InputError(f"{where}:{line}:{field} {m.group(1)} is not valid JSON (write a finite number, or null if unknown)")
+    line = f":{first_line}" if first_line is not None else ""
+    return InputError(f"{where}{line}: NaN or Infinity is not valid JSON (write a finite number, or null if unknown)")
+
+
 def parse_json(text: str, where: str) -> Any:
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as e:
         raise InputError(f"{where}:{e.lineno}: invalid JSON at column {e.colno}: {e.msg} (fix or remove this line)") from None
-    except ValueError as e:
-        raise InputError(f"{where}: {e}") from None
+    except ValueError:
+        raise _constant_error(text, where) from None
 
 
 def read_json(path: str | Path) -> Any:
@@ -72,8 +96,8 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
             obj = json.loads(line, parse_constant=_reject_constant)
         except json.JSONDecodeError as e:
             raise InputError(f"{path}:{line_no}: invalid JSON at column {e.colno}: {e.msg} (fix or remove this line)") from None
-        except ValueError as e:
-            raise InputError(f"{path}:{line_no}: {e}") from None
+        except ValueError:
+            raise _constant_error(line, str(path), line_no) from None
         if not isinstance(obj, dict):
             raise InputError(f"{path}:{line_no}: expected a JSON object, got {type(obj).__name__} (one object per line)")
         yield line_no, obj
@@ -96,7 +120,17 @@ def read_records(path: str | Path) -> list[tuple[str, dict]]:
         return out
     if stripped.startswith("{") and "\n" not in stripped.strip():
         return [(f"{path}:1", parse_json(text, str(path)))]
-    return [(f"{path}:{n}", obj) for n, obj in iter_jsonl(path)]
+    if stripped.startswith("{") and not stripped.partition("\n")[0].rstrip().endswith("}"):
+        try:  # one pretty-printed object, not JSONL
+            obj = json.loads(text, parse_constant=_reject_constant)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict):
+            return [(f"{path}:1", obj)]
+    out = [(f"{path}:{n}", obj) for n, obj in iter_jsonl(path)]
+    if not out:
+        raise InputError(f"{path}: only blank lines (expected JSON or JSONL records)")
+    return out
 
 
 # ---------------------------------------------------------------- writing
@@ -106,8 +140,11 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     """Write text to path via a temporary file in the same folder and an atomic rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):  # left by a run killed mid-write
+        stale.unlink(missing_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual permissions
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
             f.flush()
@@ -245,6 +282,9 @@ def question_from_authors(item: dict, where: str) -> Question:
             raise InputError(f"{pw}: duplicate doc_id {pid!r} in item {qid!r} (ids must be unique within an item)")
         seen.add(pid)
         ptext = require(p, "text", str, pw, "every passage needs text")
+        if len(ptext) > MAX_PASSAGE_CHARS:
+            raise InputError(f"{pw}: field 'text' of passage {pid!r} holds {len(ptext):,} characters, over the "
+                             f"{MAX_PASSAGE_CHARS:,} limit (split the document into passages of a few hundred words)")
         rel = p.get("is_relevant")
         if rel is not None and not isinstance(rel, bool):
             raise InputError(f"{pw}: field 'is_relevant' must be true/false, got {rel!r}")
@@ -260,8 +300,11 @@ def question_from_authors(item: dict, where: str) -> Question:
         grade = p.get("grade")
         if grade is not None and (isinstance(grade, bool) or grade not in (1, 2, 3, 4, 5)):
             raise InputError(f"{pw}: field 'grade' = {grade!r} is not a utility grade (use an integer 1..5)")
+        score = p.get("score")
+        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score)):
+            raise InputError(f"{pw}: field 'score' = {score!r} must be a finite number (the retriever's score) or absent")
         passages.append(Passage(pid=pid, text=ptext, title=str(p.get("title", "")), relevant=rel,
-                                grade=grade, p_abs=p_abs))
+                                grade=grade, score=None if score is None else float(score), p_abs=p_abs))
     return Question(qid=qid, text=text, answers=tuple(answers), passages=tuple(passages))
 
 
@@ -291,6 +334,8 @@ def question_to_authors(q: Question) -> dict:
             d["is_relevant"] = p.relevant
         if p.grade is not None:
             d["grade"] = p.grade
+        if p.score is not None:
+            d["score"] = p.score
         if p.p_abs:
             d["models_info"] = {m: {"no_res_prob": v} for m, v in p.p_abs.items()}
         passages.append(d)
