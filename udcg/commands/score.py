@@ -43,15 +43,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_trec(args: argparse.Namespace) -> int:
-    from udcg.metrics.evaluate import evaluate_trec, write_tsv
+    from udcg.metrics.evaluate import evaluate_trec, mean_by_measure, write_tsv
+    from udcg.trec import read_qrels, read_run
 
     if not args.metrics:
         from udcg.errors import InputError
 
         raise InputError("--metrics is required with --run/--qrels (e.g. --metrics P@5,nDCG@10,RR)")
-    rows = evaluate_trec(args.run, args.qrels, args.metrics)
+    rows = evaluate_trec(read_run(args.run), read_qrels(args.qrels), args.metrics)
     write_tsv(args.output, rows)
-    print(f"wrote {len(rows)} values to {args.output}", file=sys.stderr)
+    for name, mean in mean_by_measure(rows).items():
+        print(f"{name}\tall\t{mean!r}")
+    print(f"wrote {len(rows)} per-query values to {args.output}", file=sys.stderr)
     return 0
 
 

@@ -1,0 +1,48 @@
+"""udcg serve: an OpenAI-compatible server over a local model (for ``--backend openai`` clients and fleets)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="serve a local model over an OpenAI-compatible HTTP API",
+        description="Serve a local model at /v1/chat/completions and /v1/models (OpenAI wire format: messages, "
+        "temperature, top_p, max_tokens, n, seed, stop, logprobs, top_logprobs), so any OpenAI-compatible "
+        "client, udcg's own --backend openai included, can use it. Model calls run one at a time.",
+        epilog="examples:\n  udcg serve --model smollm2-135m --port 8000\n"
+        "  UDCG_SERVE_KEY=... udcg serve --model qwen2.5-coder-0.5b --host 0.0.0.0 --api-key-env UDCG_SERVE_KEY",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--model", required=True, help="offline alias (smollm2-135m, qwen2.5-coder-0.5b, ...), HF model id or local path")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--served-name", default=None, help="model name clients must send (default: the backend's name)")
+    p.add_argument("--api-key-env", default=None, metavar="VAR",
+                   help="require 'Authorization: Bearer <key>' with the key read from this environment variable")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+    import os
+
+    from udcg.errors import InputError
+    from udcg.llm.registry import load_backend
+    from udcg.llm.server import serve
+
+    if not 0 <= args.port <= 65535:
+        raise InputError(f"--port {args.port}: a port is a number in 0..65535")
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            raise InputError(f"--api-key-env {args.api_key_env}: that environment variable is unset or empty (export it first)")
+    elif args.host not in ("127.0.0.1", "localhost", "::1"):
+        logging.getLogger("udcg.serve").warning("listening on %s without an API key: anyone who reaches it can use the model", args.host)
+    backend = load_backend(args.model)
+    logging.getLogger("udcg.llm.server").setLevel(logging.INFO)
+    serve(backend, args.host, args.port, args.served_name, api_key)
+    return 0

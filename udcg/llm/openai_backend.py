@@ -1,0 +1,462 @@
+"""A backend over any OpenAI-compatible chat-completions API (OpenAI, vLLM, SGLang, TGI, `udcg serve`).
+
+- ``generate``: ``n`` answers per chat (the `sampling` estimator builds on it).
+- ``next_token_logprobs``: the `api-logprobs` estimator: the first generated position's
+  ``top_logprobs`` list; a candidate whose first token is not in the list gets -inf (p = 0), and
+  ``first_token_logprobs`` says so in a per-chat note.
+- ``continuation_logprobs``: needs open weights; raises ``BackendError``.
+
+Requests run concurrently (asyncio + httpx) with a concurrency bound, an optional
+requests-per-minute pace, and retries with exponential backoff on 429 / 408 / 409 / 5xx, timeouts
+and dropped connections, honouring ``Retry-After``. Several base URLs are used round-robin (a retry
+goes to the next one), so a fleet of servers can share one corpus. Results are per item: the
+``*_each`` methods return a value or a ``BackendError`` per chat and can report each result as it
+arrives (``on_result``), so one failed request never loses the finished ones. The API key is read
+from the environment at request time and never stored in messages, logs or ``repr``.
+
+Payload building and response parsing are pure functions (the first section below), tested alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import itertools
+import logging
+import math
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from udcg.errors import BackendError, InputError
+from udcg.llm.base import Chat, GenerationParams
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUSES = frozenset({408, 409, 429})  # plus every 5xx
+
+
+# ---------------------------------------------------------------- wire format (pure functions)
+
+
+def chat_payload(model: str, chat: Chat, params: GenerationParams) -> dict:
+    """The request body asking for ``params.n`` answers to one chat."""
+    payload = {
+        "model": model,
+        "messages": [{"role": m["role"], "content": m["content"]} for m in chat],
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "max_tokens": params.max_new_tokens,
+        "n": params.n,
+        "seed": params.seed,
+    }
+    if params.stop:
+        payload["stop"] = list(params.stop)
+    return payload
+
+
+def logprobs_payload(model: str, chat: Chat, top_logprobs: int) -> dict:
+    """The request body asking for the top list of the first generated position."""
+    return {
+        "model": model,
+        "messages": [{"role": m["role"], "content": m["content"]} for m in chat],
+        "temperature": 0.0,
+        "max_tokens": 1,
+        "n": 1,
+        "logprobs": True,
+        "top_logprobs": top_logprobs,
+    }
+
+
+def _choices(body: Any) -> list:
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(choices, list) or not choices:
+        raise BackendError(f"malformed response: no 'choices' list (got {str(body)[:200]!r})")
+    return choices
+
+
+def parse_answers(body: Any, n: int) -> list[str]:
+    """The ``n`` answers of a chat-completions response, in choice-index order."""
+    choices = sorted(_choices(body), key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)
+    answers = []
+    for c in choices:
+        content = c.get("message", {}).get("content") if isinstance(c, dict) else None
+        if content is None:
+            content = ""  # some servers send null content for an empty answer
+        if not isinstance(content, str):
+            raise BackendError(f"malformed response: choices[].message.content is {type(content).__name__}, not text")
+        answers.append(content)
+    if len(answers) != n:
+        raise BackendError(f"the server returned {len(answers)} answers, asked for n={n} (does it support the 'n' parameter?)")
+    return answers
+
+
+def parse_first_top_logprobs(body: Any) -> dict[str, float]:
+    """Token text -> logprob at the first generated position (``choices[0].logprobs.content[0]``)."""
+    choice = _choices(body)[0]
+    content = ((choice.get("logprobs") or {}) if isinstance(choice, dict) else {}).get("content")
+    if not isinstance(content, list) or not content:
+        raise BackendError("the response has no logprobs.content (does the server support logprobs/top_logprobs?)")
+    first = content[0]
+    top = first.get("top_logprobs") or [] if isinstance(first, dict) else []
+    out: dict[str, float] = {}
+    for entry in [first, *top]:
+        try:
+            token, lp = entry["token"], float(entry["logprob"])
+        except (KeyError, TypeError, ValueError):
+            raise BackendError(f"malformed logprobs entry {str(entry)[:120]!r} (expected token and logprob)") from None
+        out.setdefault(token, lp)  # a token can appear both as the sampled one and in the list
+    return out
+
+
+def candidate_logprob(top: dict[str, float], candidate: str, first_token: str | None = None) -> tuple[float, str]:
+    """(logprob, note) of a candidate's first token in a top list; -inf and a note when absent.
+
+    Without ``first_token``, the candidate's first token is taken to be the longest token of the
+    list that is a non-empty prefix of the candidate (BPE tokenizers take the longest match first).
+    """
+    if first_token is not None:
+        if first_token in top:
+            return top[first_token], ""
+    else:
+        prefixes = [t for t in top if t and candidate.startswith(t)]
+        if prefixes:
+            return top[max(prefixes, key=len)], ""
+    shown = f"first token {first_token!r}" if first_token is not None else "first token"
+    return -math.inf, f"{candidate!r}: {shown} absent from the top-{len(top)} list, probability reported as 0"
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date); None if absent/unparsable."""
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            seconds = parsedate_to_datetime(value).timestamp() - (time.time() if now is None else now)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def chunk_seed(seed: int, chunk: int) -> int:
+    """The seed of the ``chunk``-th request of one chat's answers: ``seed`` itself for the first,
+    a hash of (seed, chunk) for the others, so chunks never repeat each other's draws."""
+    if chunk == 0:
+        return seed
+    digest = hashlib.sha256(f"udcg-chunk:{seed}:{chunk}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
+def backoff_delay(attempt: int, base: float, cap: float, u: float) -> float:
+    """Exponential backoff with jitter: uniform in [1/2, 1] x min(cap, base * 2**attempt); u in [0, 1)."""
+    return min(cap, base * 2.0**attempt) * (0.5 + 0.5 * u)
+
+
+# ---------------------------------------------------------------- backend
+
+
+@dataclass(frozen=True, slots=True)
+class ApiLogprobs:
+    """First-token log-probabilities of the candidates for one chat, from the API's top list."""
+
+    logprobs: dict[str, float]  # candidate -> logprob (-inf when absent from the top list)
+    note: str = ""  # non-empty when a candidate was absent (its probability is reported as 0)
+    top: dict[str, float] | None = None  # the raw top list, token text -> logprob
+
+
+class BatchError(BackendError):
+    """Some requests of a batch failed after their retries. ``results`` holds, in input order, the
+    value of every finished request and the ``BackendError`` of every failed one."""
+
+    def __init__(self, message: str, results: list[Any]):
+        super().__init__(message)
+        self.results = results
+
+
+class _Pacer:
+    """Spaces request starts evenly to stay under a requests-per-minute limit. Lives as long as the
+    backend, so the limit holds across calls (and threads), not only within one batch."""
+
+    def __init__(self, requests_per_minute: float | None):
+        self.interval = 60.0 / requests_per_minute if requests_per_minute else 0.0
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    async def wait(self) -> None:
+        if not self.interval:
+            return
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next)
+            self._next = start + self.interval
+        if start > now:
+            await asyncio.sleep(start - now)
+
+
+class OpenAIBackend:
+    """``udcg.llm.base.Backend`` over OpenAI-compatible ``/chat/completions`` endpoints.
+
+    ``base_urls``: one URL or several, each ending where the OpenAI client's ``base_url`` ends
+    (e.g. ``http://127.0.0.1:8000/v1``). ``api_key_env``: the environment variable holding the key
+    (unset: no Authorization header, fine for local servers). ``max_retries``: retries per request
+    after the first attempt. ``max_retry_after``: the longest ``Retry-After`` honoured; a server
+    asking for a longer wait fails the request. ``max_n_per_request``: the server's cap on ``n``
+    (OpenAI: 128); more answers per chat are asked for in several requests. ``requests_per_minute``:
+    request starts are spaced by 60/rpm seconds, retries included. ``candidate_tokens``: the first
+    token of a candidate as the API's tokenizer writes it (e.g. ``{"NO-RESPONSE": "NO"}``); without
+    it, the longest top-list token that is a prefix of the candidate is taken.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_urls: str | Sequence[str] = "https://api.openai.com/v1",
+        *,
+        name: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        max_concurrency: int = 8,
+        requests_per_minute: float | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 5,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        max_retry_after: float = 120.0,
+        top_logprobs: int = 20,
+        max_n_per_request: int = 128,
+        candidate_tokens: dict[str, str] | None = None,
+        jitter_seed: int = 0,
+    ):
+        urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
+        if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
+            raise InputError(f"OpenAI backend: base URLs {urls!r} must be one or more http:// or https:// URLs "
+                             "(e.g. http://127.0.0.1:8000/v1)")
+        for field, value, integer in (("max_concurrency", max_concurrency, True), ("timeout", timeout, False),
+                                      ("max_n_per_request", max_n_per_request, True)):
+            _check_positive(field, value, integer)
+        if requests_per_minute is not None:
+            _check_positive("requests_per_minute", requests_per_minute)
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise InputError(f"OpenAI backend: max_retries must be an integer >= 0, got {max_retries!r}")
+        if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) or not 1 <= top_logprobs <= 20:
+            raise InputError(f"OpenAI backend: top_logprobs must be an integer in 1..20 (the API's limit), got {top_logprobs!r}")
+        self.model, self.name, self.api_key_env = model, name or model, api_key_env
+        self.base_urls = tuple(u.rstrip("/") for u in urls)
+        self.max_concurrency, self.requests_per_minute, self.timeout = max_concurrency, requests_per_minute, timeout
+        self.max_retries, self.backoff_base, self.backoff_max = max_retries, backoff_base, backoff_max
+        self.max_retry_after, self.top_logprobs, self.max_n_per_request = max_retry_after, top_logprobs, max_n_per_request
+        self.candidate_tokens = dict(candidate_tokens or {})
+        self._rng = random.Random(jitter_seed)
+        self._pacer = _Pacer(requests_per_minute)
+        self._url_turn = itertools.count()
+
+    def __repr__(self) -> str:
+        return f"OpenAIBackend(model={self.model!r}, base_urls={list(self.base_urls)!r}, api_key_env={self.api_key_env!r})"
+
+    # ------------------------------------------------------------ Backend protocol
+
+    def generate(self, chats: Sequence[Chat], params: GenerationParams = GenerationParams()) -> list[list[str]]:
+        return _raise_on_errors(self.generate_each(chats, params), "generate")
+
+    def next_token_logprobs(self, chats: Sequence[Chat], candidates: Sequence[str]) -> list[dict[str, float]]:
+        results = _raise_on_errors(self.first_token_logprobs_each(chats, candidates), "next_token_logprobs")
+        for i, r in enumerate(results):
+            if r.note:
+                log.info("chat %d: %s", i, r.note)
+        return [r.logprobs for r in results]
+
+    def continuation_logprobs(self, requests: Sequence[tuple[Chat, str]]) -> list[list[float]]:
+        raise BackendError(
+            f"backend {self.name!r} is an OpenAI-compatible API: teacher-forced continuation log-probabilities "
+            "need open weights (use a local model, e.g. --model qwen2.5-coder-0.5b, or the first-token/sampling estimators)"
+        )
+
+    # ------------------------------------------------------------ per-item API
+
+    def generate_each(
+        self,
+        chats: Sequence[Chat],
+        params: GenerationParams = GenerationParams(),
+        on_result: Callable[[int, Any], None] | None = None,
+    ) -> list[list[str] | BackendError]:
+        """Like ``generate`` but per item: each entry is the answers or the ``BackendError``.
+        More than ``max_n_per_request`` answers per chat are asked for in several requests."""
+        sizes = [min(self.max_n_per_request, params.n - start) for start in range(0, params.n, self.max_n_per_request)]
+        chunks = [replace(params, n=size, seed=chunk_seed(params.seed, c)) for c, size in enumerate(sizes)]
+        items = [[chat_payload(self.model, chat, p) for p in chunks] for chat in chats]
+
+        def parse(bodies: list[dict]) -> list[str]:
+            return [a for body, p in zip(bodies, chunks, strict=True) for a in parse_answers(body, p.n)]
+
+        return self._run_all(items, parse, on_result)
+
+    def first_token_logprobs(self, chats: Sequence[Chat], candidates: Sequence[str]) -> list[ApiLogprobs]:
+        return _raise_on_errors(self.first_token_logprobs_each(chats, candidates), "first_token_logprobs")
+
+    def first_token_logprobs_each(
+        self,
+        chats: Sequence[Chat],
+        candidates: Sequence[str],
+        on_result: Callable[[int, Any], None] | None = None,
+    ) -> list[ApiLogprobs | BackendError]:
+        """The `api-logprobs` estimator per chat, with a note naming absent candidates."""
+        items = [[logprobs_payload(self.model, chat, self.top_logprobs)] for chat in chats]
+
+        def parse(bodies: list[dict]) -> ApiLogprobs:
+            top = parse_first_top_logprobs(bodies[0])
+            found, notes = {}, []
+            for cand in candidates:
+                found[cand], note = candidate_logprob(top, cand, self.candidate_tokens.get(cand))
+                if note:
+                    notes.append(note)
+            return ApiLogprobs(found, "; ".join(notes), top)
+
+        return self._run_all(items, parse, on_result)
+
+    # ------------------------------------------------------------ transport
+
+    def _run_all(self, items: list[list[dict]], parse: Callable[[list[dict]], Any], on_result) -> list[Any]:
+        """Post every item's payloads (concurrently across items); parse each item's bodies."""
+        if not items:
+            return []
+        coro = self._post_all(items, parse, on_result)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(coro)
+        # Called from inside an event loop (a notebook): run ours in a worker thread.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, coro).result()
+
+    async def _post_all(self, items: list[list[dict]], parse, on_result) -> list[Any]:
+        import httpx
+
+        pacer = self._pacer
+        gate = asyncio.Semaphore(self.max_concurrency)
+        limits = httpx.Limits(max_connections=self.max_concurrency, max_keepalive_connections=self.max_concurrency)
+        timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0))
+        results: list[Any] = [None] * len(items)
+        async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
+
+            async def one(i: int) -> None:
+                async with gate:
+                    try:
+                        results[i] = parse([await self._post(client, pacer, payload) for payload in items[i]])
+                    except BackendError as e:  # parse errors quote the body, which a server may fill with the key
+                        results[i] = BackendError(_scrub(str(e), os.environ.get(self.api_key_env) or ""))
+                if on_result is not None:
+                    on_result(i, results[i])
+
+            await asyncio.gather(*(one(i) for i in range(len(items))))
+        return results
+
+    async def _post(self, client, pacer: _Pacer, payload: dict) -> dict:
+        """POST one payload with retries; returns the JSON body or raises a scrubbed BackendError."""
+        import httpx
+
+        key = os.environ.get(self.api_key_env) or ""
+        headers = {"Content-Type": "application/json"}
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        problem = ""
+        for attempt in range(self.max_retries + 1):
+            url = f"{self.base_urls[next(self._url_turn) % len(self.base_urls)]}/chat/completions"
+            await pacer.wait()
+            retry_after = None
+            try:
+                response = await client.post(url, json=payload, headers=headers)
+            except httpx.TimeoutException as e:
+                problem = f"POST {url}: timed out after {self.timeout:g}s ({type(e).__name__})"
+            except httpx.TransportError as e:
+                problem = f"POST {url}: connection failed ({type(e).__name__}: {e})"
+            else:
+                if response.status_code == 200:
+                    try:
+                        return response.json()
+                    except ValueError:  # a cut or garbled body (a proxy, a server restart): retried like a 5xx
+                        problem = f"POST {url}: HTTP 200 but the body is not JSON: {response.text[:200]!r}"
+                else:
+                    problem = f"POST {url}: HTTP {response.status_code}: {_error_text(response)}"
+                    if not _retryable(response.status_code):
+                        raise BackendError(_scrub(problem + _hint(response.status_code, self.api_key_env), key))
+                    retry_after = retry_after_seconds(response.headers.get("retry-after"))
+            if attempt == self.max_retries:
+                break
+            if retry_after is not None and retry_after > self.max_retry_after:
+                raise BackendError(_scrub(f"{problem}; the server asks to retry after {retry_after:g}s, more than max_retry_after={self.max_retry_after:g}s", key))
+            delay = retry_after if retry_after is not None else backoff_delay(attempt, self.backoff_base, self.backoff_max, self._rng.random())
+            log.warning("%s; retry %d/%d in %.2fs", _scrub(problem, key), attempt + 1, self.max_retries, delay)
+            await asyncio.sleep(delay)
+        raise BackendError(_scrub(f"{problem} (gave up after {self.max_retries + 1} attempts)", key))
+
+
+def _check_positive(field: str, value, integer: bool = False) -> None:
+    ok = isinstance(value, int) if integer else isinstance(value, (int, float)) and math.isfinite(value)
+    if isinstance(value, bool) or not ok or value <= 0:
+        raise InputError(f"OpenAI backend: {field} must be a positive {'integer' if integer else 'number'}, got {value!r}")
+
+
+def _retryable(status: int) -> bool:
+    return status in RETRY_STATUSES or status >= 500
+
+
+def _hint(status: int, api_key_env: str) -> str:
+    if status in (401, 403):
+        return f" (check the API key in the environment variable {api_key_env})"
+    if status == 404:
+        return " (check the base URL, which should end in /v1, and the model name)"
+    return ""
+
+
+def _error_text(response) -> str:
+    try:
+        body = response.json()
+        message = body.get("error", {}).get("message") if isinstance(body, dict) else None
+        if isinstance(message, str):
+            return message[:300]
+    except ValueError:
+        pass
+    return response.text[:300] or response.reason_phrase
+
+
+def _scrub(text: str, key: str) -> str:
+    """Remove the API key from anything that may be shown or logged (a server may echo it)."""
+    return text.replace(key, "***") if key else text
+
+
+def _raise_on_errors(results: list[Any], what: str) -> list[Any]:
+    failed = [i for i, r in enumerate(results) if isinstance(r, BackendError)]
+    if failed:
+        first = results[failed[0]]
+        raise BatchError(f"{what}: {len(failed)} of {len(results)} requests failed; first (item {failed[0]}): {first}", results)
+    return results
+
+
+def from_registry(model: str, **kw: Any) -> OpenAIBackend:
+    """``load_backend("openai:MODEL", base_urls=..., ...)``. Without ``base_urls``: the
+    comma-separated ``UDCG_OPENAI_BASE_URLS``, else ``OPENAI_BASE_URL``, else OpenAI's own API."""
+    if not model:
+        raise InputError("model 'openai:': give the served model name after the colon (e.g. openai:gpt-4o-mini)")
+    if "base_urls" not in kw:
+        env = os.environ.get("UDCG_OPENAI_BASE_URLS") or os.environ.get("OPENAI_BASE_URL")
+        if env:
+            kw["base_urls"] = [u.strip() for u in env.split(",") if u.strip()]
+    return OpenAIBackend(model, **kw)
+
+
+def _register() -> None:
+    from udcg.llm.registry import register_scheme
+
+    register_scheme("openai", from_registry)
+
+
+_register()
