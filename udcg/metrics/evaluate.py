@@ -1,0 +1,240 @@
+"""Score a TREC run against qrels: dicts -> gain matrices -> one per-rank curve per measure family
+(hits, AP, DCG, ERR, ...), read off at every cutoff asked for.
+
+Query policy (ir_measures' default, which follows trec_eval): the queries scored are those of the
+qrels, in qrels order. A qrels query missing from the run gets every measure's value on an empty
+ranking, which is 0 for all of ours (ir_measures emits ``measure.DEFAULT`` = 0 for it). A run query
+without qrels is skipped (logged), as pytrec_eval does. A query whose qrels hold no relevant
+document scores 0 (trec_eval's convention).
+
+Output rows are ``(qid, str(measure), value)``, query-major, measures in the order given — the
+layout of ``ir_measures.iter_calc`` written as ``qid<TAB>measure<TAB>value``.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import chain, repeat
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from udcg.errors import InputError
+from udcg.io import atomic_write_text
+from udcg.metrics import classical as C
+from udcg.metrics.measures import Measure, parse_measure, parse_measures
+from udcg.trec import ranked_docids
+
+log = logging.getLogger(__name__)
+_values = operator.methodcaller("values")
+_EMPTY: dict[str, float] = {}
+
+
+@dataclass(frozen=True)
+class GainTable:
+    """The run and qrels as matrices: ``gains[i, j]`` = judged gain of the document at rank j+1 of
+    query ``qids[i]`` (0 if unjudged or beyond the run), ``ideal[i]`` = all judged gains of the
+    query sorted descending (0-padded), ``extra[name][i, j]`` = the value of another per-document
+    map (abstention probabilities, utilities, ...) for the document at rank j+1 (0 if absent)."""
+
+    qids: tuple[str, ...]
+    gains: np.ndarray
+    ideal: np.ndarray
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def n_rel(self, rel_level: float) -> np.ndarray:
+        return (self.ideal >= rel_level).sum(1)
+
+
+def _floats(values, count: int, what: str) -> np.ndarray:
+    try:
+        arr = np.fromiter(values, dtype=np.float64, count=count)
+    except (TypeError, ValueError):
+        raise InputError(f"{what}: every value must be a number (fix the dict or the file it came from)") from None
+    if not np.isfinite(arr).all():
+        raise InputError(f"{what}: NaN or inf values (give finite numbers)")
+    return arr
+
+
+def _scatter(flat: np.ndarray, lengths: np.ndarray, fill: float, dtype: type) -> np.ndarray:
+    """Rows of variable length, concatenated -> an (n, max length) matrix padded with ``fill``."""
+    width = int(lengths.max()) if lengths.size else 0
+    if lengths.size and (lengths == width).all():
+        return flat.astype(dtype, copy=False).reshape(lengths.size, width)
+    out = np.full((lengths.size, width), fill, dtype=dtype)
+    out[np.arange(width)[None, :] < lengths[:, None]] = flat  # row-major = concatenation order
+    return out
+
+
+def _order(scores: np.ndarray, lengths: np.ndarray, rows: list[Mapping[str, float]]) -> np.ndarray:
+    """Column order per query, trec_eval style. Vectorised by float32 score; queries with tied
+    scores are re-sorted with the docid tie-break."""
+    keys = _scatter(scores.astype(np.float32), lengths, -np.inf, np.float32)
+    order = np.argsort(-keys, axis=1, kind="stable")
+    sorted_keys = np.take_along_axis(keys, order, 1)
+    valid = np.arange(keys.shape[1])[None, 1:] < lengths[:, None]
+    tied = np.flatnonzero(((sorted_keys[:, 1:] == sorted_keys[:, :-1]) & valid).any(1))
+    for i in tied:
+        position = {d: j for j, d in enumerate(rows[i])}
+        order[i, : lengths[i]] = [position[d] for d in ranked_docids(rows[i])]
+    return order
+
+
+def _lookup(maps: list[Mapping[str, float]], rows: list[Mapping[str, float]], total: int, what: str) -> np.ndarray:
+    """For each query, the value of each run document in ``maps`` (0 if absent), concatenated."""
+    zero = repeat(0.0)
+    return _floats(chain.from_iterable(map(m.get, r, zero) for m, r in zip(maps, rows)), total, what)
+
+
+def _ranked(flat: np.ndarray, lengths: np.ndarray, order: np.ndarray) -> np.ndarray:
+    return np.take_along_axis(_scatter(flat, lengths, 0.0, np.float64), order, 1)
+
+
+def gain_table(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, float]],
+               extra: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None) -> GainTable:
+    """Turn ``{qid: {docid: score}}`` and ``{qid: {docid: rel}}`` into a GainTable over the qrels
+    queries (see the module doc for the policy on missing queries). ``extra`` maps a name to
+    another ``{qid: {docid: value}}`` to put in rank order (looked up in the same pass)."""
+    qids = tuple(qrels)
+    rows = list(map(run.get, qids, repeat(_EMPTY)))
+    judged = list(map(qrels.__getitem__, qids))
+    unjudged = len(run) - (len(rows) - sum(map(operator.is_, rows, repeat(_EMPTY))))
+    if unjudged:
+        log.info("%d run queries have no qrels and are not scored (ir_measures/trec_eval policy)", unjudged)
+    lengths = np.fromiter(map(len, rows), np.int64, len(qids))
+    total = int(lengths.sum())
+    scores = _floats(chain.from_iterable(map(_values, rows)), total, "run scores")
+    order = _order(scores, lengths, rows)
+    gains = _ranked(_lookup(judged, rows, total, "qrels relevance"), lengths, order)
+    more = {name: _ranked(_lookup(list(map(values.get, qids, repeat(_EMPTY))), rows, total, name), lengths, order)
+            for name, values in (extra or {}).items()}
+    q_lengths = np.fromiter(map(len, judged), np.int64, len(qids))
+    all_judged = _floats(chain.from_iterable(map(_values, judged)), int(q_lengths.sum()), "qrels relevance")
+    ideal = np.sort(_scatter(all_judged, q_lengths, 0.0, np.float64), axis=1)[:, ::-1]
+    return GainTable(qids, gains, ideal, more)
+
+
+class _Curves:
+    """Per-table cache of the per-rank curves, so each family is computed once for all cutoffs."""
+
+    def __init__(self, table: GainTable) -> None:
+        self.t = table
+        self.cache: dict[tuple, Any] = {}
+
+    def get(self, key: tuple, make) -> Any:
+        if key not in self.cache:
+            self.cache[key] = make()
+        return self.cache[key]
+
+    def rel(self, level: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        def make():
+            rel = self.t.gains >= level
+            return rel, C._hits_curve(rel), self.t.n_rel(level)
+        return self.get(("rel", level), make)
+
+    def ap(self, level: float) -> np.ndarray:
+        rel, hits, _ = self.rel(level)
+        return self.get(("ap", level), lambda: C._ap_curve(hits, rel))
+
+    def first(self, level: float) -> np.ndarray:
+        return self.get(("first", level), lambda: C._first_hit(self.rel(level)[1]))
+
+    def dcg(self, exponential: bool) -> tuple[np.ndarray, np.ndarray]:
+        return self.get(("dcg", exponential), lambda: (C._dcg_curve(self.t.gains, exponential),
+                                                      C._dcg_curve(self.t.ideal, exponential)))
+
+
+def _binary(m: Measure, curves: _Curves) -> np.ndarray:
+    level = m.param("rel")
+    rel, hits, n_rel = curves.rel(level)
+    k = m.cutoff
+    if m.name == "P":
+        return C._precision(hits, k)
+    if m.name == "R":
+        return C._recall(hits, n_rel, k)
+    if m.name == "F1":
+        return C._f1(hits, n_rel, k)
+    if m.name == "Success":
+        return C._success(hits, k)
+    if m.name == "RR":
+        return C._reciprocal_rank(curves.first(level), hits.shape[1], k)
+    if m.name == "AP":
+        return C._average_precision(curves.ap(level), n_rel, k)
+    if m.name == "Rprec":
+        return C._r_precision(hits, n_rel)
+    return C._auc_pr(C._interpolated_precision(rel, hits, n_rel, k))  # AUC-PR
+
+
+def _compute(measure: Measure, table: GainTable, curves: _Curves) -> np.ndarray:
+    if measure.name in ("DCG", "nDCG"):
+        run_curve, ideal_curve = curves.dcg(measure.param("dcg") == "exp-log2")
+        if measure.name == "DCG":
+            return C._at(run_curve, measure.cutoff)
+        return C._ndcg(run_curve, ideal_curve, measure.cutoff)
+    if measure.name == "ERR":
+        max_grade = measure.param("max_grade")
+        if table.gains.size and table.gains.max() > max_grade:
+            raise InputError(f"{measure}: a relevance grade of {table.gains.max():g} exceeds max_grade = "
+                             f"{max_grade} (write ERR(max_grade=G)@k with G the top of your scale)")
+        curve = curves.get(("err", max_grade), lambda: C._err_curve(table.gains, float(max_grade)))
+        return C._at(curve, measure.cutoff)
+    return _binary(measure, curves)
+
+
+def _measures(measures: Sequence[Measure | str] | str) -> list[Measure]:
+    """A comma-separated string, or a list of Measures and/or measure strings."""
+    if isinstance(measures, str):
+        return parse_measures(measures)
+    out = []
+    for m in measures:
+        if isinstance(m, str):
+            m = parse_measure(m, where="measures")
+        if not isinstance(m, Measure):
+            raise InputError(f"measures: {m!r} is not a Measure (write e.g. 'P@5' or parse_measures('P@5,nDCG@10'))")
+        out.append(m)
+    return out
+
+
+def evaluate_table(table: GainTable, measures: Sequence[Measure | str] | str) -> dict[Measure, np.ndarray]:
+    """{measure: one value per query of the table}; measures of one family share their curve."""
+    wanted = _measures(measures)
+    curves = _Curves(table)
+    return {m: _compute(m, table, curves) for m in wanted}
+
+
+def evaluate_arrays(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, float]],
+                    measures: Sequence[Measure | str] | str) -> tuple[tuple[str, ...], dict[Measure, np.ndarray]]:
+    """Per-query values as arrays: (qids, {measure: values aligned with qids})."""
+    wanted = _measures(measures)  # checked before the (longer) conversion
+    table = gain_table(run, qrels)
+    return table.qids, evaluate_table(table, wanted)
+
+
+def evaluate_trec(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, float]],
+                  measures: Sequence[Measure | str] | str) -> list[tuple[str, str, float]]:
+    """Per-query rows ``(qid, measure, value)``, query-major, qrels order (see module doc)."""
+    qids, values = evaluate_arrays(run, qrels, measures)
+    names = [(str(m), v.tolist()) for m, v in values.items()]
+    return [(qid, name, vals[i]) for i, qid in enumerate(qids) for name, vals in names]
+
+
+def mean_by_measure(rows: Sequence[tuple[str, str, float]]) -> dict[str, float]:
+    """The mean over queries of each measure (MAP, MRR, ...), in first-seen order."""
+    sums: dict[str, list[float]] = {}
+    for _, name, value in rows:
+        sums.setdefault(name, []).append(value)
+    return {name: float(np.mean(vals)) for name, vals in sums.items()}
+
+
+def format_tsv(rows: Sequence[tuple[str, str, float]]) -> str:
+    """``qid<TAB>measure<TAB>value`` lines; values written with full precision (repr)."""
+    return "".join(f"{qid}\t{name}\t{value!r}\n" for qid, name, value in rows)
+
+
+def write_tsv(path: str | Path, rows: Sequence[tuple[str, str, float]]) -> None:
+    """Write the rows as TSV atomically (temporary file + rename)."""
+    atomic_write_text(path, format_tsv(rows))

@@ -1,0 +1,165 @@
+"""Measures as values, ir_measures style: ``Measure("nDCG", 10)`` prints ``nDCG@10``, hashes, compares,
+and ``parse_measures("P@5,nDCG@10,rr")`` builds them from what users type.
+
+Spelling follows ir_measures: ``P@5``, ``R@10``, ``F1@5``, ``Success@5``, ``RR``, ``RR@10``, ``AP``,
+``AP@100``, ``Rprec``, ``DCG@10``, ``nDCG@10``, ``ERR@10``, ``AUC-PR``; parameters go in
+parentheses before the cutoff, ``P(rel=2)@5``, ``nDCG(dcg='exp-log2')@10``, ``ERR(max_grade=3)@10``.
+Input is case-insensitive and accepts the aliases MRR→RR, MAP→AP, hit/hits→Success,
+Recall→R, Precision→P, R-Precision→Rprec, AUCPR→AUC-PR. A parameter equal to its default is
+dropped, so ``P(rel=1)@5 == P@5``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from udcg.errors import InputError
+
+# name -> (cutoff: "required" | "optional" | "none", {param: default})
+_REL = {"rel": 1}
+SPECS: dict[str, tuple[str, dict[str, Any]]] = {
+    "P": ("required", _REL),
+    "R": ("required", _REL),
+    "F1": ("required", _REL),
+    "Success": ("required", _REL),
+    "RR": ("optional", _REL),
+    "AP": ("optional", _REL),
+    "Rprec": ("none", _REL),
+    "DCG": ("optional", {"dcg": "log2"}),
+    "nDCG": ("optional", {"dcg": "log2"}),
+    "ERR": ("optional", {"max_grade": 4}),
+    "AUC-PR": ("optional", _REL),
+}
+DCG_CHOICES = ("log2", "exp-log2")
+
+_ALIASES = {name.lower(): name for name in SPECS} | {
+    "mrr": "RR", "map": "AP", "hit": "Success", "hits": "Success", "recall": "R",
+    "precision": "P", "r-precision": "Rprec", "r_precision": "Rprec", "aucpr": "AUC-PR",
+    "auc_pr": "AUC-PR", "f": "F1",
+}
+_TOKEN = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_\-]*?)\s*(?:\((.*)\))?\s*(?:@\s*([^\s@]+))?\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Measure:
+    """One measure: canonical name, cutoff (None = the whole ranking), non-default params sorted."""
+
+    name: str
+    cutoff: int | None = None
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def __str__(self) -> str:
+        text = self.name
+        if self.params:
+            text += "(" + ",".join(f"{k}={v!r}" for k, v in self.params) + ")"
+        return text if self.cutoff is None else f"{text}@{self.cutoff}"
+
+    def param(self, key: str) -> Any:
+        """The value of a parameter, or its default."""
+        return dict(self.params).get(key, SPECS[self.name][1][key])
+
+
+def known_names() -> str:
+    forms = {"required": "{}@k", "optional": "{}[@k]", "none": "{}"}
+    return ", ".join(forms[SPECS[n][0]].format(n) for n in SPECS)
+
+
+def make_measure(name: str, cutoff: int | None = None, where: str = "measure", **params: Any) -> Measure:
+    """Build a checked Measure; ``name`` may be any accepted spelling or alias."""
+    canon = _ALIASES.get(name.lower())
+    if canon is None:
+        raise InputError(f"{where}: unknown measure {name!r} (known: {known_names()}; aliases MRR, MAP, hit@k)")
+    cutoff_rule, defaults = SPECS[canon]
+    if cutoff is None and cutoff_rule == "required":
+        raise InputError(f"{where}: {canon} needs a cutoff (write {canon}@10)")
+    if cutoff is not None and cutoff_rule == "none":
+        raise InputError(f"{where}: {canon} takes no cutoff (write {canon})")
+    if cutoff is not None and (isinstance(cutoff, bool) or not isinstance(cutoff, int) or cutoff < 1):
+        raise InputError(f"{where}: cutoff {cutoff!r} of {canon} must be a positive integer")
+    clean = {}
+    for key, value in params.items():
+        if key not in defaults:
+            allowed = ", ".join(defaults) or "none"
+            raise InputError(f"{where}: {canon} has no parameter {key!r} (allowed: {allowed})")
+        value = _check_param(canon, key, value, where)
+        if value != defaults[key]:
+            clean[key] = value
+    return Measure(canon, cutoff, tuple(sorted(clean.items())))
+
+
+def _check_param(name: str, key: str, value: Any, where: str) -> Any:
+    if key == "dcg":
+        if value not in DCG_CHOICES:
+            raise InputError(f"{where}: {name}(dcg={value!r}) is not known (choose 'log2' or 'exp-log2')")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
+        raise InputError(f"{where}: {name}({key}={value!r}) must be a positive number")
+    return int(value) if float(value).is_integer() else float(value)
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, current = [], 0, []
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current))
+    return parts
+
+
+def _parse_value(raw: str, where: str) -> Any:
+    raw = raw.strip()
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
+        return raw[1:-1]
+    try:
+        return int(raw)
+    except ValueError:
+        pass
+    try:
+        return float(raw)
+    except ValueError:
+        return raw  # a bare word such as exp-log2; checked by _check_param
+
+
+def parse_measure(text: str, where: str = "--metrics") -> Measure:
+    """Parse one measure, e.g. ``nDCG@10``, ``rr``, ``P(rel=2)@5``."""
+    m = _TOKEN.match(text)
+    if not m or not text.strip():
+        raise InputError(f"{where}: cannot read measure {text.strip()!r} (write e.g. nDCG@10 or P(rel=2)@5)")
+    name, raw_params, raw_cutoff = m.groups()
+    cutoff = None
+    if raw_cutoff is not None:
+        if not raw_cutoff.isdigit():
+            raise InputError(f"{where}: cutoff {raw_cutoff!r} in {text.strip()!r} must be a positive integer")
+        cutoff = int(raw_cutoff)
+    params: dict[str, Any] = {}
+    for item in _split_top_level(raw_params or ""):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"{where}: parameter {item.strip()!r} in {text.strip()!r} must look like key=value")
+        params[key.strip().lower()] = _parse_value(value, where)
+    return make_measure(name, cutoff, where=where, **params)
+
+
+def parse_measures(text: str, where: str = "--metrics") -> list[Measure]:
+    """Parse a comma-separated list (commas inside parentheses belong to the measure); duplicates
+    are kept once, in first-seen order."""
+    if not text or not text.strip():
+        raise InputError(f"{where}: no measures given (write e.g. P@5,nDCG@10,RR)")
+    out: dict[Measure, None] = {}
+    for token in _split_top_level(text):
+        if token.strip():
+            out[parse_measure(token, where)] = None
+    if not out:
+        raise InputError(f"{where}: no measures given (write e.g. P@5,nDCG@10,RR)")
+    return list(out)
