@@ -11,7 +11,7 @@ from udcg import __version__
 from udcg.errors import UdcgError
 
 # Command modules under udcg/commands, in the order `udcg --help` lists them.
-COMMANDS = ("score", "fit_theta", "correlate", "annotate", "judge", "validate", "models", "serve")
+COMMANDS = ("score", "fit_theta", "correlate", "annotate", "judge", "validate", "demo", "models", "serve")
 
 EPILOG = """examples:
   udcg score data.json -o scored.json                 UDCG per item of the authors' format
@@ -21,6 +21,7 @@ EPILOG = """examples:
   udcg annotate data.json -o annotated.json --model qwen2.5-coder-0.5b
   udcg judge relevance data.json -o judged.jsonl --judge rules
   udcg validate configs/smoke.yaml                    the paper's end-to-end experiment
+  udcg demo                                           validate on the packaged sample, print Table 3
 """
 
 

@@ -11,6 +11,11 @@
      "metrics": {"UDCG": 0.61, ...}}                                  # added by `udcg score`
 
 The authors' format (items with "passages") is read too: one context per item.
+
+k rule: ``--k K`` keeps the first K passages of every context, and a metric cut-off ``@K`` scores
+the first K; a context with fewer than K passages is an error naming it (a shorter context is a
+different k, and UDCG divides by k), never a silent cut at the context's length. Duplicate ids
+(``example_id``, or ``(qid, cid)``) are errors too.
 """
 
 from __future__ import annotations
@@ -108,12 +113,16 @@ def _from_context(obj: dict, where: str, k_cut: int | None) -> tuple[str, dict]:
         fields["corpus_grades"] = cg
     if "outcome" in obj:
         fields["outcome"] = obj["outcome"]
-    return str(qid), _cut(fields, k_cut)
+    return str(qid), _cut(fields, k_cut, where)
 
 
-def _cut(fields: dict, k_cut: int | None) -> dict:
+def _cut(fields: dict, k_cut: int | None, where: str = "") -> dict:
     if k_cut is None:
         return fields
+    depth = max((len(v) for name, v in fields.items() if name in _LISTS and isinstance(v, list)), default=0)
+    if depth < k_cut:  # a context shorter than k is a different k: UDCG divides by k (DESIGN §2)
+        raise InputError(f"{where}: the context has {depth} passages, fewer than --k {k_cut} "
+                         f"(use --k {depth} or less, or leave out --k to score whole contexts)")
     return {n: (v[:k_cut] if n in _LISTS and isinstance(v, list) else v) for n, v in fields.items()}
 
 
@@ -140,7 +149,7 @@ def _from_authors(obj: dict, where: str, model: str | None, k_cut: int | None) -
         fields["outcome"] = obj["outcome"]
     if not fields:
         raise InputError(f"{where}: nothing to score (passages need 'is_relevant' and/or models_info)")
-    return q.qid, _cut(fields, k_cut)
+    return q.qid, _cut(fields, k_cut, where)
 
 
 def read_contexts(path: str, model: str | None = None, k: int | None = None) -> ContextRows:
@@ -148,8 +157,16 @@ def read_contexts(path: str, model: str | None = None, k: int | None = None) -> 
         raise InputError(f"--k {k}: must be a positive integer")
     records = read_records(path)
     rows = ContextRows([], [], [], [])
+    seen: dict[tuple, str] = {}
     for where, obj in records:
         qid, fields = (_from_authors(obj, where, model, k) if "passages" in obj else _from_context(obj, where, k))
+        cid = None if "passages" in obj else obj.get("cid")
+        if "passages" in obj or cid is not None:
+            key = (qid, str(cid))
+            if key in seen:
+                what = f"example_id {qid!r}" if cid is None else f"(qid, cid) = ({qid!r}, {str(cid)!r})"
+                raise InputError(f"{where}: duplicate {what}, first at {seen[key]} (ids must be unique; remove or rename one)")
+            seen[key] = where
         rows.where.append(where)
         rows.raw.append(obj)
         rows.qid.append(qid)
@@ -185,7 +202,11 @@ def score_rows(rows: ContextRows, metrics: list[MetricName], gamma: float = GAMM
                theta: UDCGTheta | None = None) -> dict[str, np.ndarray]:
     """Every metric for every context, in file order (NaN = NA)."""
     out = {str(m): np.full(len(rows), np.nan) for m in metrics}
-    for _, (idx, batch) in batches_by_k(rows).items():
+    for k, (idx, batch) in batches_by_k(rows).items():
+        too_deep = [m for m in metrics if m.k is not None and m.k > k]
+        if too_deep:  # same rule as --k: a cut-off beyond the context is an error, not a silent P@k -> P@len
+            raise InputError(f"{rows.where[idx[0]]}: metric {too_deep[0]} cuts at {too_deep[0].k} but the context has "
+                             f"{k} passages (use {too_deep[0].family}@{k} or less, or {too_deep[0].family} for the whole context)")
         for name, values in score_batch(batch, metrics, gamma, theta).items():
             out[name][idx] = values
     return out

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from udcg.errors import InputError
+from udcg.errors import BackendError, InputError
 from udcg.io import AppendCache
 from udcg.llm.base import Backend
 from udcg.records import Annotation, Question
@@ -62,6 +62,34 @@ def _estimate(backend: Backend, chats: list, cfg: AnnotateConfig) -> list:
     return abstention_estimates(backend, chats, cfg.estimator, **options)
 
 
+class _Replay:
+    """Serves the finished results of a failed API batch again, so they become estimates exactly as
+    in a successful call (no second request)."""
+
+    def __init__(self, name: str, rows: list):
+        self.name, self._rows = name, rows
+
+    def next_token_logprobs(self, chats: list, candidates: Sequence[str]) -> list:
+        return self._rows
+
+
+def _estimate_keeping_finished(backend: Backend, chats: list, cfg: AnnotateConfig) -> tuple[list, BackendError | None]:
+    """Estimates per chat, and None with the error for the chats whose API request failed after its
+    retries (``BatchError.results`` holds the finished ones); other failures propagate."""
+    try:
+        return _estimate(backend, chats, cfg), None
+    except BackendError as e:
+        results = getattr(e, "results", None)
+        if cfg.estimator != "api-logprobs" or not isinstance(results, list) or len(results) != len(chats):
+            raise
+        ok = [i for i, r in enumerate(results) if not isinstance(r, BaseException) and hasattr(r, "logprobs")]
+        estimates = _estimate(_Replay(backend.name, [results[i].logprobs for i in ok]), [chats[i] for i in ok], cfg) if ok else []
+        out: list = [None] * len(chats)
+        for i, est in zip(ok, estimates, strict=True):
+            out[i] = est
+        return out, e
+
+
 def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfig, cache_path: str | Path,
              progress: Callable[[int], None] | None = None) -> tuple[dict[str, Annotation], AnnotateStats]:
     """Annotate every passage; returns {qid<TAB>pid: Annotation} and run statistics."""
@@ -81,23 +109,31 @@ def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfi
                 raise InputError(f"{cache_path}: cache made with model={rec['model']!r}, estimator={rec['estimator']!r}, "
                                  f"prompt={rec['prompt_version']!r}; use the same settings or delete the cache")
         for chunk in chunks:
-            keys = [_key(q.qid, p.pid) for q, p in chunk]
-            if all(k in cache for k in keys):
+            # Normally all or none of a chunk is cached; a chunk cut by a failed API request keeps
+            # its finished passages, and only the rest is computed again.
+            todo = [(q, p) for q, p in chunk if _key(q.qid, p.pid) not in cache]
+            if not todo:
                 if progress:
                     progress(len(chunk))
                 continue
-            chats = [reader_chat(q.text, [p.text], cfg.prompt_version) for q, p in chunk]
+            chats = [reader_chat(q.text, [p.text], cfg.prompt_version) for q, p in todo]
             t0 = time.perf_counter()
-            results = _estimate(backend, chats, cfg)
+            results, failure = _estimate_keeping_finished(backend, chats, cfg)
             stats.seconds += time.perf_counter() - t0
-            stats.n_computed += len(chunk)
+            stats.n_computed += sum(r is not None for r in results)
             records = []
-            for (q, p), key, r in zip(chunk, keys, results, strict=True):
+            for (q, p), r in zip(todo, results, strict=True):
+                if r is None:
+                    continue
                 a = Annotation(qid=q.qid, pid=p.pid, model=backend.name, estimator=cfg.estimator, p_abs=r.p_abs,
                                prompt_version=cfg.prompt_version, ci_low=r.ci_low, ci_high=r.ci_high,
                                n_samples=r.n_samples, note=r.note)
-                records.append({"key": key, **asdict(a)})
-            cache.append_many(records)
+                records.append({"key": _key(q.qid, p.pid), **asdict(a)})
+            if records:
+                cache.append_many(records)
+            if failure is not None:
+                raise BackendError(f"{failure}; {len(cache.done)} of {len(items)} passages are finished and kept in "
+                                   f"{cache_path} (rerun the same command to resume)") from None
             if progress:
                 progress(len(chunk))
         done = {k: Annotation(**{f: v for f, v in rec.items() if f != "key"}) for k, rec in cache.done.items()}

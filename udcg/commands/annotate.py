@@ -32,6 +32,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     p.add_argument("--concurrency", type=int, default=8, help="API requests in flight")
     p.add_argument("--rpm", type=float, default=None, help="API requests-per-minute limit")
+    p.add_argument("--timeout", type=float, default=60.0, help="API: seconds to wait for one response (default 60)")
+    p.add_argument("--max-retries", type=int, default=5, help="API: retries per request after the first attempt, "
+                   "with exponential backoff and Retry-After (default 5); then the run stops, keeping finished work")
     p.add_argument("--device", default="auto", help="cpu, cuda, auto")
     p.add_argument("--dtype", default="float32", help="float32, bfloat16, float16")
     p.add_argument("--batch-size", type=int, default=None, help="passages per forward pass (default: automatic)")
@@ -49,7 +52,7 @@ def load_backend(args: argparse.Namespace):
 
         return OpenAIBackend(args.model, [u.strip() for u in args.api_base.split(",") if u.strip()],
                              api_key_env=args.api_key_env, max_concurrency=args.concurrency,
-                             requests_per_minute=args.rpm)
+                             requests_per_minute=args.rpm, timeout=args.timeout, max_retries=args.max_retries)
     from udcg.llm.registry import load_backend as load
 
     return load(args.model, device=args.device, dtype=args.dtype, batch_size=args.batch_size)
@@ -58,8 +61,12 @@ def load_backend(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from udcg.annotate.output import load_questions, write_annotated
     from udcg.annotate.runner import AnnotateConfig, annotate
+    from udcg.errors import InputError
     from udcg.progress import bar
 
+    for flag, value in (("--limit", args.limit), ("--chunk-size", args.chunk_size), ("--samples", args.samples)):
+        if value is not None and value < 1:  # checked before any model loads
+            raise InputError(f"{flag} {value}: must be a positive integer")
     questions, raw = load_questions(args.input, args.limit)
     estimator = args.estimator or ("api-logprobs" if args.api_base else "first-token")
     cfg = AnnotateConfig(estimator=estimator, prompt_version=args.prompt, chunk_size=args.chunk_size,

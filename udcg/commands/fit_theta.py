@@ -29,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
     from udcg.metrics.udcg import UDCGTheta
     from udcg.report import Table
 
+    if args.k is not None and args.k <= 0:
+        raise InputError(f"--k {args.k}: must be a positive integer (the number of passages per context)")
     rows = read_contexts(args.input)
     ks = np.array([len(f.get("utilities", [])) for f in rows.fields])
     if (ks == 0).any():
@@ -36,10 +38,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{rows.where[i]}: no utilities (annotate first: udcg annotate)")
     k = args.k or (int(ks[0]) if len(set(ks)) == 1 else None)
     if k is None:
-        raise InputError(f"contexts have several k ({sorted(set(ks.tolist()))}); choose one with --k")
+        raise InputError(f"{args.input}: contexts have several k ({sorted(set(ks.tolist()))}); choose one with --k")
     idx = np.flatnonzero(ks == k)
     if len(idx) == 0:
-        raise InputError(f"--k {k}: no context has exactly {k} passages")
+        raise InputError(f"{args.input}: --k {k}: no context has exactly {k} passages (choose a k from {sorted(set(ks.tolist()))})")
     u = np.asarray([rows.fields[i]["utilities"] for i in idx])
     y = rows.outcome_scores()[idx]
     groups = np.asarray([rows.qid[i] for i in idx])

@@ -129,8 +129,9 @@ class UDCGTheta(BaseEstimator):
             raise InputError(f"C = {self.C!r}: must be > 0 (SVM-rank's default is 0.01)")
         F = theta_features(u, self.variant, None if relevance is None else np.asarray(relevance))
         D, s = pairwise_differences(F, y_arr, g)
-        if len(s) == 0:
-            raise InputError("no pair of contexts of the same question has different outcomes; nothing to learn from")
+        if len(s) < 2:
+            raise InputError(f"{len(s)} pair(s) of contexts of the same question with different outcomes; a ranking "
+                             "SVM needs at least 2 (give more questions or more contexts per question)")
         n_queries = len(np.unique(g))
         svm = LinearSVC(C=self.C / n_queries, loss="hinge", fit_intercept=False, max_iter=self.max_iter,
                         tol=self.tol, dual=True)

@@ -1,0 +1,174 @@
+"""The validate config: defaults, the shipped configs, every kind of user error, overrides, paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from udcg.cli import main
+from udcg.errors import InputError
+from udcg.experiment.config import REPO_ROOT, Config, demo_config_path, from_dict, load_config, to_yaml
+
+CONFIGS = sorted((REPO_ROOT / "configs").glob("*.yaml"))
+
+
+def write(tmp_path: Path, text: str, name: str = "c.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def error(raw: dict) -> str:
+    with pytest.raises(InputError) as e:
+        from_dict(raw, "cfg.yaml")
+    return str(e.value)
+
+
+def test_empty_config_gives_the_paper_defaults():
+    cfg = from_dict({})
+    assert (cfg.contexts.k, cfg.contexts.n_contexts, cfg.contexts.balance) == (5, 10, 0.5)
+    assert cfg.pool.size == 25 and cfg.metrics.gamma == pytest.approx(1 / 3) and cfg.theta.C == 0.01
+    assert cfg.grading.require_relevant_context and cfg.grading.judge == "rules"
+    assert cfg.output.endswith(str(Path("runs") / "validate"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_shipped_config_loads(path):
+    cfg = load_config(path)
+    assert cfg.name == path.stem
+    assert Path(cfg.data.data_dir).is_absolute()
+
+
+def test_the_shipped_configs_are_there_and_demo_is_packaged():
+    assert {"smoke", "demo", "popqa-qwen0.5b", "nq-qwen0.5b", "squad-qwen0.5b"} <= {p.stem for p in CONFIGS}
+    assert demo_config_path().read_text() == (REPO_ROOT / "configs" / "demo.yaml").read_text()
+    demo = load_config(demo_config_path())
+    assert demo.reader.model == "qwen2.5-coder-0.5b" and demo.contexts.k == 3 and demo.pool.size == 10
+
+
+def test_smoke_config_is_tiny():
+    cfg = load_config(REPO_ROOT / "configs" / "smoke.yaml")
+    assert cfg.reader.model == "smollm2-135m" and cfg.data.limit <= 4 and cfg.contexts.k == 3 and cfg.pool.size <= 8
+    assert cfg.data.questions == "popqa-sample"
+
+
+@pytest.mark.parametrize("raw, words", [
+    ({"contextz": {}}, ["unknown key 'contextz'", "contexts", "studies"]),
+    ({"contexts": {"kk": 3}}, ["unknown key 'contexts.kk'", "k, n_contexts, balance"]),
+    ({"reader": {"modle": "x"}}, ["'reader.modle'", "model"]),
+])
+def test_unknown_keys_are_named_with_the_known_ones(raw, words):
+    msg = error(raw)
+    assert msg.startswith("cfg.yaml: ")
+    for w in words:
+        assert w in msg
+
+
+@pytest.mark.parametrize("raw, words", [
+    ({"contexts": {"k": "five"}}, ["contexts.k", "an integer", "'five'"]),
+    ({"contexts": {"k": True}}, ["contexts.k", "an integer"]),
+    ({"contexts": {"balance": "half"}}, ["contexts.balance", "a number"]),
+    ({"grading": {"require_relevant_context": "yes"}}, ["grading.require_relevant_context", "true/false"]),
+    ({"studies": {"k_values": "1,3"}}, ["studies.k_values[0]", "an integer"]),
+    ({"contexts": 3}, ["section 'contexts'", "mapping"]),
+    ({"pool": {"source": "splade"}}, ["pool.source", "dataset, bm25, dense"]),
+    ({"grading": {"match": "fuzzy"}}, ["grading.match", "contains, exact, f1"]),
+    ({"contexts": {"k": 0}}, ["contexts.k = 0", "positive"]),
+    ({"contexts": {"k": 30}}, ["contexts.k = 30", "pool.size = 25"]),
+    ({"contexts": {"balance": 1.5}}, ["contexts.balance", "[0, 1]"]),
+    ({"studies": {"k_values": [1, 40]}}, ["studies.k_values holds 40"]),
+    ({"metrics": {"names": ["UDCG", "nDGC"]}}, ["metrics.names", "unknown metric 'nDGC'"]),
+    ({"metrics": {"names": []}}, ["metrics.names is empty"]),
+    ({"metrics": {"names": ["UDCG", "udcg"]}}, ["twice"]),
+    ({"metrics": {"names": ["nDCG"], "baseline": "UDCG"}}, ["metrics.baseline", "not in metrics.names"]),
+    ({"theta": {"C": 0}}, ["theta.C"]),
+    ({"theta": {"from_run": "/no/such/run"}}, ["theta.from_run", "no such run folder"]),
+    ({"data": {"questions": "no-such-file.jsonl"}}, ["data.questions", "no-such-file.jsonl", "popqa"]),
+    ({"data": {"data_dir": "/no/such/dir"}}, ["data.data_dir", "no such folder"]),
+    ({"seed": -1}, ["seed"]),
+])
+def test_bad_values_name_the_key_and_the_fix(raw, words):
+    msg = error(raw)
+    for w in words:
+        assert w in msg, msg
+
+
+def test_metric_names_are_canonicalised():
+    cfg = from_dict({"metrics": {"names": ["udcg", "ndcg@3", "map", "hits"], "baseline": "udcg"}})
+    assert cfg.metrics.names == ("UDCG", "nDCG@3", "AP", "Success") and cfg.metrics.baseline == "UDCG"
+
+
+def test_a_single_value_stands_for_a_one_element_list():
+    assert from_dict({"studies": {"k_values": 3}}).studies.k_values == (3,)
+
+
+def test_overrides_and_output(tmp_path):
+    path = write(tmp_path, "name: t\ncontexts:\n  k: 4\n")
+    cfg = load_config(path, ["contexts.k=3", "studies.k_values=[1, 2]", "grading.judge=rules", "data.limit=null"],
+                      output=str(tmp_path / "out"))
+    assert cfg.contexts.k == 3 and cfg.studies.k_values == (1, 2) and cfg.data.limit is None
+    assert cfg.output == str((tmp_path / "out").resolve())
+    with pytest.raises(InputError, match="expected KEY=VALUE"):
+        load_config(path, ["contexts.k"])
+    with pytest.raises(InputError, match="unknown key 'contexts.q'"):
+        load_config(path, ["contexts.q=1"])
+
+
+def test_yaml_errors_are_located(tmp_path):
+    with pytest.raises(InputError, match=r"c.yaml:2: invalid YAML"):
+        load_config(write(tmp_path, "name: t\nseed: @1\n"))
+    with pytest.raises(InputError, match="must be a mapping of sections"):
+        load_config(write(tmp_path, "- a\n- b\n"))
+    with pytest.raises(InputError, match="no such config file"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_relative_data_paths_resolve_beside_the_config_then_in_the_repository(tmp_path):
+    (tmp_path / "mine.jsonl").write_text((REPO_ROOT / "udcg" / "data" / "popqa-sample.jsonl").read_text())
+    cfg = load_config(write(tmp_path, "data:\n  questions: mine.jsonl\n"))
+    assert cfg.data.questions == str((tmp_path / "mine.jsonl").resolve())
+    cfg = load_config(write(tmp_path, "data:\n  questions: udcg/data/popqa-sample.jsonl\n"))  # from the repo root
+    assert cfg.data.questions == str(REPO_ROOT / "udcg" / "data" / "popqa-sample.jsonl")
+    cfg = load_config(write(tmp_path, f"data:\n  questions: popqa\n  data_dir: {tmp_path}\n"))
+    assert cfg.data.questions == "popqa" and cfg.data.data_dir == str(tmp_path.resolve())
+
+
+def test_data_dir_defaults_to_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("UDCG_DATA_DIR", str(tmp_path))
+    assert from_dict({}).data.data_dir == str(tmp_path)
+
+
+def test_the_resolved_config_round_trips_through_yaml():
+    cfg = load_config(REPO_ROOT / "configs" / "nq-qwen0.5b.yaml")
+    again = from_dict(yaml.safe_load(to_yaml(cfg)))
+    assert again == cfg and isinstance(again, Config)
+
+
+def test_fingerprint_follows_the_named_sections_only():
+    a = from_dict({})
+    assert a.fingerprint("data", "pool") == from_dict({"studies": {"k_values": [2]}}).fingerprint("data", "pool")
+    assert a.fingerprint("data", "pool") != from_dict({"pool": {"size": 20}}).fingerprint("data", "pool")
+
+
+def test_cli_reports_a_config_error_on_one_line(tmp_path, capsys):
+    path = write(tmp_path, "name: t\nreader:\n  model: smollm2-135m\n  temprature: 0\n")
+    assert main(["validate", str(path), "-o", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "unknown key 'reader.temprature'" in err and "max_new_tokens" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_shared_data_paths_resolve_relative_to_the_repository(tmp_path):
+    shared = REPO_ROOT.parent / "shared" / "data" / "popqa-contriever-100"
+    if not shared.is_dir():
+        pytest.skip("no ../shared/data beside the repository")
+    cfg = load_config(write(tmp_path, "data:\n  questions: ../shared/data/popqa-contriever-100\n"))
+    assert cfg.data.questions == str(shared.resolve())
+
+
+def test_demo_command_is_registered(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["demo", "--help"])
+    assert e.value.code == 0 and "packaged demo config" in capsys.readouterr().out

@@ -1,0 +1,179 @@
+"""Resumable judging and the ``udcg judge`` command, with a scripted fake backend."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import pytest
+
+from udcg.cli import main
+from udcg.errors import InputError
+from udcg.grade import runner
+from udcg.grade.judges import TASKS, LLMJudge, RuleJudge
+from udcg.io import read_authors
+from udcg.llm.base import GenerationParams
+
+
+class ScriptedBackend:
+    """Grade A when the passage holds 'Rome', B otherwise; records calls; may die after n calls."""
+
+    name = "scripted"
+
+    def __init__(self, die_after: int | None = None, reply=None):
+        self.calls = 0
+        self.prompts: list[str] = []
+        self.die_after = die_after
+        self.reply = reply
+
+    def generate(self, chats, params=GenerationParams()):
+        if self.die_after is not None and self.calls >= self.die_after:
+            raise KeyboardInterrupt
+        self.calls += 1
+        out = []
+        for chat in chats:
+            prompt = chat[0]["content"]
+            self.prompts.append(prompt)
+            doc = prompt.split("\nDocument: ")[-1].split("\n```")[0]
+            out.append([self.reply or json.dumps({"motivation": "m", "grade": "A" if "Rome" in doc else "B"})])
+        return out
+
+    def next_token_logprobs(self, chats, candidates):  # pragma: no cover
+        raise NotImplementedError
+
+    def continuation_logprobs(self, requests):  # pragma: no cover
+        raise NotImplementedError
+
+
+def authors_file(tmp_path, n_questions=3, n_passages=5):
+    items = [{"example_id": f"q{i}", "question": f"capital {i}?", "answers": ["Rome"],
+              "passages": [{"doc_id": f"d{j}", "text": ("Rome is it." if (i + j) % 3 == 0 else "Milan."),
+                            "is_relevant": None if j else False} for j in range(n_passages)]}
+             for i in range(n_questions)]
+    path = tmp_path / "data.json"
+    path.write_text(json.dumps(items))
+    return path
+
+
+def test_kill_and_resume_gives_the_uninterrupted_output(tmp_path):
+    path = authors_file(tmp_path)
+    items = runner.passage_items(read_authors(path)[1])
+    full = runner.run_judge(LLMJudge(ScriptedBackend(), TASKS["relevance"]), items, tmp_path / "full.cache", chunk_size=4)
+
+    cache = tmp_path / "killed.cache"
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_judge(LLMJudge(ScriptedBackend(die_after=2), TASKS["relevance"]), items, cache, chunk_size=4)
+    assert len(cache.read_text().splitlines()) == 8  # two chunks finished
+    with open(cache, "a") as f:
+        f.write('{"key": "q2\\td0", "qid": "q2", "lab')  # a torn last line, as after kill -9
+    second = ScriptedBackend()
+    done = []
+    resumed = runner.run_judge(LLMJudge(second, TASKS["relevance"]), items, cache, chunk_size=4, progress=done.append)
+    assert resumed == full
+    assert len(second.prompts) == 15 - 8 and done[0] == 8 and sum(done) == 15
+    assert [r["pid"] for r in full[:5]] == ["d0", "d1", "d2", "d3", "d4"]
+    assert [r["label"] for r in full[:5]] == ["relevant", "irrelevant", "irrelevant", "relevant", "irrelevant"]
+
+
+def test_cache_from_another_judge_is_refused(tmp_path):
+    items = runner.passage_items(read_authors(authors_file(tmp_path))[1])
+    runner.run_judge(RuleJudge(TASKS["relevance"]), items, tmp_path / "c")
+    with pytest.raises(InputError, match="rules:containment"):
+        runner.run_judge(LLMJudge(ScriptedBackend(), TASKS["relevance"]), items, tmp_path / "c")
+
+
+def test_summary_and_write_back(tmp_path):
+    path = authors_file(tmp_path, 1, 3)
+    raw, questions = read_authors(path)
+    items = runner.passage_items(questions)
+    recs = runner.run_judge(LLMJudge(ScriptedBackend(reply="not json"), TASKS["relevance"], retries=0), items[:1],
+                            tmp_path / "c1")
+    recs += runner.run_judge(RuleJudge(TASKS["relevance"]), items[1:], tmp_path / "c2")
+    s = runner.summarize(recs)
+    assert s == {"n": 3, "labels": {"irrelevant": 2}, "unparseable": 1, "repaired": 0, "retried": 0, "notes": 0}
+    assert "unparseable=1" in runner.format_summary(s)
+    out, skipped = runner.write_back(raw, recs, TASKS["relevance"])
+    assert skipped == 1
+    assert [p.get("is_relevant") for p in out[0]["passages"]] == [False, False, False]
+    assert raw[0]["passages"][1]["is_relevant"] is None  # the caller's items are not mutated
+
+
+def test_cli_rules_relevance_and_write_back(tmp_path, capsys):
+    path = authors_file(tmp_path)
+    out = tmp_path / "rel.jsonl"
+    back = tmp_path / "back.json"
+    assert main(["judge", "relevance", str(path), "-o", str(out), "--write-authors", str(back), "--no-progress"]) == 0
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(rows) == 15 and {r["judge"] for r in rows} == {"rules:containment"}
+    assert {r["prompt_version"] for r in rows} == {"rules-v1"}
+    _, qs = read_authors(back)
+    assert [p.relevant for p in qs[0].passages] == [True, False, False, True, False]
+    assert "15 judged: irrelevant=10, relevant=5, unparseable=0" in capsys.readouterr().err
+
+
+@pytest.fixture
+def fake_registry(monkeypatch):
+    backends = []
+
+    def load_backend(name, **kw):
+        backends.append(ScriptedBackend(reply=None if name == "good" else "I refuse."))
+        backends[-1].name = name
+        return backends[-1]
+
+    monkeypatch.setitem(sys.modules, "udcg.llm.registry", types.SimpleNamespace(load_backend=load_backend))
+    return backends
+
+
+def test_cli_model_judge_resume_and_unparseable(tmp_path, capsys, fake_registry):
+    path = authors_file(tmp_path)
+    out = tmp_path / "llm.jsonl"
+    assert main(["judge", "relevance", str(path), "-o", str(out), "--judge", "good", "--no-progress"]) == 0
+    first = out.read_text()
+    assert main(["judge", "relevance", str(path), "-o", str(out), "--judge", "good", "--no-progress"]) == 0
+    assert out.read_text() == first and fake_registry[-1].calls == 0  # all from the cache
+    bad = tmp_path / "bad.jsonl"
+    assert main(["judge", "relevance", str(path), "-o", str(bad), "--judge", "bad", "--no-progress", "--retries", "0"]) == 0
+    rows = [json.loads(x) for x in bad.read_text().splitlines()]
+    assert all(r["label"] is None and r["raw"] == "I refuse." and "no JSON" in r["error"] for r in rows)
+    assert "unparseable=15" in capsys.readouterr().err
+
+
+def test_cli_answers(tmp_path, capsys):
+    path = tmp_path / "answers.jsonl"
+    rows = [{"qid": "q", "cid": "c1", "question": "Q?", "answers": ["Rome"], "answer": "Rome.", "context_has_relevant": False},
+            {"qid": "q", "cid": "c2", "question": "Q?", "answers": ["Rome"], "answer": "NO-RESPONSE", "context_has_relevant": True},
+            {"qid": "q", "cid": "c3", "question": "Q?", "answers": ["Rome"], "answer": "Milan", "context_has_relevant": True}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "o.jsonl"
+    assert main(["judge", "answer", str(path), "-o", str(out), "--no-progress"]) == 0
+    assert [json.loads(x)["label"] for x in out.read_text().splitlines()] == ["correct", "abstained", "wrong"]
+    out2 = tmp_path / "o2.jsonl"
+    assert main(["judge", "answer", str(path), "-o", str(out2), "--no-progress", "--require-relevant-context"]) == 0
+    assert [json.loads(x)["label"] for x in out2.read_text().splitlines()] == ["wrong", "abstained", "wrong"]
+
+
+@pytest.mark.parametrize("lines, message", [
+    (['{"qid": "q", "cid": "c", "question": "Q?", "answers": ["a"]}'], "missing field 'answer'"),
+    (['{"qid": "q", "cid": "c", "question": "Q?", "answers": [], "answer": "a"}'], "non-empty list"),
+    (['{"qid": "q", "cid": "c", "question": "Q?", "answers": ["a"], "answer": "a", "context_has_relevant": "yes"}'], "true/false"),
+    (['{"qid": "q", "cid": "c", "question": "Q?", "answers": ["a"], "answer": "a"}'] * 2, "duplicate (qid, cid)"),
+])
+def test_cli_bad_answer_input(tmp_path, capsys, lines, message):
+    path = tmp_path / "a.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["judge", "answer", str(path), "-o", str(tmp_path / "o.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and f"{path}:" in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_refusals(tmp_path, capsys):
+    path = authors_file(tmp_path)
+    assert main(["judge", "grade", str(path), "-o", str(tmp_path / "g.jsonl")]) == 2
+    assert "no rule-based judge" in capsys.readouterr().err
+    noans = tmp_path / "noans.json"
+    noans.write_text(json.dumps([{"example_id": "q", "question": "Q?", "passages": [{"doc_id": "d", "text": "t"}]}]))
+    assert main(["judge", "relevance", str(noans), "-o", str(tmp_path / "r.jsonl")]) == 2
+    assert "without 'answers'" in capsys.readouterr().err
+    assert main(["judge", "relevance", str(path), "-o", str(path)]) == 2
+    assert "overwrite the input" in capsys.readouterr().err

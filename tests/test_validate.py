@@ -1,0 +1,375 @@
+"""udcg validate: the studies on hand-computed toys, the pipeline with a scripted reader (content,
+resumability, byte-identical reruns after kill -9), and the smoke config with SmolLM2-135M."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.special import expit
+
+from udcg.cli import main
+from udcg.contextfile import read_contexts
+from udcg.errors import InputError
+from udcg.experiment import studies
+from udcg.experiment.config import REPO_ROOT, from_dict, load_config
+from udcg.experiment.correlate import correlation_table
+from udcg.experiment.validate import run_validation
+from udcg.llm.base import GenerationParams
+
+# ---------------------------------------------------------------- a scripted reader
+
+
+def _h(text: str) -> float:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little") / 2**32
+
+
+class ScriptedReader:
+    """Deterministic stand-in for an LLM reader over the PopQA sample: abstains rarely on passages
+    naming an occupation, often otherwise; answers with the occupation a passage names (or guesses).
+    ``delay`` seconds per call; ``kill_after`` generate calls, then SIGKILL to its own process."""
+
+    name = "scripted"
+    WORDS = ("politician", "journalist", "composer", "actor", "dentist", "jockey", "novelist")
+
+    def __init__(self, delay: float = 0.0, kill_after: int | None = None):
+        self.calls = {"next_token": 0, "generate": 0, "continuation": 0}
+        self.delay, self.kill_after = delay, kill_after
+
+    def _tick(self, kind: str, n: int) -> None:
+        self.calls[kind] += n
+        time.sleep(self.delay)
+
+    def next_token_logprobs(self, chats, candidates):
+        self._tick("next_token", len(chats))
+        out = []
+        for chat in chats:
+            user = chat[-1]["content"].lower()
+            p = 0.1 if any(w in user for w in self.WORDS) else 0.3 + 0.6 * _h(user)
+            out.append({c: math.log(p) for c in candidates})
+        return out
+
+    def continuation_logprobs(self, requests):
+        self._tick("continuation", len(requests))
+        return [[-0.1 - _h(chat[-1]["content"] + text)] * max(1, len(text.split())) for chat, text in requests]
+
+    def generate(self, chats, params=GenerationParams()):
+        if self.kill_after is not None and self.calls["generate"] >= self.kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+        self._tick("generate", 1)
+        out = []
+        for chat in chats:
+            user = chat[-1]["content"].lower()
+            hits = [w for w in self.WORDS if w in user]
+            r = _h(user)
+            out.append([(hits[0] if hits and r < 0.7 else "NO-RESPONSE" if r < 0.85 else "banker")] * params.n)
+        return out
+
+
+def scripted_config(out: Path, **sections) -> dict:
+    raw = {"name": "scripted", "output": str(out), "data": {"questions": "popqa-sample", "limit": 8},
+           "pool": {"size": 8}, "reader": {"model": "scripted", "chunk_size": 8, "max_new_tokens": 8},
+           "contexts": {"k": 3, "n_contexts": 4}, "metrics": {"n_boot": 500},
+           "studies": {"k_values": [1, 3], "oracle_k": 3}}
+    for key, value in sections.items():
+        raw.setdefault(key, {}).update(value)
+    return raw
+
+
+def run_scripted(config_json: str, delay: float = 0.0, kill_after: int | None = None) -> dict:
+    """Entry point for the subprocess of the resume tests."""
+    reader = ScriptedReader(delay, kill_after)
+    run_validation(from_dict(json.loads(config_json)), backends={"scripted": reader})
+    return reader.calls
+
+
+def outputs(run_dir: Path) -> dict[str, bytes]:
+    """Every output file except timings, caches and the resolved config (which names the folder)."""
+    skip = {"run.json", "config.yaml"}
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*"))
+            if p.is_file() and p.name not in skip and "cache" not in p.relative_to(run_dir).parts}
+
+
+@pytest.fixture(scope="module")
+def scripted_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("scripted") / "run"
+    reader = ScriptedReader()
+    result = run_validation(from_dict(scripted_config(out)), backends={"scripted": reader})
+    return out, result, dict(reader.calls)
+
+
+# ---------------------------------------------------------------- studies on toys
+
+
+def test_split_is_by_question_seeded_and_order_free():
+    qids = [f"q{i}" for i in range(10)]
+    split = studies.split_questions(qids, 0.5, seed=3)
+    assert sum(s == "train" for s in split.values()) == 5
+    assert studies.split_questions(qids[::-1], 0.5, seed=3) == split
+    assert studies.split_questions(qids, 0.5, seed=4) != split
+    assert set(studies.split_questions(qids, 0.0, 0).values()) == {"test"}
+    assert set(studies.split_questions(qids, 1.0, 0).values()) == {"train"}
+    assert sum(s == "train" for s in studies.split_questions(qids[:3], 0.5, 0).values()) == 2  # 1.5 rounds up
+
+
+def toy_scores():
+    S = studies.PassageScore
+    return {"a": S(True, 0.2, True, grade=5, erag=1.0, answer_ll=-0.5), "b": S(False, 0.5, False, grade=2, erag=0.0, answer_ll=-3.0),
+            "c": S(False, 0.9, False, grade=2, erag=0.5, answer_ll=-2.0), "d": S(True, 0.6, True, grade=None, erag=1.0)}
+
+
+def test_context_record_holds_the_per_position_fields():
+    rec = studies.context_record("q", "q:0", "main", "test", ["b", "a"], toy_scores(), n_relevant=2, corpus_grades=[0, 2, 0, 0, 1])
+    assert rec["relevant"] == [False, True] and rec["p_abs"] == [0.5, 0.2]
+    assert rec["utilities"] == pytest.approx([-0.5, 0.8]) and rec["grades"] == [2, 5] and rec["erag"] == [0.0, 1.0]
+    assert rec["answer_ll"] == [-3.0, -0.5] and rec["contains"] == [False, True] and rec["n_relevant"] == 2
+    partial = studies.context_record("q", "q:1", "main", "test", ["a", "d"], toy_scores(), 2, [0, 2, 0, 0, 1])
+    assert "grades" not in partial and "answer_ll" not in partial  # d has neither: the metric becomes NA
+
+
+def test_score_records_by_hand():
+    recs = [studies.context_record("q", f"q:{i}", "main", "test", pids, toy_scores(), 2, [0, 2, 0, 0, 1])
+            for i, pids in enumerate((["a", "b"], ["b", "c"], ["a", "d"]))]
+    studies.score_records(recs, ["UDCG", "P", "RR", "nDCG", "eRAG", "ANSWER_PROB", "RA-nWG"], gamma=1 / 3, ablations=True)
+    m0, m1, m2 = (r["metrics"] for r in recs)
+    assert m0["UDCG"] == pytest.approx(expit((0.8 - 0.5 / 3) / 2))
+    assert m1["UDCG"] == pytest.approx(expit((-0.5 - 0.1) / 3 / 2))
+    assert m0["UDCG(rel-only)"] == pytest.approx(expit(0.8 / 2)) and m1["UDCG(rel-only)"] == pytest.approx(0.5)
+    assert (m0["P"], m0["RR"], m1["RR"], m2["P"]) == (0.5, 1.0, 0.0, 1.0)
+    assert m0["nDCG"] == pytest.approx(1 / (1 + 1 / math.log2(3)))  # one of the pool's 2 relevant, at rank 1
+    assert m2["nDCG"] == pytest.approx(1.0)
+    assert (m0["eRAG"], m1["eRAG"]) == (0.5, 0.25) and m0["ANSWER_PROB"] == pytest.approx(-1.75)
+    assert m2["ANSWER_PROB"] is None and m2["RA-nWG"] is None  # d has no log-likelihood and no grade
+    assert m0["RA-nWG"] == pytest.approx(1.0) and m1["RA-nWG"] == 0.0  # the one grade-5 passage is the oracle
+    assert "UDCG_theta" not in m0  # no fitted model: left out, not invented
+    with pytest.raises(InputError, match="several k"):
+        studies.score_records(recs + [studies.context_record("q", "x", "main", "test", ["a"], toy_scores(), 2, None)],
+                              ["UDCG"], 1 / 3)
+
+
+def graded(qid, cid, utilities, outcome, **metrics):
+    return {"qid": qid, "cid": cid, "utilities": utilities, "relevant": [u > 0 for u in utilities],
+            "outcome": outcome, "metrics": metrics, "split": "train"}
+
+
+def test_correlate_matches_the_hand_ranking_and_fills_na():
+    recs = [graded("q1", "a", [0.9], "correct", M=0.9, N=0.1), graded("q1", "b", [-0.1], "abstained", M=0.5, N=0.5),
+            graded("q1", "c", [-0.9], "wrong", M=0.1, N=None), graded("q2", "d", [0.5], "correct", M=1.0, N=0.0),
+            graded("q2", "e", [0.5], "wrong", M=0.0, N=1.0), graded("q3", "f", [0.5], "correct", M=0.3, N=0.3),
+            graded("q3", "g", [0.5], "correct", M=0.2, N=0.3), graded("q3", "h", [0.1], None, M=0.0, N=0.0)]
+    table, notes = studies.correlate(recs, ["M", "N"], "M", "zero", 200, 0, "toy")
+    rows = {r["metric"]: r for r in table.rows}
+    assert rows["M"]["mean_rho"] == pytest.approx(1.0) and rows["M"]["n_questions"] == 2
+    # N on q1: (0.1, 0.5, NA -> 0) against outcomes (2, 1, 0): ranks (2, 3, 1) vs (3, 2, 1) -> rho 0.5; q2: -1
+    assert rows["N"]["mean_rho"] == pytest.approx((0.5 - 1.0) / 2)
+    assert rows["M"]["no_rho_outcome"] == 1  # q3's graded outcomes are all "correct"
+    assert notes == {"contexts": 7, "ungraded_contexts": 1, "na_scored_zero": 1, "questions": 3}
+    assert rows["M"]["best"] == "*" and rows["N"]["diff_vs_baseline"] == pytest.approx(-1.25)
+
+
+def test_fit_theta_is_deterministic_and_none_without_pairs():
+    rng = np.random.default_rng(0)
+    recs = []
+    for q in range(6):
+        for c in range(4):
+            u = rng.uniform(-1, 1, 3).round(3).tolist()
+            recs.append(graded(f"q{q}", f"{q}:{c}", u, "correct" if sum(u) > 0 else "wrong"))
+    a, b = (studies.fit_theta(recs, "full", 0.01, seed=0) for _ in range(2))
+    assert np.array_equal(a.coef_, b.coef_) and a.k_ == 3
+    before = np.random.get_state()[1].copy()
+    studies.fit_theta(recs, "binary", 0.01, seed=0)
+    assert np.array_equal(np.random.get_state()[1], before)  # numpy's global generator is left as it was
+    same = [dict(r, outcome="wrong") for r in recs]
+    assert studies.fit_theta(same, "full", 0.01, 0) is None
+
+
+def test_position_and_oracle_tables_by_hand():
+    def rec(cid, rel, outcome, **m):
+        return {"qid": cid.split(":")[0], "cid": cid, "relevant": rel, "outcome": outcome,
+                "metrics": {"UDCG": 0.5, "RR": 1.0 / (1 + rel.index(True)) if True in rel else 0.0, **m}}
+
+    pos = [rec("q1:pos0", [True, False], "correct"), rec("q1:pos1", [False, True], "wrong"),
+           rec("q2:pos0", [True, False], "abstained"), rec("q2:pos1", [False, True], "wrong")]
+    t = studies.position_table(pos, 2)
+    assert [r["position"] for r in t.rows] == [1, 2]
+    assert (t.rows[0]["correct"], t.rows[0]["abstained"], t.rows[0]["wrong"]) == (50.0, 50.0, 0.0)
+    assert (t.rows[1]["wrong"], t.rows[1]["RR"], t.rows[1]["UDCG"]) == (100.0, 0.5, 0.5)
+    orc = [rec("q1:oracle-binary", [True, False], "correct"), rec("q2:oracle-binary", [False, False], "abstained"),
+           rec("q1:oracle-utility", [True, True], "correct"), rec("q2:oracle-utility", [False, False], None)]
+    t = {r["selection"]: r for r in studies.oracle_table(orc, 2).rows}
+    assert (t["binary"]["correct"], t["binary"]["abstained"], t["binary"]["with_relevant"]) == (50.0, 50.0, 50.0)
+    assert t["utility"]["correct"] == 100.0 and t["utility"]["n_questions"] == 2  # the ungraded one is not counted
+
+
+def test_k_sweep_table_collects_each_k():
+    recs = [graded("q1", "a", [0.9], "correct", M=0.9), graded("q1", "b", [-0.9], "wrong", M=0.1)]
+    per_k = {k: studies.correlate(recs, ["M"], "M", "zero", 50, 0, f"k{k}")[0] for k in (3, 1)}
+    t = studies.k_sweep_table(per_k)
+    assert [(r["k"], r["metric"], r["mean_rho"]) for r in t.rows] == [(1, "M", 1.0), (3, "M", 1.0)]
+
+
+# ---------------------------------------------------------------- pools
+
+
+def test_bm25_pools_over_the_shared_nq_gold_passages(tmp_path):
+    from udcg.datasets import default_data_dir
+    from udcg.experiment import steps
+
+    if not (default_data_dir() / "nq-open-gold").is_dir():
+        pytest.skip("no shared NQ data")
+    cfg = from_dict({"data": {"questions": "nq", "limit": 5, "select": "random"},
+                     "pool": {"source": "bm25", "size": 10, "corpus": ["nq"], "corpus_relevant_only": True}}, "t.yaml")
+    pooled, stats = steps.cached_pools(cfg, tmp_path)
+    assert len(pooled) == 5 and all(len(q.passages) == 10 for q in pooled)
+    assert stats["corpus_size"] > 2000 and 0 <= stats["labelled_hit"] <= 1
+    for q in pooled:  # the question's own gold passage is relevant wherever BM25 ranks it
+        gold = [p for p in q.passages if p.pid == f"nq-gold:{q.qid[2:]}"]
+        assert all(p.relevant for p in gold)
+        assert [p.score for p in q.passages] == sorted((p.score for p in q.passages), reverse=True)
+    again, _ = steps.cached_pools(cfg, tmp_path)  # from the cache, scores included
+    assert again == pooled and [p.score for p in again[0].passages] == [p.score for p in pooled[0].passages]
+
+
+# ---------------------------------------------------------------- the pipeline, scripted reader
+
+
+def test_pipeline_writes_every_record_and_table(scripted_run):
+    out, result, calls = scripted_run
+    for name in ("config.yaml", "run.json", "pools.jsonl", "annotations.jsonl", "contexts.jsonl", "answers.jsonl",
+                 "report.md", "summary.json", "studies/k1.jsonl", "studies/positions.jsonl", "studies/oracle.jsonl",
+                 "theta/full-k3.json", "figures/fig1-positions.png", "figures/fig2-k.png"):
+        assert (out / name).is_file(), name
+    for table in ("table3", "table3-all", "table4", "fig2-k", "fig1-positions", "table2-oracle"):
+        for suffix in (".md", ".csv", ".json"):
+            assert (out / "tables" / f"{table}{suffix}").is_file()
+    assert (out / "figures" / "fig2-k.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report = (out / "report.md").read_text()
+    assert all(f in report for f in ("Table 3", "Table 4", "Table 2", "Fig. 1", "Fig. 2", "figures/fig2-k.png"))
+    assert {r["metric"] for r in result.table3.rows} >= {"UDCG", "nDCG", "RR", "AP", "P", "Success", "eRAG", "ANSWER_PROB", "RA-nWG"}
+
+
+def test_contexts_are_balanced_and_the_answers_shared(scripted_run):
+    out, _, calls = scripted_run
+    rows = [json.loads(line) for line in (out / "contexts.jsonl").read_text().splitlines()]
+    assert len(rows) == 8 * 4 and {len(r["pids"]) for r in rows} == {3}
+    for qid in {r["qid"] for r in rows}:
+        assert sum(any(r["relevant"]) for r in rows if r["qid"] == qid) == 2  # half of 4
+    pools = [json.loads(line) for line in (out / "pools.jsonl").read_text().splitlines()]
+    n_passages = sum(len(p["passages"]) for p in pools)
+    assert calls["next_token"] == calls["continuation"] == n_passages == 8 * 8
+    answers = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+    n_multi = sum(len(a["pids"]) > 1 for a in answers)
+    assert calls["generate"] == math.ceil(n_passages / 8) + math.ceil(n_multi / 8)  # k = 1 contexts reuse eRAG's answers
+
+
+def test_stored_metrics_agree_with_the_contexts_file_route(scripted_run):
+    out, result, _ = scripted_run
+    rows = read_contexts(str(out / "contexts.jsonl"))
+    spec = "UDCG,nDCG,RR,AP,P,Success,eRAG,ANSWER_PROB"
+    stored = {r["metric"]: r["mean_rho"] for r in result.tables["table3-all"].rows}
+    for raw in rows.raw:  # recompute from the per-position fields, not the stored values
+        raw.pop("metrics")
+    again = {r["metric"]: r["mean_rho"] for r in correlation_table(rows, spec, n_boot=500).rows}
+    assert again == pytest.approx({m: stored[m] for m in again})
+
+
+def test_theta_trains_on_train_questions_and_table3_uses_the_others(scripted_run):
+    out, result, _ = scripted_run
+    rows = [json.loads(line) for line in (out / "contexts.jsonl").read_text().splitlines()]
+    split = {r["qid"]: r["split"] for r in rows}
+    assert sorted(split.values()).count("train") == 4
+    n_test = result.notes["correlation"]["table3"]["questions"]
+    assert n_test == 4 and "UDCG_theta" in {r["metric"] for r in result.table3.rows}
+
+
+def test_rerun_computes_nothing_and_writes_the_same_bytes(scripted_run, tmp_path):
+    out, _, _ = scripted_run
+    before = outputs(out)
+    reader = ScriptedReader()
+    run_validation(load_config(out / "config.yaml"), backends={"scripted": reader})
+    assert reader.calls == {"next_token": 0, "generate": 0, "continuation": 0}
+    assert outputs(out) == before
+
+
+def test_a_cache_from_another_model_is_refused(scripted_run, tmp_path):
+    out, _, _ = scripted_run
+    raw = scripted_config(out)
+    raw["reader"]["model"] = "other"
+    other = ScriptedReader()
+    other.name = "other"
+    with pytest.raises(InputError, match="delete"):
+        run_validation(from_dict(raw), backends={"other": other})
+
+
+def _subprocess(config: dict, delay: float, kill_after: int | None) -> subprocess.Popen:
+    code = ("import sys, json; from tests.test_validate import run_scripted; "
+            f"print(json.dumps(run_scripted(sys.argv[1], {delay}, {kill_after})))")
+    return subprocess.Popen([sys.executable, "-c", code, json.dumps(config)], cwd=REPO_ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(config: dict) -> dict:
+    done = _subprocess(config, delay=0.0, kill_after=None)
+    stdout, stderr = done.communicate()
+    assert done.returncode == 0, stderr[-2000:]
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def test_kill_9_at_a_random_moment_then_resume_gives_identical_outputs(scripted_run, tmp_path):
+    reference, _, _ = scripted_run
+    config = scripted_config(tmp_path / "run")
+    seed = int(time.time())
+    wait = random.Random(seed).uniform(0.5, 6.0)
+    proc = _subprocess(config, delay=0.15, kill_after=None)
+    time.sleep(wait)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    _finish(config)
+    assert outputs(tmp_path / "run") == outputs(reference), f"killed after {wait:.2f}s (seed {seed})"
+
+
+def test_kill_9_in_the_middle_of_the_answers_then_resume_recomputes_only_the_rest(scripted_run, tmp_path):
+    reference, _, first_calls = scripted_run
+    config = scripted_config(tmp_path / "run")
+    proc = _subprocess(config, delay=0.0, kill_after=10)  # 8 chunks of single passages, then 2 of contexts
+    proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    calls = _finish(config)
+    assert calls["next_token"] == calls["continuation"] == 0  # the per-passage work survived the kill
+    assert calls["generate"] == first_calls["generate"] - 10
+    assert outputs(tmp_path / "run") == outputs(reference)
+
+
+# ---------------------------------------------------------------- the smoke config, a real model
+
+
+@pytest.mark.slow
+def test_smoke_config_end_to_end_with_smollm2(tmp_path):
+    out = tmp_path / "smoke"
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "udcg", "validate", str(REPO_ROOT / "configs" / "smoke.yaml"), "-o", str(out),
+                           "--no-progress"], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    seconds = time.perf_counter() - t0
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Table 3" in done.stdout and "| UDCG |" in done.stdout and "| eRAG |" in done.stdout
+    rows = [json.loads(line) for line in (out / "contexts.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 * 4 and all(r["outcome"] in ("correct", "abstained", "wrong") for r in rows)
+    assert all(0.0 <= p <= 1.0 for r in rows for p in r["p_abs"]) and all(isinstance(r["answer"], str) for r in rows)
+    annotations = [json.loads(line) for line in (out / "annotations.jsonl").read_text().splitlines()]
+    assert len(annotations) == 4 * 6 and all(a["answer_ll"] < 0 and a["answer"] for a in annotations)
+    run = json.loads((out / "run.json").read_text())
+    assert run["reader"] == "smollm2-135m"
+    for step in ("pools", "passages", "contexts", "answers", "outcomes", "metrics", "report"):
+        assert step in run["timings"]["steps"]
+    print(f"smoke run: {seconds:.1f}s wall; steps {json.dumps(run['timings']['steps'])}")

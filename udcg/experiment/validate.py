@@ -1,0 +1,366 @@
+"""``udcg validate``: the paper's end-to-end experiment, resumable, from one config.
+
+Steps (each writes its records into the run folder; model work goes through caches under
+``cache/``, so a killed run restarts without recomputing finished chunks):
+
+1. pools       candidate pools per question (data set ranking, BM25 or dense) + relevance
+2. passages    p_abs of every pooled passage alone (annotation), its single-passage answer
+               (eRAG), log P(reference | passage) (ANSWER_PROB), its 5-point grade (RA-nWG)
+3. contexts    balanced contexts (§7.2) + the studies' contexts (k sweep, positions, oracle)
+4. answers     one greedy answer per distinct context
+5. outcomes    correct / abstained / wrong
+6. metrics     every metric on every context; UDCG_theta trained on the train questions
+7. report      Tables 3, 4, 2, Figs. 1, 2 (Markdown, CSV, JSON, PNG) + report.md
+
+Run folder::
+
+    config.yaml           the resolved config          run.json     versions, counts, timings
+    pools.jsonl           pools (authors' format)      annotations.jsonl   per (qid, pid) scores
+    contexts.jsonl        main contexts (contexts-file format: utilities, outcome, metrics)
+    studies/k{K}.jsonl, studies/positions.jsonl, studies/oracle.jsonl
+    answers.jsonl         every context answer with its outcome
+    theta/{variant}-k{K}.json   fitted UDCG_theta models
+    tables/*.{md,csv,json}  figures/*.png  report.md  summary.json
+    cache/                resumable model work
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from udcg import __version__
+from udcg.experiment import steps, studies
+from udcg.experiment.config import Config, to_yaml
+from udcg.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
+from udcg.records import Question
+from udcg.report import Table
+
+SETBASED = ("RA-nWG", "PROC", "%PROC", "N-Recall4+", "N-Recall5", "Precision4+", "Harm")
+
+
+class _Quiet:
+    def __init__(self, *args: object) -> None: ...
+    def __enter__(self) -> _Quiet: return self
+    def __exit__(self, *exc: object) -> None: ...
+    def update(self, n: int = 1) -> None: ...
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    tables: dict[str, Table]
+    notes: dict
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def table3(self) -> Table:
+        return self.tables["table3"]
+
+
+class _Timer:
+    def __init__(self) -> None:
+        self.steps: dict[str, dict] = {}
+
+    @contextlib.contextmanager
+    def step(self, name: str):
+        t0 = time.perf_counter()
+        self.steps[name] = {}
+        yield self.steps[name]
+        self.steps[name]["seconds"] = round(time.perf_counter() - t0, 3)
+
+
+class _Models:
+    """The reader and any judge models, each loaded lazily once (a judge that names the reader's
+    model shares it)."""
+
+    def __init__(self, cfg: Config, given: dict | None = None) -> None:
+        r = cfg.reader
+        self._others = dict(given or {})
+        self.reader = self._others.setdefault(
+            r.model, steps.LazyBackend(r.model, threads=r.threads, device=r.device, dtype=r.dtype, batch_size=r.batch_size))
+        self._device, self._dtype, self._threads = r.device, r.dtype, r.threads
+
+    def judge(self, model: str | None):
+        if model in (None, "rules"):
+            return None
+        if model not in self._others:
+            self._others[model] = steps.LazyBackend(model, threads=self._threads, device=self._device, dtype=self._dtype)
+        return self._others[model]
+
+    def load_seconds(self) -> dict[str, float]:
+        return {m: round(b.load_seconds, 3) for m, b in self._others.items() if getattr(b, "load_seconds", 0)}
+
+
+def run_validation(cfg: Config, progress: steps.Progress | None = None, backends: dict | None = None) -> RunResult:
+    """Run (or resume) the experiment of ``cfg`` in ``cfg.output``; returns the tables.
+    ``progress(total, desc, unit)``: a progress-bar factory (e.g. ``udcg.progress.bar``).
+    ``backends``: already loaded backends by model name (default: loaded on first use)."""
+    progress = progress or _Quiet
+    run_dir = Path(cfg.output)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(run_dir / "config.yaml", to_yaml(cfg))
+    timer, models = _Timer(), _Models(cfg, backends)
+    notes: dict = {}
+    t_start = time.perf_counter()
+
+    with timer.step("pools") as t:
+        pooled, notes["pool_stats"] = steps.cached_pools(cfg, run_dir)
+        if cfg.pool.relevance_judge:
+            pooled, notes["relevance_unparseable_kept_rule_label"] = steps.judge_relevance(
+                pooled, models.judge(cfg.pool.relevance_judge), cfg, run_dir, progress)
+        atomic_write_jsonl(run_dir / "pools.jsonl", [steps.pool_record(q) for q in pooled])
+        t["questions"] = len(pooled)
+    by_qid = {q.qid: q for q in pooled}
+
+    with timer.step("passages") as t:
+        scores, single_keys, notes["grades"] = _passage_scores(cfg, pooled, models, run_dir, progress, t)
+
+    with timer.step("contexts"):
+        split = studies.split_questions([q.qid for q in pooled], 0.0 if cfg.theta.from_run else cfg.theta.train_share, cfg.seed)
+        groups, notes["contexts"] = _build_contexts(cfg, pooled, scores, split)
+
+    with timer.step("answers") as t:
+        keys = list(dict.fromkeys(steps.context_key(r["qid"], r["pids"]) for rs in groups.values() for r in rs))
+        requests = steps.context_requests(by_qid, [k for k in keys if k not in single_keys], cfg)
+        answers, t["generate"] = steps.generate_cached(models.reader, requests, run_dir / "cache" / "answers.jsonl",
+                                                       cfg.reader.max_new_tokens, cfg.reader.prompt_version,
+                                                       cfg.reader.chunk_size, progress, "answer contexts")
+        answers.update({k: single_keys[k] for k in keys if k in single_keys})
+
+    with timer.step("outcomes"):
+        items = steps.answer_items(by_qid, keys, answers)
+        outcomes, notes["grading"] = steps.grade_answers(items, models.judge(cfg.grading.judge), cfg, run_dir, progress)
+        for rs in groups.values():
+            for r in rs:
+                key = steps.context_key(r["qid"], r["pids"])
+                r["answer"], (r["outcome"], note) = answers[key], outcomes[key]
+                if note:
+                    r["outcome_note"] = note
+        atomic_write_jsonl(run_dir / "answers.jsonl", [
+            {"qid": steps.split_key(k)[0], "pids": steps.split_key(k)[1], "answer": answers[k], "outcome": outcomes[k][0],
+             **({"note": outcomes[k][1]} if outcomes[k][1] else {})} for k in keys])
+
+    with timer.step("metrics"):
+        thetas = _metrics(cfg, groups, run_dir, notes)
+        _write_contexts(run_dir, groups)
+
+    with timer.step("report"):
+        tables = _tables(cfg, groups, notes)
+        _write_report(cfg, run_dir, tables, notes, thetas)
+
+    timings = {"steps": timer.steps, "model_load_seconds": models.load_seconds(),
+               "total_seconds": round(time.perf_counter() - t_start, 3)}
+    atomic_write_json(run_dir / "run.json", {"udcg_version": __version__, "python": platform.python_version(),
+                                            "reader": models.reader.name, "timings": timings})
+    return RunResult(run_dir, tables, notes, timings)
+
+
+# ---------------------------------------------------------------- step bodies
+
+
+def _passage_scores(cfg: Config, pooled: list[Question], models: _Models, run_dir: Path, progress, t: dict):
+    from udcg.grade import rules
+    from udcg.metrics.text import contains_answer
+
+    names = {n.split("@")[0] for n in cfg.metrics.names}
+    annotations, t["annotate"] = steps.annotate_pools(pooled, models.reader, cfg, run_dir, progress)
+    single: dict[str, str] = {}
+    if "eRAG" in names or cfg.studies.oracle or 1 in cfg.studies.k_values:
+        requests = [(steps.context_key(q.qid, [p.pid]), steps.passage_chat(q, [p.text], cfg)) for q in pooled for p in q.passages]
+        single, t["generate_single"] = steps.generate_cached(models.reader, requests, run_dir / "cache" / "answers.jsonl",
+                                                             cfg.reader.max_new_tokens, cfg.reader.prompt_version,
+                                                             cfg.reader.chunk_size, progress, "answer single passages")
+    loglik: dict[str, float] = {}
+    if "ANSWER_PROB" in names:
+        requests = [(steps.context_key(q.qid, [p.pid]), steps.passage_chat(q, [p.text], cfg), q.answers[0])
+                    for q in pooled if q.answers for p in q.passages]
+        loglik, t["answer_ll"] = steps.loglik_cached(models.reader, requests, run_dir / "cache" / "answer-ll.jsonl",
+                                                     cfg.reader.prompt_version, cfg.reader.chunk_size, progress)
+    grades, grade_note = ({}, "")
+    if names & set(SETBASED):
+        grades, grade_note = steps.grade_passages(pooled, models.judge(cfg.metrics.grades), cfg, run_dir, progress)
+    scores: dict[str, dict[str, studies.PassageScore]] = {}
+    rows = []
+    for q in pooled:
+        scores[q.qid] = {}
+        for rank, p in enumerate(q.passages, start=1):
+            key = steps.context_key(q.qid, [p.pid])
+            answer = single.get(key)
+            erag = None
+            if answer is not None:
+                erag = (rules.token_f1(answer, q.answers) if cfg.metrics.erag_score == "f1"
+                        else float(rules.answer_outcome(answer, q.answers, "contains") == "correct"))
+            s = studies.PassageScore(relevant=bool(p.relevant), p_abs=annotations[f"{q.qid}\t{p.pid}"].p_abs,
+                                     contains=contains_answer(p.text, q.answers), grade=grades.get((q.qid, p.pid)),
+                                     erag=erag, answer_ll=loglik.get(key))
+            scores[q.qid][p.pid] = s
+            rows.append({"qid": q.qid, "pid": p.pid, "rank": rank, "relevant": s.relevant, "p_abs": s.p_abs,
+                         "utility": s.utility, "contains": s.contains, "grade": s.grade, "answer": answer,
+                         "erag": s.erag, "answer_ll": s.answer_ll})
+    atomic_write_jsonl(run_dir / "annotations.jsonl", rows)
+    n_ungraded = sum(r["grade"] is None for r in rows) if grades else 0
+    return scores, single, {"mapping": grade_note, "unparseable": n_ungraded}
+
+
+def _build_contexts(cfg: Config, pooled: list[Question], scores: dict, split: dict[str, str]):
+    """{study name: [context records]}: main, k{K} for the sweep's other k, positions, oracle."""
+    from udcg.experiment.contexts import oracle_select, position_contexts, sample_all_contexts
+
+    c, size = cfg.contexts, cfg.pool.size
+    notes = {}
+
+    def records(contexts, study):
+        out = []
+        for ctx in contexts:
+            q = by_qid[ctx.qid]
+            grades = [scores[q.qid][p.pid].grade for p in q.passages]
+            corpus = [grades.count(g) for g in range(1, 6)] if None not in grades else None
+            n_rel = sum(scores[q.qid][p.pid].relevant for p in q.passages)
+            out.append(studies.context_record(q.qid, ctx.cid, study, split[q.qid], ctx.pids, scores[q.qid], n_rel, corpus))
+        return out
+
+    by_qid = {q.qid: q for q in pooled}
+    groups: dict[str, list[dict]] = {}
+    main, notes["main"] = sample_all_contexts(pooled, k=c.k, n_contexts=c.n_contexts, pool_size=size, seed=cfg.seed, balance=c.balance)
+    groups["main"] = records(main, "main")
+    for k in sorted(set(cfg.studies.k_values) - {c.k}):
+        ctxs, notes[f"k{k}"] = sample_all_contexts(pooled, k=k, n_contexts=c.n_contexts, pool_size=size, seed=cfg.seed,
+                                                    balance=c.balance)
+        groups[f"k{k}"] = records([type(x)(x.qid, f"{x.qid}:k{k}:{x.cid.rsplit(':', 1)[1]}", x.pids) for x in ctxs], f"k{k}")
+    if cfg.studies.positions:
+        groups["positions"] = records([x for q in pooled for x in position_contexts(q, k=c.k, pool_size=size)], "positions")
+        notes["positions"] = {"questions": len({r["qid"] for r in groups["positions"]})}
+    if cfg.studies.oracle:
+        ok = min(cfg.studies.oracle_k, size)
+        selections = {"binary": lambda s: float(s.relevant), "erag": lambda s: s.erag, "utility": lambda s: s.utility}
+        groups["oracle"] = records([oracle_select(q, {pid: f(s) for pid, s in scores[q.qid].items()}, k=ok, pool_size=size,
+                                                  name=f"oracle-{name}", order="score")
+                                    for name, f in selections.items() for q in pooled], "oracle")
+    for n in notes.values():
+        for key in ("no_relevant_in_pool", "too_few_irrelevant", "skipped"):
+            if key in n:
+                n[key] = len(n[key])
+    return groups, notes
+
+
+def _metrics(cfg: Config, groups: dict[str, list[dict]], run_dir: Path, notes: dict) -> dict:
+    """Fit (or load) UDCG_theta per k on the train questions and score every group."""
+    from udcg.metrics.udcg import UDCGTheta
+
+    names = list(cfg.metrics.names)
+    train_group = {cfg.contexts.k: "main", **{int(g[1:]): g for g in groups if g.startswith("k")}}
+    thetas: dict[int, dict[str, UDCGTheta]] = {}
+    for k, group in sorted(train_group.items()):
+        variants = ("full", "rel-only", "binary") if group == "main" else ("full",)
+        thetas[k] = {}
+        for v in variants:
+            path = run_dir / "theta" / f"{v}-k{k}.json"
+            if cfg.theta.from_run:
+                source = Path(cfg.theta.from_run) / "theta" / f"{v}-k{k}.json"
+                model = UDCGTheta.load(source) if source.is_file() else None
+            else:
+                model = studies.fit_theta([r for r in groups[group] if r["split"] == "train"], v, cfg.theta.C, cfg.seed)
+            if model is None:
+                path.unlink(missing_ok=True)  # no stale model from an earlier run
+            else:
+                model.save(path)
+                thetas[k][v] = model
+    notes["theta"] = {f"k{k}": sorted(t) for k, t in thetas.items()}
+    for group, records in groups.items():
+        by_k: dict[int, list[dict]] = {}
+        for r in records:  # an oracle context from a pool shorter than oracle_k is shorter too
+            by_k.setdefault(len(r["relevant"]), []).append(r)
+        for k, same_k in by_k.items():
+            studies.score_records(same_k, names, cfg.metrics.gamma, cfg.metrics.n_relevant, thetas.get(k, {}),
+                                  ablations=(group == "main"))
+    return thetas
+
+
+def _write_contexts(run_dir: Path, groups: dict[str, list[dict]]) -> None:
+    atomic_write_jsonl(run_dir / "contexts.jsonl", groups["main"])
+    for name, records in groups.items():
+        if name != "main":
+            atomic_write_jsonl(run_dir / "studies" / f"{name}.jsonl", records)
+
+
+def _tables(cfg: Config, groups: dict[str, list[dict]], notes: dict) -> dict[str, Table]:
+    m = cfg.metrics
+    names = list(m.names)
+    test = [r for r in groups["main"] if r["split"] == "test"]
+    corr = notes.setdefault("correlation", {})
+    tables: dict[str, Table] = {}
+
+    def corr_table(key, records, metric_names, title, baseline=m.baseline):
+        tables[key], corr[key] = studies.correlate(records, metric_names, baseline, m.constant_metric, m.n_boot, cfg.seed, title)
+
+    k = cfg.contexts.k
+    corr_table("table3", test, names, f"Table 3: Spearman with answer outcomes, k = {k}, test questions")
+    corr_table("table3-all", groups["main"], [n for n in names if n != "UDCG_theta"],
+               f"Table 3 (all questions, no UDCG_theta), k = {k}")
+    corr_table("table4", test, ["UDCG_theta", *studies.ABLATIONS[:2], "UDCG", studies.ABLATIONS[2]],
+               f"Table 4: ablation, k = {k}, test questions", baseline="UDCG")
+    if cfg.studies.k_values:
+        per_k = {}
+        for kk in cfg.studies.k_values:
+            records = groups["main"] if kk == k else groups[f"k{kk}"]
+            per_k[kk], corr[f"k{kk}"] = studies.correlate([r for r in records if r["split"] == "test"], names, m.baseline,
+                                                          m.constant_metric, m.n_boot, cfg.seed, f"k = {kk}")
+        tables["fig2-k"] = studies.k_sweep_table(per_k)
+    if cfg.studies.positions:
+        tables["fig1-positions"] = studies.position_table(groups["positions"], k)
+    if cfg.studies.oracle:
+        tables["table2-oracle"] = studies.oracle_table(groups["oracle"], min(cfg.studies.oracle_k, cfg.pool.size))
+    return tables
+
+
+def _finite(obj):
+    """NaN -> None, recursively (JSON has no NaN)."""
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return None if isinstance(obj, float) and obj != obj else obj
+
+
+def _write_report(cfg: Config, run_dir: Path, tables: dict[str, Table], notes: dict, thetas: dict) -> None:
+    from udcg.experiment import plots
+
+    for name, table in tables.items():
+        for suffix in (".md", ".csv", ".json"):
+            table.write(run_dir / "tables" / f"{name}{suffix}")
+    figures = []
+    if "fig2-k" in tables and tables["fig2-k"].rows:
+        plots.plot_k_sweep(tables["fig2-k"], run_dir / "figures" / "fig2-k.png", f"{cfg.name}: correlation against k")
+        figures.append(("fig2-k", "Fig. 2: correlation against k"))
+    if "fig1-positions" in tables and any(r["n_questions"] for r in tables["fig1-positions"].rows):
+        plots.plot_positions(tables["fig1-positions"], run_dir / "figures" / "fig1-positions.png", f"{cfg.name}: positions")
+        figures.append(("fig1-positions", "Fig. 1: one relevant passage moved through the positions"))
+    notes = _finite(notes)
+    summary = {"name": cfg.name, "reader": cfg.reader.model, "notes": notes,
+               "tables": {name: t.records() for name, t in tables.items()}}
+    atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    lines = [f"# udcg validate: {cfg.name}", "",
+             f"Reader `{cfg.reader.model}` (prompt {cfg.reader.prompt_version}, p_abs {cfg.annotation.estimator}); "
+             f"data `{Path(cfg.data.questions).name}`, {notes['pool_stats']['questions']} questions; pool "
+             f"{cfg.pool.source} top-{cfg.pool.size} (relevance {cfg.pool.relevance_judge or cfg.pool.relevance}); "
+             f"contexts k = {cfg.contexts.k}, {cfg.contexts.n_contexts} per question, balance {cfg.contexts.balance}; "
+             f"outcomes by {notes['grading']}; seed {cfg.seed}.", "",
+             f"UDCG_theta: {'loaded from ' + cfg.theta.from_run if cfg.theta.from_run else f'trained on {cfg.theta.train_share:.0%} of the questions'}; "
+             f"Table 3 and the k sweep use the other (test) questions. nDCG/AP use n_relevant = {cfg.metrics.n_relevant}. "
+             f"eRAG scores single-passage answers by {cfg.metrics.erag_score}; ANSWER_PROB = mean log P(first reference "
+             f"answer | passage); RA-nWG grades: {notes['grades']['mapping'] or 'not computed'}. NA metric values (RA-nWG "
+             "without a grade-3+ passage in the pool) are scored 0 in correlations.", ""]
+    for name, table in tables.items():
+        lines += [(studies.pivot_k(table) if name == "fig2-k" else table).markdown(3)]
+        if name in notes.get("correlation", {}):
+            n = notes["correlation"][name]
+            lines += [f"_{n['questions']} questions, {n['contexts']} graded contexts, {n['ungraded_contexts']} ungraded, "
+                      f"{n['na_scored_zero']} NA values scored 0._", ""]
+    lines += [f"![{title}](figures/{fig}.png)\n" for fig, title in figures]
+    lines += ["## Notes", "", "```json", json.dumps({k: v for k, v in notes.items() if k != "correlation"}, indent=2), "```", ""]
+    atomic_write_text(run_dir / "report.md", "\n".join(lines))

@@ -1,0 +1,149 @@
+"""Resumable judging: inputs, the cache-backed run loop, the summary, and writing labels back.
+
+Finished judgements go to an append-only cache (``udcg.io.AppendCache``) keyed by (qid, pid) or
+(qid, cid) as they complete; a killed run restarts without redoing them, and the final output is
+written atomically from the cache, in input order, identical to an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from udcg.errors import InputError
+from udcg.grade.judges import AnswerItem, Item, Judge, PassageItem, Task
+from udcg.io import AppendCache, read_records, require
+from udcg.records import Question
+
+# ---------------------------------------------------------------- inputs
+
+
+def passage_items(questions: Sequence[Question]) -> list[PassageItem]:
+    """One item per (question, passage) of the authors' format, in file order."""
+    return [PassageItem(qid=q.qid, pid=p.pid, question=q.text, answers=q.answers, text=p.text, title=p.title)
+            for q in questions for p in q.passages]
+
+
+def read_answer_items(path: str | Path) -> list[AnswerItem]:
+    """A JSONL (or JSON list) of {qid, cid, question, answers, answer, context_has_relevant?}."""
+    items, seen = [], {}
+    for where, obj in read_records(path):
+        qid = str(require(obj, "qid", (str, int), where, "the answer task reads records {qid, cid, question, answers, answer}"))
+        cid = str(require(obj, "cid", (str, int), where, "every answer needs its context id"))
+        question = require(obj, "question", str, where, "give the question text")
+        answers = require(obj, "answers", (list, str), where, "give the reference answers as a list of strings")
+        answers = [answers] if isinstance(answers, str) else answers
+        if not answers or not all(isinstance(a, str) for a in answers):
+            raise InputError(f"{where}: field 'answers' must be a non-empty list of strings")
+        answer = require(obj, "answer", str, where, "give the predicted answer (an empty string if none)")
+        has_rel = obj.get("context_has_relevant")
+        if has_rel is not None and not isinstance(has_rel, bool):
+            raise InputError(f"{where}: field 'context_has_relevant' must be true/false, got {has_rel!r}")
+        if (qid, cid) in seen:
+            raise InputError(f"{where}: duplicate (qid, cid) = ({qid!r}, {cid!r}), first at {seen[qid, cid]} (make cid unique per question)")
+        seen[qid, cid] = where
+        items.append(AnswerItem(qid, cid, question, tuple(answers), answer, has_rel))
+    return items
+
+
+def check_answers(items: Sequence[Item], task: Task, where: str) -> None:
+    """Relevance and grades are judged against reference answers: every question needs some."""
+    if task.name == "answer":
+        return
+    missing = sorted({it.qid for it in items if not any(a.strip() for a in it.answers)})
+    if missing:
+        raise InputError(f"{where}: {len(missing)} question(s) without 'answers' (first: {missing[0]!r}); "
+                         "the judges compare passages with the reference answers, add an 'answers' list")
+
+
+# ---------------------------------------------------------------- the run
+
+
+def item_key(item: Item) -> str:
+    return f"{item.qid}\t{item.item_id}"
+
+
+def _check_cached(cache: AppendCache, judge: Judge, prompt_id: str) -> None:
+    for rec in cache.done.values():
+        if rec.get("judge") != judge.name or rec.get("prompt_version") != prompt_id or rec.get("task") != judge.task.name:
+            raise InputError(
+                f"{cache.path}: the cache holds {rec.get('task')} judgements by {rec.get('judge')!r} "
+                f"({rec.get('prompt_version')}), not {judge.task.name} by {judge.name!r} ({prompt_id}); "
+                "delete the cache or write to another output")
+
+
+def run_judge(judge: Judge, items: Sequence[Item], cache_path: str | Path, chunk_size: int = 8,
+              progress: Callable[[int], None] | None = None, redo_unparseable: bool = False) -> list[dict]:
+    """Judge every item not yet in the cache, ``chunk_size`` at a time, and return all records in
+    input order. ``progress(n)`` is called with the number of items finished (cached ones first).
+    ``redo_unparseable`` judges again the cached items whose reply could not be parsed."""
+    if chunk_size < 1:
+        raise InputError(f"batch size must be >= 1, got {chunk_size}")
+    keys = [item_key(it) for it in items]
+    if len(set(keys)) != len(keys):
+        dup = next(k for k, n in Counter(keys).items() if n > 1)
+        raise InputError(f"duplicate item {dup.replace(chr(9), ' / ')!r} (ids must be unique per question)")
+    prompt_id = getattr(judge, "prompt_id", judge.prompt_version)
+    with AppendCache(cache_path) as cache:
+        _check_cached(cache, judge, prompt_id)
+        todo = {k for k in keys if k not in cache or (redo_unparseable and cache.get(k)["label"] is None)}
+        if progress and len(items) > len(todo):
+            progress(len(items) - len(todo))
+        # Fixed chunks of the whole input, written in one append: a restarted run judges a chunk
+        # with the same batch mates as an uninterrupted one, so a batched model gives the same replies.
+        for start in range(0, len(items), chunk_size):
+            chunk = [it for it, k in zip(items[start : start + chunk_size], keys[start : start + chunk_size]) if k in todo]
+            if not chunk:
+                continue
+            cache.append_many([{"key": item_key(it), **j.to_record(judge.task)} for it, j in zip(chunk, judge.judge(chunk))])
+            if progress:
+                progress(len(chunk))
+        return [{k: v for k, v in cache.get(key).items() if k != "key"} for key in keys]
+
+
+def summarize(records: Sequence[dict]) -> dict:
+    """Counts per label, unparseable replies, repaired and retried ones."""
+    labels = Counter(str(r["label"]) for r in records if r["label"] is not None)
+    return {
+        "n": len(records),
+        "labels": dict(sorted(labels.items())),
+        "unparseable": sum(r["label"] is None for r in records),
+        "repaired": sum(bool(r.get("repair")) for r in records),
+        "retried": sum(r.get("attempts", 1) > 1 for r in records),
+        "notes": sum(bool(r.get("note")) for r in records),
+    }
+
+
+def format_summary(summary: dict) -> str:
+    parts = [f"{k}={v}" for k, v in summary["labels"].items()]
+    parts.append(f"unparseable={summary['unparseable']}")
+    extra = [f"{k}={summary[k]}" for k in ("repaired", "retried", "notes") if summary[k]]
+    return f"{summary['n']} judged: " + ", ".join(parts + extra)
+
+
+# ---------------------------------------------------------------- writing labels back
+
+
+def write_back(raw_items: Sequence[dict], records: Sequence[dict], task: Task) -> tuple[list[dict], int]:
+    """Copies of the authors' items with each judged passage's ``is_relevant`` (relevance) or
+    ``grade`` (grade task) set. Unparseable judgements leave the passage as it was. Returns the
+    items and how many passages were left unchanged for that reason."""
+    if task.name == "answer":
+        raise InputError("answer judgements have no authors' format to write back to (use the JSONL output)")
+    by_key = {(r["qid"], r["pid"]): r["label"] for r in records}
+    out, skipped = [], 0
+    for item in raw_items:
+        item = copy.deepcopy(item)
+        qid = str(item.get("example_id", item.get("id")))
+        for j, p in enumerate(item["passages"]):
+            label = by_key.get((qid, str(p.get("doc_id", p.get("id", f"{qid}#{j}")))))
+            if label is None:
+                skipped += 1
+            elif task.name == "relevance":
+                p["is_relevant"] = label == "relevant"
+            else:
+                p["grade"] = int(label)
+        out.append(item)
+    return out, skipped
