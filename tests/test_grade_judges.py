@@ -9,7 +9,8 @@ import pytest
 
 from udcg.errors import BackendError, InputError
 from udcg.grade import templates
-from udcg.grade.judges import TASKS, AnswerItem, LLMJudge, PassageItem, RuleJudge
+from udcg.grade.judges import TASKS, AnswerItem, LLMJudge, PassageItem, RuleJudge, to_outcomes
+from udcg.records import Outcome
 from udcg.llm.base import GenerationParams
 
 
@@ -149,6 +150,7 @@ def test_require_relevant_context_demotes_unsupported_correct():
     assert "no relevant passage" in rules[1].note
     llm = LLMJudge(ScriptedBackend(lambda p, c: '{"grade": "A"}'), TASKS["answer"], require_relevant_context=True)
     assert [j.label for j in llm.judge(items[:2])] == ["correct", "wrong"]
+    assert to_outcomes(rules, items)[1] == Outcome("q", "c2", "Rome", "wrong")
     with pytest.raises(InputError, match="context_has_relevant"):
         RuleJudge(TASKS["answer"], require_relevant_context=True).judge([AnswerItem("q", "c", "Q?", ("x",), "x")])
 

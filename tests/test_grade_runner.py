@@ -119,6 +119,7 @@ def fake_registry(monkeypatch):
     def load_backend(name, **kw):
         backends.append(ScriptedBackend(reply=None if name == "good" else "I refuse."))
         backends[-1].name = name
+        backends[-1].kw = kw
         return backends[-1]
 
     monkeypatch.setitem(sys.modules, "udcg.llm.registry", types.SimpleNamespace(load_backend=load_backend))
@@ -132,6 +133,10 @@ def test_cli_model_judge_resume_and_unparseable(tmp_path, capsys, fake_registry)
     first = out.read_text()
     assert main(["judge", "relevance", str(path), "-o", str(out), "--judge", "good", "--no-progress"]) == 0
     assert out.read_text() == first and fake_registry[-1].calls == 0  # all from the cache
+    assert fake_registry[0].kw == {}
+    assert main(["judge", "relevance", str(path), "-o", str(out), "--judge", "good", "--no-progress",
+                 "--model-batch-size", "4"]) == 0
+    assert fake_registry[-1].kw == {"batch_size": 4}
     bad = tmp_path / "bad.jsonl"
     assert main(["judge", "relevance", str(path), "-o", str(bad), "--judge", "bad", "--no-progress", "--retries", "0"]) == 0
     rows = [json.loads(x) for x in bad.read_text().splitlines()]

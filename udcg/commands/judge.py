@@ -30,6 +30,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--judge", default="rules", help="'rules' (default, no model) or a model alias / HF id / local dir")
     p.add_argument("--prompt-version", default="v1", help="judge prompt version (default v1)")
     p.add_argument("--batch-size", type=int, default=8, help="items per model call and cache flush (default 8)")
+    p.add_argument("--model-batch-size", type=int, metavar="N",
+                   help="rows per forward pass of a local model (default: the backend's own choice)")
     p.add_argument("--max-new-tokens", type=int, default=128, help="reply budget per judgement (default 128)")
     p.add_argument("--retries", type=int, default=1, help="follow-up turns for an unparseable reply (default 1)")
     p.add_argument("--match", choices=("contains", "exact", "f1"), default="contains",
@@ -55,7 +57,8 @@ def _make_judge(args: argparse.Namespace, task):
                          require_relevant_context=args.require_relevant_context)
     from udcg.llm.registry import load_backend
 
-    backend = load_backend(args.judge)
+    kw = {} if args.model_batch_size is None else {"batch_size": args.model_batch_size}
+    backend = load_backend(args.judge, **kw)
     return LLMJudge(backend, task, prompt_version=args.prompt_version, max_new_tokens=args.max_new_tokens,
                     retries=args.retries, require_relevant_context=args.require_relevant_context,
                     keep_raw=args.keep_raw)

@@ -22,6 +22,7 @@ from udcg.errors import BackendError, InputError
 from udcg.grade import rules, templates
 from udcg.grade.parsing import Choices, Parsed, parse_reply
 from udcg.llm.base import Backend, GenerationParams
+from udcg.records import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +142,12 @@ def require_context(judgements: list[Judgement], items: Sequence[Item]) -> list[
             j = replace(j, label="wrong", note="matches a reference answer, but the context held no relevant passage")
         out.append(j)
     return out
+
+
+def to_outcomes(judgements: Sequence[Judgement], items: Sequence[AnswerItem]) -> list[Outcome]:
+    """The answer judgements as ``udcg.records.Outcome`` records (label None = unparseable)."""
+    return [Outcome(qid=it.qid, cid=it.cid, answer=it.answer, label=j.label, error=j.error)
+            for j, it in zip(judgements, items, strict=True)]
 
 
 # ---------------------------------------------------------------- LLM judge
