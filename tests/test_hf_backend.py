@@ -298,9 +298,14 @@ def _popqa_chats(n: int) -> list:
     return chats[:n]
 
 
+@pytest.fixture(scope="module")
+def smollm2(smol_dir) -> HFBackend:
+    return HFBackend("smollm2-135m", device="cpu", dtype="float32")
+
+
 @pytest.mark.slow
-def test_smollm2_parity_with_authors_loop(smol_dir):
-    backend = HFBackend("smollm2-135m", device="cpu", dtype="float32")
+def test_smollm2_parity_with_authors_loop(smollm2):
+    backend = smollm2
     assert backend.name == "smollm2-135m" and backend.system_role
     chats = _popqa_chats(4) if POPQA.exists() else CHATS[:4]
     ours = [math.exp(r["NO-RESPONSE"]) for r in backend.next_token_logprobs(chats, ["NO-RESPONSE"])]
@@ -311,8 +316,8 @@ def test_smollm2_parity_with_authors_loop(smol_dir):
 
 
 @pytest.mark.slow
-def test_smollm2_generates_an_answer(smol_dir):
-    backend = HFBackend("smollm2-135m", device="cpu", dtype="float32")
+def test_smollm2_generates_an_answer(smollm2):
+    backend = smollm2
     chats = [CHATS[1], CHATS[4]]
     answers = backend.generate(chats, GenerationParams(max_new_tokens=12))
     assert "Paris" in answers[0][0] and "Tacoma" in answers[1][0]  # the passages say so; SmolLM2 copies them

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from udcg.cli import main
 from udcg.contextfile import read_contexts
 from udcg.errors import InputError
 from udcg.experiment import studies
@@ -309,6 +308,63 @@ def test_a_cache_from_another_model_is_refused(scripted_run, tmp_path):
     other.name = "other"
     with pytest.raises(InputError, match="delete"):
         run_validation(from_dict(raw), backends={"other": other})
+
+
+class ScriptedJudge:
+    """An LLM judge stand-in that replies in the judges' JSON: relevance and grade by whether the
+    document names an acceptable answer, outcomes by the predicted answer; an answer "banker"
+    gets an unreadable reply (it must stay ungraded, never become a label)."""
+
+    name = "judge"
+
+    def __init__(self):
+        self.prompts: list[str] = []
+
+    def generate(self, chats, params=GenerationParams()):
+        out = []
+        for chat in chats:
+            prompt = chat[0]["content"]
+            self.prompts.append(prompt)
+            answers = prompt.split("Acceptable answers list: ")[1].split("\n")[0].lower()
+            if "Predicted answer: " in prompt:
+                said = prompt.split("Predicted answer: ")[1].split("\n")[0].lower()
+                grade = "C" if "no-response" in said else "A" if any(w in said and w in answers for w in ScriptedReader.WORDS) else "B"
+                out.append(["hmm" if "banker" in said else json.dumps({"motivation": "m", "grade": grade})])
+                continue
+            doc = prompt.split("Document: ")[1].split("\n```")[0].lower()
+            hit = any(w in doc and w in answers for w in ScriptedReader.WORDS)
+            grade = (5 if hit else 2) if "utility scale" in prompt.lower() else ("A" if hit else "B")
+            out.append([json.dumps({"motivation": "m", "grade": grade})])
+        return out
+
+    def next_token_logprobs(self, chats, candidates):  # pragma: no cover
+        raise NotImplementedError
+
+    def continuation_logprobs(self, requests):  # pragma: no cover
+        raise NotImplementedError
+
+
+def test_llm_judges_for_relevance_grades_and_outcomes(tmp_path):
+    judge = ScriptedJudge()
+    raw = scripted_config(tmp_path / "run", pool={"relevance_judge": "judge"}, grading={"judge": "judge"},
+                          metrics={"grades": "judge"})
+    result = run_validation(from_dict(raw), backends={"scripted": ScriptedReader(), "judge": judge})
+    kinds = {("Predicted answer" in p, "utility scale" in p.lower()) for p in judge.prompts}
+    assert kinds == {(True, False), (False, True), (False, False)}  # answer, grade and relevance prompts
+    pools = [json.loads(line) for line in (tmp_path / "run" / "pools.jsonl").read_text().splitlines()]
+    for item in pools:
+        for p in item["passages"]:
+            named = any(w in p["text"].lower() and w in " ".join(item["answers"]).lower() for w in ScriptedReader.WORDS)
+            assert p["is_relevant"] == named
+    grades = {(a["qid"], a["pid"]): a["grade"] for a in
+              map(json.loads, (tmp_path / "run" / "annotations.jsonl").read_text().splitlines())}
+    assert set(grades.values()) == {2, 5}
+    answers = [json.loads(line) for line in (tmp_path / "run" / "answers.jsonl").read_text().splitlines()]
+    assert {a["outcome"] for a in answers if a["answer"] == "banker"} == {None}
+    assert all(a["outcome"] == "abstained" for a in answers if a["answer"] == "NO-RESPONSE")
+    n_banker = sum(r["answer"] == "banker" for r in map(json.loads, (tmp_path / "run" / "contexts.jsonl").read_text().splitlines()))
+    assert result.notes["correlation"]["table3-all"]["ungraded_contexts"] == n_banker > 0
+    assert "judge" in result.notes["grading"]
 
 
 def _subprocess(config: dict, delay: float, kill_after: int | None) -> subprocess.Popen:

@@ -22,7 +22,6 @@ from udcg.records import Annotation, Question
 
 log = logging.getLogger(__name__)
 
-ESTIMATORS = ("first-token", "sequence", "sampling", "api-logprobs")
 
 
 @dataclass(frozen=True)
@@ -95,8 +94,10 @@ def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfi
     """Annotate every passage; returns {qid<TAB>pid: Annotation} and run statistics."""
     from udcg.annotate.prompt import reader_chat
 
-    if cfg.estimator not in ESTIMATORS:
-        raise InputError(f"--estimator {cfg.estimator!r}: unknown (choose one of {', '.join(ESTIMATORS)})")
+    from udcg.annotate.estimators import estimator_names
+
+    if cfg.estimator not in estimator_names():
+        raise InputError(f"--estimator {cfg.estimator!r}: unknown (choose one of {', '.join(estimator_names())})")
     if cfg.chunk_size < 1:
         raise InputError(f"chunk size {cfg.chunk_size}: must be >= 1")
     items = [(q, p) for q in questions for p in q.passages]

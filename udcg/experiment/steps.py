@@ -27,7 +27,7 @@ from udcg.errors import InputError
 from udcg.experiment.config import Config
 from udcg.io import AppendCache, atomic_write_json, atomic_write_jsonl, read_authors, read_json
 from udcg.llm.base import Chat, GenerationParams
-from udcg.records import Passage, Question
+from udcg.records import Question
 
 log = logging.getLogger(__name__)
 
@@ -334,7 +334,3 @@ def answer_items(pooled_by_qid: dict[str, Question], keys: Sequence[str], answer
         items.append(AnswerItem(qid=qid, cid="\t".join(pids), question=q.text, answers=q.answers, answer=answers[key],
                                 context_has_relevant=any(pid in relevant for pid in pids)))
     return items
-
-
-def passage_by_id(q: Question) -> dict[str, Passage]:
-    return {p.pid: p for p in q.passages}
