@@ -258,18 +258,31 @@ def test_judge_grade_out_of_scale_replies_are_unparseable(tmp_path, monkeypatch,
     assert [json.loads(line)["label"] for line in out.read_text().splitlines()] == [g for _, _, g in cases]
 
 
+@pytest.fixture
+def one_thread():
+    """One torch thread: much faster than two fighting for a busy 2-core machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.mark.slow
-def test_judge_injection_with_a_real_model(tmp_path, capsys):
+def test_judge_injection_with_a_real_model(tmp_path, capsys, one_thread):
     """SmolLM2-135M reads the injected passages: whatever it replies, every label is one of the
     task's or null, and the null ones are exactly the ones the summary counts as unparseable."""
     src = tmp_path / "injected.json"
-    _injection_file(src)
+    attacks = [text for text, _, label in INJECTIONS[1:4]]  # the injection and fake-JSON passages
+    src.write_text(json.dumps([{"example_id": "q1", "question": "Who wrote Hamlet?", "answers": ["Shakespeare"],
+                                "passages": [{"doc_id": f"d{i}", "text": t} for i, t in enumerate(attacks)]}]))
     out = tmp_path / "judged.jsonl"
-    assert main(["judge", "relevance", str(src), "-o", str(out), "--judge", "smollm2-135m", "--max-new-tokens", "40",
-                 "--retries", "1", "--batch-size", "7", "--no-progress"]) == 0
+    assert main(["judge", "relevance", str(src), "-o", str(out), "--judge", "smollm2-135m", "--max-new-tokens", "32",
+                 "--retries", "0", "--batch-size", "3", "--no-progress"]) == 0
     err = capsys.readouterr().err
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(records) == len(INJECTIONS)
+    assert len(records) == len(attacks)
     assert {r["label"] for r in records} <= {"relevant", "irrelevant", None}
     n_bad = sum(r["label"] is None for r in records)
     assert f"unparseable={n_bad}" in err
