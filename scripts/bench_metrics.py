@@ -65,7 +65,7 @@ def run_ours(run, qrels, abst, timings):
     values["UDCG"] = udcg(utilities)
     t3 = time.perf_counter()
     # RA-nWG: grade 1..5 = qrels gain + 1 (gain -1 and 0 -> grade 1); every retrieved passage is judged.
-    n_judged = np.fromiter((len(qrels[q]) for q in table.qids), np.int64, len(table.qids))
+    n_judged = table.n_judged
     topk = np.clip(table.gains[:, :DEPTH], 0, 4).astype(np.int64) + 1
     upper = np.stack([(table.ideal == g - 1).sum(1) for g in range(2, 6)], axis=1)  # grades 2..5
     counts = np.hstack([(n_judged - upper.sum(1))[:, None], upper])

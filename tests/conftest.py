@@ -60,6 +60,18 @@ def build_tiny_model(out_dir, seed: int = 0) -> None:
     tokenizer.save_pretrained(out_dir)
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module whose model runs in this process beside a server or a child
+    process: two threads fighting for two shared cores are several times slower."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("tiny-llama")

@@ -19,25 +19,13 @@ import pytest
 from tests.faultproxy import FaultProxy
 from udcg.cli import main
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
 MODEL = "smollm2-135m"
 N_PASSAGES = 200
 # 30% in all, every kind of fault the proxy knows that a client should survive.
 RATES = {"429": 0.04, "429-retry-after": 0.03, "500": 0.03, "502": 0.03, "503": 0.03, "timeout": 0.02,
          "drop": 0.03, "truncated": 0.03, "truncated-json": 0.03, "non-json": 0.03}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The server runs in this process, one request at a time: one torch thread keeps it fast on a
-    busy machine (two threads fighting for two shared cores are several times slower)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def write_passages(path: Path, n: int, chars: int = 80) -> list[str]:

@@ -29,7 +29,7 @@ import pytest
 
 from udcg.cli import main
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "smollm2-135m"
@@ -39,16 +39,6 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFF
 
 
 # ---------------------------------------------------------------- fixtures and helpers
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ import pytest
 from tests.faultproxy import FaultProxy
 from tests.test_reliability_api import write_passages
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "smollm2-135m"
@@ -42,16 +42,6 @@ def everything_written(folder: Path, *streams: str) -> dict[str, str]:
 def assert_no_key(key: str, written: dict[str, str]) -> None:
     leaks = [name for name, text in written.items() if key in text]
     assert not leaks, f"the API key leaked into: {leaks}"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture

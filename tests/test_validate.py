@@ -239,6 +239,17 @@ def test_bm25_pools_over_the_shared_nq_gold_passages(tmp_path):
     assert again == pooled and [p.score for p in again[0].passages] == [p.score for p in pooled[0].passages]
 
 
+def test_random_selection_grows_by_appending():
+    """A larger data.limit keeps the smaller run's questions, in order, so a grown run reuses its cache."""
+    from udcg.experiment import steps
+
+    items = list(range(500))
+    pick = {n: steps._select(items, from_dict({"data": {"questions": "nq", "limit": n, "select": "random"}}, "t.yaml"))
+            for n in (20, 100)}
+    assert pick[100][:20] == pick[20] and len(set(pick[100])) == 100
+    assert pick[20] != items[:20]  # random, not the first ones
+
+
 # ---------------------------------------------------------------- the pipeline, scripted reader
 
 
@@ -289,6 +300,18 @@ def test_theta_trains_on_train_questions_and_table3_uses_the_others(scripted_run
     assert sorted(split.values()).count("train") == 4
     n_test = result.notes["correlation"]["table3"]["questions"]
     assert n_test == 4 and "UDCG_theta" in {r["metric"] for r in result.table3.rows}
+
+
+def test_a_grown_run_computes_only_the_new_questions(tmp_path):
+    """data.limit raised on an existing run folder: the first questions' model work is all reused."""
+    out = tmp_path / "grown"
+    first = ScriptedReader()
+    run_validation(from_dict(scripted_config(out, data={"limit": 4})), backends={"scripted": first})
+    grown = ScriptedReader()
+    run_validation(from_dict(scripted_config(out, data={"limit": 8})), backends={"scripted": grown})
+    assert first.calls["next_token"] == grown.calls["next_token"] == 4 * 8  # p_abs: 8 passages per question
+    assert first.calls["continuation"] == grown.calls["continuation"] == 4 * 8  # ANSWER_PROB likewise
+    assert len((out / "annotations.jsonl").read_text().splitlines()) == 8 * 8
 
 
 def test_rerun_computes_nothing_and_writes_the_same_bytes(scripted_run, tmp_path):
@@ -414,7 +437,7 @@ def test_smoke_config_end_to_end_with_smollm2(tmp_path):
     out = tmp_path / "smoke"
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "udcg", "validate", str(REPO_ROOT / "configs" / "smoke.yaml"), "-o", str(out),
-                           "--no-progress"], cwd=tmp_path, capture_output=True, text=True,
+                           "--no-progress", "--set", "reader.threads=1"], cwd=tmp_path, capture_output=True, text=True,
                           env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     seconds = time.perf_counter() - t0
     assert done.returncode == 0, done.stderr[-3000:]

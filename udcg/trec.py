@@ -49,40 +49,38 @@ def _rows(path: Path, n_fields: int, layout: str):
         yield f"{path}:{line_no}", fields
 
 
-def read_run(path: str | Path) -> Run:
-    """Read a TREC run file into ``{qid: {docid: score}}`` (file order kept within a query)."""
+def _read_table(path: str | Path, kind: str, layout: str, field: int, fix: str, twice: str) -> dict[str, dict[str, float]]:
+    """``{qid: {docid: value}}`` from a whitespace-separated TREC file with the given ``layout``
+    (qid first, docid third, the value in column ``field``, counted from 0); a docid twice for a
+    query is an error."""
     path = Path(path)
-    run: Run = {}
+    names = layout.split()
+    table: dict[str, dict[str, float]] = {}
     first_seen: dict[tuple[str, str], str] = {}
-    for where, (qid, _q0, docid, _rank, score, _tag) in _rows(path, 6, "qid Q0 docid rank score tag"):
-        value = _number(score, where, "score", "the 5th field must be the retrieval score")
-        docs = run.setdefault(qid, {})
+    for where, cols in _rows(path, len(names), layout):
+        qid, docid = cols[0], cols[2]
+        value = _number(cols[field], where, names[field], fix)
+        docs = table.setdefault(qid, {})
         if docid in docs:
-            raise InputError(f"{where}: docid {docid!r} appears twice for query {qid!r} (first at "
+            raise InputError(f"{where}: docid {docid!r} {twice} for query {qid!r} (first at "
                              f"{first_seen[qid, docid]}; keep one line per document)")
         docs[docid] = value
         first_seen[qid, docid] = where
-    if not run:
-        raise InputError(f"{path}: no run lines (expected 'qid Q0 docid rank score tag')")
-    return run
+    if not table:
+        raise InputError(f"{path}: no {kind} lines (expected '{layout}')")
+    return table
+
+
+def read_run(path: str | Path) -> Run:
+    """Read a TREC run file into ``{qid: {docid: score}}`` (file order kept within a query)."""
+    return _read_table(path, "run", "qid Q0 docid rank score tag", 4, "the 5th field must be the retrieval score",
+                       "appears twice")
 
 
 def read_qrels(path: str | Path) -> Qrels:
     """Read a TREC qrels file into ``{qid: {docid: rel}}``."""
-    path = Path(path)
-    qrels: Qrels = {}
-    first_seen: dict[tuple[str, str], str] = {}
-    for where, (qid, _iter, docid, rel) in _rows(path, 4, "qid 0 docid relevance"):
-        value = _number(rel, where, "relevance", "the 4th field must be the graded relevance, e.g. 0, 1, 2")
-        docs = qrels.setdefault(qid, {})
-        if docid in docs:
-            raise InputError(f"{where}: docid {docid!r} is judged twice for query {qid!r} (first at "
-                             f"{first_seen[qid, docid]}; keep one judgment per document)")
-        docs[docid] = value
-        first_seen[qid, docid] = where
-    if not qrels:
-        raise InputError(f"{path}: no qrels lines (expected 'qid 0 docid relevance')")
-    return qrels
+    return _read_table(path, "qrels", "qid 0 docid relevance", 3, "the 4th field must be the graded relevance, e.g. 0, 1, 2",
+                       "is judged twice")
 
 
 def trec_score(score: float) -> float:

@@ -341,18 +341,18 @@ def load_config(path: str | Path, overrides: list[str] | None = None, output: st
 
 def _dataset_ref(ref: str, key: str, where: str, base_dir: Path | None) -> str:
     """A data set name stays a name; a path becomes absolute (config folder, repo root, cwd)."""
-    from udcg.datasets import _ALIASES, _FOLDERS, SAMPLES
+    from udcg.datasets import dataset_names
 
-    names = (*SAMPLES, "popqa-sample", "authors-sample")
-    if ref in names or ref in _ALIASES or ref in _FOLDERS:
+    names = dataset_names()
+    if ref in names:
         return ref
     path = Path(ref).expanduser()
     candidates = [path] if path.is_absolute() else list(dict.fromkeys(d / path for d in (base_dir, REPO_ROOT, Path.cwd()) if d))
     for c in candidates:
         if c.exists():
             return str(c.resolve())
-    raise InputError(f"{where}: {key} = {ref!r} is neither a known data set ({', '.join(sorted(_ALIASES))}, "
-                     f"{', '.join(names)}) nor an existing path (looked in: {', '.join(str(c.parent) for c in candidates)})")
+    raise InputError(f"{where}: {key} = {ref!r} is neither a known data set ({', '.join(names)}) "
+                     f"nor an existing path (looked in: {', '.join(str(c.parent) for c in candidates)})")
 
 
 def _resolve_paths(cfg: Config, where: str, base_dir: Path | None) -> Config:

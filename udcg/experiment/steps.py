@@ -95,8 +95,10 @@ def _select(questions: list[Question], cfg: Config) -> list[Question]:
         return questions
     if cfg.data.select == "first":
         return questions[:limit]
+    # A seeded permutation, cut: a larger limit keeps the smaller one's questions, in the same order,
+    # and adds new ones after them, so a run grown with --set data.limit=N reuses its finished chunks.
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 0x5E1EC7]))
-    return [questions[i] for i in sorted(rng.choice(len(questions), size=limit, replace=False))]
+    return [questions[i] for i in rng.permutation(len(questions))[:limit]]
 
 
 def _load(ref: str, cfg: Config, limit: int | None = None) -> list[Question]:
