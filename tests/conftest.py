@@ -15,6 +15,8 @@ Nothing here reaches a model hub (HF_HUB_OFFLINE=1).
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import socket
 
@@ -93,25 +95,27 @@ def smollm2_backend():
     return load_backend("smollm2-135m")
 
 
-def _serve(backend):
+@contextlib.contextmanager
+def serve_backend(backend):
+    """The OpenAI-compatible server over ``backend`` on 127.0.0.1 (a free port), in a thread."""
     from udcg.llm.server import ChatCompletionServer
 
     server = ChatCompletionServer(backend, host="127.0.0.1", port=0)
     server.start_in_thread()
-    return server
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture(scope="session")
 def tiny_server(tiny_backend):
-    server = _serve(tiny_backend)
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serve_backend(tiny_backend) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
 def smollm2_server(smollm2_backend):
-    server = _serve(smollm2_backend)
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serve_backend(smollm2_backend) as server:
+        yield server

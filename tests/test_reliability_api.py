@@ -1,5 +1,9 @@
 """API faults: ``udcg annotate --estimator api-logprobs`` through a fault-injecting proxy
-(tests/faultproxy.py) in front of the real local OpenAI-compatible server over SmolLM2-135M.
+(tests/faultproxy.py) in front of the real local OpenAI-compatible server over a tiny random Llama
+(tests/conftest.py: SmolLM2's tokenizer and chat template, milliseconds per request, so the test
+time goes to the faults and not to the model). The embedding of the first token of NO-RESPONSE is
+scaled up so that it is often among the returned top log-probabilities: p_abs then varies from
+passage to passage, and equal files prove something.
 
 - At a 30% fault rate (429 with and without Retry-After, 500/502/503, client timeouts, dropped
   connections, truncated transfers, cut JSON bodies, HTML instead of JSON) the annotation of 200
@@ -16,16 +20,34 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import TINY_SERVED_NAME, build_tiny_model, serve_backend
 from tests.faultproxy import FaultProxy
 from udcg.cli import main
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
-MODEL = "smollm2-135m"
+MODEL = TINY_SERVED_NAME
 N_PASSAGES = 200
 # 30% in all, every kind of fault the proxy knows that a client should survive.
 RATES = {"429": 0.04, "429-retry-after": 0.03, "500": 0.03, "502": 0.03, "503": 0.03, "timeout": 0.02,
          "drop": 0.03, "truncated": 0.03, "truncated-json": 0.03, "non-json": 0.03}
+
+
+@pytest.fixture(scope="module")
+def tiny_server(tmp_path_factory):
+    import torch
+
+    from udcg.annotate.prompt import ABSTAIN
+    from udcg.llm.hf import HFBackend
+
+    folder = tmp_path_factory.mktemp("tiny-no-boost")
+    build_tiny_model(folder, seed=1)
+    backend = HFBackend(str(folder), name=TINY_SERVED_NAME)
+    token = backend.tokenizer.encode(ABSTAIN, add_special_tokens=False)[0]
+    with torch.no_grad():
+        backend.model.get_input_embeddings().weight[token] *= 6.0
+    with serve_backend(backend) as server:
+        yield server
 
 
 def write_passages(path: Path, n: int, chars: int = 80) -> list[str]:
@@ -61,20 +83,22 @@ def cache_keys(out: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def clean_run(smollm2_server, tmp_path_factory):
+def clean_run(tiny_server, tmp_path_factory):
     folder = tmp_path_factory.mktemp("api-clean")
     src = folder / "popqa200.jsonl"
     keys = write_passages(src, N_PASSAGES)
     out = folder / "clean.json"
-    assert main(annotate_argv(src, out, smollm2_server.url)) == 0
-    return src, keys, out.read_bytes(), p_abs_by_key(out)
+    assert main(annotate_argv(src, out, tiny_server.url)) == 0
+    values = p_abs_by_key(out)
+    assert len({p for p, _ in values.values() if p > 0}) >= 20, "p_abs must vary, or equal files prove little"
+    return src, keys, out.read_bytes(), values
 
 
-def test_30_percent_faults_complete_with_identical_values(smollm2_server, clean_run, tmp_path, capsys):
+def test_30_percent_faults_complete_with_identical_values(tiny_server, clean_run, tmp_path, capsys):
     src, keys, clean, _ = clean_run
     out = tmp_path / "faulty.json"
-    with FaultProxy(smollm2_server.url, rates=RATES, seed=11, retry_after=0.5, stall_s=12.0) as proxy:
-        rc = main(annotate_argv(src, out, proxy.url, "--timeout", "10", "--max-retries", "8"))
+    with FaultProxy(tiny_server.url, rates=RATES, seed=11, retry_after=0.5, stall_s=4.0) as proxy:
+        rc = main(annotate_argv(src, out, proxy.url, "--timeout", "3", "--max-retries", "8"))
         faults = proxy.faults()
     err = capsys.readouterr().err
     assert rc == 0, err
@@ -90,7 +114,7 @@ def test_30_percent_faults_complete_with_identical_values(smollm2_server, clean_
           f"forwarded beyond one per passage: {len(faults) - len(injected) - N_PASSAGES}")
 
 
-def test_persistent_failure_stops_clearly_and_resumes(smollm2_server, clean_run, tmp_path, capsys):
+def test_persistent_failure_stops_clearly_and_resumes(tiny_server, clean_run, tmp_path, capsys):
     clean_values = clean_run[3]
     src = tmp_path / "popqa20.jsonl"
     keys = write_passages(src, 20)  # the first 20 passages of the clean run
@@ -101,7 +125,7 @@ def test_persistent_failure_stops_clearly_and_resumes(smollm2_server, clean_run,
     def rule(body):
         return "503" if any(doomed in m.get("content", "") for m in body.get("messages", [])) else None
 
-    with FaultProxy(smollm2_server.url, rule=rule) as proxy:
+    with FaultProxy(tiny_server.url, rule=rule) as proxy:
         rc = main([a.replace("{url}", proxy.url) for a in argv])
         doomed_attempts = sum(f == "503" for f in proxy.faults())
     err = capsys.readouterr().err.strip().splitlines()
@@ -116,7 +140,7 @@ def test_persistent_failure_stops_clearly_and_resumes(smollm2_server, clean_run,
     # every chunk before the failed one, and the finished passages of that chunk, are kept
     assert kept and set(kept) == set(keys[:10]) - {keys[7]}
 
-    with FaultProxy(smollm2_server.url) as proxy:  # the failure is gone: rerun
+    with FaultProxy(tiny_server.url) as proxy:  # the failure is gone: rerun
         assert main([a.replace("{url}", proxy.url) for a in argv]) == 0
         asked = len(proxy.faults())
     capsys.readouterr()
