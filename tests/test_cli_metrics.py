@@ -71,6 +71,7 @@ def test_fit_theta_then_correlate(tmp_path, capsys):
     ('{"qid": "q1", "relevant": [true], "utilities": [0.5]}\n{"qid": \n', ":2:"),
     ('[{"example_id": "a", "question": "q?", "passages": []}]', "empty 'passages'"),
     ('[{"example_id": "a", "question": "q?", "passages": [{"doc_id": "d", "is_relevant": true}]}]', "'text'"),
+    ('{"question": "q?", "answers": ["a"], "ctxs": [{"id": "1", "text": "t"}]}\n', "run 'udcg annotate"),  # shared PopQA rows
 ])
 def test_bad_input_one_line_error_exit_2_no_output(tmp_path, capsys, content, needle):
     bad = tmp_path / "bad.jsonl"

@@ -159,6 +159,10 @@ def read_contexts(path: str, model: str | None = None, k: int | None = None) -> 
     rows = ContextRows([], [], [], [])
     seen: dict[tuple, str] = {}
     for where, obj in records:
+        if "passages" not in obj and ("ctxs" in obj or "positive_ctxs" in obj):
+            raise InputError(f"{where}: a retrieval data set row ('ctxs'), not a context with utilities: run "
+                             f"'udcg annotate {path} -o annotated.json --model MODEL' first (it reads this format "
+                             "and adds the utilities), then score annotated.json")
         qid, fields = (_from_authors(obj, where, model, k) if "passages" in obj else _from_context(obj, where, k))
         cid = None if "passages" in obj else obj.get("cid")
         if "passages" in obj or cid is not None:

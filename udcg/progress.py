@@ -6,9 +6,10 @@ import os
 import sys
 
 
-def bar(total: int, desc: str, unit: str = "item"):
+def bar(total: int, desc: str, unit: str = "item", enabled: bool = True):
+    """A tqdm bar on stderr; ``enabled=False`` (a command's --no-progress) turns it off."""
     from tqdm import tqdm
 
     force = os.environ.get("UDCG_PROGRESS")
-    disable = (force == "0") or (force != "1" and not sys.stderr.isatty())
+    disable = not enabled or (force == "0") or (force != "1" and not sys.stderr.isatty())
     return tqdm(total=total, desc=desc, unit=unit, disable=disable, file=sys.stderr, dynamic_ncols=True, smoothing=0.1)

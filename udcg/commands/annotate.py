@@ -43,6 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=float, default=1.0, help="sampling: temperature")
     p.add_argument("--target-width", type=float, default=None, help="sampling: stop early once the Wilson interval is narrower")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
                          n_samples=args.samples, temperature=args.temperature, target_width=args.target_width, seed=args.seed)
     backend = load_backend(args)
     n = sum(len(q.passages) for q in questions)
-    with bar(total=n, desc=f"annotate {backend.name}", unit="passage") as progress:
+    with bar(total=n, desc=f"annotate {backend.name}", unit="passage", enabled=not args.no_progress) as progress:
         annotations, stats = annotate(questions, backend, cfg, f"{args.output}.cache.jsonl", progress.update)
     summary = write_annotated(args.output, questions, raw, annotations, cfg, backend.name, stats)
     print(summary, file=sys.stderr)
