@@ -65,7 +65,7 @@ def _make_judge(args: argparse.Namespace, task):
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+    from udcg.progress import bar as progress_bar
 
     from udcg.errors import InputError
     from udcg.grade import runner
@@ -90,8 +90,7 @@ def run(args: argparse.Namespace) -> int:
     runner.check_answers(items, task, str(args.input))
     judge = _make_judge(args, task)  # after the input checks: a bad file fails before a model loads
     cache = args.cache or args.output.with_name(args.output.name + ".cache.jsonl")
-    with tqdm(total=len(items), desc=f"judge {task.name}", unit="item", file=sys.stderr,
-              disable=args.no_progress) as bar:
+    with progress_bar(total=len(items), desc=f"judge {task.name}", unit="item", enabled=not args.no_progress) as bar:
         records = runner.run_judge(judge, items, cache, chunk_size=args.batch_size, progress=bar.update,
                                    redo_unparseable=args.retry_unparseable)
     atomic_write_jsonl(args.output, records)

@@ -169,6 +169,7 @@ def bm25_scores(queries: Sequence[str], corpus_texts: Sequence[str], k1: float =
 def _bm25_index(corpus_texts: Sequence[str], k1: float, b: float):
     import bm25s
 
+    logging.getLogger("bm25s").setLevel(logging.NOTSET)  # bm25s sets DEBUG on import; follow udcg's level
     retriever = bm25s.BM25(k1=k1, b=b, method="lucene")
     retriever.index(bm25s.tokenize(list(corpus_texts), stopwords="en", show_progress=False), show_progress=False)
     return retriever
