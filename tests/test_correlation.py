@@ -74,6 +74,13 @@ def test_paired_bootstrap():
         paired_bootstrap(a, a[:10])
 
 
+def test_one_question_gives_no_interval_and_no_p_value():
+    """A bootstrap over one question resamples it to itself: a 'significant' p of 1/n_boot would lie."""
+    assert np.isnan(bootstrap_mean_ci([0.7])).all()
+    diff, p = paired_bootstrap([0.9, np.nan], [0.5, 0.2])
+    assert diff == pytest.approx(0.4) and np.isnan(p)
+
+
 def test_bad_input():
     with pytest.raises(InputError, match="NaN"):
         per_question_spearman([np.nan, 1], [0, 1], ["q", "q"])
