@@ -14,14 +14,13 @@ goes to the next one), so a fleet of servers can share one corpus. Results are p
 arrives (``on_result``), so one failed request never loses the finished ones. The API key is read
 from the environment at request time and never stored in messages, logs or ``repr``.
 
-Payload building and response parsing are pure functions (the first section below), tested alone.
+Payload building and response parsing are pure functions (``udcg.llm.openai_wire``), tested alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import hashlib
 import itertools
 import logging
 import math
@@ -35,131 +34,12 @@ from typing import Any
 
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams
+from udcg.llm.openai_wire import (backoff_delay, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
+                                  parse_answers, parse_first_top_logprobs, retry_after_seconds)
 
 log = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({408, 409, 429})  # plus every 5xx
-
-
-# ---------------------------------------------------------------- wire format (pure functions)
-
-
-def chat_payload(model: str, chat: Chat, params: GenerationParams) -> dict:
-    """The request body asking for ``params.n`` answers to one chat."""
-    payload = {
-        "model": model,
-        "messages": [{"role": m["role"], "content": m["content"]} for m in chat],
-        "temperature": params.temperature,
-        "top_p": params.top_p,
-        "max_tokens": params.max_new_tokens,
-        "n": params.n,
-        "seed": params.seed,
-    }
-    if params.stop:
-        payload["stop"] = list(params.stop)
-    return payload
-
-
-def logprobs_payload(model: str, chat: Chat, top_logprobs: int) -> dict:
-    """The request body asking for the top list of the first generated position."""
-    return {
-        "model": model,
-        "messages": [{"role": m["role"], "content": m["content"]} for m in chat],
-        "temperature": 0.0,
-        "max_tokens": 1,
-        "n": 1,
-        "logprobs": True,
-        "top_logprobs": top_logprobs,
-    }
-
-
-def _choices(body: Any) -> list:
-    choices = body.get("choices") if isinstance(body, dict) else None
-    if not isinstance(choices, list) or not choices:
-        raise BackendError(f"malformed response: no 'choices' list (got {str(body)[:200]!r})")
-    return choices
-
-
-def parse_answers(body: Any, n: int) -> list[str]:
-    """The ``n`` answers of a chat-completions response, in choice-index order."""
-    choices = sorted(_choices(body), key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)
-    answers = []
-    for c in choices:
-        content = c.get("message", {}).get("content") if isinstance(c, dict) else None
-        if content is None:
-            content = ""  # some servers send null content for an empty answer
-        if not isinstance(content, str):
-            raise BackendError(f"malformed response: choices[].message.content is {type(content).__name__}, not text")
-        answers.append(content)
-    if len(answers) != n:
-        raise BackendError(f"the server returned {len(answers)} answers, asked for n={n} (does it support the 'n' parameter?)")
-    return answers
-
-
-def parse_first_top_logprobs(body: Any) -> dict[str, float]:
-    """Token text -> logprob at the first generated position (``choices[0].logprobs.content[0]``)."""
-    choice = _choices(body)[0]
-    content = ((choice.get("logprobs") or {}) if isinstance(choice, dict) else {}).get("content")
-    if not isinstance(content, list) or not content:
-        raise BackendError("the response has no logprobs.content (does the server support logprobs/top_logprobs?)")
-    first = content[0]
-    top = first.get("top_logprobs") or [] if isinstance(first, dict) else []
-    out: dict[str, float] = {}
-    for entry in [first, *top]:
-        try:
-            token, lp = entry["token"], float(entry["logprob"])
-        except (KeyError, TypeError, ValueError):
-            raise BackendError(f"malformed logprobs entry {str(entry)[:120]!r} (expected token and logprob)") from None
-        out.setdefault(token, lp)  # a token can appear both as the sampled one and in the list
-    return out
-
-
-def candidate_logprob(top: dict[str, float], candidate: str, first_token: str | None = None) -> tuple[float, str]:
-    """(logprob, note) of a candidate's first token in a top list; -inf and a note when absent.
-
-    Without ``first_token``, the candidate's first token is taken to be the longest token of the
-    list that is a non-empty prefix of the candidate (BPE tokenizers take the longest match first).
-    """
-    if first_token is not None:
-        if first_token in top:
-            return top[first_token], ""
-    else:
-        prefixes = [t for t in top if t and candidate.startswith(t)]
-        if prefixes:
-            return top[max(prefixes, key=len)], ""
-    shown = f"first token {first_token!r}" if first_token is not None else "first token"
-    return -math.inf, f"{candidate!r}: {shown} absent from the top-{len(top)} list, probability reported as 0"
-
-
-def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date); None if absent/unparsable."""
-    if value is None:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        from email.utils import parsedate_to_datetime
-
-        try:
-            seconds = parsedate_to_datetime(value).timestamp() - (time.time() if now is None else now)
-        except (TypeError, ValueError, IndexError, OverflowError):
-            return None
-    return max(0.0, seconds) if math.isfinite(seconds) else None
-
-
-def chunk_seed(seed: int, chunk: int) -> int:
-    """The seed of the ``chunk``-th request of one chat's answers: ``seed`` itself for the first,
-    a hash of (seed, chunk) for the others, so chunks never repeat each other's draws."""
-    if chunk == 0:
-        return seed
-    digest = hashlib.sha256(f"udcg-chunk:{seed}:{chunk}".encode()).digest()
-    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
-
-
-def backoff_delay(attempt: int, base: float, cap: float, u: float) -> float:
-    """Exponential backoff with jitter: uniform in [1/2, 1] x min(cap, base * 2**attempt); u in [0, 1)."""
-    return min(cap, base * 2.0**attempt) * (0.5 + 0.5 * u)
 
 
 # ---------------------------------------------------------------- backend
