@@ -74,11 +74,13 @@ def test_paired_bootstrap():
         paired_bootstrap(a, a[:10])
 
 
-def test_one_question_gives_no_interval_and_no_p_value():
-    """A bootstrap over one question resamples it to itself: a 'significant' p of 1/n_boot would lie."""
+def test_too_few_questions_give_no_interval_and_no_p_value():
+    """Two questions with the same sign of difference would give p = 1/n_boot: a lie, so NA."""
     assert np.isnan(bootstrap_mean_ci([0.7])).all()
-    diff, p = paired_bootstrap([0.9, np.nan], [0.5, 0.2])
-    assert diff == pytest.approx(0.4) and np.isnan(p)
+    assert np.isnan(bootstrap_mean_ci([0.7, 0.1, 0.3, 0.5])).all()
+    assert np.isfinite(bootstrap_mean_ci([0.7, 0.1, 0.3, 0.5, 0.2])).all()
+    diff, p = paired_bootstrap([0.9, 0.4, np.nan], [0.5, 0.2, 0.2])
+    assert diff == pytest.approx(0.3) and np.isnan(p)
 
 
 def test_bad_input():

@@ -79,10 +79,16 @@ def per_question_spearman(metric: object, outcome: object, groups: object,
     return qids, rho, status
 
 
+# Fewer questions than this get no bootstrap interval and no p-value (NaN, shown as NA): with a
+# handful of questions the resampled means take only a few values, and when every per-question
+# difference has the same sign the "p-value" is 1/n_boot whatever the evidence.
+MIN_BOOTSTRAP_QUESTIONS = 5
+
+
 def bootstrap_mean_ci(values: np.ndarray, n_boot: int = 10_000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
-    if len(v) < 2:  # one question resamples to itself: no interval
+    if len(v) < MIN_BOOTSTRAP_QUESTIONS:
         return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
     means = v[rng.integers(0, len(v), size=(n_boot, len(v)))].mean(1)
@@ -113,8 +119,8 @@ def paired_bootstrap(rho_a: np.ndarray, rho_b: np.ndarray, n_boot: int = 10_000,
     d = a[keep] - b[keep]
     if len(d) == 0:
         return float("nan"), float("nan")
-    if len(d) == 1:  # one question resamples to itself: a difference but no test
-        return float(d[0]), float("nan")
+    if len(d) < MIN_BOOTSTRAP_QUESTIONS:  # a difference, but no test
+        return float(d.mean()), float("nan")
     rng = np.random.default_rng(seed)
     means = d[rng.integers(0, len(d), size=(n_boot, len(d)))].mean(1)
     observed = float(d.mean())
