@@ -80,6 +80,15 @@ def _json_list(path: Path, what: str) -> list:
     return data
 
 
+def _json_records(path: Path, what: str, limit: int | None) -> Iterator[tuple[str, dict]]:
+    """(where, object) for the first ``limit`` objects of a JSON list file."""
+    for i, obj in enumerate(itertools.islice(_json_list(path, what), limit)):
+        where = f"{path}: record {i}"
+        if not isinstance(obj, dict):
+            raise InputError(f"{where}: expected an object, got {type(obj).__name__}")
+        yield where, obj
+
+
 def unique_qids(questions: list[Question], path: Path) -> list[Question]:
     seen: set[str] = set()
     for q in questions:
@@ -217,10 +226,7 @@ def load_nq_pon(path: str | Path, limit: int | None = None) -> list[Question]:
     ``example_id``, pid = ``idx_gold_in_corpus`` (the DPR Wikipedia passage index), relevant."""
     path = Path(path)
     questions = []
-    for i, obj in enumerate(itertools.islice(_json_list(path, "{example_id, question, answers, text}"), limit)):
-        where = f"{path}: record {i}"
-        if not isinstance(obj, dict):
-            raise InputError(f"{where}: expected an object, got {type(obj).__name__}")
+    for where, obj in _json_records(path, "{example_id, question, answers, text}", limit):
         qid = require(obj, "example_id", (int, str), where, "the NQ example id")
         idx = require(obj, "idx_gold_in_corpus", (int, str), where, "the gold passage's corpus index")
         passage = Passage(pid=str(idx), text=require(obj, "text", str, where, "the gold passage text"), relevant=True)
@@ -358,10 +364,7 @@ def load_dpr(path: str | Path, limit: int | None = None) -> list[Question]:
     keeps its first (positive-first) entry; one both positive and negative is an error."""
     path = Path(path)
     questions = []
-    for i, obj in enumerate(itertools.islice(_json_list(path, "DPR records"), limit)):
-        where = f"{path}: record {i}"
-        if not isinstance(obj, dict):
-            raise InputError(f"{where}: expected an object, got {type(obj).__name__}")
+    for i, (where, obj) in enumerate(_json_records(path, "DPR records", limit)):
         passages: dict[str, Passage] = {}
         for field, rel in (("positive_ctxs", True), ("hard_negative_ctxs", False), ("negative_ctxs", False)):
             for j, c in enumerate(obj.get(field) or []):
