@@ -16,7 +16,6 @@ Nothing here reaches a model hub (HF_HUB_OFFLINE=1).
 from __future__ import annotations
 
 import contextlib
-
 import os
 import socket
 

@@ -34,13 +34,15 @@ RATES = {"429": 0.04, "429-retry-after": 0.03, "500": 0.03, "502": 0.03, "503": 
 
 
 @pytest.fixture(scope="module")
-def tiny_server(tmp_path_factory):
+def boosted_server(tmp_path_factory):
+    """The server over a tiny random Llama whose NO-RESPONSE first token is boosted (see above);
+    not conftest's ``tiny_server``, whose p_abs are almost all 0."""
     import torch
 
     from udcg.annotate.prompt import ABSTAIN
     from udcg.llm.hf import HFBackend
 
-    folder = tmp_path_factory.mktemp("tiny-no-boost")
+    folder = tmp_path_factory.mktemp("tiny-no-boosted")
     build_tiny_model(folder, seed=1)
     backend = HFBackend(str(folder), name=TINY_SERVED_NAME)
     token = backend.tokenizer.encode(ABSTAIN, add_special_tokens=False)[0]
@@ -83,21 +85,21 @@ def cache_keys(out: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def clean_run(tiny_server, tmp_path_factory):
+def clean_run(boosted_server, tmp_path_factory):
     folder = tmp_path_factory.mktemp("api-clean")
     src = folder / "popqa200.jsonl"
     keys = write_passages(src, N_PASSAGES)
     out = folder / "clean.json"
-    assert main(annotate_argv(src, out, tiny_server.url)) == 0
+    assert main(annotate_argv(src, out, boosted_server.url)) == 0
     values = p_abs_by_key(out)
     assert len({p for p, _ in values.values() if p > 0}) >= 20, "p_abs must vary, or equal files prove little"
     return src, keys, out.read_bytes(), values
 
 
-def test_30_percent_faults_complete_with_identical_values(tiny_server, clean_run, tmp_path, capsys):
+def test_30_percent_faults_complete_with_identical_values(boosted_server, clean_run, tmp_path, capsys):
     src, keys, clean, _ = clean_run
     out = tmp_path / "faulty.json"
-    with FaultProxy(tiny_server.url, rates=RATES, seed=11, retry_after=0.5, stall_s=4.0) as proxy:
+    with FaultProxy(boosted_server.url, rates=RATES, seed=11, retry_after=0.5, stall_s=4.0) as proxy:
         rc = main(annotate_argv(src, out, proxy.url, "--timeout", "3", "--max-retries", "8"))
         faults = proxy.faults()
     err = capsys.readouterr().err
@@ -114,7 +116,7 @@ def test_30_percent_faults_complete_with_identical_values(tiny_server, clean_run
           f"forwarded beyond one per passage: {len(faults) - len(injected) - N_PASSAGES}")
 
 
-def test_persistent_failure_stops_clearly_and_resumes(tiny_server, clean_run, tmp_path, capsys):
+def test_persistent_failure_stops_clearly_and_resumes(boosted_server, clean_run, tmp_path, capsys):
     clean_values = clean_run[3]
     src = tmp_path / "popqa20.jsonl"
     keys = write_passages(src, 20)  # the first 20 passages of the clean run
@@ -125,7 +127,7 @@ def test_persistent_failure_stops_clearly_and_resumes(tiny_server, clean_run, tm
     def rule(body):
         return "503" if any(doomed in m.get("content", "") for m in body.get("messages", [])) else None
 
-    with FaultProxy(tiny_server.url, rule=rule) as proxy:
+    with FaultProxy(boosted_server.url, rule=rule) as proxy:
         rc = main([a.replace("{url}", proxy.url) for a in argv])
         doomed_attempts = sum(f == "503" for f in proxy.faults())
     err = capsys.readouterr().err.strip().splitlines()
@@ -140,7 +142,7 @@ def test_persistent_failure_stops_clearly_and_resumes(tiny_server, clean_run, tm
     # every chunk before the failed one, and the finished passages of that chunk, are kept
     assert kept and set(kept) == set(keys[:10]) - {keys[7]}
 
-    with FaultProxy(tiny_server.url) as proxy:  # the failure is gone: rerun
+    with FaultProxy(boosted_server.url) as proxy:  # the failure is gone: rerun
         assert main([a.replace("{url}", proxy.url) for a in argv]) == 0
         asked = len(proxy.faults())
     capsys.readouterr()

@@ -258,19 +258,8 @@ def test_judge_grade_out_of_scale_replies_are_unparseable(tmp_path, monkeypatch,
     assert [json.loads(line)["label"] for line in out.read_text().splitlines()] == [g for _, _, g in cases]
 
 
-@pytest.fixture
-def one_thread():
-    """One torch thread: much faster than two fighting for a busy 2-core machine."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.mark.slow
-def test_judge_injection_with_a_real_model(tmp_path, capsys, one_thread):
+def test_judge_injection_with_a_real_model(tmp_path, capsys, one_torch_thread):
     """SmolLM2-135M reads the injected passages: whatever it replies, every label is one of the
     task's or null, and the null ones are exactly the ones the summary counts as unparseable."""
     src = tmp_path / "injected.json"

@@ -23,7 +23,6 @@ from udcg.records import Annotation, Question
 log = logging.getLogger(__name__)
 
 
-
 @dataclass(frozen=True)
 class AnnotateConfig:
     estimator: str = "first-token"
@@ -92,9 +91,8 @@ def _estimate_keeping_finished(backend: Backend, chats: list, cfg: AnnotateConfi
 def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfig, cache_path: str | Path,
              progress: Callable[[int], None] | None = None) -> tuple[dict[str, Annotation], AnnotateStats]:
     """Annotate every passage; returns {qid<TAB>pid: Annotation} and run statistics."""
-    from udcg.annotate.prompt import reader_chat
-
     from udcg.annotate.estimators import estimator_names
+    from udcg.annotate.prompt import reader_chat
 
     if cfg.estimator not in estimator_names():
         raise InputError(f"--estimator {cfg.estimator!r}: unknown (choose one of {', '.join(estimator_names())})")
