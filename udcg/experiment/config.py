@@ -366,7 +366,7 @@ def _resolve_paths(cfg: Config, where: str, base_dir: Path | None) -> Config:
         if not found:
             raise InputError(f"{where}: data.data_dir = {data_dir!r}: no such folder")
         data_dir = str(found[0].resolve())
-    data = dataclasses.replace(cfg.data, data_dir=data_dir or str(default_data_dir()),
+    data = dataclasses.replace(cfg.data, data_dir=data_dir or str(default_data_dir().resolve()),
                                questions=_dataset_ref(cfg.data.questions, "data.questions", where, base_dir))
     corpus = tuple(_dataset_ref(c, "pool.corpus", where, base_dir) for c in cfg.pool.corpus)
     output = cfg.output or str(Path("runs") / cfg.name)
