@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from udcg.annotate.output import load_questions, write_annotated
     from udcg.annotate.runner import AnnotateConfig, annotate
     from udcg.errors import InputError
-    from udcg.progress import bar
+    from udcg.progress import bar, follow_libraries
 
     for flag, value in (("--limit", args.limit), ("--chunk-size", args.chunk_size), ("--samples", args.samples)):
         if value is not None and value < 1:  # checked before any model loads
@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     estimator = args.estimator or ("api-logprobs" if args.api_base else "first-token")
     cfg = AnnotateConfig(estimator=estimator, prompt_version=args.prompt, chunk_size=args.chunk_size,
                          n_samples=args.samples, temperature=args.temperature, target_width=args.target_width, seed=args.seed)
+    follow_libraries(not args.no_progress)
     backend = load_backend(args)
     n = sum(len(q.passages) for q in questions)
     with bar(total=n, desc=f"annotate {backend.name}", unit="passage", enabled=not args.no_progress) as progress:

@@ -66,6 +66,7 @@ def _make_judge(args: argparse.Namespace, task):
 
 def run(args: argparse.Namespace) -> int:
     from udcg.progress import bar as progress_bar
+    from udcg.progress import follow_libraries
 
     from udcg.errors import InputError
     from udcg.grade import runner
@@ -88,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         raw_items, questions = read_authors(args.input)
         items = runner.passage_items(questions)
     runner.check_answers(items, task, str(args.input))
+    follow_libraries(not args.no_progress)
     judge = _make_judge(args, task)  # after the input checks: a bad file fails before a model loads
     cache = args.cache or args.output.with_name(args.output.name + ".cache.jsonl")
     with progress_bar(total=len(items), desc=f"judge {task.name}", unit="item", enabled=not args.no_progress) as bar:

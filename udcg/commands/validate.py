@@ -37,11 +37,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 def execute(config_path, args: argparse.Namespace) -> int:
     from udcg.experiment.config import load_config
     from udcg.experiment.validate import run_validation
-    from udcg.progress import bar
+    from udcg.progress import bar, follow_libraries
 
     cfg = load_config(config_path, args.overrides, args.output)
     print(f"udcg validate: {cfg.name} -> {cfg.output}", file=sys.stderr)
     quiet = args.no_progress
+    follow_libraries(not quiet)
     result = run_validation(cfg, progress=None if quiet else bar)
     print(result.table3.markdown(3))
     t = result.timings
