@@ -160,6 +160,33 @@ def test_greedy_equals_naive_argmax_loop_and_one_by_one(tiny):
         assert tiny.generate([chat], params) == [answers]
 
 
+@pytest.mark.parametrize("share_prefix", [True, False])
+def test_tight_prompt_batches_decode_together_as_if_alone(tiny_dir, share_prefix):
+    """Auto batching: prompts of very different lengths get separate prompt batches, which are then
+    joined (caches left-padded) into one decoding batch; every row must decode as it would alone."""
+    auto = HFBackend(str(tiny_dir), device="cpu", dtype="float32", share_prefix=share_prefix)
+    chats = CHATS + [reader_chat(QUESTIONS[0], PASSAGES[3:4] * 3)]  # one long prompt
+    seqs = [auto.encode(c) for c in chats]
+    order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
+    lengths = [len(s) for s in seqs]
+    batches = auto._batches(order, lengths)
+    assert len(batches) >= 3 and len(auto._waves(batches, lengths)) == 1  # the join is exercised
+    greedy = auto.generate(chats, GenerationParams(max_new_tokens=6))
+    assert greedy == [[naive_greedy(auto, c, 6)] for c in chats]
+    assert auto.generate(chats, GenerationParams(max_new_tokens=6, n=2)) == [[g[0]] * 2 for g in greedy]
+
+
+def test_waves_respect_rows_and_token_budget(tiny_dir):
+    auto = HFBackend(str(tiny_dir), device="cpu", dtype="float32")
+    lengths = [2000] * 3 + [100] * 70  # longest first, as _batches orders them
+    batches = [[i] for i in range(73)]
+    waves = auto._waves(batches, lengths)
+    assert [sum(map(len, w)) for w in waves] == [8, 32, 32, 1]  # 8 x 2,000 <= 16,384 tokens; 32 rows at most
+    assert sorted(i for w in waves for b in w for i in b) == list(range(73))
+    fixed = HFBackend(str(tiny_dir), device="cpu", dtype="float32", batch_size=4)
+    assert fixed._waves([[0, 1, 2, 3], [4, 5]], [10] * 6) == [[[0, 1, 2, 3]], [[4, 5]]]
+
+
 def test_sampling_is_seeded_and_batch_independent(tiny):
     params = GenerationParams(max_new_tokens=4, temperature=1.0, n=3, seed=7)
     first = tiny.generate(CHATS[:3], params)

@@ -326,20 +326,75 @@ class HFBackend:
         order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
         with torch.inference_mode():
             p, prefix_kv = self._prefix(seqs, [1] * len(seqs))
-            for batch in self._batches(order, [len(s) - p for s in seqs]):
-                done = self._decode_batch([seqs[i] for i in batch], [seeds[i] for i in batch], p, prefix_kv, params)
-                for i, text in zip(batch, done):
+            lengths = [len(s) - p for s in seqs]
+            batches = self._batches(order, lengths)
+            waves = self._waves(batches, lengths) if params.temperature == 0 else [[b] for b in batches]
+            for wave in waves:
+                states = [self._forward([seqs[i] for i in batch], p, prefix_kv, keep=1, decode=True) for batch in wave]
+                rows = [i for batch in wave for i in batch]
+                state = states[0] if len(states) == 1 else self._join(states, p)
+                for i, text in zip(rows, self._decode(state, [seeds[i] for i in rows], params)):
                     texts[i] = text
         return texts
 
-    def _decode_batch(self, rows: list[list[int]], seeds: list[int | None], p: int, prefix_kv: Any,
-                      params: GenerationParams) -> list[str]:
+    def _waves(self, batches: list[list[int]], lengths: list[int]) -> list[list[list[int]]]:
+        """Group consecutive prompt batches that decode together. A prompt pass costs compute per
+        token, so its batches stay tight (little padding); a decoding step reads every weight once for
+        the whole batch, so on a CPU one wide batch decodes many rows for about the price of one.
+        With a fixed batch size every batch decodes alone (the caller asked for that width). Only
+        greedy decoding is joined: padding changes float rounding by ~1e-7, which cannot move an
+        argmax away from a tie but can move a seeded inverse-CDF draw across a token boundary, and a
+        seeded sample should not depend on which other prompts share its call."""
+        if self.batch_size:
+            return [[b] for b in batches]
+        cuda = self.device.startswith("cuda")
+        max_rows, budget = (256, 131072) if cuda else (32, 16384)
+        waves: list[list[list[int]]] = []
+        for batch in batches:
+            if waves:
+                wave = waves[-1]
+                rows = sum(map(len, wave)) + len(batch)
+                if rows <= max_rows and rows * lengths[wave[0][0]] <= budget:  # the first row is the longest
+                    wave.append(batch)
+                    continue
+            waves.append([batch])
+        return waves
+
+    def _join(self, states: list[tuple], p: int) -> tuple:
+        """One decoding state from several prompt batches: each batch's key/value cache and mask are
+        left-padded (after the shared prefix of length ``p``) to the widest, then stacked. Padded
+        slots are masked out and every row keeps its own position ids, so each row decodes exactly
+        as it would alone."""
+        import torch
+        from transformers import DynamicCache
+
+        width = max(mask.shape[1] for _, _, mask, _ in states)
+
+        def pad(t: Any, n: int, dim: int) -> Any:
+            if not n:
+                return t
+            shape = list(t.shape)
+            shape[dim] = n
+            head, tail = t.narrow(dim, 0, p), t.narrow(dim, p, t.shape[dim] - p)
+            return torch.cat([head, t.new_zeros(shape), tail], dim=dim)
+
+        layers = []
+        for parts in zip(*([(k, v) for k, v, *_ in cache] for _, cache, _, _ in states)):
+            layers.append((torch.cat([pad(k, width - k.shape[2], 2) for k, _ in parts]),
+                           torch.cat([pad(v, width - v.shape[2], 2) for _, v in parts])))
+        logits = torch.cat([s[0] for s in states])
+        mask = torch.cat([pad(m, width - m.shape[1], 1) for _, _, m, _ in states])
+        last = torch.cat([s[3] for s in states])
+        return logits, DynamicCache(layers, config=self.model.config), mask, last
+
+    def _decode(self, state: tuple, seeds: list[int | None], params: GenerationParams) -> list[str]:
+        """Decode from a prompt pass's state (logits at the last position, cache, mask, positions)."""
         import torch
 
+        logits, cache, mask, last = state
         gens = [None if s is None else torch.Generator().manual_seed(s) for s in seeds]
-        logits, cache, mask, last = self._forward(rows, p, prefix_kv, keep=1, decode=True)
-        new: list[list[int]] = [[] for _ in rows]
-        active = list(range(len(rows)))  # rows still decoding; logits/cache/mask follow this order
+        new: list[list[int]] = [[] for _ in seeds]
+        active = list(range(len(seeds)))  # rows still decoding; logits/cache/mask follow this order
         for step in range(params.max_new_tokens):
             tokens = _pick_tokens(logits[:, -1], [gens[a] for a in active], params)
             still = []
