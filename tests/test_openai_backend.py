@@ -243,13 +243,40 @@ def test_pacer_spaces_request_starts():
 
         async def one():
             await pacer.wait()
-            times.append(time.monotonic())
+            times.append(time.monotonic())  # no await between the claim and this line
 
         await asyncio.gather(*(one() for _ in range(5)))
         return times
 
     times = asyncio.run(starts())
-    assert min(b - a for a, b in zip(times, times[1:])) >= 0.095
+    assert min(b - a for a, b in zip(times, times[1:])) >= 0.1 - 1e-3
+
+
+def test_pacer_keeps_the_spacing_when_a_waiter_wakes_late(monkeypatch):
+    """A busy machine wakes a sleeper late; the next start must still come a full interval after the
+    late one (a pacer that books slots ahead would let it follow at once)."""
+    real_sleep = asyncio.sleep
+    late = {"first": True}
+
+    async def oversleep(delay):
+        if late["first"]:
+            late["first"] = False
+            delay += 0.08  # the first sleeper wakes 80 ms late
+        await real_sleep(delay)
+
+    async def starts():
+        pacer, times = _Pacer(600), []
+
+        async def one():
+            await pacer.wait()
+            times.append(time.monotonic())
+
+        await asyncio.gather(*(one() for _ in range(4)))
+        return times
+
+    monkeypatch.setattr("udcg.llm.openai_backend.asyncio.sleep", oversleep)
+    times = asyncio.run(starts())
+    assert len(times) == 4 and min(b - a for a, b in zip(times, times[1:])) >= 0.1 - 1e-3
 
 
 def test_requests_per_minute_limits_the_rate_at_the_server(tiny_server):

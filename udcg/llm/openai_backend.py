@@ -64,7 +64,9 @@ class BatchError(BackendError):
 
 
 class _Pacer:
-    """Spaces request starts evenly to stay under a requests-per-minute limit. Lives as long as the
+    """Spaces request starts at least 60/rpm seconds apart to stay under a requests-per-minute
+    limit. A start is claimed when it happens, not booked ahead: a waiter that wakes late (a busy
+    machine) cannot be followed by one on time less than an interval after it. Lives as long as the
     backend, so the limit holds across calls (and threads), not only within one batch."""
 
     def __init__(self, requests_per_minute: float | None):
@@ -75,12 +77,14 @@ class _Pacer:
     async def wait(self) -> None:
         if not self.interval:
             return
-        with self._lock:
-            now = time.monotonic()
-            start = max(now, self._next)
-            self._next = start + self.interval
-        if start > now:
-            await asyncio.sleep(start - now)
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                if now >= self._next:
+                    self._next = now + self.interval
+                    return
+                delay = self._next - now
+            await asyncio.sleep(delay)
 
 
 class OpenAIBackend:
