@@ -30,6 +30,11 @@ from udcg.metrics import classical as C
 from udcg.metrics.measures import Measure, parse_measure, parse_measures
 from udcg.trec import ranked_docids
 
+try:  # the dict walk in C, built at install when a compiler is there (see _walk.c); else pure Python
+    from udcg.metrics import _walk
+except ImportError:
+    _walk = None
+
 log = logging.getLogger(__name__)
 _values = operator.methodcaller("values")
 _EMPTY: dict[str, float] = {}
@@ -58,9 +63,32 @@ def _floats(values, count: int, what: str) -> np.ndarray:
         arr = np.fromiter(values, dtype=np.float64, count=count)
     except (TypeError, ValueError):
         raise InputError(f"{what}: every value must be a number (fix the dict or the file it came from)") from None
+    return _finite(arr, what)
+
+
+def _finite(arr: np.ndarray, what: str) -> np.ndarray:
     if not np.isfinite(arr).all():
         raise InputError(f"{what}: NaN or inf values (give finite numbers)")
     return arr
+
+
+def _walked(name: str, *args, total: int, what: str) -> np.ndarray | None:
+    """``_walk.<name>(*args, out)`` into a fresh buffer, or None when the C walk is not built or the
+    input is not plain dicts of numbers (the Python walk then gives the same values, or the error)."""
+    if _walk is None:
+        return None
+    out = np.empty(total, dtype=np.float64)
+    try:
+        getattr(_walk, name)(*args, out)
+    except (TypeError, ValueError):
+        return None
+    return _finite(out, what)
+
+
+def _all_values(rows: list[Mapping[str, float]], total: int, what: str) -> np.ndarray:
+    """Every value of every row, concatenated in row and dict order."""
+    arr = _walked("values", rows, total=total, what=what)
+    return arr if arr is not None else _floats(chain.from_iterable(map(_values, rows)), total, what)
 
 
 def _scatter(flat: np.ndarray, lengths: np.ndarray, fill: float, dtype: type) -> np.ndarray:
@@ -89,6 +117,9 @@ def _order(scores: np.ndarray, lengths: np.ndarray, rows: list[Mapping[str, floa
 
 def _lookup(maps: list[Mapping[str, float]], rows: list[Mapping[str, float]], total: int, what: str) -> np.ndarray:
     """For each query, the value of each run document in ``maps`` (0 if absent), concatenated."""
+    arr = _walked("lookup", maps, rows, 0.0, total=total, what=what)
+    if arr is not None:
+        return arr
     zero = repeat(0.0)
     return _floats(chain.from_iterable(map(m.get, r, zero) for m, r in zip(maps, rows)), total, what)
 
@@ -124,13 +155,13 @@ def _gain_table(run, qrels, extra) -> GainTable:
         log.info("%d run queries have no qrels and are not scored (ir_measures/trec_eval policy)", unjudged)
     lengths = np.fromiter(map(len, rows), np.int64, len(qids))
     total = int(lengths.sum())
-    scores = _floats(chain.from_iterable(map(_values, rows)), total, "run scores")
+    scores = _all_values(rows, total, "run scores")
     order = _order(scores, lengths, rows)
     gains = _ranked(_lookup(judged, rows, total, "qrels relevance"), lengths, order)
     more = {name: _ranked(_lookup(list(map(values.get, qids, repeat(_EMPTY))), rows, total, name), lengths, order)
             for name, values in (extra or {}).items()}
     q_lengths = np.fromiter(map(len, judged), np.int64, len(qids))
-    all_judged = _floats(chain.from_iterable(map(_values, judged)), int(q_lengths.sum()), "qrels relevance")
+    all_judged = _all_values(judged, int(q_lengths.sum()), "qrels relevance")
     ideal = np.sort(_scatter(all_judged, q_lengths, 0.0, np.float64), axis=1)[:, ::-1]
     return GainTable(qids, gains, ideal, more, q_lengths)
 

@@ -1,0 +1,138 @@
+/* Reading {qid: {docid: number}} dicts into flat float64 buffers, the step that dominates turning a
+ * TREC run and qrels into matrices (udcg.metrics.evaluate). The same walk as the pure-Python path
+ * there (np.fromiter over chained dict views / dict.get), minus the interpreter's per-item
+ * overhead. Optional: evaluate.py falls back to the Python path when this module is not built.
+ *
+ *   values(rows, out)            out[...] = every value of rows[0], then rows[1], ... (dict order)
+ *   lookup(maps, rows, d, out)   out[...] = maps[i].get(key, d) for every key of rows[i], in order
+ *
+ * rows and maps are lists of dicts; out is a writable C-contiguous float64 buffer whose length is
+ * the total number of items. A value that is not a real number raises TypeError; a length mismatch
+ * raises ValueError. Nothing is kept between calls.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static int
+get_out(PyObject *out, Py_buffer *view)
+{
+    if (PyObject_GetBuffer(out, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    if (view->itemsize != sizeof(double) || view->format == NULL || strcmp(view->format, "d") != 0) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_TypeError, "out must be a writable contiguous float64 buffer");
+        return -1;
+    }
+    return 0;
+}
+
+static int
+put(double *dst, Py_ssize_t *n, Py_ssize_t cap, PyObject *value)
+{
+    double x;
+    if (*n >= cap) {
+        PyErr_SetString(PyExc_ValueError, "more items than the output buffer holds");
+        return -1;
+    }
+    if (PyFloat_CheckExact(value))
+        x = PyFloat_AS_DOUBLE(value);
+    else if (PyUnicode_Check(value) || PyBytes_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "not a number: %R", value);
+        return -1;
+    }
+    else {
+        x = PyFloat_AsDouble(value); /* int, bool, numpy scalars, anything with __float__ */
+        if (x == -1.0 && PyErr_Occurred())
+            return -1;
+    }
+    dst[(*n)++] = x;
+    return 0;
+}
+
+static PyObject *
+walk_values(PyObject *self, PyObject *args)
+{
+    PyObject *rows, *out, *key, *value;
+    Py_buffer view;
+    Py_ssize_t i, pos, n = 0, cap;
+    if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &rows, &out) || get_out(out, &view) < 0)
+        return NULL;
+    cap = view.len / (Py_ssize_t)sizeof(double);
+    for (i = 0; i < PyList_GET_SIZE(rows); i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        if (!PyDict_Check(row)) {
+            PyErr_Format(PyExc_TypeError, "item %zd is not a dict", i);
+            goto fail;
+        }
+        pos = 0;
+        while (PyDict_Next(row, &pos, &key, &value))
+            if (put((double *)view.buf, &n, cap, value) < 0)
+                goto fail;
+    }
+    PyBuffer_Release(&view);
+    if (n != cap) {
+        PyErr_SetString(PyExc_ValueError, "fewer items than the output buffer holds");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+fail:
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+static PyObject *
+walk_lookup(PyObject *self, PyObject *args)
+{
+    PyObject *maps, *rows, *out, *dflt, *key, *value;
+    Py_buffer view;
+    Py_ssize_t i, pos, n = 0, cap;
+    if (!PyArg_ParseTuple(args, "O!O!OO", &PyList_Type, &maps, &PyList_Type, &rows, &dflt, &out)
+        || get_out(out, &view) < 0)
+        return NULL;
+    cap = view.len / (Py_ssize_t)sizeof(double);
+    if (PyList_GET_SIZE(maps) != PyList_GET_SIZE(rows)) {
+        PyErr_SetString(PyExc_ValueError, "maps and rows differ in length");
+        goto fail;
+    }
+    for (i = 0; i < PyList_GET_SIZE(rows); i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i), *map = PyList_GET_ITEM(maps, i);
+        if (!PyDict_Check(row) || !PyDict_Check(map)) {
+            PyErr_Format(PyExc_TypeError, "item %zd is not a dict", i);
+            goto fail;
+        }
+        pos = 0;
+        while (PyDict_Next(row, &pos, &key, &value)) {
+            PyObject *found = PyDict_GetItemWithError(map, key); /* borrowed */
+            if (found == NULL) {
+                if (PyErr_Occurred())
+                    goto fail;
+                found = dflt;
+            }
+            if (put((double *)view.buf, &n, cap, found) < 0)
+                goto fail;
+        }
+    }
+    PyBuffer_Release(&view);
+    if (n != cap) {
+        PyErr_SetString(PyExc_ValueError, "fewer items than the output buffer holds");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+fail:
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"values", walk_values, METH_VARARGS, "values(rows, out): every value of every dict, in order, into out"},
+    {"lookup", walk_lookup, METH_VARARGS, "lookup(maps, rows, default, out): maps[i].get(k, default) for each key k of rows[i]"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_walk", NULL, -1, methods};
+
+PyMODINIT_FUNC
+PyInit__walk(void)
+{
+    return PyModule_Create(&module);
+}
