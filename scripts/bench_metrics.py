@@ -10,6 +10,7 @@ ERR@k, DCG@k, AUC-PR (pytrec_eval has no such measure; it computes the 11 iprec 
 built from), UDCG and RA-nWG@5. ``ratio`` = pytrec_eval time / our total time (everything).
 
     .venv/bin/python scripts/bench_metrics.py [--n-queries 100000] [--seed 0] [--check]
+    .venv/bin/python scripts/bench_metrics.py --walks 3   # dicts -> matrices only: C walk vs Python walk
 """
 
 from __future__ import annotations
@@ -112,6 +113,27 @@ def repeat_cold(args: argparse.Namespace) -> None:
     print(f"ratio: {statistics.median(ratios):.2f}")
 
 
+def compare_walks(run, qrels, abst, rounds: int) -> None:
+    """gain_table with the C dict walk and with the pure-Python one, interleaved in this process."""
+    from udcg.metrics import evaluate
+
+    walk = evaluate._walk
+    if walk is None:
+        print("the C walk is not built (no compiler at install): nothing to compare")
+        return
+    seconds: dict[str, list[float]] = {"C walk": [], "Python walk": []}
+    for r in range(rounds):
+        for arm in (("C walk", "Python walk") if r % 2 == 0 else ("Python walk", "C walk")):
+            evaluate._walk = walk if arm == "C walk" else None
+            t = time.perf_counter()
+            evaluate.gain_table(run, qrels, extra={"p_abs": abst})
+            seconds[arm].append(time.perf_counter() - t)
+    evaluate._walk = walk
+    for arm, values in seconds.items():
+        print(f"{arm:<12} dicts -> matrices: {', '.join(f'{v:.2f}' for v in values)} s")
+    print(f"walk ratio: {sum(seconds['Python walk']) / sum(seconds['C walk']):.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-queries", type=int, default=100_000)
@@ -119,8 +141,10 @@ def main() -> None:
     parser.add_argument("--check", action="store_true", help="also compare shared measures (after timing)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run N fresh processes (each cold) and report the median ratio (default 1)")
+    parser.add_argument("--walks", type=int, default=0, metavar="ROUNDS",
+                        help="only compare the C and Python dict walks over ROUNDS interleaved rounds")
     args = parser.parse_args()
-    if args.n_queries < 1 or args.repeat < 1:
+    if args.n_queries < 1 or args.repeat < 1 or args.walks < 0:
         parser.error("--n-queries and --repeat must be >= 1")
     if args.repeat > 1:
         repeat_cold(args)
@@ -131,6 +155,9 @@ def main() -> None:
     print(f"data: {args.n_queries} queries x {DEPTH} ranked passages, {JUDGED} judged "
           f"(generated in {time.perf_counter() - t:.2f} s, not timed)")
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
+    if args.walks:
+        compare_walks(run, qrels, abst, args.walks)
+        return
     timings: dict[str, float] = {}
     qids, values = run_ours(run, qrels, abst, timings)
     result = run_pytrec(run, qrels, timings)
