@@ -27,26 +27,51 @@ get_out(PyObject *out, Py_buffer *view)
 }
 
 static int
-put(double *dst, Py_ssize_t *n, Py_ssize_t cap, PyObject *value)
+put_slow(double *x, Py_ssize_t n, Py_ssize_t cap, PyObject *value)
 {
-    double x;
-    if (*n >= cap) {
+    if (n >= cap) {
         PyErr_SetString(PyExc_ValueError, "more items than the output buffer holds");
         return -1;
     }
-    if (PyFloat_CheckExact(value))
-        x = PyFloat_AS_DOUBLE(value);
-    else if (PyUnicode_Check(value) || PyBytes_Check(value)) {
+    if (PyUnicode_Check(value) || PyBytes_Check(value)) {
         PyErr_Format(PyExc_TypeError, "not a number: %R", value);
         return -1;
     }
-    else {
-        x = PyFloat_AsDouble(value); /* int, bool, numpy scalars, anything with __float__ */
-        if (x == -1.0 && PyErr_Occurred())
-            return -1;
+    *x = PyFloat_AsDouble(value); /* int, bool, numpy scalars, anything with __float__ */
+    return (*x == -1.0 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* Write one number. value is borrowed; it is held for the duration, since a __float__ or a key's
+ * __eq__ running Python code could change the dict it was read from. */
+static int
+put(double *dst, Py_ssize_t *n, Py_ssize_t cap, PyObject *value)
+{
+    double x;
+    if (PyFloat_CheckExact(value) && *n < cap) {
+        dst[(*n)++] = PyFloat_AS_DOUBLE(value);
+        return 0;
     }
+    Py_INCREF(value);
+    int status = put_slow(&x, *n, cap, value);
+    Py_DECREF(value);
+    if (status < 0)
+        return -1;
     dst[(*n)++] = x;
     return 0;
+}
+
+/* Release the buffer; on success check that every slot was written. */
+static PyObject *
+finish(Py_buffer *view, Py_ssize_t n, Py_ssize_t cap, int failed)
+{
+    PyBuffer_Release(view);
+    if (failed)
+        return NULL;
+    if (n != cap) {
+        PyErr_SetString(PyExc_ValueError, "fewer items than the output buffer holds");
+        return NULL;
+    }
+    Py_RETURN_NONE;
 }
 
 static PyObject *
@@ -62,22 +87,14 @@ walk_values(PyObject *self, PyObject *args)
         PyObject *row = PyList_GET_ITEM(rows, i);
         if (!PyDict_Check(row)) {
             PyErr_Format(PyExc_TypeError, "item %zd is not a dict", i);
-            goto fail;
+            return finish(&view, n, cap, 1);
         }
         pos = 0;
         while (PyDict_Next(row, &pos, &key, &value))
             if (put((double *)view.buf, &n, cap, value) < 0)
-                goto fail;
+                return finish(&view, n, cap, 1);
     }
-    PyBuffer_Release(&view);
-    if (n != cap) {
-        PyErr_SetString(PyExc_ValueError, "fewer items than the output buffer holds");
-        return NULL;
-    }
-    Py_RETURN_NONE;
-fail:
-    PyBuffer_Release(&view);
-    return NULL;
+    return finish(&view, n, cap, 0);
 }
 
 static PyObject *
@@ -92,35 +109,24 @@ walk_lookup(PyObject *self, PyObject *args)
     cap = view.len / (Py_ssize_t)sizeof(double);
     if (PyList_GET_SIZE(maps) != PyList_GET_SIZE(rows)) {
         PyErr_SetString(PyExc_ValueError, "maps and rows differ in length");
-        goto fail;
+        return finish(&view, n, cap, 1);
     }
     for (i = 0; i < PyList_GET_SIZE(rows); i++) {
         PyObject *row = PyList_GET_ITEM(rows, i), *map = PyList_GET_ITEM(maps, i);
         if (!PyDict_Check(row) || !PyDict_Check(map)) {
             PyErr_Format(PyExc_TypeError, "item %zd is not a dict", i);
-            goto fail;
+            return finish(&view, n, cap, 1);
         }
         pos = 0;
         while (PyDict_Next(row, &pos, &key, &value)) {
             PyObject *found = PyDict_GetItemWithError(map, key); /* borrowed */
-            if (found == NULL) {
-                if (PyErr_Occurred())
-                    goto fail;
-                found = dflt;
-            }
-            if (put((double *)view.buf, &n, cap, found) < 0)
-                goto fail;
+            if (found == NULL && PyErr_Occurred())
+                return finish(&view, n, cap, 1);
+            if (put((double *)view.buf, &n, cap, found ? found : dflt) < 0)
+                return finish(&view, n, cap, 1);
         }
     }
-    PyBuffer_Release(&view);
-    if (n != cap) {
-        PyErr_SetString(PyExc_ValueError, "fewer items than the output buffer holds");
-        return NULL;
-    }
-    Py_RETURN_NONE;
-fail:
-    PyBuffer_Release(&view);
-    return NULL;
+    return finish(&view, n, cap, 0);
 }
 
 static PyMethodDef methods[] = {
