@@ -32,10 +32,8 @@ def prompts(path: Path, n: int, k: int) -> list:
     from udcg.annotate.prompt import reader_chat
 
     chats = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line) if line.strip() else None
-        if row is None:
-            continue
+    for line in filter(str.strip, path.read_text(encoding="utf-8").splitlines()):
+        row = json.loads(line)
         texts = [c["text"] for c in row["ctxs"]]
         for i in range(0, len(texts) - k + 1, k):
             chats.append(reader_chat(row["question"], texts[i:i + k]))

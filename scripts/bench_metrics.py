@@ -145,7 +145,7 @@ def main() -> None:
                         help="only compare the C and Python dict walks over ROUNDS interleaved rounds")
     args = parser.parse_args()
     if args.n_queries < 1 or args.repeat < 1 or args.walks < 0:
-        parser.error("--n-queries and --repeat must be >= 1")
+        parser.error("--n-queries and --repeat must be >= 1, --walks >= 0")
     if args.repeat > 1:
         repeat_cold(args)
         return
