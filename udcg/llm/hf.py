@@ -14,14 +14,14 @@ How a call is computed (results are always returned in input order):
 
 ``generate`` decodes greedily or by seeded sampling. Each sampled answer draws from its own
 random stream, seeded by (seed, the prompt's tokens, the answer's number), so the answers to a
-chat do not depend on which other chats share its batch.
+chat do not depend on which other chats share its batch. Greedy decoding joins consecutive prompt
+batches into one decoding batch (``_waves``); the model-free pieces of decoding live in
+``udcg.llm.decoding``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import math
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -30,6 +30,7 @@ from typing import Any
 
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams, merge_system
+from udcg.llm.decoding import answer_seed, check_params, cut_at_stop, join_states, pick_tokens
 
 log = logging.getLogger(__name__)
 
@@ -304,12 +305,12 @@ class HFBackend:
         return self._score(seqs, n_last, lambda i, lp: [float(lp[j, t]) for j, t in enumerate(targets[i])])
 
     def generate(self, chats: Sequence[Chat], params: GenerationParams = GenerationParams()) -> list[list[str]]:
-        _check_params(params)
+        check_params(params)
         seqs = self._encode_all(chats)
         if params.temperature == 0:  # greedy: every answer to a chat is the same
             return [[t] * params.n for t in self._generate_rows(seqs, [None] * len(seqs), params)]
         rows = [(i, j) for i in range(len(seqs)) for j in range(params.n)]
-        seeds = [_answer_seed(params.seed, seqs[i], j) for i, j in rows]
+        seeds = [answer_seed(params.seed, seqs[i], j) for i, j in rows]
         out: list[list[str]] = [[] for _ in seqs]
         for (i, _), text in zip(rows, self._generate_rows([seqs[i] for i, _ in rows], seeds, params)):
             out[i].append(text)
@@ -332,7 +333,7 @@ class HFBackend:
             for wave in waves:
                 states = [self._forward([seqs[i] for i in batch], p, prefix_kv, keep=1, decode=True) for batch in wave]
                 rows = [i for batch in wave for i in batch]
-                state = states[0] if len(states) == 1 else self._join(states, p)
+                state = states[0] if len(states) == 1 else join_states(states, p, self.model.config)
                 for i, text in zip(rows, self._decode(state, [seeds[i] for i in rows], params)):
                     texts[i] = text
         return texts
@@ -360,33 +361,6 @@ class HFBackend:
             waves.append([batch])
         return waves
 
-    def _join(self, states: list[tuple], p: int) -> tuple:
-        """One decoding state from several prompt batches: each batch's key/value cache and mask are
-        left-padded (after the shared prefix of length ``p``) to the widest, then stacked. Padded
-        slots are masked out and every row keeps its own position ids, so each row decodes exactly
-        as it would alone."""
-        import torch
-        from transformers import DynamicCache
-
-        width = max(mask.shape[1] for _, _, mask, _ in states)
-
-        def pad(t: Any, n: int, dim: int) -> Any:
-            if not n:
-                return t
-            shape = list(t.shape)
-            shape[dim] = n
-            head, tail = t.narrow(dim, 0, p), t.narrow(dim, p, t.shape[dim] - p)
-            return torch.cat([head, t.new_zeros(shape), tail], dim=dim)
-
-        layers = []
-        for parts in zip(*([(k, v) for k, v, *_ in cache] for _, cache, _, _ in states)):
-            layers.append((torch.cat([pad(k, width - k.shape[2], 2) for k, _ in parts]),
-                           torch.cat([pad(v, width - v.shape[2], 2) for _, v in parts])))
-        logits = torch.cat([s[0] for s in states])
-        mask = torch.cat([pad(m, width - m.shape[1], 1) for _, _, m, _ in states])
-        last = torch.cat([s[3] for s in states])
-        return logits, DynamicCache(layers, config=self.model.config), mask, last
-
     def _decode(self, state: tuple, seeds: list[int | None], params: GenerationParams) -> list[str]:
         """Decode from a prompt pass's state (logits at the last position, cache, mask, positions)."""
         import torch
@@ -396,13 +370,13 @@ class HFBackend:
         new: list[list[int]] = [[] for _ in seeds]
         active = list(range(len(seeds)))  # rows still decoding; logits/cache/mask follow this order
         for step in range(params.max_new_tokens):
-            tokens = _pick_tokens(logits[:, -1], [gens[a] for a in active], params)
+            tokens = pick_tokens(logits[:, -1], [gens[a] for a in active], params)
             still = []
             for b, a in enumerate(active):
                 if tokens[b] in self.stop_ids:
                     continue
                 new[a].append(tokens[b])
-                if params.stop and _cut(self.tokenizer.decode(new[a], skip_special_tokens=True), params.stop)[1]:
+                if params.stop and cut_at_stop(self.tokenizer.decode(new[a], skip_special_tokens=True), params.stop)[1]:
                     continue
                 still.append(b)
             if not still or step == params.max_new_tokens - 1:
@@ -417,53 +391,4 @@ class HFBackend:
             ids = torch.tensor([[new[a][-1]] for a in active], device=self.device)
             logits = self.model(input_ids=ids, attention_mask=mask.to(self.device), position_ids=last[:, None].to(self.device),
                                 past_key_values=cache, use_cache=True, logits_to_keep=1).logits
-        return [_cut(self.tokenizer.decode(ids, skip_special_tokens=True), params.stop)[0].strip() for ids in new]
-
-
-def _pick_tokens(logits: Any, gens: list[Any], params: GenerationParams) -> list[int]:
-    """Greedy: argmax. Sampling: temperature, then inverse-CDF sampling with one uniform draw per row
-    from that row's own generator; with top_p < 1 over the nucleus (probabilities sorted high to
-    low, cut once they add up to top_p), otherwise over the whole vocabulary in token order."""
-    import torch
-
-    if params.temperature == 0:
-        return logits.argmax(dim=-1).tolist()
-    probs = torch.softmax(logits.float().cpu() / params.temperature, dim=-1)
-    index = None
-    if params.top_p < 1.0:
-        probs, index = probs.sort(dim=-1, descending=True, stable=True)
-        probs = torch.where(probs.cumsum(-1) - probs < params.top_p, probs, torch.zeros_like(probs))
-    cdf = probs.cumsum(-1)
-    picks = []
-    for b, g in enumerate(gens):
-        u = torch.rand((), generator=g, dtype=torch.float64).item() * cdf[b, -1].item()
-        k = min(int(torch.searchsorted(cdf[b], torch.tensor([u], dtype=cdf.dtype), right=True)), cdf.shape[1] - 1)
-        while probs[b, k] == 0:  # u fell on a flat stretch of the CDF (rounding): take the next token with mass
-            k -= 1
-        picks.append(k if index is None else int(index[b, k]))
-    return picks
-
-
-def _cut(text: str, stop: Sequence[str]) -> tuple[str, bool]:
-    """Text up to the earliest stop string, and whether one was found."""
-    cuts = [text.find(s) for s in stop if s and s in text]
-    return (text[: min(cuts)], True) if cuts else (text, False)
-
-
-def _check_params(params: GenerationParams) -> None:
-    if not isinstance(params.max_new_tokens, int) or params.max_new_tokens < 1:
-        raise InputError(f"max_new_tokens must be a positive integer, got {params.max_new_tokens!r}")
-    if not (math.isfinite(params.temperature) and params.temperature >= 0):
-        raise InputError(f"temperature must be >= 0 (0 = greedy), got {params.temperature!r}")
-    if not 0 < params.top_p <= 1:
-        raise InputError(f"top_p must be in (0, 1], got {params.top_p!r}")
-    if not isinstance(params.n, int) or params.n < 1:
-        raise InputError(f"n must be a positive integer (answers per chat), got {params.n!r}")
-    if not isinstance(params.seed, int):
-        raise InputError(f"seed must be an integer, got {params.seed!r}")
-
-
-def _answer_seed(seed: int, ids: Sequence[int], j: int) -> int:
-    """Seed of answer j to a prompt: independent of the batch the prompt is run in."""
-    h = hashlib.sha256(f"{seed}:{j}:{','.join(map(str, ids))}".encode())
-    return int.from_bytes(h.digest()[:8], "little") & ((1 << 63) - 1)
+        return [cut_at_stop(self.tokenizer.decode(ids, skip_special_tokens=True), params.stop)[0].strip() for ids in new]
