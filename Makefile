@@ -43,6 +43,7 @@ bench: models
 	$(PY) scripts/bench_metrics.py
 	$(PY) scripts/bench_annotate.py --model qwen2.5-coder-0.5b
 	$(PY) scripts/bench_generate.py --model qwen2.5-coder-0.5b
+	$(PY) scripts/bench_read.py --model qwen2.5-coder-0.5b
 
 clean:
 	rm -rf $(VENV) build *.egg-info

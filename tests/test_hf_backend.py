@@ -176,6 +176,44 @@ def test_tight_prompt_batches_decode_together_as_if_alone(tiny_dir, share_prefix
     assert auto.generate(chats, GenerationParams(max_new_tokens=6, n=2)) == [[g[0]] * 2 for g in greedy]
 
 
+# ---------------------------------------------------------------- one prompt pass for three values
+
+CONTINUATIONS = ["Paris", "", "the United States of America", "x", "politician and writer", "NO-RESPONSE"]
+
+
+@pytest.mark.parametrize("batch_size,share_prefix", [(2, True), (None, True), (None, False), (1, False)])
+def test_read_equals_the_three_separate_calls(tiny_dir, batch_size, share_prefix):
+    """read(): first-token log-probabilities, greedy answer and continuation log-probabilities from
+    one prompt pass (the continuation runs on the prompt's cache, which is then cut back) equal
+    next_token_logprobs, generate and continuation_logprobs, with fixed and joined batches."""
+    backend = HFBackend(str(tiny_dir), device="cpu", dtype="float32", batch_size=batch_size, share_prefix=share_prefix)
+    chats = CHATS + [reader_chat(QUESTIONS[0], PASSAGES[3:4] * 3)]  # one long prompt: several prompt batches
+    conts = (CONTINUATIONS * 2)[:len(chats)]
+    readings = backend.read(chats, ["NO-RESPONSE", "Paris"], conts, max_new_tokens=6)
+    first = backend.next_token_logprobs(chats, ["NO-RESPONSE", "Paris"])
+    answers = backend.generate(chats, GenerationParams(max_new_tokens=6))
+    continuations = backend.continuation_logprobs(list(zip(chats, conts)))
+    assert len(readings) == len(chats)
+    for r, f, a, c, chat, text in zip(readings, first, answers, continuations, chats, conts):
+        assert r.first == pytest.approx(f, abs=1e-5)
+        assert r.answer == a[0] == naive_greedy(backend, chat, 6)
+        assert len(r.continuation) == len(c) and r.continuation == pytest.approx(c, abs=1e-4)
+        assert r.continuation == pytest.approx(naive_continuation(backend, chat, text), abs=1e-4)
+
+
+def test_read_edge_cases(tiny):
+    assert tiny.read([], ["NO-RESPONSE"], []) == []
+    only_empty = tiny.read(CHATS[:2], ["NO-RESPONSE"], ["", ""], max_new_tokens=3)  # no continuation pass at all
+    assert [r.continuation for r in only_empty] == [[], []]
+    assert [r.answer for r in only_empty] == [a[0] for a in tiny.generate(CHATS[:2], GenerationParams(max_new_tokens=3))]
+    with pytest.raises(InputError, match="one per chat"):
+        tiny.read(CHATS[:2], ["NO-RESPONSE"], ["a"])
+    with pytest.raises(InputError, match="wrap it in a list"):
+        tiny.read(CHATS[:1], "NO-RESPONSE", ["a"])
+    with pytest.raises(InputError, match="must be a string"):
+        tiny.read(CHATS[:1], ["NO-RESPONSE"], [None])
+
+
 def test_waves_respect_rows_and_token_budget(tiny_dir):
     auto = HFBackend(str(tiny_dir), device="cpu", dtype="float32")
     lengths = [2000] * 3 + [100] * 70  # longest first, as _batches orders them

@@ -75,6 +75,27 @@ class ScriptedReader:
         return out
 
 
+class ScriptedPromptReader(ScriptedReader):
+    """The scripted reader with ``read`` (a ``PromptReader``): the same three values from one call."""
+
+    def __init__(self, delay: float = 0.0, kill_after: int | None = None):
+        super().__init__(delay, kill_after)
+        self.calls["read"] = 0
+
+    def read(self, chats, candidates, continuations, max_new_tokens=32):
+        from udcg.llm.base import Reading
+
+        if self.kill_after is not None and self.calls["read"] >= self.kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+        self.calls["read"] += 1
+        inner = ScriptedReader(self.delay)
+        first = inner.next_token_logprobs(chats, candidates)
+        answers = inner.generate(chats, GenerationParams(max_new_tokens=max_new_tokens))
+        conts = [lp if text else [] for lp, text in
+                 zip(inner.continuation_logprobs(list(zip(chats, continuations))), continuations)]
+        return [Reading(f, a[0], c) for f, a, c in zip(first, answers, conts)]
+
+
 def scripted_config(out: Path, **sections) -> dict:
     raw = {"name": "scripted", "output": str(out), "data": {"questions": "popqa-sample", "limit": 8},
            "pool": {"size": 8}, "reader": {"model": "scripted", "chunk_size": 8, "max_new_tokens": 8},
@@ -85,9 +106,9 @@ def scripted_config(out: Path, **sections) -> dict:
     return raw
 
 
-def run_scripted(config_json: str, delay: float = 0.0, kill_after: int | None = None) -> dict:
+def run_scripted(config_json: str, delay: float = 0.0, kill_after: int | None = None, reads: bool = False) -> dict:
     """Entry point for the subprocess of the resume tests."""
-    reader = ScriptedReader(delay, kill_after)
+    reader = (ScriptedPromptReader if reads else ScriptedReader)(delay, kill_after)
     run_validation(from_dict(json.loads(config_json)), backends={"scripted": reader})
     return reader.calls
 
@@ -390,15 +411,15 @@ def test_llm_judges_for_relevance_grades_and_outcomes(tmp_path):
     assert "judge" in result.notes["grading"]
 
 
-def _subprocess(config: dict, delay: float, kill_after: int | None) -> subprocess.Popen:
+def _subprocess(config: dict, delay: float, kill_after: int | None, reads: bool = False) -> subprocess.Popen:
     code = ("import sys, json; from tests.test_validate import run_scripted; "
-            f"print(json.dumps(run_scripted(sys.argv[1], {delay}, {kill_after})))")
+            f"print(json.dumps(run_scripted(sys.argv[1], {delay}, {kill_after}, {reads})))")
     return subprocess.Popen([sys.executable, "-c", code, json.dumps(config)], cwd=REPO_ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _finish(config: dict) -> dict:
-    done = _subprocess(config, delay=0.0, kill_after=None)
+def _finish(config: dict, reads: bool = False) -> dict:
+    done = _subprocess(config, delay=0.0, kill_after=None, reads=reads)
     stdout, stderr = done.communicate()
     assert done.returncode == 0, stderr[-2000:]
     return json.loads(stdout.strip().splitlines()[-1])
@@ -426,6 +447,40 @@ def test_kill_9_in_the_middle_of_the_answers_then_resume_recomputes_only_the_res
     calls = _finish(config)
     assert calls["next_token"] == calls["continuation"] == 0  # the per-passage work survived the kill
     assert calls["generate"] == first_calls["generate"] - 10
+    assert outputs(tmp_path / "run") == outputs(reference)
+
+
+def test_a_prompt_reader_fills_the_three_caches_in_one_call_per_chunk(scripted_run, tmp_path):
+    """A reader with read(): one call per chunk of pooled passages instead of three, the same outputs
+    byte for byte; a run begun by the separate calls is finished by read() without duplicates."""
+    reference, _, first_calls = scripted_run
+    reader = ScriptedPromptReader()
+    run_validation(from_dict(scripted_config(tmp_path / "run")), backends={"scripted": reader})
+    assert reader.calls["read"] == 8 and reader.calls["next_token"] == reader.calls["continuation"] == 0
+    assert reader.calls["generate"] == first_calls["generate"] - 8  # the per-passage answers came from read()
+    assert outputs(tmp_path / "run") == outputs(reference)
+
+    half = tmp_path / "half"
+    run_validation(from_dict(scripted_config(half, data={"limit": 4})), backends={"scripted": ScriptedReader()})
+    (half / "cache" / "answers.jsonl").unlink()  # p_abs and log-likelihoods of 4 questions done, no answers
+    grown = ScriptedPromptReader()
+    run_validation(from_dict(scripted_config(half)), backends={"scripted": grown})
+    assert grown.calls["read"] == 8 and grown.calls["next_token"] == grown.calls["continuation"] == 0
+    for name in ("annotate.jsonl", "answers.jsonl", "answer-ll.jsonl"):
+        keys = [json.loads(line)["key"] for line in (half / "cache" / name).read_text().splitlines()]
+        single = [k for k in keys if k.count("\t") == 1]  # answers.jsonl also holds the context answers
+        assert len(keys) == len(set(keys)) and len(single) == 8 * 8, name
+    assert outputs(half) == outputs(reference)
+
+
+def test_kill_9_while_reading_passages_then_resume_gives_identical_outputs(scripted_run, tmp_path):
+    reference, _, _ = scripted_run
+    config = scripted_config(tmp_path / "run")
+    proc = _subprocess(config, delay=0.0, kill_after=5, reads=True)  # 5 of 8 chunks read, then SIGKILL
+    proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    calls = _finish(config, reads=True)
+    assert calls["read"] == 3 and calls["next_token"] == calls["continuation"] == 0
     assert outputs(tmp_path / "run") == outputs(reference)
 
 

@@ -50,7 +50,7 @@ def estimator_names() -> tuple[str, ...]:
     return tuple(_ESTIMATORS)
 
 
-def _probability(logprob: float, where: str) -> float:
+def probability(logprob: float, where: str) -> float:
     if math.isnan(logprob) or logprob > 1e-4:
         raise BackendError(f"{where}: the backend returned log-probability {logprob!r}, which is not a log-probability")
     return min(1.0, math.exp(logprob))  # exp(-inf) = 0: a token outside an API's top-k list
@@ -59,7 +59,7 @@ def _probability(logprob: float, where: str) -> float:
 def first_token(backend: Backend, chats: Sequence[Chat], *, target: str = ABSTAIN) -> list[Estimate]:
     rows = backend.next_token_logprobs(chats, [target])
     _check_count(backend, rows, chats)
-    return [Estimate(_probability(row[target], f"{backend.name}: chat {i}")) for i, row in enumerate(rows)]
+    return [Estimate(probability(row[target], f"{backend.name}: chat {i}")) for i, row in enumerate(rows)]
 
 
 def sequence(backend: Backend, chats: Sequence[Chat], *, target: str = ABSTAIN) -> list[Estimate]:
@@ -69,7 +69,7 @@ def sequence(backend: Backend, chats: Sequence[Chat], *, target: str = ABSTAIN) 
     for i, logprobs in enumerate(rows):
         if not logprobs:
             raise BackendError(f"{backend.name}: chat {i}: no log-probabilities for the continuation {target!r}")
-        out.append(Estimate(_probability(math.fsum(logprobs), f"{backend.name}: chat {i}")))
+        out.append(Estimate(probability(math.fsum(logprobs), f"{backend.name}: chat {i}")))
     return out
 
 
@@ -80,7 +80,7 @@ def api_logprobs(backend: Backend, chats: Sequence[Chat], *, target: str = ABSTA
     for i, row in enumerate(rows):
         lp = row[target]
         note = f"{target!r} was not among the returned top log-probabilities; p_abs set to 0" if lp == -math.inf else ""
-        out.append(Estimate(_probability(lp, f"{backend.name}: chat {i}"), note=note))
+        out.append(Estimate(probability(lp, f"{backend.name}: chat {i}"), note=note))
     return out
 
 

@@ -88,6 +88,22 @@ def _estimate_keeping_finished(backend: Backend, chats: list, cfg: AnnotateConfi
         return out, e
 
 
+def check_cache(cache: AppendCache, model: str, cfg: AnnotateConfig) -> None:
+    """Refuse a cache made with another model, estimator or prompt."""
+    for rec in cache.done.values():
+        if (rec["model"], rec["estimator"], rec["prompt_version"]) != (model, cfg.estimator, cfg.prompt_version):
+            raise InputError(f"{cache.path}: cache made with model={rec['model']!r}, estimator={rec['estimator']!r}, "
+                             f"prompt={rec['prompt_version']!r}; use the same settings or delete the cache")
+
+
+def annotation_record(q: Question, p, model: str, cfg: AnnotateConfig, estimate) -> dict:
+    """The cache line of one finished annotation."""
+    a = Annotation(qid=q.qid, pid=p.pid, model=model, estimator=cfg.estimator, p_abs=estimate.p_abs,
+                   prompt_version=cfg.prompt_version, ci_low=estimate.ci_low, ci_high=estimate.ci_high,
+                   n_samples=estimate.n_samples, note=estimate.note)
+    return {"key": _key(q.qid, p.pid), **asdict(a)}
+
+
 def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfig, cache_path: str | Path,
              progress: Callable[[int], None] | None = None) -> tuple[dict[str, Annotation], AnnotateStats]:
     """Annotate every passage; returns {qid<TAB>pid: Annotation} and run statistics."""
@@ -102,11 +118,7 @@ def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfi
     chunks = [items[i:i + cfg.chunk_size] for i in range(0, len(items), cfg.chunk_size)]
     stats = AnnotateStats(n_passages=len(items))
     with AppendCache(cache_path) as cache:
-        for rec in cache.done.values():
-            same = (rec["model"], rec["estimator"], rec["prompt_version"]) == (backend.name, cfg.estimator, cfg.prompt_version)
-            if not same:
-                raise InputError(f"{cache_path}: cache made with model={rec['model']!r}, estimator={rec['estimator']!r}, "
-                                 f"prompt={rec['prompt_version']!r}; use the same settings or delete the cache")
+        check_cache(cache, backend.name, cfg)
         for chunk in chunks:
             # Normally all or none of a chunk is cached; a chunk cut by a failed API request keeps
             # its finished passages, and only the rest is computed again.
@@ -120,14 +132,8 @@ def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfi
             results, failure = _estimate_keeping_finished(backend, chats, cfg)
             stats.seconds += time.perf_counter() - t0
             stats.n_computed += sum(r is not None for r in results)
-            records = []
-            for (q, p), r in zip(todo, results, strict=True):
-                if r is None:
-                    continue
-                a = Annotation(qid=q.qid, pid=p.pid, model=backend.name, estimator=cfg.estimator, p_abs=r.p_abs,
-                               prompt_version=cfg.prompt_version, ci_low=r.ci_low, ci_high=r.ci_high,
-                               n_samples=r.n_samples, note=r.note)
-                records.append({"key": _key(q.qid, p.pid), **asdict(a)})
+            records = [annotation_record(q, p, backend.name, cfg, r) for (q, p), r in zip(todo, results, strict=True)
+                       if r is not None]
             if records:
                 cache.append_many(records)
             if failure is not None:

@@ -85,6 +85,13 @@ class LazyBackend:
     def generate(self, chats, params=GenerationParams()):
         return self._get().generate(chats, params)
 
+    def can_read(self) -> bool:
+        """Whether the model (loaded now) is a ``udcg.llm.base.PromptReader``."""
+        return callable(getattr(self._get(), "read", None))
+
+    def read(self, chats, candidates, continuations, max_new_tokens=32):
+        return self._get().read(chats, candidates, continuations, max_new_tokens)
+
 
 # ---------------------------------------------------------------- questions and pools
 
@@ -219,10 +226,18 @@ def _dedup(requests: Sequence[tuple]) -> list[tuple]:
     return list(seen.values())
 
 
+def _answer_expect(model: str, prompt_version: str, max_new_tokens: int) -> dict:
+    return {"model": model, "prompt_version": prompt_version, "max_new_tokens": max_new_tokens}
+
+
+def _loglik_expect(model: str, prompt_version: str) -> dict:
+    return {"model": model, "prompt_version": prompt_version}
+
+
 def generate_cached(backend, requests: Sequence[tuple[str, Chat]], cache_path: Path, max_new_tokens: int,
                     prompt_version: str, chunk_size: int, progress: Progress, desc: str) -> tuple[dict[str, str], dict]:
     """Greedy answers for (key, chat) requests, resumable. Returns {key: answer} and timing stats."""
-    expect = {"model": backend.name, "prompt_version": prompt_version, "max_new_tokens": max_new_tokens}
+    expect = _answer_expect(backend.name, prompt_version, max_new_tokens)
     params = GenerationParams(max_new_tokens=max_new_tokens, temperature=0.0, n=1)
     requests = _dedup(requests)
     stats = {"requests": len(requests), "computed": 0, "seconds": 0.0}
@@ -244,7 +259,7 @@ def generate_cached(backend, requests: Sequence[tuple[str, Chat]], cache_path: P
 def loglik_cached(backend, requests: Sequence[tuple[str, Chat, str]], cache_path: Path, prompt_version: str,
                   chunk_size: int, progress: Progress) -> tuple[dict[str, float], dict]:
     """log P(continuation | chat) (sum over its tokens) per (key, chat, continuation), resumable."""
-    expect = {"model": backend.name, "prompt_version": prompt_version}
+    expect = _loglik_expect(backend.name, prompt_version)
     requests = _dedup(requests)
     stats = {"requests": len(requests), "computed": 0, "seconds": 0.0}
     with _open_cache(cache_path, expect) as cache, progress(len(requests), "answer log-likelihood", "passage") as bar:
@@ -265,12 +280,84 @@ def loglik_cached(backend, requests: Sequence[tuple[str, Chat, str]], cache_path
 # ---------------------------------------------------------------- per-passage scores
 
 
+def _annotate_config(cfg: Config):
+    from udcg.annotate.runner import AnnotateConfig
+
+    return AnnotateConfig(estimator=cfg.annotation.estimator, prompt_version=cfg.reader.prompt_version,
+                          chunk_size=cfg.reader.chunk_size, seed=cfg.seed)
+
+
+def _can_read(backend) -> bool:
+    can = getattr(backend, "can_read", None)
+    return can() if callable(can) else callable(getattr(backend, "read", None))
+
+
+def read_passages(pooled: list[Question], backend, cfg: Config, run_dir: Path, progress: Progress,
+                  loglik: bool) -> dict | None:
+    """Fill the three per-passage caches (p_abs, the single-passage answer, and with ``loglik`` the
+    log-likelihood of the reference answer) from one prompt pass per passage, for a reader that is
+    a ``PromptReader`` and the first-token estimator; the separate steps then find them done.
+    Returns timing stats, or None when nothing was read this way (they compute it themselves).
+
+    Chunks are cut from the whole pool list, as in the separate steps; a chunk is read again when
+    any of its records is missing from any cache, and only its missing records are appended."""
+    from udcg.annotate.estimators import Estimate, probability
+    from udcg.annotate.prompt import ABSTAIN
+    from udcg.annotate.runner import annotation_record, check_cache
+
+    acfg = _annotate_config(cfg)
+    if acfg.estimator != "first-token":
+        return None
+    items = [(q, p) for q in pooled for p in q.passages]
+    cache_dir = run_dir / "cache"
+    paths = {"annotate": cache_dir / "annotate.jsonl", "answer": cache_dir / "answers.jsonl",
+             "loglik": cache_dir / "answer-ll.jsonl"}
+    stats = {"requests": len(items), "computed": 0, "seconds": 0.0}
+    with AppendCache(paths["annotate"]) as annotations, \
+            _open_cache(paths["answer"], _answer_expect(backend.name, cfg.reader.prompt_version,
+                                                         cfg.reader.max_new_tokens)) as answers, \
+            _open_cache(paths["loglik"], _loglik_expect(backend.name, cfg.reader.prompt_version)) as logliks:
+        check_cache(annotations, backend.name, acfg)
+
+        def missing(q: Question, p) -> bool:
+            key = context_key(q.qid, [p.pid])
+            return (key not in annotations or key not in answers
+                    or (loglik and bool(q.answers) and key not in logliks))
+
+        chunks = [c for c in _chunks(items, cfg.reader.chunk_size) if any(missing(q, p) for q, p in c)]
+        if not chunks or not _can_read(backend):
+            return None
+        answer_expect = _answer_expect(backend.name, cfg.reader.prompt_version, cfg.reader.max_new_tokens)
+        with progress(sum(map(len, chunks)), f"read passages ({backend.name})", "passage") as bar:
+            for chunk in chunks:
+                t0 = time.perf_counter()
+                readings = backend.read([passage_chat(q, [p.text], cfg) for q, p in chunk], [ABSTAIN],
+                                        [q.answers[0] if q.answers else "" for q, _ in chunk], cfg.reader.max_new_tokens)
+                stats["seconds"] += time.perf_counter() - t0
+                stats["computed"] += len(chunk)
+                new = {"annotate": [], "answer": [], "loglik": []}
+                for (q, p), r in zip(chunk, readings, strict=True):
+                    key = context_key(q.qid, [p.pid])
+                    if key not in annotations:
+                        p_abs = probability(r.first[ABSTAIN], f"{backend.name}: passage {key!r}")
+                        new["annotate"].append(annotation_record(q, p, backend.name, acfg, Estimate(p_abs)))
+                    if key not in answers:
+                        new["answer"].append({"key": key, "answer": r.answer.strip(), **answer_expect})
+                    if loglik and q.answers and key not in logliks:
+                        new["loglik"].append({"key": key, "answer": q.answers[0], "loglik": float(math.fsum(r.continuation)),
+                                              **_loglik_expect(backend.name, cfg.reader.prompt_version)})
+                annotations.append_many(new["annotate"])
+                answers.append_many(new["answer"])
+                logliks.append_many(new["loglik"])
+                bar.update(len(chunk))
+    return _rate(stats)
+
+
 def annotate_pools(pooled: list[Question], backend, cfg: Config, run_dir: Path, progress: Progress) -> tuple[dict, dict]:
     """p_abs of every pooled passage alone (the annotation runner); {qid<TAB>pid: Annotation}."""
-    from udcg.annotate.runner import AnnotateConfig, annotate
+    from udcg.annotate.runner import annotate
 
-    acfg = AnnotateConfig(estimator=cfg.annotation.estimator, prompt_version=cfg.reader.prompt_version,
-                          chunk_size=cfg.reader.chunk_size, seed=cfg.seed)
+    acfg = _annotate_config(cfg)
     n = sum(len(q.passages) for q in pooled)
     with progress(n, f"annotate p_abs ({backend.name})", "passage") as bar:
         done, stats = annotate(pooled, backend, acfg, run_dir / "cache" / "annotate.jsonl", bar.update)

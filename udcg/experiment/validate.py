@@ -168,9 +168,14 @@ def _passage_scores(cfg: Config, pooled: list[Question], models: _Models, run_di
     from udcg.metrics.text import contains_answer
 
     names = {n.split("@")[0] for n in cfg.metrics.names}
+    need_single = "eRAG" in names or cfg.studies.oracle or 1 in cfg.studies.k_values
+    if need_single:  # one prompt pass per passage for all three values, where the reader can
+        read = steps.read_passages(pooled, models.reader, cfg, run_dir, progress, loglik="ANSWER_PROB" in names)
+        if read is not None:
+            t["read"] = read
     annotations, t["annotate"] = steps.annotate_pools(pooled, models.reader, cfg, run_dir, progress)
     single: dict[str, str] = {}
-    if "eRAG" in names or cfg.studies.oracle or 1 in cfg.studies.k_values:
+    if need_single:
         requests = [(steps.context_key(q.qid, [p.pid]), steps.passage_chat(q, [p.text], cfg)) for q in pooled for p in q.passages]
         single, t["generate_single"] = steps.generate_cached(models.reader, requests, run_dir / "cache" / "answers.jsonl",
                                                              cfg.reader.max_new_tokens, cfg.reader.prompt_version,

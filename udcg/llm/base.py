@@ -52,6 +52,26 @@ class Backend(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What one prompt pass gives for a chat: the three per-passage values of an experiment."""
+
+    first: dict[str, float]  # as next_token_logprobs: {candidate: log-probability of its first token}
+    answer: str  # as generate, greedy, n = 1
+    continuation: list[float]  # as continuation_logprobs for this chat's continuation ([] for "")
+
+
+@runtime_checkable
+class PromptReader(Protocol):
+    """An optional capability of open-weight backends: ``next_token_logprobs``, greedy ``generate``
+    and ``continuation_logprobs`` of each chat from a single pass over its prompt (the three calls
+    would run that pass three times). Results equal the three calls up to float rounding."""
+
+    def read(self, chats: Sequence[Chat], candidates: Sequence[str], continuations: Sequence[str],
+             max_new_tokens: int = 32) -> list[Reading]:
+        ...
+
+
 def merge_system(chat: Chat) -> list[Message]:
     """Fold a leading system turn into the first user turn, for templates without a system role."""
     msgs = [dict(m) for m in chat]

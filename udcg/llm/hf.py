@@ -17,6 +17,10 @@ random stream, seeded by (seed, the prompt's tokens, the answer's number), so th
 chat do not depend on which other chats share its batch. Greedy decoding joins consecutive prompt
 batches into one decoding batch (``_waves``); the model-free pieces of decoding live in
 ``udcg.llm.decoding``.
+
+``read`` (the optional ``PromptReader`` capability) gives a chat's first-token log-probabilities,
+its greedy answer and a continuation's log-probabilities from one prompt pass: the per-passage
+work of ``udcg validate`` (p_abs, the eRAG answer, ANSWER_PROB) would otherwise run it three times.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from udcg.errors import BackendError, InputError
-from udcg.llm.base import Chat, GenerationParams, merge_system
+from udcg.llm.base import Chat, GenerationParams, Reading, merge_system
 from udcg.llm.decoding import answer_seed, check_params, cut_at_stop, join_states, pick_tokens
 
 log = logging.getLogger(__name__)
@@ -292,15 +296,18 @@ class HFBackend:
         seqs = self._encode_all(chats)
         return self._score(seqs, [1] * len(seqs), lambda i, lp: {c: float(lp[0, t]) for c, t in token.items()})
 
-    def continuation_logprobs(self, requests: Sequence[tuple[Chat, str]]) -> list[list[float]]:
-        seqs, targets = [], []
-        prompts = self._encode_all([chat for chat, _ in requests])
-        for i, ((_, text), prompt) in enumerate(zip(requests, prompts)):
+    def _continuation_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        out = []
+        for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise InputError(f"request {i}: the continuation must be a string, got {type(text).__name__}")
-            cont = list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
-            targets.append(cont)
-            seqs.append(prompt + cont[:-1])
+            out.append(list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else [])
+        return out
+
+    def continuation_logprobs(self, requests: Sequence[tuple[Chat, str]]) -> list[list[float]]:
+        prompts = self._encode_all([chat for chat, _ in requests])
+        targets = self._continuation_ids([text for _, text in requests])
+        seqs = [prompt + cont[:-1] for prompt, cont in zip(prompts, targets)]
         n_last = [max(1, len(t)) for t in targets]
         return self._score(seqs, n_last, lambda i, lp: [float(lp[j, t]) for j, t in enumerate(targets[i])])
 
@@ -316,9 +323,67 @@ class HFBackend:
             out[i].append(text)
         return out
 
+    def read(self, chats: Sequence[Chat], candidates: Sequence[str], continuations: Sequence[str],
+             max_new_tokens: int = 32) -> list[Reading]:
+        """``udcg.llm.base.PromptReader``: first-token log-probabilities, the greedy answer and the
+        continuation's log-probabilities of each chat from one prompt pass. The continuation is run
+        on the prompt's key/value cache, which is then cut back to the prompt for decoding."""
+        import torch
+
+        if isinstance(candidates, str):
+            raise InputError("candidates must be a list of strings, got one string (wrap it in a list)")
+        if len(continuations) != len(chats):
+            raise InputError(f"{len(chats)} chats but {len(continuations)} continuations (give one per chat)")
+        params = GenerationParams(max_new_tokens=max_new_tokens)
+        check_params(params)
+        token = {c: self.first_token(c) for c in candidates}
+        seqs = self._encode_all(chats)
+        targets = self._continuation_ids(continuations)
+        scored: list[Any] = [None] * len(seqs)
+
+        def on_prompt(rows: list[int], state: tuple) -> None:
+            first = torch.log_softmax(state[0][:, -1].float(), dim=-1).cpu()
+            conts = self._continue(state, first, [targets[i] for i in rows])
+            for b, i in enumerate(rows):
+                scored[i] = ({c: float(first[b, t]) for c, t in token.items()}, conts[b])
+
+        answers = self._generate_rows(seqs, [None] * len(seqs), params, on_prompt)
+        return [Reading(first, answer, cont) for (first, cont), answer in zip(scored, answers)]
+
+    def _continue(self, state: tuple, first: Any, targets: list[list[int]]) -> list[list[float]]:
+        """Teacher-forced log-probabilities of each row's target tokens after its prompt (``first``:
+        the log-softmax at the prompt's last position). The targets run right-padded on the prompt
+        pass's cache, which is cropped back to the prompt afterwards."""
+        import torch
+
+        out = [[float(first[b, t[0]])] if t else [] for b, t in enumerate(targets)]
+        width = max(len(t) for t in targets) - 1
+        if width < 1:
+            return out
+        _, cache, mask, last = state
+        ids = torch.full((len(targets), width), self.pad_id, dtype=torch.long)
+        extra = torch.zeros((len(targets), width), dtype=mask.dtype)
+        for b, t in enumerate(targets):
+            if len(t) > 1:
+                ids[b, :len(t) - 1] = torch.tensor(t[:-1])
+                extra[b, :len(t) - 1] = 1
+        positions = last[:, None] + 1 + torch.arange(width)
+        logits = self.model(input_ids=ids.to(self.device), attention_mask=torch.cat([mask, extra], dim=1).to(self.device),
+                            position_ids=positions.to(self.device), past_key_values=cache, use_cache=True,
+                            logits_to_keep=width).logits
+        cache.crop(-width)  # a negative count removes that many positions (older transformers too)
+        logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
+        for b, t in enumerate(targets):
+            out[b] += [float(logprobs[b, j, t[j + 1]]) for j in range(len(t) - 1)]
+        return out
+
     # ------------------------------------------------------------ decoding
 
-    def _generate_rows(self, seqs: list[list[int]], seeds: list[int | None], params: GenerationParams) -> list[str]:
+    def _generate_rows(self, seqs: list[list[int]], seeds: list[int | None], params: GenerationParams,
+                       on_prompt: Callable[[list[int], tuple], None] | None = None) -> list[str]:
+        """Answers to token sequences; ``on_prompt(rows, state)`` sees each decoding batch's prompt
+        pass (the sequences' indices, then logits at the last position, cache, mask, positions)
+        before decoding starts, and must leave the cache as it found it."""
         import torch
 
         texts = [""] * len(seqs)
@@ -334,6 +399,8 @@ class HFBackend:
                 states = [self._forward([seqs[i] for i in batch], p, prefix_kv, keep=1, decode=True) for batch in wave]
                 rows = [i for batch in wave for i in batch]
                 state = states[0] if len(states) == 1 else join_states(states, p, self.model.config)
+                if on_prompt is not None:
+                    on_prompt(rows, state)
                 for i, text in zip(rows, self._decode(state, [seeds[i] for i in rows], params)):
                     texts[i] = text
         return texts
