@@ -74,6 +74,10 @@ class Counting:
         self.calls["generate"] += len(chats)
         return self._backend.generate(chats, params) if params is not None else self._backend.generate(chats)
 
+    def read(self, chats, candidates, continuations, max_new_tokens=32):  # one pass, up to three cache records
+        self.calls["read"] += len(chats)
+        return self._backend.read(chats, candidates, continuations, max_new_tokens)
+
     @property
     def n_calls(self) -> int:
         return sum(self.calls.values())

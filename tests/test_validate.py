@@ -473,6 +473,15 @@ def test_a_prompt_reader_fills_the_three_caches_in_one_call_per_chunk(scripted_r
     assert outputs(half) == outputs(reference)
 
 
+def test_a_prompt_reader_without_answer_prob_reads_no_continuation(tmp_path):
+    reader = ScriptedPromptReader()
+    raw = scripted_config(tmp_path / "run", metrics={"names": ["UDCG", "nDCG", "eRAG"]})
+    result = run_validation(from_dict(raw), backends={"scripted": reader})
+    assert reader.calls["read"] == 8 and reader.calls["next_token"] == reader.calls["continuation"] == 0
+    assert not (tmp_path / "run" / "cache" / "answer-ll.jsonl").exists()
+    assert {r["metric"] for r in result.table3.rows} >= {"UDCG", "eRAG"}
+
+
 def test_kill_9_while_reading_passages_then_resume_gives_identical_outputs(scripted_run, tmp_path):
     reference, _, _ = scripted_run
     config = scripted_config(tmp_path / "run")

@@ -14,6 +14,7 @@ the single-passage answers eRAG needs are the answers to the one-passage context
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -309,25 +310,22 @@ def read_passages(pooled: list[Question], backend, cfg: Config, run_dir: Path, p
     if acfg.estimator != "first-token":
         return None
     items = [(q, p) for q in pooled for p in q.passages]
-    cache_dir = run_dir / "cache"
-    paths = {"annotate": cache_dir / "annotate.jsonl", "answer": cache_dir / "answers.jsonl",
-             "loglik": cache_dir / "answer-ll.jsonl"}
+    answer_expect = _answer_expect(backend.name, cfg.reader.prompt_version, cfg.reader.max_new_tokens)
+    loglik_expect = _loglik_expect(backend.name, cfg.reader.prompt_version)
     stats = {"requests": len(items), "computed": 0, "seconds": 0.0}
-    with AppendCache(paths["annotate"]) as annotations, \
-            _open_cache(paths["answer"], _answer_expect(backend.name, cfg.reader.prompt_version,
-                                                         cfg.reader.max_new_tokens)) as answers, \
-            _open_cache(paths["loglik"], _loglik_expect(backend.name, cfg.reader.prompt_version)) as logliks:
+    with contextlib.ExitStack() as stack:
+        annotations = stack.enter_context(AppendCache(run_dir / "cache" / "annotate.jsonl"))
         check_cache(annotations, backend.name, acfg)
+        answers = stack.enter_context(_open_cache(run_dir / "cache" / "answers.jsonl", answer_expect))
+        logliks = stack.enter_context(_open_cache(run_dir / "cache" / "answer-ll.jsonl", loglik_expect)) if loglik else {}
 
         def missing(q: Question, p) -> bool:
             key = context_key(q.qid, [p.pid])
-            return (key not in annotations or key not in answers
-                    or (loglik and bool(q.answers) and key not in logliks))
+            return key not in annotations or key not in answers or (loglik and bool(q.answers) and key not in logliks)
 
         chunks = [c for c in _chunks(items, cfg.reader.chunk_size) if any(missing(q, p) for q, p in c)]
         if not chunks or not _can_read(backend):
             return None
-        answer_expect = _answer_expect(backend.name, cfg.reader.prompt_version, cfg.reader.max_new_tokens)
         with progress(sum(map(len, chunks)), f"read passages ({backend.name})", "passage") as bar:
             for chunk in chunks:
                 t0 = time.perf_counter()
@@ -335,7 +333,7 @@ def read_passages(pooled: list[Question], backend, cfg: Config, run_dir: Path, p
                                         [q.answers[0] if q.answers else "" for q, _ in chunk], cfg.reader.max_new_tokens)
                 stats["seconds"] += time.perf_counter() - t0
                 stats["computed"] += len(chunk)
-                new = {"annotate": [], "answer": [], "loglik": []}
+                new: dict[str, list[dict]] = {"annotate": [], "answer": [], "loglik": []}
                 for (q, p), r in zip(chunk, readings, strict=True):
                     key = context_key(q.qid, [p.pid])
                     if key not in annotations:
@@ -345,10 +343,11 @@ def read_passages(pooled: list[Question], backend, cfg: Config, run_dir: Path, p
                         new["answer"].append({"key": key, "answer": r.answer.strip(), **answer_expect})
                     if loglik and q.answers and key not in logliks:
                         new["loglik"].append({"key": key, "answer": q.answers[0], "loglik": float(math.fsum(r.continuation)),
-                                              **_loglik_expect(backend.name, cfg.reader.prompt_version)})
+                                              **loglik_expect})
                 annotations.append_many(new["annotate"])
                 answers.append_many(new["answer"])
-                logliks.append_many(new["loglik"])
+                if loglik:
+                    logliks.append_many(new["loglik"])
                 bar.update(len(chunk))
     return _rate(stats)
 
