@@ -80,12 +80,13 @@ def body_params(model) -> tuple[int, int, int]:
 
 def our_tokens(backend, chats, chunk: int) -> tuple[int, int]:
     """Tokens our backend runs through the body (shared prefix once per call, padding included)."""
-    from udcg.llm.hf import MIN_SHARED_PREFIX, _shared_prefix
+    from udcg.llm.batching import shared_prefix
+    from udcg.llm.hf import MIN_SHARED_PREFIX
 
     run = useful = 0
     for start in range(0, len(chats), chunk):
         seqs = [backend.encode(c) for c in chats[start:start + chunk]]
-        p = _shared_prefix(seqs) if backend.share_prefix and len(seqs) > 1 else 0
+        p = shared_prefix(seqs) if backend.share_prefix and len(seqs) > 1 else 0
         p = min(p, min(len(s) for s in seqs) - 1)
         p = p if p >= MIN_SHARED_PREFIX else 0
         order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))

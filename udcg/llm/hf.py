@@ -15,8 +15,9 @@ How a call is computed (results are always returned in input order):
 ``generate`` decodes greedily or by seeded sampling. Each sampled answer draws from its own
 random stream, seeded by (seed, the prompt's tokens, the answer's number), so the answers to a
 chat do not depend on which other chats share its batch. Greedy decoding joins consecutive prompt
-batches into one decoding batch (``_waves``); the model-free pieces of decoding live in
-``udcg.llm.decoding``.
+batches into one decoding batch (``_waves``). The model-free pieces live in ``udcg.llm.batching``
+(the shared prefix, prompt batches, decoding waves) and ``udcg.llm.decoding`` (token draws, stop
+strings, joining prompt-pass states).
 
 ``read`` (the optional ``PromptReader`` capability) gives a chat's first-token log-probabilities,
 its greedy answer and a continuation's log-probabilities from one prompt pass: the per-passage
@@ -34,6 +35,7 @@ from typing import Any
 
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams, Reading, merge_system
+from udcg.llm.batching import decoding_waves, prompt_batches, shared_prefix
 from udcg.llm.decoding import answer_seed, check_params, cut_at_stop, join_states, pick_tokens
 
 log = logging.getLogger(__name__)
@@ -95,17 +97,6 @@ def has_system_role(tokenizer: Any) -> bool:
     except Exception:  # templates raise their own exception types ("System role not supported")
         return False
     return _PROBE in text
-
-
-def _shared_prefix(seqs: Sequence[Sequence[int]]) -> int:
-    first = seqs[0]
-    n = min(len(s) for s in seqs)
-    for s in seqs[1:]:
-        k = 0
-        while k < n and s[k] == first[k]:
-            k += 1
-        n = k
-    return n
 
 
 def _check_chat(chat: Any, i: int) -> None:
@@ -211,23 +202,7 @@ class HFBackend:
     # ------------------------------------------------------------ batching
 
     def _batches(self, order: list[int], lengths: list[int]) -> list[list[int]]:
-        """Split indices (sorted longest first) into batches: by count when a batch size is set,
-        otherwise up to a token budget, closing a batch before padding would exceed a share of its
-        longest row (padding is computed for nothing; a CPU gains little from wide batches)."""
-        if self.batch_size:
-            return [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
-        cuda = self.device.startswith("cuda")
-        budget, cap, slack = (32768, 256, 0.25) if cuda else (2048, 32, 0.1)
-        batches: list[list[int]] = []
-        for i in order:
-            if batches:
-                head = lengths[batches[-1][0]]
-                fits = len(batches[-1]) < cap and (len(batches[-1]) + 1) * head <= budget
-                if fits and head - lengths[i] <= slack * head:
-                    batches[-1].append(i)
-                    continue
-            batches.append([i])
-        return batches
+        return prompt_batches(order, lengths, self.batch_size, self.device.startswith("cuda"))
 
     def _prefix(self, seqs: Sequence[Sequence[int]], n_last: Sequence[int]) -> tuple[int, Any]:
         """Length and key/value states of the prefix every request shares (0, None when not worth it)."""
@@ -235,7 +210,7 @@ class HFBackend:
 
         if not self.share_prefix or len(seqs) < 2:
             return 0, None
-        p = min(_shared_prefix(seqs), min(len(s) - n for s, n in zip(seqs, n_last)))
+        p = min(shared_prefix(seqs), min(len(s) - n for s, n in zip(seqs, n_last)))
         if p < MIN_SHARED_PREFIX:
             return 0, None
         ids = torch.tensor([list(seqs[0][:p])], device=self.device)
@@ -406,27 +381,7 @@ class HFBackend:
         return texts
 
     def _waves(self, batches: list[list[int]], lengths: list[int]) -> list[list[list[int]]]:
-        """Group consecutive prompt batches that decode together. A prompt pass costs compute per
-        token, so its batches stay tight (little padding); a decoding step reads every weight once for
-        the whole batch, so on a CPU one wide batch decodes many rows for about the price of one.
-        With a fixed batch size every batch decodes alone (the caller asked for that width). Only
-        greedy decoding is joined: padding changes float rounding by ~1e-7, which cannot move an
-        argmax away from a tie but can move a seeded inverse-CDF draw across a token boundary, and a
-        seeded sample should not depend on which other prompts share its call."""
-        if self.batch_size:
-            return [[b] for b in batches]
-        cuda = self.device.startswith("cuda")
-        max_rows, budget = (256, 131072) if cuda else (32, 16384)
-        waves: list[list[list[int]]] = []
-        for batch in batches:
-            if waves:
-                wave = waves[-1]
-                rows = sum(map(len, wave)) + len(batch)
-                if rows <= max_rows and rows * lengths[wave[0][0]] <= budget:  # the first row is the longest
-                    wave.append(batch)
-                    continue
-            waves.append([batch])
-        return waves
+        return decoding_waves(batches, lengths, self.batch_size, self.device.startswith("cuda"))
 
     def _decode(self, state: tuple, seeds: list[int | None], params: GenerationParams) -> list[str]:
         """Decode from a prompt pass's state (logits at the last position, cache, mask, positions)."""
