@@ -66,6 +66,7 @@ class ScriptedReader:
         if self.kill_after is not None and self.calls["generate"] >= self.kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
         self._tick("generate", 1)
+        self.calls["generated"] = self.calls.get("generated", 0) + len(chats)
         out = []
         for chat in chats:
             user = chat[-1]["content"].lower()
@@ -328,11 +329,16 @@ def test_a_grown_run_computes_only_the_new_questions(tmp_path):
     out = tmp_path / "grown"
     first = ScriptedReader()
     run_validation(from_dict(scripted_config(out, data={"limit": 4})), backends={"scripted": first})
+    first_qids = {json.loads(line)["qid"] for line in (out / "contexts.jsonl").read_text().splitlines()}
     grown = ScriptedReader()
     run_validation(from_dict(scripted_config(out, data={"limit": 8})), backends={"scripted": grown})
     assert first.calls["next_token"] == grown.calls["next_token"] == 4 * 8  # p_abs: 8 passages per question
     assert first.calls["continuation"] == grown.calls["continuation"] == 4 * 8  # ANSWER_PROB likewise
     assert len((out / "annotations.jsonl").read_text().splitlines()) == 8 * 8
+    answered = [json.loads(line)["key"] for line in (out / "cache" / "answers.jsonl").read_text().splitlines()]
+    new = sum(key.split("\t")[0] not in first_qids for key in answered)
+    # the new questions' answers, plus at most the one context chunk they share with the old questions
+    assert new <= grown.calls["generated"] <= new + 8 - 1
 
 
 def test_rerun_computes_nothing_and_writes_the_same_bytes(scripted_run, tmp_path):

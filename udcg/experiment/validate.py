@@ -126,7 +126,10 @@ def run_validation(cfg: Config, progress: steps.Progress | None = None, backends
 
     with timer.step("answers") as t:
         keys = list(dict.fromkeys(steps.context_key(r["qid"], r["pids"]) for rs in groups.values() for r in rs))
-        requests = steps.context_requests(by_qid, [k for k in keys if k not in single_keys], cfg)
+        # question order, so a grown run's new contexts come last and share at most one chunk with the old
+        rank = {q.qid: i for i, q in enumerate(pooled)}
+        pending = sorted((k for k in keys if k not in single_keys), key=lambda k: rank[steps.split_key(k)[0]])
+        requests = steps.context_requests(by_qid, pending, cfg)
         answers, t["generate"] = steps.generate_cached(models.reader, requests, run_dir / "cache" / "answers.jsonl",
                                                        cfg.reader.max_new_tokens, cfg.reader.prompt_version,
                                                        cfg.reader.chunk_size, progress, "answer contexts")
