@@ -337,8 +337,20 @@ def test_a_grown_run_computes_only_the_new_questions(tmp_path):
     assert len((out / "annotations.jsonl").read_text().splitlines()) == 8 * 8
     answered = [json.loads(line)["key"] for line in (out / "cache" / "answers.jsonl").read_text().splitlines()]
     new = sum(key.split("\t")[0] not in first_qids for key in answered)
-    # the new questions' answers, plus at most the one context chunk they share with the old questions
-    assert new <= grown.calls["generated"] <= new + 8 - 1
+    assert grown.calls["generated"] == new  # only the new questions' prompts are answered
+
+
+def test_a_study_added_to_a_finished_run_answers_only_its_contexts(tmp_path):
+    out = tmp_path / "run"
+    run_validation(from_dict(scripted_config(out, studies={"positions": False})), backends={"scripted": ScriptedReader()})
+    before = set((out / "cache" / "answers.jsonl").read_text().splitlines())
+    added = ScriptedReader()
+    run_validation(from_dict(scripted_config(out, studies={"positions": True})), backends={"scripted": added})
+    new = [json.loads(line)["key"] for line in (out / "cache" / "answers.jsonl").read_text().splitlines()
+           if line not in before]
+    positions = {"\t".join([r["qid"], *r["pids"]])
+                 for r in map(json.loads, (out / "studies" / "positions.jsonl").read_text().splitlines())}
+    assert new and set(new) <= positions and added.calls["generated"] == len(new)
 
 
 def test_rerun_computes_nothing_and_writes_the_same_bytes(scripted_run, tmp_path):

@@ -237,22 +237,25 @@ def _loglik_expect(model: str, prompt_version: str) -> dict:
 
 def generate_cached(backend, requests: Sequence[tuple[str, Chat]], cache_path: Path, max_new_tokens: int,
                     prompt_version: str, chunk_size: int, progress: Progress, desc: str) -> tuple[dict[str, str], dict]:
-    """Greedy answers for (key, chat) requests, resumable. Returns {key: answer} and timing stats."""
+    """Greedy answers for (key, chat) requests, resumable. Returns {key: answer} and timing stats.
+
+    Only the requests missing from the cache are chunked, in order, so a run grown by questions or by
+    a study answers only its new prompts. A chunk is appended in one write, so a resumed run cuts its
+    remaining requests at the same boundaries as the run it resumes and batches them alike."""
     expect = _answer_expect(backend.name, prompt_version, max_new_tokens)
     params = GenerationParams(max_new_tokens=max_new_tokens, temperature=0.0, n=1)
     requests = _dedup(requests)
     stats = {"requests": len(requests), "computed": 0, "seconds": 0.0}
     with _open_cache(cache_path, expect) as cache, progress(len(requests), desc, "prompt") as bar:
-        for chunk in _chunks(requests, chunk_size):
-            if all(key in cache for key, _ in chunk):
-                bar.update(len(chunk))
-                continue
+        todo = [r for r in requests if r[0] not in cache]
+        bar.update(len(requests) - len(todo))
+        for chunk in _chunks(todo, chunk_size):
             t0 = time.perf_counter()
             answers = backend.generate([chat for _, chat in chunk], params)
             stats["seconds"] += time.perf_counter() - t0
             stats["computed"] += len(chunk)
-            cache.append_many([{"key": key, "answer": a[0].strip(), **expect}  # a torn chunk: add what is missing
-                               for (key, _), a in zip(chunk, answers, strict=True) if key not in cache])
+            cache.append_many([{"key": key, "answer": a[0].strip(), **expect}
+                               for (key, _), a in zip(chunk, answers, strict=True)])
             bar.update(len(chunk))
         return {key: cache.get(key)["answer"] for key, _ in requests}, _rate(stats)
 
@@ -300,7 +303,7 @@ def read_passages(pooled: list[Question], backend, cfg: Config, run_dir: Path, p
     a ``PromptReader`` and the first-token estimator; the separate steps then find them done.
     Returns timing stats, or None when nothing was read this way (they compute it themselves).
 
-    Chunks are cut from the whole pool list, as in the separate steps; a chunk is read again when
+    Chunks are cut from the whole pool list, as in the annotation step; a chunk is read again when
     any of its records is missing from any cache, and only its missing records are appended."""
     from udcg.annotate.estimators import Estimate, probability
     from udcg.annotate.prompt import ABSTAIN

@@ -126,7 +126,7 @@ def run_validation(cfg: Config, progress: steps.Progress | None = None, backends
 
     with timer.step("answers") as t:
         keys = list(dict.fromkeys(steps.context_key(r["qid"], r["pids"]) for rs in groups.values() for r in rs))
-        # question order, so a grown run's new contexts come last and share at most one chunk with the old
+        # in question order (the cache answers only what is missing)
         rank = {q.qid: i for i, q in enumerate(pooled)}
         pending = sorted((k for k in keys if k not in single_keys), key=lambda k: rank[steps.split_key(k)[0]])
         requests = steps.context_requests(by_qid, pending, cfg)
