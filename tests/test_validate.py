@@ -42,7 +42,7 @@ class ScriptedReader:
     WORDS = ("politician", "journalist", "composer", "actor", "dentist", "jockey", "novelist")
 
     def __init__(self, delay: float = 0.0, kill_after: int | None = None):
-        self.calls = {"next_token": 0, "generate": 0, "continuation": 0}
+        self.calls = {"next_token": 0, "generate": 0, "generated": 0, "continuation": 0}
         self.delay, self.kill_after = delay, kill_after
 
     def _tick(self, kind: str, n: int) -> None:
@@ -66,7 +66,7 @@ class ScriptedReader:
         if self.kill_after is not None and self.calls["generate"] >= self.kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
         self._tick("generate", 1)
-        self.calls["generated"] = self.calls.get("generated", 0) + len(chats)
+        self.calls["generated"] += len(chats)
         out = []
         for chat in chats:
             user = chat[-1]["content"].lower()
@@ -358,7 +358,7 @@ def test_rerun_computes_nothing_and_writes_the_same_bytes(scripted_run, tmp_path
     before = outputs(out)
     reader = ScriptedReader()
     run_validation(load_config(out / "config.yaml"), backends={"scripted": reader})
-    assert reader.calls == {"next_token": 0, "generate": 0, "continuation": 0}
+    assert reader.calls == {"next_token": 0, "generate": 0, "generated": 0, "continuation": 0}
     assert outputs(out) == before
 
 

@@ -126,7 +126,7 @@ def run_validation(cfg: Config, progress: steps.Progress | None = None, backends
 
     with timer.step("answers") as t:
         keys = list(dict.fromkeys(steps.context_key(r["qid"], r["pids"]) for rs in groups.values() for r in rs))
-        # in question order (the cache answers only what is missing)
+        # a question's contexts batched together, in question order (as the published runs were answered)
         rank = {q.qid: i for i, q in enumerate(pooled)}
         pending = sorted((k for k in keys if k not in single_keys), key=lambda k: rank[steps.split_key(k)[0]])
         requests = steps.context_requests(by_qid, pending, cfg)
