@@ -2,8 +2,8 @@
 
 - ``plot_k_sweep``: Fig. 2, mean per-question Spearman of each metric against k, with the
   bootstrap interval of UDCG and UDCG_theta as a band.
-- ``plot_positions``: Fig. 1, answer accuracy (share correct) and the metrics' mean values per
-  position of the single relevant passage.
+- ``plot_positions``: Fig. 1, answer accuracy (share correct, with its Wilson interval as a band)
+  and the metrics' mean values per position of the single relevant passage.
 
 Figures carry no timestamp, so a rerun writes the same bytes.
 """
@@ -68,7 +68,8 @@ def plot_positions(table: Table, path: str | Path, title: str = "") -> None:
     """Accuracy (% correct, right axis) and each metric's mean (left axis) per position."""
     fig, ax = _figure()
     positions = [r["position"] for r in table.rows]
-    metrics = [c for c in table.columns if c not in ("position", "n_questions", "correct", "abstained", "wrong")]
+    metrics = [c for c in table.columns
+               if c not in ("position", "n_questions", "correct", "abstained", "wrong", "correct_low", "correct_high", "p_vs_1")]
     for name in metrics:
         ax.plot(positions, [r[name] for r in table.rows], "--", marker="o", label=name, linewidth=1.2)
     ax.set_xlabel("position of the relevant passage")
@@ -78,6 +79,9 @@ def plot_positions(table: Table, path: str | Path, title: str = "") -> None:
     acc = ax.twinx()
     acc.plot(positions, [r["correct"] for r in table.rows], "-", color="black", marker="s", linewidth=2.4,
              label="accuracy (% correct)")
+    if "correct_low" in table.columns:
+        acc.fill_between(positions, [r["correct_low"] for r in table.rows], [r["correct_high"] for r in table.rows],
+                         color="black", alpha=0.12, linewidth=0, label="accuracy, 95% Wilson interval")
     acc.set_ylabel("accuracy (% correct)")
     acc.set_ylim(0, 100)
     handles = ax.get_legend_handles_labels()

@@ -228,19 +228,50 @@ def _shares(labels: Sequence[str | None]) -> dict[str, float]:
     return {lab: (100.0 * sum(x == lab for x in graded) / n if n else float("nan")) for lab in OUTCOME_LABELS}
 
 
+def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The Wilson score interval (95% by default) of a share successes / n, in percent; NaN when
+    n = 0. Unlike the normal approximation it stays inside [0, 100] and is not empty at 0 or n."""
+    if n == 0:
+        return float("nan"), float("nan")
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    low = 0.0 if successes == 0 else max(0.0, centre - half)  # exact at the ends, not 1e-15 off
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return 100.0 * low, 100.0 * high
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value for paired binary outcomes with b and c discordant pairs:
+    twice the smaller binomial(b + c, 1/2) tail, capped at 1 (1.0 when there is no discordant pair)."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2.0 ** n
+    return min(1.0, 2.0 * tail)
+
+
 def position_table(records: Sequence[dict], k: int) -> Table:
     """Fig. 1's data: per position of the single relevant passage (1-based), the outcome shares
-    (%) over questions and the mean of each position-sensitive metric."""
+    (%) over questions, the 95% Wilson interval of the correct share, the exact McNemar p-value of
+    correct-or-not against position 1 on the questions answered at both, and the mean of each
+    position-sensitive metric."""
     names = [n for n in POSITION_METRICS if records and all(n in r["metrics"] for r in records)]
-    table = Table(["position", "n_questions", *OUTCOME_LABELS, *names],
+    table = Table(["position", "n_questions", *OUTCOME_LABELS, "correct_low", "correct_high", "p_vs_1", *names],
                   title=f"Fig. 1: one relevant passage moved through k = {k} positions among irrelevant ones")
     by_pos: dict[int, list[dict]] = {}
     for r in records:
         by_pos.setdefault(int(np.flatnonzero(r["relevant"])[0]) + 1, []).append(r)
+    first = {r["qid"]: r.get("outcome") == "correct" for r in by_pos.get(1, []) if r.get("outcome") in OUTCOME_SCORE}
     for pos in range(1, k + 1):
         rs = by_pos.get(pos, [])
         means = {n: float(np.mean([r["metrics"][n] for r in rs])) if rs else float("nan") for n in names}
-        table.add(position=pos, n_questions=len(rs), **_shares([r.get("outcome") for r in rs]), **means)
+        graded = [r for r in rs if r.get("outcome") in OUTCOME_SCORE]
+        low, high = wilson_interval(sum(r["outcome"] == "correct" for r in graded), len(graded))
+        pairs = [(first[r["qid"]], r["outcome"] == "correct") for r in graded if r["qid"] in first]
+        p_vs_1 = mcnemar_exact(sum(a and not b for a, b in pairs), sum(b and not a for a, b in pairs)) if pairs else float("nan")
+        table.add(position=pos, n_questions=len(rs), **_shares([r.get("outcome") for r in rs]),
+                  correct_low=low, correct_high=high, p_vs_1=p_vs_1, **means)
     return table
 
 
