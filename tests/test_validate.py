@@ -232,6 +232,13 @@ def test_position_and_oracle_tables_by_hand():
     t = {r["selection"]: r for r in studies.oracle_table(orc, 2).rows}
     assert (t["binary"]["correct"], t["binary"]["abstained"], t["binary"]["with_relevant"]) == (50.0, 50.0, 50.0)
     assert t["utility"]["correct"] == 100.0 and t["utility"]["n_questions"] == 2  # the ungraded one is not counted
+    assert math.isnan(t["binary"]["p_wrong"])  # the reference itself
+    assert (t["utility"]["p_correct"], t["utility"]["p_wrong"]) == (1.0, 1.0)  # q1 correct in both; q2 ungraded
+
+    wrong_to_abstain = [rec(f"q{i}:oracle-{sel}", [True], out) for i in range(6)
+                        for sel, out in (("binary", "wrong"), ("utility", "abstained"))]
+    t = {r["selection"]: r for r in studies.oracle_table(wrong_to_abstain, 1).rows}
+    assert t["utility"]["p_wrong"] == pytest.approx(2 / 2 ** 6) and t["utility"]["p_correct"] == 1.0
 
 
 def test_wilson_interval_by_hand_and_against_scipy():

@@ -275,15 +275,31 @@ def position_table(records: Sequence[dict], k: int) -> Table:
     return table
 
 
-def oracle_table(records: Sequence[dict], k: int) -> Table:
+def _paired_p(a: dict[str, str], b: dict[str, str], label: str) -> float:
+    """Exact McNemar p of outcome == label between two {qid: outcome} maps, on their shared
+    graded questions (NaN when they share none)."""
+    pairs = [(a[q] == label, b[q] == label) for q in a.keys() & b.keys()]
+    if not pairs:
+        return float("nan")
+    return mcnemar_exact(sum(x and not y for x, y in pairs), sum(y and not x for x, y in pairs))
+
+
+def oracle_table(records: Sequence[dict], k: int, reference: str = "binary") -> Table:
     """Table 2: outcome shares (%) when the reader gets the best k pooled passages by each
-    selection, and the share of those contexts holding >= 1 relevant passage."""
-    table = Table(["selection", "n_questions", *OUTCOME_LABELS, "with_relevant"],
-                  title=f"Table 2: oracle choice of {k} pooled passages: correct / abstained / wrong (%)")
+    selection, the share of those contexts holding >= 1 relevant passage, and the exact McNemar
+    p-values of answering correctly and of answering wrongly against the ``reference`` selection,
+    paired by question."""
+    table = Table(["selection", "n_questions", *OUTCOME_LABELS, "with_relevant", "p_correct", "p_wrong"],
+                  title=f"Table 2: oracle choice of {k} pooled passages: correct / abstained / wrong (%); "
+                        f"p: exact McNemar against {reference}")
     by_sel: dict[str, list[dict]] = {}
     for r in records:
         by_sel.setdefault(r["cid"].rsplit(":oracle-", 1)[-1], []).append(r)
+    graded = {sel: {r["qid"]: r["outcome"] for r in rs if r.get("outcome") in OUTCOME_SCORE} for sel, rs in by_sel.items()}
+    ref = graded.get(reference)
     for sel, rs in by_sel.items():
         with_rel = 100.0 * float(np.mean([any(r["relevant"]) for r in rs]))
-        table.add(selection=sel, n_questions=len(rs), **_shares([r.get("outcome") for r in rs]), with_relevant=with_rel)
+        ps = {f"p_{lab}": (_paired_p(graded[sel], ref, lab) if ref is not None and sel != reference else float("nan"))
+              for lab in ("correct", "wrong")}
+        table.add(selection=sel, n_questions=len(rs), **_shares([r.get("outcome") for r in rs]), with_relevant=with_rel, **ps)
     return table
