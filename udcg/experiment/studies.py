@@ -251,6 +251,20 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, 2.0 * tail)
 
 
+def _graded(records: Sequence[dict]) -> dict[str, str]:
+    """{qid: outcome} of the graded records."""
+    return {r["qid"]: r["outcome"] for r in records if r.get("outcome") in OUTCOME_SCORE}
+
+
+def _paired_p(a: dict[str, str], b: dict[str, str], label: str) -> float:
+    """Exact McNemar p of outcome == label between two {qid: outcome} maps, on their shared
+    graded questions (NaN when they share none)."""
+    pairs = [(a[q] == label, b[q] == label) for q in a.keys() & b.keys()]
+    if not pairs:
+        return float("nan")
+    return mcnemar_exact(sum(x and not y for x, y in pairs), sum(y and not x for x, y in pairs))
+
+
 def position_table(records: Sequence[dict], k: int) -> Table:
     """Fig. 1's data: per position of the single relevant passage (1-based), the outcome shares
     (%) over questions, the 95% Wilson interval of the correct share, the exact McNemar p-value of
@@ -262,26 +276,15 @@ def position_table(records: Sequence[dict], k: int) -> Table:
     by_pos: dict[int, list[dict]] = {}
     for r in records:
         by_pos.setdefault(int(np.flatnonzero(r["relevant"])[0]) + 1, []).append(r)
-    first = {r["qid"]: r.get("outcome") == "correct" for r in by_pos.get(1, []) if r.get("outcome") in OUTCOME_SCORE}
+    graded = {pos: _graded(rs) for pos, rs in by_pos.items()}
     for pos in range(1, k + 1):
-        rs = by_pos.get(pos, [])
+        rs, outcomes = by_pos.get(pos, []), graded.get(pos, {})
         means = {n: float(np.mean([r["metrics"][n] for r in rs])) if rs else float("nan") for n in names}
-        graded = [r for r in rs if r.get("outcome") in OUTCOME_SCORE]
-        low, high = wilson_interval(sum(r["outcome"] == "correct" for r in graded), len(graded))
-        pairs = [(first[r["qid"]], r["outcome"] == "correct") for r in graded if r["qid"] in first]
-        p_vs_1 = mcnemar_exact(sum(a and not b for a, b in pairs), sum(b and not a for a, b in pairs)) if pairs else float("nan")
+        low, high = wilson_interval(sum(o == "correct" for o in outcomes.values()), len(outcomes))
+        p_vs_1 = _paired_p(outcomes, graded.get(1, {}), "correct")
         table.add(position=pos, n_questions=len(rs), **_shares([r.get("outcome") for r in rs]),
                   correct_low=low, correct_high=high, p_vs_1=p_vs_1, **means)
     return table
-
-
-def _paired_p(a: dict[str, str], b: dict[str, str], label: str) -> float:
-    """Exact McNemar p of outcome == label between two {qid: outcome} maps, on their shared
-    graded questions (NaN when they share none)."""
-    pairs = [(a[q] == label, b[q] == label) for q in a.keys() & b.keys()]
-    if not pairs:
-        return float("nan")
-    return mcnemar_exact(sum(x and not y for x, y in pairs), sum(y and not x for x, y in pairs))
 
 
 def oracle_table(records: Sequence[dict], k: int, reference: str = "binary") -> Table:
@@ -295,7 +298,7 @@ def oracle_table(records: Sequence[dict], k: int, reference: str = "binary") -> 
     by_sel: dict[str, list[dict]] = {}
     for r in records:
         by_sel.setdefault(r["cid"].rsplit(":oracle-", 1)[-1], []).append(r)
-    graded = {sel: {r["qid"]: r["outcome"] for r in rs if r.get("outcome") in OUTCOME_SCORE} for sel, rs in by_sel.items()}
+    graded = {sel: _graded(rs) for sel, rs in by_sel.items()}
     ref = graded.get(reference)
     for sel, rs in by_sel.items():
         with_rel = 100.0 * float(np.mean([any(r["relevant"]) for r in rs]))
