@@ -227,6 +227,8 @@ def test_position_and_oracle_tables_by_hand():
     assert (t.rows[1]["wrong"], t.rows[1]["RR"], t.rows[1]["UDCG"]) == (100.0, 0.5, 0.5)
     assert (t.rows[0]["correct_low"], t.rows[0]["p_vs_1"]) == (pytest.approx(9.453, abs=1e-3), 1.0)  # 1 of 2 correct
     assert (t.rows[1]["correct_low"], t.rows[1]["p_vs_1"]) == (0.0, 1.0)  # q1 correct -> wrong: one discordant pair
+    empty = studies.position_table(pos, 3).rows[2]  # no context has its relevant passage at position 3
+    assert empty["n_questions"] == 0 and all(math.isnan(empty[c]) for c in ("correct_low", "correct_high", "p_vs_1"))
     orc = [rec("q1:oracle-binary", [True, False], "correct"), rec("q2:oracle-binary", [False, False], "abstained"),
            rec("q1:oracle-utility", [True, True], "correct"), rec("q2:oracle-utility", [False, False], None)]
     t = {r["selection"]: r for r in studies.oracle_table(orc, 2).rows}
@@ -239,20 +241,6 @@ def test_position_and_oracle_tables_by_hand():
                         for sel, out in (("binary", "wrong"), ("utility", "abstained"))]
     t = {r["selection"]: r for r in studies.oracle_table(wrong_to_abstain, 1).rows}
     assert t["utility"]["p_wrong"] == pytest.approx(2 / 2 ** 6) and t["utility"]["p_correct"] == 1.0
-
-
-def test_wilson_interval_by_hand_and_against_scipy():
-    low, high = studies.wilson_interval(2, 4)  # p = 1/2: centred, half-width z/(1+z²/n)·sqrt(1/16 + z²/64)
-    z = 1.959964
-    half = z / (1 + z * z / 4) * math.sqrt(1 / 16 + z * z / 64)
-    assert (low, high) == pytest.approx((100 * (0.5 - half), 100 * (0.5 + half)))
-    assert studies.wilson_interval(0, 5)[0] == 0.0 and studies.wilson_interval(5, 5)[1] == 100.0
-    assert all(math.isnan(v) for v in studies.wilson_interval(0, 0))
-    from scipy.stats import binomtest
-
-    for x, n in [(0, 5), (3, 7), (34, 58), (58, 58), (1, 100)]:
-        ci = binomtest(x, n).proportion_ci(method="wilson")
-        assert studies.wilson_interval(x, n) == pytest.approx((100 * ci.low, 100 * ci.high), abs=1e-6)
 
 
 def test_mcnemar_exact_by_hand_and_against_scipy():

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from udcg.experiment.studies import POSITION_METRICS
 from udcg.report import Table
 
 
@@ -68,8 +69,7 @@ def plot_positions(table: Table, path: str | Path, title: str = "") -> None:
     """Accuracy (% correct, right axis) and each metric's mean (left axis) per position."""
     fig, ax = _figure()
     positions = [r["position"] for r in table.rows]
-    metrics = [c for c in table.columns
-               if c not in ("position", "n_questions", "correct", "abstained", "wrong", "correct_low", "correct_high", "p_vs_1")]
+    metrics = [c for c in table.columns if c in POSITION_METRICS]
     for name in metrics:
         ax.plot(positions, [r[name] for r in table.rows], "--", marker="o", label=name, linewidth=1.2)
     ax.set_xlabel("position of the relevant passage")

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from udcg.annotate.sampling import wilson_interval
 from udcg.contextfile import ContextRows
 from udcg.errors import InputError
 from udcg.experiment.correlate import correlation_table
@@ -34,6 +35,7 @@ from udcg.report import Table
 
 ABLATIONS = ("UDCG_theta(rel-only)", "UDCG_theta(binary)", "UDCG(rel-only)")
 POSITION_METRICS = ("nDCG", "RR", "AP", "P", "UDCG", "UDCG_theta")
+Z95 = 1.959964  # the two-sided 95% normal quantile, for Fig. 1's accuracy intervals
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,19 +230,6 @@ def _shares(labels: Sequence[str | None]) -> dict[str, float]:
     return {lab: (100.0 * sum(x == lab for x in graded) / n if n else float("nan")) for lab in OUTCOME_LABELS}
 
 
-def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """The Wilson score interval (95% by default) of a share successes / n, in percent; NaN when
-    n = 0. Unlike the normal approximation it stays inside [0, 100] and is not empty at 0 or n."""
-    if n == 0:
-        return float("nan"), float("nan")
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    low = 0.0 if successes == 0 else max(0.0, centre - half)  # exact at the ends, not 1e-15 off
-    high = 1.0 if successes == n else min(1.0, centre + half)
-    return 100.0 * low, 100.0 * high
-
-
 def mcnemar_exact(b: int, c: int) -> float:
     """Two-sided exact McNemar p-value for paired binary outcomes with b and c discordant pairs:
     twice the smaller binomial(b + c, 1/2) tail, capped at 1 (1.0 when there is no discordant pair)."""
@@ -280,7 +269,8 @@ def position_table(records: Sequence[dict], k: int) -> Table:
     for pos in range(1, k + 1):
         rs, outcomes = by_pos.get(pos, []), graded.get(pos, {})
         means = {n: float(np.mean([r["metrics"][n] for r in rs])) if rs else float("nan") for n in names}
-        low, high = wilson_interval(sum(o == "correct" for o in outcomes.values()), len(outcomes))
+        low, high = ((100.0 * b for b in wilson_interval(sum(o == "correct" for o in outcomes.values()), len(outcomes), Z95))
+                     if outcomes else (float("nan"), float("nan")))
         p_vs_1 = _paired_p(outcomes, graded.get(1, {}), "correct")
         table.add(position=pos, n_questions=len(rs), **_shares([r.get("outcome") for r in rs]),
                   correct_low=low, correct_high=high, p_vs_1=p_vs_1, **means)
