@@ -79,7 +79,7 @@ def test_unknown_keys_are_named_with_the_known_ones(raw, words):
     ({"contexts": {"k": 30}}, ["contexts.k = 30", "pool.size = 25"]),
     ({"contexts": {"balance": 1.5}}, ["contexts.balance", "[0, 1]"]),
     ({"studies": {"k_values": [1, 40]}}, ["studies.k_values holds 40"]),
-    ({"metrics": {"names": ["UDCG", "nDGC"]}}, ["metrics.names", "unknown metric 'nDGC'"]),
+    ({"metrics": {"names": ["UDCG", "nDGC"]}}, ["metrics.names", "unknown measure 'nDGC'"]),
     ({"metrics": {"names": []}}, ["metrics.names is empty"]),
     ({"metrics": {"names": ["UDCG", "udcg"]}}, ["twice"]),
     ({"metrics": {"names": ["nDCG"], "baseline": "UDCG"}}, ["metrics.baseline", "not in metrics.names"]),

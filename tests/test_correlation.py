@@ -6,8 +6,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import spearmanr
 
+from udcg.contextfile import ContextRows
 from udcg.errors import InputError
+from udcg.experiment.correlate import correlation_table
 from udcg.metrics.correlation import bootstrap_mean_ci, paired_bootstrap, per_question_spearman, summarize
+from udcg.metrics.stats import holm, paired_test
 
 
 def test_toy_by_hand():
@@ -88,3 +91,28 @@ def test_bad_input():
         per_question_spearman([np.nan, 1], [0, 1], ["q", "q"])
     with pytest.raises(InputError, match="equal length"):
         per_question_spearman([1, 2], [0], ["q", "q"])
+
+
+def test_table_p_values_are_paired_tests_of_the_rhos_with_holm():
+    rng = np.random.default_rng(4)
+    n_q, k = 30, 4
+    qid = np.repeat([f"q{i}" for i in range(n_q)], k)
+    outcome = rng.integers(0, 3, n_q * k)
+    labels = np.array(["wrong", "abstained", "correct"])[outcome]
+    metrics = {"A": outcome + rng.normal(0, 0.5, n_q * k), "B": outcome + rng.normal(0, 2, n_q * k),
+               "C": rng.normal(0, 1, n_q * k)}
+    rows = ContextRows([f"line {i}" for i in range(n_q * k)],
+                       [{"metrics": {m: float(v[i]) for m, v in metrics.items()}} for i in range(n_q * k)],
+                       list(qid), [{"outcome": o} for o in labels])
+    rhos = {m: per_question_spearman(v, outcome, qid)[1] for m, v in metrics.items()}
+    for test in ("permutation", "t"):
+        table = {r["metric"]: r for r in correlation_table(rows, None, "A", n_boot=200, test=test, n_resamples=999).rows}
+        for m in ("B", "C"):  # the old column names stay; the p is the paired test of the per-question rhos
+            assert table[m]["p_vs_baseline"] == paired_test(rhos[m], rhos["A"], test, 999)
+            assert table[m]["diff_vs_baseline"] == pytest.approx(np.nanmean(rhos[m] - rhos["A"]))
+        assert [table[m]["p_holm"] for m in ("B", "C")] == list(holm([table["B"]["p_vs_baseline"],
+                                                                      table["C"]["p_vs_baseline"]]))
+        assert np.isnan(table["A"]["p_vs_baseline"]) and np.isnan(table["A"]["p_holm"])
+    assert table["C"]["p_holm"] < 0.05
+    with pytest.raises(InputError, match="permutation, t, wilcoxon"):
+        correlation_table(rows, None, "A", n_boot=10, test="bootstrap")

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from udcg import datasets as ds
+from udcg import sources as ds
 from udcg.errors import InputError
 from udcg.metrics.text import contains_answer
 from udcg.experiment import pools

@@ -42,13 +42,39 @@ def test_read_run_and_qrels(tmp_path):
     (read_run, "1 Q0 d1 1 nan t\n", "not finite"),
     (read_run, "1 Q0 d1 1 2 t\n1 Q0 d1 2 1 t\n", "run:2: docid 'd1' appears twice .*first at .*run:1"),
     (read_run, "\n\n", "no run lines"),
-    (read_qrels, "1 0 d1\n", "run:1: 3 fields, expected 4"),
+    (read_qrels, "1 0\n", r"run:1: 2 fields, expected 4 \(qid 0 docid relevance\) or 3 \(query-id corpus-id score\)"),
+    (read_qrels, "1 0 d1 1 x\n", "run:1: 5 fields, expected 4"),
     (read_qrels, "1 0 d1 yes\n", "field 'relevance' = 'yes' is not a number"),
     (read_qrels, "1 0 d1 1\n1 0 d1 2\n", "judged twice"),
 ])
 def test_bad_files_name_file_line_field_and_fix(tmp_path, reader, text, fragment):
     with pytest.raises(InputError, match=fragment):
         reader(write(tmp_path, "run", text))
+
+
+def test_beir_qrels_with_and_without_header(tmp_path):
+    expected = {"q1": {"d1": 1.0, "d2": 0.0}, "q2": {"d1": 2.0}}
+    body = "q1\td1\t1\nq1\td2\t0\n\nq2\td1\t2\n"
+    assert read_qrels(write(tmp_path, "a.tsv", "query-id\tcorpus-id\tscore\n" + body)) == expected
+    assert read_qrels(write(tmp_path, "b.tsv", body)) == expected
+    assert read_qrels(write(tmp_path, "c.tsv", "qid docid rel\nq1 d1 1\n")) == {"q1": {"d1": 1.0}}  # any header words
+    # 4-column TREC qrels read as before, and a 3-field first line with a numeric 3rd field is data
+    assert read_qrels(write(tmp_path, "d", "q1 0 d1 1\n")) == {"q1": {"d1": 1.0}}
+    assert read_qrels(write(tmp_path, "e.tsv", "1\t2\t3\n")) == {"1": {"2": 3.0}}
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("q1\td1\t1\nq1 0 d2 1\n", r"x.tsv:2: 4 fields \(qid 0 docid relevance\), but line 1 has 3 .*one layout"),
+    ("q1 0 d2 1\nq1\td1\t1\n", r"x.tsv:2: 3 fields \(query-id corpus-id score\), but line 1 has 4"),
+    ("query-id\tcorpus-id\tscore\nq1 0 d2 1\n", "x.tsv:2: 4 fields .*but line 1 has 3"),
+    ("query-id\tcorpus-id\tscore\n", "no qrels lines"),
+    ("q1\td1\t1\nq2\td1\thigh\n", "x.tsv:2: field 'score' = 'high' is not a number"),  # a header only on line 1
+    ("\nquery-id\tcorpus-id\tscore\n", "x.tsv:2: field 'score' = 'score' is not a number"),
+    ("q1\td1\t1\nq1\td1\t0\n", "x.tsv:2: docid 'd1' is judged twice .*first at .*x.tsv:1"),
+])
+def test_bad_beir_qrels_name_the_line(tmp_path, text, fragment):
+    with pytest.raises(InputError, match=fragment):
+        read_qrels(write(tmp_path, "x.tsv", text))
 
 
 def test_missing_and_empty_files(tmp_path):

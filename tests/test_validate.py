@@ -265,7 +265,7 @@ def test_k_sweep_table_collects_each_k():
 
 
 def test_bm25_pools_over_the_shared_nq_gold_passages(tmp_path):
-    from udcg.datasets import default_data_dir
+    from udcg.sources import default_data_dir
     from udcg.experiment import steps
 
     if not (default_data_dir() / "nq-open-gold").is_dir():

@@ -1,3 +1,16 @@
-"""udcg: utility- and distraction-aware retrieval evaluation for RAG."""
+"""udcg: utility- and distraction-aware retrieval evaluation for RAG.
+
+The Python API (``udcg.udcg``, ``udcg.evaluate``, ``udcg.compare``, ``udcg.score_runs``,
+``udcg.read_utilities``) is imported on first use, so ``import udcg`` and the CLI stay fast.
+"""
 
 __version__ = "0.1.0"
+__all__ = ["compare", "evaluate", "read_utilities", "score_runs", "udcg", "__version__"]
+
+
+def __getattr__(name: str):
+    if name in ("compare", "evaluate", "read_utilities", "score_runs", "udcg"):
+        from udcg import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'udcg' has no attribute {name!r}")

@@ -11,9 +11,14 @@ from udcg import __version__
 from udcg.errors import UdcgError
 
 # Command modules under udcg/commands, in the order `udcg --help` lists them.
-COMMANDS = ("score", "fit_theta", "correlate", "annotate", "judge", "validate", "demo", "models", "serve")
+COMMANDS = ("example", "annotate", "score", "compare", "answer", "judge", "fit_theta", "correlate", "validate", "demo", "models",
+            "serve")
 
-EPILOG = """examples:
+EPILOG = """examples (your runs; see the README's quickstart):
+  udcg annotate --corpus BEIR_DIR --run bm25.trec --run dense.trec --depth 5 --model qwen2.5-coder-0.5b -o utilities
+  udcg compare --run bm25.trec --run dense.trec --qrels qrels.tsv --utilities utilities --metrics UDCG@5,nDCG@5
+  udcg answer --corpus BEIR_DIR --run bm25.trec --k 5 --model qwen2.5-coder-0.5b -o answers.jsonl
+examples (files):
   udcg score data.json -o scored.json                 UDCG per item of the authors' format
   udcg score --run run.txt --qrels qrels.txt --metrics P@5,nDCG@10,RR -o per_query.tsv
   udcg fit-theta contexts.jsonl --k 5 -o theta.json   learn UDCG_theta's positional weights

@@ -5,6 +5,9 @@
   ``{qid: {docid: score}}``; ``ranked_docids`` orders one query the way trec_eval does.
 - Qrels: ``qid iter docid rel`` — four fields; ``rel`` may be graded, negative or a float
   (trec_eval truncates a float rel to an integer; we keep it). Returns ``{qid: {docid: rel}}``.
+  BEIR's ``qrels/*.tsv`` are read too: ``query-id corpus-id score``, three fields, with or without
+  a header line (a header is recognised only on line 1, when its third field is not a number).
+  One file holds one layout: a line with 3 fields in a 4-field file (or back) is an error.
 
 Ordering rule (trec_eval 9.x, ``form_res_rels.c``): score descending, ties broken by docid
 descending (byte order, ``strcmp``). trec_eval stores scores as C ``float``, so two scores that are
@@ -16,8 +19,9 @@ A (qid, docid) pair appearing twice is an error in both files (trec_eval refuses
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -38,28 +42,64 @@ def _number(raw: str, where: str, field: str, fix: str) -> float:
     return value
 
 
-def _rows(path: Path, n_fields: int, layout: str):
+class _Layout(NamedTuple):
+    columns: str  # the field names, space-separated
+    docid: int  # column of the docid (counted from 0; the qid is always column 0)
+    value: int  # column of the score / relevance
+    fix: str  # what the value column must hold
+    header: bool = False  # line 1 may be a header (its value field is not a number)
+
+
+_RUN = _Layout("qid Q0 docid rank score tag", 2, 4, "the 5th field must be the retrieval score")
+_TREC_QRELS = _Layout("qid 0 docid relevance", 2, 3, "the 4th field must be the graded relevance, e.g. 0, 1, 2")
+_BEIR_QRELS = _Layout("query-id corpus-id score", 1, 2, "the 3rd field must be the graded relevance, e.g. 0, 1, 2",
+                      header=True)
+
+
+def _is_number(raw: str) -> bool:
+    try:
+        float(raw)
+    except ValueError:
+        return False
+    return True
+
+
+def _rows(path: Path, layouts: tuple[_Layout, ...]) -> Iterator[tuple[str, list[str], _Layout]]:
+    """(where, fields, layout) per non-blank line. The first line picks the layout by its number of
+    fields; every later line must have as many."""
+    by_width = {len(lay.columns.split()): lay for lay in layouts}
+    layout, first = None, 0
     for line_no, line in enumerate(read_text(path).splitlines(), start=1):
         fields = line.split()
         if not fields:
             continue
-        if len(fields) != n_fields:
-            raise InputError(f"{path}:{line_no}: {len(fields)} fields, expected {n_fields} "
-                             f"({layout}, separated by spaces or tabs)")
-        yield f"{path}:{line_no}", fields
+        if layout is None:
+            if len(fields) not in by_width:
+                expected = " or ".join(f"{n} ({lay.columns})" for n, lay in by_width.items())
+                raise InputError(f"{path}:{line_no}: {len(fields)} fields, expected {expected}, "
+                                 "separated by spaces or tabs")
+            layout, first = by_width[len(fields)], line_no
+            if line_no == 1 and layout.header and not _is_number(fields[layout.value]):
+                continue  # a header line such as BEIR's "query-id corpus-id score"
+        elif len(fields) != len(layout.columns.split()):
+            if len(fields) in by_width:
+                raise InputError(f"{path}:{line_no}: {len(fields)} fields ({by_width[len(fields)].columns}), but "
+                                 f"line {first} has {len(layout.columns.split())} ({layout.columns}); one file holds "
+                                 "one layout (convert every line to the same one)")
+            raise InputError(f"{path}:{line_no}: {len(fields)} fields, expected {len(layout.columns.split())} "
+                             f"({layout.columns}, separated by spaces or tabs)")
+        yield f"{path}:{line_no}", fields, layout
 
 
-def _read_table(path: str | Path, kind: str, layout: str, field: int, fix: str, twice: str) -> dict[str, dict[str, float]]:
-    """``{qid: {docid: value}}`` from a whitespace-separated TREC file with the given ``layout``
-    (qid first, docid third, the value in column ``field``, counted from 0); a docid twice for a
-    query is an error."""
+def _read_table(path: str | Path, kind: str, layouts: tuple[_Layout, ...], twice: str) -> dict[str, dict[str, float]]:
+    """``{qid: {docid: value}}`` from a whitespace-separated TREC/BEIR file in one of ``layouts``
+    (qid first; docid and value where the layout says); a docid twice for a query is an error."""
     path = Path(path)
-    names = layout.split()
     table: dict[str, dict[str, float]] = {}
     first_seen: dict[tuple[str, str], str] = {}
-    for where, cols in _rows(path, len(names), layout):
-        qid, docid = cols[0], cols[2]
-        value = _number(cols[field], where, names[field], fix)
+    for where, cols, layout in _rows(path, layouts):
+        qid, docid = cols[0], cols[layout.docid]
+        value = _number(cols[layout.value], where, layout.columns.split()[layout.value], layout.fix)
         docs = table.setdefault(qid, {})
         if docid in docs:
             raise InputError(f"{where}: docid {docid!r} {twice} for query {qid!r} (first at "
@@ -67,20 +107,20 @@ def _read_table(path: str | Path, kind: str, layout: str, field: int, fix: str, 
         docs[docid] = value
         first_seen[qid, docid] = where
     if not table:
-        raise InputError(f"{path}: no {kind} lines (expected '{layout}')")
+        expected = " or ".join(f"'{lay.columns}'" for lay in layouts)
+        raise InputError(f"{path}: no {kind} lines (expected {expected})")
     return table
 
 
 def read_run(path: str | Path) -> Run:
     """Read a TREC run file into ``{qid: {docid: score}}`` (file order kept within a query)."""
-    return _read_table(path, "run", "qid Q0 docid rank score tag", 4, "the 5th field must be the retrieval score",
-                       "appears twice")
+    return _read_table(path, "run", (_RUN,), "appears twice")
 
 
 def read_qrels(path: str | Path) -> Qrels:
-    """Read a TREC qrels file into ``{qid: {docid: rel}}``."""
-    return _read_table(path, "qrels", "qid 0 docid relevance", 3, "the 4th field must be the graded relevance, e.g. 0, 1, 2",
-                       "is judged twice")
+    """Read TREC qrels (``qid 0 docid rel``) or BEIR qrels (``query-id corpus-id score``, header
+    optional) into ``{qid: {docid: rel}}``."""
+    return _read_table(path, "qrels", (_TREC_QRELS, _BEIR_QRELS), "is judged twice")
 
 
 def trec_score(score: float) -> float:

@@ -16,8 +16,8 @@ from udcg.records import Annotation, Question, utility
 
 def load_questions(path: str, limit: int | None = None) -> tuple[list[Question], list[dict]]:
     """Authors' format (raw items kept, to write back with every field the user had) or any data
-    set udcg.datasets reads. Passages without a relevance label get one by answer containment."""
-    from udcg.datasets import label_by_containment, load_dataset
+    set udcg.sources reads. Passages without a relevance label get one by answer containment."""
+    from udcg.sources import label_by_containment, load_dataset
 
     p = Path(path)
     if p.is_file() and all("passages" in obj for _, obj in read_records(p)[:1]):

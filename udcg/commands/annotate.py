@@ -14,14 +14,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        "samples, prompt version). Relevance R comes from is_relevant, else answer containment. "
                        "Resumable: rerun the same command after a crash; finished passages are not recomputed.",
                        epilog="examples:\n"
+                       "  udcg annotate --corpus BEIR_DIR --run bm25.trec --run dense.trec --depth 5 \\\n"
+                       "      --model qwen2.5-coder-0.5b -o utilities     # your runs: the union of their top-5\n"
                        "  udcg annotate data.json -o annotated.json --model qwen2.5-coder-0.5b\n"
                        "  udcg annotate ../shared/data/popqa-contriever-100/popqa_longtail_w_gs_example.jsonl \\\n"
                        "      --limit 10 -o popqa10.jsonl --model qwen2.5-coder-0.5b --estimator sequence\n"
                        "  OPENAI_API_KEY=... udcg annotate data.json -o out.json --api-base https://api.openai.com/v1 \\\n"
                        "      --model gpt-4o-mini --estimator sampling --samples 20 --temperature 1.0 --target-width 0.2",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("input", help="authors' JSON/JSONL, or a shared data set file (PopQA, NQ, SQuAD, ...)")
-    p.add_argument("-o", "--output", required=True, help="output (.json = JSON list, else JSONL), authors' format")
+    p.add_argument("input", nargs="?", help="authors' JSON/JSONL, or a QA data set file (PopQA, NQ, SQuAD, ...); "
+                   "leave out with --run")
+    p.add_argument("-o", "--output", required=True, help="output (.json = JSON list, else JSONL), authors' format; "
+                   "with --run: the utilities folder (created, or extended with the new pairs only)")
+    runs = p.add_argument_group("your runs (BEIR folder or files, TREC runs)")
+    runs.add_argument("--run", action="append", default=[], metavar="RUN",
+                      help="TREC run file (repeatable): annotate the union of the runs' top --depth documents")
+    runs.add_argument("--corpus", help="BEIR folder, corpus JSONL/Parquet, a datasets save_to_disk folder, or hf:NAME")
+    runs.add_argument("--queries", help="queries file (default: the BEIR folder's queries.jsonl)")
+    runs.add_argument("--qrels", help="qrels (TREC 4 columns or BEIR TSV; default: the BEIR folder's qrels/test.tsv)")
+    runs.add_argument("--answers", help="JSONL of {_id, answers} (default: queries' metadata.answers)")
+    runs.add_argument("--depth", type=int, default=10, help="documents per run and query to annotate (default 10)")
+    runs.add_argument("--unjudged", default="irrelevant", choices=("irrelevant", "judge", "error"),
+                      help="relevance of a retrieved pair the qrels do not judge (default irrelevant)")
+    runs.add_argument("--judge", default="rules", help="with --unjudged judge: rules (answer containment) or a model")
     p.add_argument("--model", required=True, help="offline alias (smollm2-135m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b), "
                    "a Hugging Face id or local directory, or the API's model name with --api-base")
     p.add_argument("--estimator", default=None, choices=("first-token", "sequence", "sampling", "api-logprobs"),
@@ -59,19 +74,82 @@ def load_backend(args: argparse.Namespace):
     return load(args.model, device=args.device, dtype=args.dtype, batch_size=args.batch_size)
 
 
+def _config(args: argparse.Namespace):
+    from udcg.annotate.prompt import check_version
+    from udcg.annotate.runner import AnnotateConfig
+    from udcg.errors import InputError
+
+    for flag, value in (("--limit", args.limit), ("--chunk-size", args.chunk_size), ("--samples", args.samples),
+                        ("--depth", args.depth)):
+        if value is not None and value < 1:  # checked before any model loads
+            raise InputError(f"{flag} {value}: must be a positive integer")
+    estimator = args.estimator or ("api-logprobs" if args.api_base else "first-token")
+    return AnnotateConfig(estimator=estimator, prompt_version=check_version(args.prompt), chunk_size=args.chunk_size,
+                          n_samples=args.samples, temperature=args.temperature, target_width=args.target_width,
+                          seed=args.seed)
+
+
+def _run_runs(args: argparse.Namespace) -> int:
+    from udcg.api import named_runs
+    from udcg.collection import check_run, read_collection
+    from udcg.errors import InputError
+    from udcg.experiment.own_runs import annotate_runs
+    from udcg.progress import bar, follow_libraries
+    from udcg.trec import read_run
+
+    if args.input or not args.corpus:
+        raise InputError("with --run give --corpus (a BEIR folder or corpus file) and no INPUT file")
+    cfg = _config(args)
+    collection = read_collection(args.corpus, queries=args.queries, qrels=args.qrels, answers=args.answers)
+    runs = {name: read_run(path) for name, path in named_runs(args.run).items()}
+    for name, run in runs.items():
+        check_run(run, collection, name)
+    follow_libraries(not args.no_progress)
+    bars = []
+
+    def progress(total: int, desc: str):
+        bars.append(bar(total=total, desc=desc, unit="pair", enabled=not args.no_progress))
+        return bars[-1].update
+
+    def judge_factory():
+        from udcg.grade.judges import LLMJudge, RuleJudge
+        from udcg.llm.registry import load_backend as load
+
+        return RuleJudge("relevance") if args.judge == "rules" else LLMJudge(load(args.judge), "relevance")
+
+    try:
+        report = annotate_runs(collection, runs, args.depth, args.output, cfg, _model_name(args),
+                               lambda: load_backend(args), unjudged=args.unjudged, judge_factory=judge_factory,
+                               progress=progress)
+    finally:
+        for b in bars:
+            b.close()
+    for line in report.lines(args.output):
+        print(line, file=sys.stderr)
+    return 0
+
+
+def _model_name(args: argparse.Namespace) -> str:
+    """The name the backend will report, known before it loads (so a finished folder needs no model)."""
+    if args.api_base:
+        return args.model
+    from udcg.llm.registry import backend_name
+
+    return backend_name(args.model)
+
+
 def run(args: argparse.Namespace) -> int:
     from udcg.annotate.output import load_questions, write_annotated
-    from udcg.annotate.runner import AnnotateConfig, annotate
+    from udcg.annotate.runner import annotate
     from udcg.errors import InputError
     from udcg.progress import bar, follow_libraries
 
-    for flag, value in (("--limit", args.limit), ("--chunk-size", args.chunk_size), ("--samples", args.samples)):
-        if value is not None and value < 1:  # checked before any model loads
-            raise InputError(f"{flag} {value}: must be a positive integer")
+    if args.run:
+        return _run_runs(args)
+    if not args.input:
+        raise InputError("give an INPUT file, or --corpus with one or more --run")
+    cfg = _config(args)
     questions, raw = load_questions(args.input, args.limit)
-    estimator = args.estimator or ("api-logprobs" if args.api_base else "first-token")
-    cfg = AnnotateConfig(estimator=estimator, prompt_version=args.prompt, chunk_size=args.chunk_size,
-                         n_samples=args.samples, temperature=args.temperature, target_width=args.target_width, seed=args.seed)
     follow_libraries(not args.no_progress)
     backend = load_backend(args)
     n = sum(len(q.passages) for q in questions)

@@ -9,18 +9,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("correlate", help="Spearman of each metric with answer outcomes, per question",
                        description="Per question, Spearman's rho between a metric's ranking of its contexts and "
                        "their outcomes (correct > abstained > wrong, ties shared); mean over questions with a "
-                       "bootstrap interval, questions without a rho counted, paired bootstrap p-values against "
-                       "a baseline metric, and the pooled correlation.",
+                       "bootstrap interval, questions without a rho counted, paired p-values (sign-flip permutation "
+                       "test by default) against a baseline metric with their Holm correction, and the pooled "
+                       "correlation.",
                        epilog="example:\n  udcg correlate scored.jsonl --metrics UDCG,nDCG@5,RR,AP --baseline UDCG -o table.md",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("input", help="contexts JSONL with outcomes (and metrics, or the fields to compute them)")
     p.add_argument("--metrics", default=None, help="metrics to compare (default: every metric in the file's 'metrics')")
-    p.add_argument("--baseline", default="UDCG", help="metric the others are tested against (paired bootstrap)")
+    p.add_argument("--baseline", default="UDCG", help="metric the others are tested against (paired test)")
+    p.add_argument("--test", default="permutation",
+                   help="paired test of the per-question rhos against the baseline: permutation (default), t or "
+                   "wilcoxon")
+    p.add_argument("--n-resamples", type=int, default=10_000,
+                   help="random sign flips of the permutation test (exact enumeration up to 20 questions)")
     p.add_argument("--gamma", type=float, default=1 / 3)
     p.add_argument("--theta", default=None, help="fitted UDCG_theta model, to include UDCG_theta")
     p.add_argument("--constant-metric", choices=("zero", "drop"), default="zero",
                    help="a question whose outcomes differ but whose metric is constant: rho = 0 (default) or excluded")
-    p.add_argument("--n-boot", type=int, default=10_000)
+    p.add_argument("--n-boot", type=int, default=10_000, help="bootstrap resamples for the intervals")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-o", "--output", default=None, help="write the table (.md, .csv or .json)")
     p.set_defaults(func=run)
@@ -34,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     rows = read_contexts(args.input)
     theta = UDCGTheta.load(args.theta) if args.theta else None
     table = correlation_table(rows, args.metrics, args.baseline, args.gamma, theta, args.constant_metric,
-                              args.n_boot, args.seed)
+                              args.n_boot, args.seed, test=args.test, n_resamples=args.n_resamples)
     print(table.markdown(3))
     if args.output:
         table.write(args.output)

@@ -64,6 +64,19 @@ def _make_judge(args: argparse.Namespace, task):
                     keep_raw=args.keep_raw)
 
 
+def _with_inputs(path, records: list[dict]) -> list[dict]:
+    """Each judged answer merged into its input record, with ``outcome`` = the label (null when the
+    reply could not be parsed), so the output is a contexts JSONL for fit-theta and correlate."""
+    from udcg.io import read_records
+
+    by_key = {(str(r["qid"]), str(r["cid"])): r for r in records}
+    out = []
+    for _, obj in read_records(path):
+        judged = by_key[str(obj["qid"]), str(obj["cid"])]
+        out.append({**obj, **{k: v for k, v in judged.items() if k not in ("qid", "cid")}, "outcome": judged["label"]})
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from udcg.progress import bar as progress_bar
     from udcg.progress import follow_libraries
@@ -95,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
     with progress_bar(total=len(items), desc=f"judge {task.name}", unit="item", enabled=not args.no_progress) as bar:
         records = runner.run_judge(judge, items, cache, chunk_size=args.batch_size, progress=bar.update,
                                    redo_unparseable=args.retry_unparseable)
+    if task.name == "answer":  # keep each input record (a context: relevant, utilities, ...) and add its outcome
+        records = _with_inputs(args.input, records)
     atomic_write_jsonl(args.output, records)
     if args.write_authors:
         out, skipped = runner.write_back(raw_items, records, task)

@@ -15,7 +15,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        "with --run/--qrels, write per-query values as qid<TAB>measure<TAB>value.",
                        epilog="examples:\n  udcg score data.json -o scored.json --gamma 0.333\n"
                        "  udcg score contexts.jsonl -o scored.jsonl --metrics UDCG,nDCG@5,RA-nWG@5 --k 5\n"
-                       "  udcg score --run run.txt --qrels qrels.txt --metrics P@5,nDCG@10,RR -o per_query.tsv",
+                       "  udcg score --run run.txt --qrels qrels.txt --metrics P@5,nDCG@10,RR -o per_query.tsv\n"
+                       "  udcg score --run bm25.trec --run dense.trec --qrels qrels.tsv --utilities utilities \\\n"
+                       "      --metrics UDCG@5,nDCG@5,P@5 -o per_query.tsv",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("input", nargs="?", help="authors' JSON/JSONL or contexts JSONL")
     p.add_argument("-o", "--output", required=True, help="output file (.json = JSON list, else JSONL; TSV for --run)")
@@ -23,19 +25,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--k", type=int, default=None, help="cut every context to its first k passages")
     p.add_argument("--gamma", type=float, default=1 / 3, help="weight of the negative part in UDCG (paper: 1/3; "
                    "the authors' stored values use 0.333)")
-    p.add_argument("--model", default=None, help="which models_info[<model>] to use when several are present")
+    p.add_argument("--model", default=None, help="which models_info[<model>] to use when several are present; with "
+                   "--utilities, refuse utilities made by another model")
     p.add_argument("--theta", default=None, help="a fitted UDCG_theta model (JSON) for the UDCG_theta metric")
-    p.add_argument("--run", help="TREC run file (qid Q0 docid rank score tag)")
-    p.add_argument("--qrels", help="TREC qrels file (qid 0 docid rel)")
+    p.add_argument("--run", action="append", default=[], help="TREC run file (qid Q0 docid rank score tag); repeat "
+                   "for several runs (the TSV then starts with a run column)")
+    p.add_argument("--qrels", help="qrels: TREC (qid 0 docid rel) or BEIR TSV (query-id corpus-id score, header optional)")
+    p.add_argument("--utilities", help="utilities for UDCG@k on runs: the udcg annotate --run folder, or a file")
+    p.add_argument("--unannotated", default="error", choices=("error", "zero", "worst"),
+                   help="a top-k document without a utility: error (default), zero (u = 0) or worst (u = -1)")
+    p.add_argument("--prompt", default=None, help="with --utilities: refuse utilities made with another prompt version")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from udcg.errors import InputError
 
-    if args.run or args.qrels:
-        if not (args.run and args.qrels) or args.input:
-            raise InputError("give both --run and --qrels (and no INPUT) to evaluate TREC files")
+    if args.run or args.qrels or args.utilities:
+        if not args.run or args.input:
+            raise InputError("give one or more --run with --qrels and/or --utilities (and no INPUT) to evaluate runs")
         return _run_trec(args)
     if not args.input:
         raise InputError("give an INPUT file (or --run and --qrels)")
@@ -43,18 +51,29 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_trec(args: argparse.Namespace) -> int:
-    from udcg.metrics.evaluate import evaluate_trec, mean_by_measure, write_tsv
-    from udcg.trec import read_qrels, read_run
+    from udcg.api import named_runs, score_runs
+    from udcg.errors import InputError
+    from udcg.io import atomic_write_text
+    from udcg.metrics.evaluate import format_tsv
 
     if not args.metrics:
-        from udcg.errors import InputError
-
-        raise InputError("--metrics is required with --run/--qrels (e.g. --metrics P@5,nDCG@10,RR)")
-    rows = evaluate_trec(read_run(args.run), read_qrels(args.qrels), args.metrics)
-    write_tsv(args.output, rows)
-    for name, mean in mean_by_measure(rows).items():
-        print(f"{name}\tall\t{mean!r}")
-    print(f"wrote {len(rows)} per-query values to {args.output}", file=sys.stderr)
+        raise InputError("--metrics is required with --run (e.g. --metrics UDCG@5,nDCG@5,P@5)")
+    scores = score_runs(named_runs(args.run), args.qrels, utilities=args.utilities, metrics=args.metrics,
+                        gamma=args.gamma, theta=args.theta, unannotated=args.unannotated, model=args.model,
+                        prompt_version=args.prompt)
+    several = len(scores) > 1
+    text = "".join(("".join(f"{name}\t{line}" for line in format_tsv(s.rows()).splitlines(keepends=True))
+                    if several else format_tsv(s.rows())) for name, s in scores.items())
+    atomic_write_text(args.output, text)
+    for name, s in scores.items():
+        for measure, mean in s.means().items():
+            print(f"{name}\t" * several + f"{measure}\tall\t{mean!r}")
+        for k, (annotated, total) in s.coverage.items():
+            print(f"{name}: annotated@{k if k is not None else 'all'} = {annotated}/{total}", file=sys.stderr)
+        for note in s.notes:
+            print(f"{name}: {note}", file=sys.stderr)
+    n = sum(len(s.qids) * len(s.values) for s in scores.values())
+    print(f"wrote {n} per-query values of {len(scores)} run(s) to {args.output}", file=sys.stderr)
     return 0
 
 

@@ -83,7 +83,7 @@ class GradingConfig:
 @dataclass(frozen=True)
 class MetricsConfig:
     names: tuple[str, ...] = ("UDCG", "UDCG_theta", "nDCG", "RR", "AP", "P", "Success", "eRAG", "ANSWER_PROB", "RA-nWG")
-    baseline: str = "UDCG"  # paired bootstrap p-values against this metric
+    baseline: str = "UDCG"  # paired permutation-test p-values (Holm-corrected too) against this metric
     gamma: float = 1.0 / 3.0
     n_relevant: str = "pool"  # pool | context: the relevant count behind nDCG's ideal, AP and recall
     erag_score: str = "f1"  # f1 (token F1) | contains: score of a single-passage answer
@@ -264,9 +264,9 @@ def _check_metrics(cfg: Config, where: str) -> None:
     if not cfg.metrics.names:
         raise InputError(f"{where}: metrics.names is empty (list the metrics to compare, {METRIC_CHOICES_NOTE})")
     try:
-        names = [str(parse_metric(n)) for n in cfg.metrics.names]
+        names = [str(parse_metric(n, where=f"{where}: metrics.names")) for n in cfg.metrics.names]
     except InputError as e:
-        raise InputError(f"{where}: metrics.names: {e}") from None
+        raise InputError(str(e)) from None
     if len(set(names)) != len(names):
         raise InputError(f"{where}: metrics.names lists a metric twice ({', '.join(names)})")
     if str(parse_metric(cfg.metrics.baseline)) not in names:
@@ -341,7 +341,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None, output: st
 
 def _dataset_ref(ref: str, key: str, where: str, base_dir: Path | None) -> str:
     """A data set name stays a name; a path becomes absolute (config folder, repo root, cwd)."""
-    from udcg.datasets import dataset_names
+    from udcg.sources import dataset_names
 
     names = dataset_names()
     if ref in names:
@@ -356,7 +356,7 @@ def _dataset_ref(ref: str, key: str, where: str, base_dir: Path | None) -> str:
 
 
 def _resolve_paths(cfg: Config, where: str, base_dir: Path | None) -> Config:
-    from udcg.datasets import default_data_dir
+    from udcg.sources import default_data_dir
 
     data_dir = cfg.data.data_dir
     if data_dir is not None:

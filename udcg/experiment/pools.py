@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from udcg.errors import InputError
-from udcg.datasets import ContainmentChecker
+from udcg.sources import ContainmentChecker
 from udcg.metrics.text import normalized_aliases
 from udcg.records import Passage, Question
 

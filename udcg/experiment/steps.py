@@ -110,13 +110,13 @@ def _select(questions: list[Question], cfg: Config) -> list[Question]:
 
 
 def _load(ref: str, cfg: Config, limit: int | None = None) -> list[Question]:
-    from udcg.datasets import load_dataset
+    from udcg.sources import load_dataset
 
     return load_dataset(ref, limit=limit, data_dir=cfg.data.data_dir)
 
 
 def _relabel(questions: list[Question], mode: str) -> list[Question]:
-    from udcg.datasets import label_by_containment
+    from udcg.sources import label_by_containment
 
     if mode == "labels":
         return questions

@@ -12,6 +12,7 @@ and that module calls ``register_scheme``. Nothing heavy is imported until a bac
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
@@ -61,6 +62,18 @@ def load_backend(name: str, **kw: Any) -> Backend:
     from udcg.llm.hf import HFBackend
 
     return HFBackend(name, **kw)
+
+
+def backend_name(name: str) -> str:
+    """The name a backend loaded by ``load_backend(name)`` records next to its results, known
+    without loading it: the alias, the folder's name, the hub id, or the model after ``scheme:``."""
+    if not isinstance(name, str) or not name.strip():
+        raise InputError(f"model name must be a non-empty string, got {name!r}")
+    scheme = _scheme(name)
+    if scheme is not None:
+        return scheme[1]
+    path = Path(name).expanduser()
+    return path.name if path.is_dir() else name
 
 
 def describe() -> list[str]:

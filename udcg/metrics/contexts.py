@@ -3,8 +3,9 @@
 A context is the k passages shown to the reader, in prompt order (= rank order). A batch holds
 n contexts of the same k as matrices; callers with mixed k split by k (``score_contexts`` does).
 
-Metric names (case-insensitive on input, canonical spelling on output):
-  UDCG, UDCG_theta, RA-nWG@k, PROC@k, N-Recall4+@k, N-Recall5@k, Precision4+@k, Harm@k,
+Metric names (the grammar of ``udcg.metrics.measures``; case-insensitive on input, canonical
+spelling on output):
+  UDCG[@k], UDCG_theta[@k], RA-nWG@k, PROC@k, N-Recall4+@k, N-Recall5@k, Precision4+@k, Harm@k,
   eRAG, ANSWER_PROB, containment@k,
   and the classical ones with binary relevance: P@k, R@k, F1@k, Success@k (= HITS@k, hit@k),
   RR (MRR), AP (MAP), Rprec, nDCG@k, DCG@k, ERR@k, AUC-PR.
@@ -15,73 +16,45 @@ else the number in the context (document which one a report used).
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from udcg.errors import InputError
 from udcg.metrics import classical, setbased
+from udcg.metrics.measures import SETBASED, Measure, parse_measure
 from udcg.metrics.udcg import GAMMA, UDCGTheta, udcg
 
-_CLASSICAL = {  # lowercased name -> (canonical, function, needs n_rel)
-    "p": ("P", classical.precision, False),
-    "r": ("R", classical.recall, True),
-    "f1": ("F1", classical.f1, True),
-    "success": ("Success", classical.success, False),
-    "hits": ("Success", classical.success, False),
-    "hit": ("Success", classical.success, False),
-    "rr": ("RR", classical.reciprocal_rank, False),
-    "mrr": ("RR", classical.reciprocal_rank, False),
-    "ap": ("AP", classical.average_precision, True),
-    "map": ("AP", classical.average_precision, True),
-    "rprec": ("Rprec", None, True),
-    "ndcg": ("nDCG", None, True),
-    "dcg": ("DCG", None, False),
-    "err": ("ERR", None, False),
-    "auc-pr": ("AUC-PR", classical.auc_pr, True),
+_CLASSICAL = {  # canonical name -> (function, needs n_rel); nDCG, DCG, ERR, Rprec are special-cased
+    "P": (classical.precision, False),
+    "R": (classical.recall, True),
+    "F1": (classical.f1, True),
+    "Success": (classical.success, False),
+    "RR": (classical.reciprocal_rank, False),
+    "AP": (classical.average_precision, True),
+    "AUC-PR": (classical.auc_pr, True),
 }
-_SETBASED = {"ra-nwg": "RA-nWG", "proc": "PROC", "%proc": "%PROC", "n-recall4+": "N-Recall4+",
-             "n-recall5": "N-Recall5", "precision4+": "Precision4+", "harm": "Harm"}
-_PLAIN = {"udcg": "UDCG", "udcg_theta": "UDCG_theta", "erag": "eRAG", "answer_prob": "ANSWER_PROB",
-          "containment": "containment"}
-_NO_CUTOFF = {"UDCG", "UDCG_theta", "eRAG", "ANSWER_PROB", "Rprec"}
-_NAME = re.compile(r"^\s*([A-Za-z0-9_%+\-]+?)(?:@(\d+))?\s*$")
+
+MetricName = Measure  # one measure type for every path (udcg.metrics.measures)
 
 
-@dataclass(frozen=True, slots=True)
-class MetricName:
-    family: str  # canonical name without cut-off
-    k: int | None = None
-
-    def __str__(self) -> str:
-        return self.family if self.k is None else f"{self.family}@{self.k}"
-
-
-def parse_metric(text: str) -> MetricName:
-    m = _NAME.match(text)
-    key = m.group(1).lower() if m else ""
-    known = sorted({v[0] for v in _CLASSICAL.values()} | set(_SETBASED.values()) | set(_PLAIN.values()))
-    if key in _CLASSICAL:
-        family = _CLASSICAL[key][0]
-    elif key in _SETBASED:
-        family = _SETBASED[key]
-    elif key in _PLAIN:
-        family = _PLAIN[key]
-    else:
-        raise InputError(f"unknown metric {text!r} (known: {', '.join(known)}; add @k for a cut-off)")
-    k = int(m.group(2)) if m.group(2) else None
-    if k is not None and k <= 0:
-        raise InputError(f"metric {text!r}: the cut-off must be a positive integer")
-    if k is not None and family in _NO_CUTOFF:
-        raise InputError(f"metric {text!r}: {family} takes no @k (it scores the whole context)")
-    return MetricName(family, k)
+def parse_metric(text: str, where: str = "metric") -> Measure:
+    """One measure of the shared grammar, for contexts: a cutoff is optional everywhere (no cutoff
+    = the whole context). Contexts carry binary relevance, so parameters are refused."""
+    m = parse_measure(text, where=where, whole_context=True)
+    if m.params:
+        raise InputError(f"{where}: {m} has parameters, but contexts carry binary relevance "
+                         f"(write {m.name}{'' if m.k is None else f'@{m.k}'})")
+    return m
 
 
-def parse_metrics(spec: str) -> list[MetricName]:
-    names = [parse_metric(part) for part in spec.split(",") if part.strip()]
+def parse_metrics(spec: str | Sequence[str], where: str = "--metrics") -> list[Measure]:
+    """A comma-separated string or a list of measure strings -> Measures, duplicates once."""
+    parts = spec.split(",") if isinstance(spec, str) else list(spec)
+    names = [parse_metric(part, where) for part in parts if not isinstance(part, str) or part.strip()]
     if not names:
-        raise InputError("no metrics given (e.g. --metrics UDCG,nDCG@5,RR)")
+        raise InputError(f"{where}: no metrics given (e.g. --metrics UDCG@5,nDCG@5,RR)")
     return list(dict.fromkeys(names))
 
 
@@ -106,7 +79,7 @@ def _need(batch: ContextBatch, field: str, metric: MetricName) -> np.ndarray:
     return value
 
 
-def score_batch(batch: ContextBatch, metrics: list[MetricName], gamma: float = GAMMA,
+def score_batch(batch: ContextBatch, metrics: list[Measure], gamma: float = GAMMA,
                 theta: UDCGTheta | None = None) -> dict[str, np.ndarray]:
     rel = np.asarray(batch.relevant, dtype=bool)
     n, k = rel.shape
@@ -117,13 +90,13 @@ def score_batch(batch: ContextBatch, metrics: list[MetricName], gamma: float = G
     out: dict[str, np.ndarray] = {}
     for m in metrics:
         cut = min(m.k, k) if m.k is not None else None
-        if m.family == "UDCG":
-            out[str(m)] = udcg(_need(batch, "utilities", m), gamma)
+        if m.family == "UDCG":  # UDCG@k: the first k passages are the context
+            out[str(m)] = udcg(_need(batch, "utilities", m)[:, :cut], gamma)
         elif m.family == "UDCG_theta":
             if theta is None:
                 raise InputError("metric UDCG_theta needs a fitted model (udcg fit-theta, then --theta MODEL.json)")
-            out[str(m)] = theta.predict(_need(batch, "utilities", m))
-        elif m.family in _SETBASED.values():
+            out[str(m)] = theta.predict(_need(batch, "utilities", m)[:, :cut])
+        elif m.family in SETBASED:
             grades = np.asarray(_need(batch, "grades", m), dtype=int)
             values = setbased.set_metrics(grades, _need(batch, "corpus_counts", m), k=m.k or k)
             out[str(m)] = values[m.family]
@@ -144,6 +117,6 @@ def score_batch(batch: ContextBatch, metrics: list[MetricName], gamma: float = G
         elif m.family == "Rprec":
             out[str(m)] = classical.r_precision(gains, n_rel)
         else:
-            fn, needs_rel = next((f, r) for canon, f, r in _CLASSICAL.values() if canon == m.family)
+            fn, needs_rel = _CLASSICAL[m.family]
             out[str(m)] = fn(gains, n_rel, cut) if needs_rel else fn(gains, cut)
     return out

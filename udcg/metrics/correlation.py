@@ -7,8 +7,9 @@ metric values are all equal has rho = 0 by default (the metric cannot tell its c
 dropping it would flatter degenerate metrics) — ``constant_metric="drop"`` excludes it instead;
 both counts are reported.
 
-Significance: percentile bootstrap over questions for the mean, and a paired bootstrap over
-questions for the difference between two metrics.
+Significance: percentile bootstrap over questions for the mean (``stats.bootstrap_ci``); the
+correlation tables test the difference between two metrics with ``stats.paired_test`` (a paired
+permutation test by default). ``paired_bootstrap`` is the earlier paired test, kept for callers.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 from scipy.stats import rankdata, spearmanr
 
 from udcg.errors import InputError
+from udcg.metrics.stats import bootstrap_ci
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,14 +88,8 @@ MIN_BOOTSTRAP_QUESTIONS = 5
 
 
 def bootstrap_mean_ci(values: np.ndarray, n_boot: int = 10_000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if len(v) < MIN_BOOTSTRAP_QUESTIONS:
-        return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    means = v[rng.integers(0, len(v), size=(n_boot, len(v)))].mean(1)
-    a = (1 - level) / 2
-    return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
+    """``stats.bootstrap_ci`` with at least ``MIN_BOOTSTRAP_QUESTIONS`` questions."""
+    return bootstrap_ci(values, n_boot, level, seed, min_n=MIN_BOOTSTRAP_QUESTIONS)
 
 
 def summarize(name: str, metric: object, outcome: object, groups: object, constant_metric: str = "zero",

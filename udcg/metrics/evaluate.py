@@ -9,12 +9,19 @@ document scores 0 (trec_eval's convention).
 
 Output rows are ``(qid, str(measure), value)``, query-major, measures in the order given — the
 layout of ``ir_measures.iter_calc`` written as ``qid<TAB>measure<TAB>value``.
+
+UDCG@k and UDCG_theta@k of a run are UDCG / UDCG_theta of its top-k documents read as one context,
+with utilities ``{qid: {docid: u}}`` (``udcg annotate --run``). A ranking shorter than k is a
+shorter context (UDCG divides by the number of documents there); an empty one is NaN. A top-k
+document without a utility follows ``unannotated``: ``error`` (default: say which and stop),
+``zero`` (u = 0, neither helps nor misleads) or ``worst`` (u = -1, a fully misleading passage).
 """
 
 from __future__ import annotations
 
 import gc
 import logging
+import math
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +34,8 @@ import numpy as np
 from udcg.errors import InputError
 from udcg.io import atomic_write_text
 from udcg.metrics import classical as C
-from udcg.metrics.measures import Measure, parse_measure, parse_measures
+from udcg.metrics.measures import CLASSICAL, UTILITY, Measure, parse_measure, parse_measures
+from udcg.metrics.udcg import GAMMA, UDCGTheta, _udcg, check_gamma
 from udcg.trec import ranked_docids
 
 try:  # the dict walk in C, built at install when a compiler is there (see _walk.c); else pure Python
@@ -53,6 +61,7 @@ class GainTable:
     ideal: np.ndarray
     extra: dict[str, np.ndarray] = field(default_factory=dict)
     n_judged: np.ndarray | None = None
+    depth: np.ndarray | None = None  # documents ranked per query
 
     def n_rel(self, rel_level: float) -> np.ndarray:
         return (self.ideal >= rel_level).sum(1)
@@ -66,13 +75,13 @@ def _floats(values, count: int, what: str) -> np.ndarray:
     return _finite(arr, what)
 
 
-def _finite(arr: np.ndarray, what: str) -> np.ndarray:
-    if not np.isfinite(arr).all():
+def _finite(arr: np.ndarray, what: str, allow_nan: bool = False) -> np.ndarray:
+    if not (~np.isinf(arr) if allow_nan else np.isfinite(arr)).all():
         raise InputError(f"{what}: NaN or inf values (give finite numbers)")
     return arr
 
 
-def _walked(name: str, *args, total: int, what: str) -> np.ndarray | None:
+def _walked(name: str, *args, total: int, what: str, allow_nan: bool = False) -> np.ndarray | None:
     """``_walk.<name>(*args, out)`` into a fresh buffer, or None when the C walk is not built or the
     input is not plain dicts of numbers (the Python walk then gives the same values, or the error)."""
     if _walk is None:
@@ -82,7 +91,7 @@ def _walked(name: str, *args, total: int, what: str) -> np.ndarray | None:
         getattr(_walk, name)(*args, out)
     except (TypeError, ValueError):
         return None
-    return _finite(out, what)
+    return _finite(out, what, allow_nan)
 
 
 def _all_values(rows: list[Mapping[str, float]], total: int, what: str) -> np.ndarray:
@@ -115,21 +124,30 @@ def _order(scores: np.ndarray, lengths: np.ndarray, rows: list[Mapping[str, floa
     return order
 
 
-def _lookup(maps: list[Mapping[str, float]], rows: list[Mapping[str, float]], total: int, what: str) -> np.ndarray:
-    """For each query, the value of each run document in ``maps`` (0 if absent), concatenated."""
-    arr = _walked("lookup", maps, rows, 0.0, total=total, what=what)
+def _lookup(maps: list[Mapping[str, float]], rows: list[Mapping[str, float]], total: int, what: str,
+            default: float = 0.0) -> np.ndarray:
+    """For each query, the value of each run document in ``maps`` (``default`` if absent), concatenated."""
+    nan = math.isnan(default)
+    arr = _walked("lookup", maps, rows, default, total=total, what=what, allow_nan=nan)
     if arr is not None:
         return arr
-    zero = repeat(0.0)
-    return _floats(chain.from_iterable(map(m.get, r, zero) for m, r in zip(maps, rows)), total, what)
+    fill = repeat(default)
+    try:
+        arr = np.fromiter(chain.from_iterable(map(m.get, r, fill) for m, r in zip(maps, rows)), np.float64, count=total)
+    except (TypeError, ValueError):
+        raise InputError(f"{what}: every value must be a number (fix the dict or the file it came from)") from None
+    return _finite(arr, what, nan)
 
 
-def _ranked(flat: np.ndarray, lengths: np.ndarray, order: np.ndarray) -> np.ndarray:
-    return np.take_along_axis(_scatter(flat, lengths, 0.0, np.float64), order, 1)
+def _ranked(flat: np.ndarray, lengths: np.ndarray, order: np.ndarray, depth: int | None = None,
+            fill: float = 0.0) -> np.ndarray:
+    """The values in rank order; only the first ``depth`` ranks when given."""
+    return np.take_along_axis(_scatter(flat, lengths, fill, np.float64), order if depth is None else order[:, :depth], 1)
 
 
 def gain_table(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, float]],
-               extra: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None) -> GainTable:
+               extra: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None, *,
+               extra_default: float = 0.0, extra_depth: int | None = None) -> GainTable:
     """Turn ``{qid: {docid: score}}`` and ``{qid: {docid: rel}}`` into a GainTable over the qrels
     queries (see the module doc for the policy on missing queries). ``extra`` maps a name to
     another ``{qid: {docid: value}}`` to put in rank order (looked up in the same pass).
@@ -140,13 +158,13 @@ def gain_table(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mappi
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _gain_table(run, qrels, extra)
+        return _gain_table(run, qrels, extra, extra_default, extra_depth)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _gain_table(run, qrels, extra) -> GainTable:
+def _gain_table(run, qrels, extra, extra_default: float = 0.0, extra_depth: int | None = None) -> GainTable:
     qids = tuple(qrels)
     rows = list(map(run.get, qids, repeat(_EMPTY)))
     judged = list(map(qrels.__getitem__, qids))
@@ -158,12 +176,13 @@ def _gain_table(run, qrels, extra) -> GainTable:
     scores = _all_values(rows, total, "run scores")
     order = _order(scores, lengths, rows)
     gains = _ranked(_lookup(judged, rows, total, "qrels relevance"), lengths, order)
-    more = {name: _ranked(_lookup(list(map(values.get, qids, repeat(_EMPTY))), rows, total, name), lengths, order)
+    more = {name: _ranked(_lookup(list(map(values.get, qids, repeat(_EMPTY))), rows, total, name, extra_default),
+                          lengths, order, extra_depth, extra_default)
             for name, values in (extra or {}).items()}
     q_lengths = np.fromiter(map(len, judged), np.int64, len(qids))
     all_judged = _all_values(judged, int(q_lengths.sum()), "qrels relevance")
     ideal = np.sort(_scatter(all_judged, q_lengths, 0.0, np.float64), axis=1)[:, ::-1]
-    return GainTable(qids, gains, ideal, more, q_lengths)
+    return GainTable(qids, gains, ideal, more, q_lengths, lengths)
 
 
 class _Curves:
@@ -217,7 +236,74 @@ def _binary(m: Measure, curves: _Curves) -> np.ndarray:
     return C._auc_pr(C._interpolated_precision(rel, hits, n_rel, k))  # AUC-PR
 
 
-def _compute(measure: Measure, table: GainTable, curves: _Curves) -> np.ndarray:
+UNANNOTATED = ("error", "zero", "worst")
+
+
+@dataclass(frozen=True)
+class UtilityOptions:
+    """How UDCG and UDCG_theta are computed on a run (see the module doc)."""
+
+    gamma: float = GAMMA
+    theta: UDCGTheta | None = None
+    unannotated: str = "error"
+    where: str = "run"
+
+    def __post_init__(self) -> None:
+        check_gamma(self.gamma)
+        if self.unannotated not in UNANNOTATED:
+            raise InputError(f"unannotated = {self.unannotated!r}: choose one of {', '.join(UNANNOTATED)}")
+
+
+def top_k_utilities(table: GainTable, k: int | None, opts: UtilityOptions) -> tuple[np.ndarray, np.ndarray]:
+    """(utilities of the top-k documents, zero-padded to k columns; context length per query).
+    ``table.extra["utility"]`` holds NaN where a ranked document has no utility."""
+    if "utility" not in table.extra:
+        raise InputError("UDCG needs utilities (give --utilities FOLDER from udcg annotate --run, or utilities=...)")
+    width = table.gains.shape[1] if k is None else k
+    length = np.minimum(table.depth, width)
+    u = np.zeros((len(table.qids), width))
+    have = min(width, table.extra["utility"].shape[1])
+    u[:, :have] = table.extra["utility"][:, :have]
+    inside = np.arange(width)[None, :] < length[:, None]
+    missing = inside & np.isnan(u)
+    u[~inside] = 0.0
+    if missing.any():
+        if opts.unannotated == "error":
+            i, j = np.argwhere(missing)[0]
+            raise InputError(f"{opts.where}: {int(missing.sum())} of the {int(inside.sum())} top-{width} documents have no "
+                             f"utility (first: query {table.qids[i]!r}, rank {j + 1}); annotate them (udcg annotate "
+                             "--run ...) or choose unannotated zero|worst")
+        u[missing] = -1.0 if opts.unannotated == "worst" else 0.0
+    return u, length
+
+
+def utility_coverage(table: GainTable, k: int | None) -> tuple[int, int]:
+    """(annotated documents, documents) among the top-k of every query."""
+    util = table.extra["utility"]
+    width = util.shape[1] if k is None else min(k, util.shape[1])
+    inside = np.arange(width)[None, :] < np.minimum(table.depth, width)[:, None]
+    return int((inside & ~np.isnan(util[:, :width])).sum()), int(inside.sum())
+
+
+def _utility_measure(measure: Measure, table: GainTable, opts: UtilityOptions) -> np.ndarray:
+    if measure.name == "UDCG":
+        u, length = top_k_utilities(table, measure.cutoff, opts)
+        return _udcg(u, opts.gamma, length)
+    if opts.theta is None:
+        raise InputError(f"{measure} needs a fitted UDCG_theta model (udcg fit-theta, then --theta MODEL.json)")
+    k = opts.theta.k_ if measure.cutoff is None else measure.cutoff
+    if k != opts.theta.k_:
+        raise InputError(f"{measure}: the UDCG_theta model was fitted for k = {opts.theta.k_} (write "
+                         f"UDCG_theta@{opts.theta.k_}, or fit one for k = {k})")
+    u, length = top_k_utilities(table, k, opts)
+    return np.where(length > 0, opts.theta.predict(u), np.nan)
+
+
+def _compute(measure: Measure, table: GainTable, curves: _Curves, opts: UtilityOptions) -> np.ndarray:
+    if measure.name in UTILITY:
+        return _utility_measure(measure, table, opts)
+    if measure.name not in CLASSICAL:
+        raise InputError(f"{measure} is scored on contexts, not on a run (udcg score CONTEXTS.jsonl --metrics {measure})")
     if measure.name in ("DCG", "nDCG"):
         run_curve, ideal_curve = curves.dcg(measure.param("dcg") == "exp-log2")
         if measure.name == "DCG":
@@ -247,35 +333,65 @@ def _measures(measures: Sequence[Measure | str] | str) -> list[Measure]:
     return out
 
 
-def evaluate_table(table: GainTable, measures: Sequence[Measure | str] | str) -> dict[Measure, np.ndarray]:
+def evaluate_table(table: GainTable, measures: Sequence[Measure | str] | str,
+                   opts: UtilityOptions | None = None) -> dict[Measure, np.ndarray]:
     """{measure: one value per query of the table}; measures of one family share their curve."""
     wanted = _measures(measures)
     curves = _Curves(table)
-    return {m: _compute(m, table, curves) for m in wanted}
+    opts = opts or UtilityOptions()
+    return {m: _compute(m, table, curves, opts) for m in wanted}
 
 
-def evaluate_arrays(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, float]],
-                    measures: Sequence[Measure | str] | str) -> tuple[tuple[str, ...], dict[Measure, np.ndarray]]:
+def run_table(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, float]] | None,
+              utilities: Mapping[str, Mapping[str, float]] | None = None, depth: int | None = None) -> GainTable:
+    """The GainTable of a run, with ``extra["utility"]`` in rank order (NaN = no utility; the
+    first ``depth`` ranks only, when given) when ``utilities`` are given. Without qrels the run's
+    own queries are scored (utility measures only)."""
+    extra = None if utilities is None else {"utility": utilities}
+    return gain_table(run, qrels if qrels is not None else {qid: {} for qid in run}, extra,
+                      extra_default=float("nan"), extra_depth=depth)
+
+
+def utility_depth(measures: Sequence[Measure]) -> int | None:
+    """How many ranks of utilities the utility measures read (None = all)."""
+    cutoffs = [m.cutoff for m in measures if m.name in UTILITY]
+    return None if not cutoffs or None in cutoffs else max(cutoffs)
+
+
+def evaluate_arrays(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, float]] | None,
+                    measures: Sequence[Measure | str] | str, *, utilities: Mapping[str, Mapping[str, float]] | None = None,
+                    opts: UtilityOptions | None = None) -> tuple[tuple[str, ...], dict[Measure, np.ndarray]]:
     """Per-query values as arrays: (qids, {measure: values aligned with qids})."""
     wanted = _measures(measures)  # checked before the (longer) conversion
-    table = gain_table(run, qrels)
-    return table.qids, evaluate_table(table, wanted)
+    _check_inputs(wanted, qrels, utilities)
+    table = run_table(run, qrels, utilities if any(m.name in UTILITY for m in wanted) else None, utility_depth(wanted))
+    return table.qids, evaluate_table(table, wanted, opts)
 
 
-def evaluate_trec(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, float]],
-                  measures: Sequence[Measure | str] | str) -> list[tuple[str, str, float]]:
+def _check_inputs(wanted: list[Measure], qrels, utilities) -> None:
+    classical = [m for m in wanted if m.name not in UTILITY]
+    if classical and qrels is None:
+        raise InputError(f"{classical[0]} needs qrels (give --qrels, or score only UDCG@k)")
+    if utilities is None and any(m.name in UTILITY for m in wanted):
+        raise InputError("UDCG needs utilities (give --utilities FOLDER from udcg annotate --run, or utilities=...)")
+
+
+def evaluate_trec(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, float]] | None,
+                  measures: Sequence[Measure | str] | str, *, utilities: Mapping[str, Mapping[str, float]] | None = None,
+                  opts: UtilityOptions | None = None) -> list[tuple[str, str, float]]:
     """Per-query rows ``(qid, measure, value)``, query-major, qrels order (see module doc)."""
-    qids, values = evaluate_arrays(run, qrels, measures)
+    qids, values = evaluate_arrays(run, qrels, measures, utilities=utilities, opts=opts)
     names = [(str(m), v.tolist()) for m, v in values.items()]
     return [(qid, name, vals[i]) for i, qid in enumerate(qids) for name, vals in names]
 
 
 def mean_by_measure(rows: Sequence[tuple[str, str, float]]) -> dict[str, float]:
-    """The mean over queries of each measure (MAP, MRR, ...), in first-seen order."""
+    """The mean over queries of each measure (MAP, MRR, ...), in first-seen order; NaN values (UDCG
+    of an empty ranking) are left out of the mean."""
     sums: dict[str, list[float]] = {}
     for _, name, value in rows:
         sums.setdefault(name, []).append(value)
-    return {name: float(np.mean(vals)) for name, vals in sums.items()}
+    return {name: float(np.nanmean(vals)) if not np.isnan(vals).all() else float("nan") for name, vals in sums.items()}
 
 
 def format_tsv(rows: Sequence[tuple[str, str, float]]) -> str:

@@ -1,5 +1,7 @@
 """Measures as values, ir_measures style: ``Measure("nDCG", 10)`` prints ``nDCG@10``, hashes, compares,
-and ``parse_measures("P@5,nDCG@10,rr")`` builds them from what users type.
+and ``parse_measures("P@5,nDCG@10,rr")`` builds them from what users type. This is the one measure
+grammar of udcg: ``score``, ``score --run``, ``compare``, ``correlate``, configs and the Python API
+all parse through it.
 
 Spelling follows ir_measures: ``P@5``, ``R@10``, ``F1@5``, ``Success@5``, ``RR``, ``RR@10``, ``AP``,
 ``AP@100``, ``Rprec``, ``DCG@10``, ``nDCG@10``, ``ERR@10``, ``AUC-PR``; parameters go in
@@ -7,6 +9,14 @@ parentheses before the cutoff, ``P(rel=2)@5``, ``nDCG(dcg='exp-log2')@10``, ``ER
 Input is case-insensitive and accepts the aliases MRR→RR, MAP→AP, hit/hits→Success,
 Recall→R, Precision→P, R-Precision→Rprec, AUCPR→AUC-PR. A parameter equal to its default is
 dropped, so ``P(rel=1)@5 == P@5``.
+
+Beyond the classical family: ``UDCG[@k]`` and ``UDCG_theta[@k]`` (utility-based; ``@k`` = the first
+k passages of the ranking or context, no ``@k`` = the whole context), the set-based family of
+seed 000 (``RA-nWG``, ``PROC``, ``%PROC``, ``N-Recall4+``, ``N-Recall5``, ``Precision4+``,
+``Harm``, each ``[@k]``), the per-passage LLM signals ``eRAG`` and ``ANSWER_PROB`` (whole context
+only) and ``containment[@k]``. Where a measure applies to a whole context (contexts JSONL), a
+measure that needs a cutoff on a TREC run (``P@k``) may omit it: ``parse_measure(...,
+whole_context=True)``.
 """
 
 from __future__ import annotations
@@ -31,15 +41,31 @@ SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     "nDCG": ("optional", {"dcg": "log2"}),
     "ERR": ("optional", {"max_grade": 4}),
     "AUC-PR": ("optional", _REL),
+    "UDCG": ("optional", {}),
+    "UDCG_theta": ("optional", {}),
+    "RA-nWG": ("optional", {}),
+    "PROC": ("optional", {}),
+    "%PROC": ("optional", {}),
+    "N-Recall4+": ("optional", {}),
+    "N-Recall5": ("optional", {}),
+    "Precision4+": ("optional", {}),
+    "Harm": ("optional", {}),
+    "eRAG": ("none", {}),
+    "ANSWER_PROB": ("none", {}),
+    "containment": ("optional", {}),
 }
+CLASSICAL = frozenset(("P", "R", "F1", "Success", "RR", "AP", "Rprec", "DCG", "nDCG", "ERR", "AUC-PR"))
+UTILITY = frozenset(("UDCG", "UDCG_theta"))
+SETBASED = frozenset(("RA-nWG", "PROC", "%PROC", "N-Recall4+", "N-Recall5", "Precision4+", "Harm"))
 DCG_CHOICES = ("log2", "exp-log2")
 
 _ALIASES = {name.lower(): name for name in SPECS} | {
     "mrr": "RR", "map": "AP", "hit": "Success", "hits": "Success", "recall": "R",
     "precision": "P", "r-precision": "Rprec", "r_precision": "Rprec", "aucpr": "AUC-PR",
-    "auc_pr": "AUC-PR", "f": "F1",
+    "auc_pr": "AUC-PR", "f": "F1", "udcg-theta": "UDCG_theta", "udcg_θ": "UDCG_theta", "udcgθ": "UDCG_theta",
+    "ranwg": "RA-nWG", "ra_nwg": "RA-nWG", "erag": "eRAG", "answer-prob": "ANSWER_PROB",
 }
-_TOKEN = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_\-]*?)\s*(?:\((.*)\))?\s*(?:@\s*([^\s@]+))?\s*$")
+_TOKEN = re.compile(r"^\s*([A-Za-z%][\w\-+%θ]*?)\s*(?:\((.*)\))?\s*(?:@\s*([^\s@]+))?\s*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +82,16 @@ class Measure:
             text += "(" + ",".join(f"{k}={v!r}" for k, v in self.params) + ")"
         return text if self.cutoff is None else f"{text}@{self.cutoff}"
 
+    @property
+    def family(self) -> str:
+        """The canonical name without parameters or cutoff (``nDCG`` of ``nDCG@5``)."""
+        return self.name
+
+    @property
+    def k(self) -> int | None:
+        """The cutoff, None for the whole ranking or context."""
+        return self.cutoff
+
     def param(self, key: str) -> Any:
         """The value of a parameter, or its default."""
         return dict(self.params).get(key, SPECS[self.name][1][key])
@@ -66,13 +102,15 @@ def known_names() -> str:
     return ", ".join(forms[SPECS[n][0]].format(n) for n in SPECS)
 
 
-def make_measure(name: str, cutoff: int | None = None, where: str = "measure", **params: Any) -> Measure:
-    """Build a checked Measure; ``name`` may be any accepted spelling or alias."""
+def make_measure(name: str, cutoff: int | None = None, where: str = "measure", whole_context: bool = False,
+                 **params: Any) -> Measure:
+    """Build a checked Measure; ``name`` may be any accepted spelling or alias. With
+    ``whole_context`` a measure that needs a cutoff on a run may omit it (the whole context)."""
     canon = _ALIASES.get(name.lower())
     if canon is None:
         raise InputError(f"{where}: unknown measure {name!r} (known: {known_names()}; aliases MRR, MAP, hit@k)")
     cutoff_rule, defaults = SPECS[canon]
-    if cutoff is None and cutoff_rule == "required":
+    if cutoff is None and cutoff_rule == "required" and not whole_context:
         raise InputError(f"{where}: {canon} needs a cutoff (write {canon}@10)")
     if cutoff is not None and cutoff_rule == "none":
         raise InputError(f"{where}: {canon} takes no cutoff (write {canon})")
@@ -129,8 +167,10 @@ def _parse_value(raw: str, where: str) -> Any:
         return raw  # a bare word such as exp-log2; checked by _check_param
 
 
-def parse_measure(text: str, where: str = "--metrics") -> Measure:
-    """Parse one measure, e.g. ``nDCG@10``, ``rr``, ``P(rel=2)@5``."""
+def parse_measure(text: str, where: str = "--metrics", whole_context: bool = False) -> Measure:
+    """Parse one measure, e.g. ``nDCG@10``, ``rr``, ``P(rel=2)@5``, ``UDCG@5``."""
+    if not isinstance(text, str):
+        raise InputError(f"{where}: measure {text!r} is not a string (write e.g. 'nDCG@10')")
     m = _TOKEN.match(text)
     if not m or not text.strip():
         raise InputError(f"{where}: cannot read measure {text.strip()!r} (write e.g. nDCG@10 or P(rel=2)@5)")
@@ -148,10 +188,10 @@ def parse_measure(text: str, where: str = "--metrics") -> Measure:
         if not sep or not key.strip():
             raise InputError(f"{where}: parameter {item.strip()!r} in {text.strip()!r} must look like key=value")
         params[key.strip().lower()] = _parse_value(value, where)
-    return make_measure(name, cutoff, where=where, **params)
+    return make_measure(name, cutoff, where=where, whole_context=whole_context, **params)
 
 
-def parse_measures(text: str, where: str = "--metrics") -> list[Measure]:
+def parse_measures(text: str, where: str = "--metrics", whole_context: bool = False) -> list[Measure]:
     """Parse a comma-separated list (commas inside parentheses belong to the measure); duplicates
     are kept once, in first-seen order."""
     if not text or not text.strip():
@@ -159,7 +199,7 @@ def parse_measures(text: str, where: str = "--metrics") -> list[Measure]:
     out: dict[Measure, None] = {}
     for token in _split_top_level(text):
         if token.strip():
-            out[parse_measure(token, where)] = None
+            out[parse_measure(token, where, whole_context)] = None
     if not out:
         raise InputError(f"{where}: no measures given (write e.g. P@5,nDCG@10,RR)")
     return list(out)

@@ -7,6 +7,7 @@ u = R * (1 - p_abs) in [-1, 1] (records.utility).
 from __future__ import annotations
 
 import math
+import numbers
 from pathlib import Path
 
 import numpy as np
@@ -21,9 +22,13 @@ AUTHORS_GAMMA = 0.333  # the weight the authors' pipeline script passes (their s
 VARIANTS = ("full", "rel-only", "binary")
 
 
-def _udcg(u: np.ndarray, gamma: float) -> np.ndarray:
-    k = u.shape[1]
-    return expit((np.clip(u, 0, None).sum(1) + gamma * np.clip(u, None, 0).sum(1)) / k)
+def _udcg(u: np.ndarray, gamma: float, length: np.ndarray | None = None) -> np.ndarray:
+    """Eq. 4 per row. ``length`` (per row) is the context size when rows are zero-padded beyond it
+    (a ranking shorter than k); a row of length 0 (no passage at all) is NaN."""
+    k = u.shape[1] if length is None else np.asarray(length, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        score = (np.clip(u, 0, None).sum(1) + gamma * np.clip(u, None, 0).sum(1)) / k
+    return expit(np.where(np.asarray(k) > 0, score, np.nan))
 
 
 def check_utilities(u: object, name: str = "utilities") -> np.ndarray:
@@ -39,11 +44,15 @@ def check_utilities(u: object, name: str = "utilities") -> np.ndarray:
     return arr
 
 
+def check_gamma(gamma: object) -> float:
+    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real) or not math.isfinite(gamma) or gamma < 0:
+        raise InputError(f"gamma = {gamma!r}: must be a finite number >= 0 (the paper uses 1/3)")
+    return float(gamma)
+
+
 def udcg(utilities: object, gamma: float = GAMMA) -> np.ndarray:
     """UDCG = sigmoid((sum u+ + gamma * sum u-) / k) per context (row). Returns shape (n_contexts,)."""
-    if not math.isfinite(gamma) or gamma < 0:
-        raise InputError(f"gamma = {gamma!r}: must be a finite number >= 0 (the paper uses 1/3)")
-    return _udcg(check_utilities(utilities), float(gamma))
+    return _udcg(check_utilities(utilities), check_gamma(gamma))
 
 
 def utilities_from(relevant: object, p_abs: object) -> np.ndarray:

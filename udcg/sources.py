@@ -48,6 +48,12 @@ def sample_path(name: str) -> Path:
     return Path(str(resources.files("udcg") / "data" / name))
 
 
+def example_path() -> Path:
+    """The packaged BEIR-style example folder ``nq-example`` (corpus, queries, qrels, three runs);
+    read it with ``udcg.collection.read_collection``."""
+    return Path(str(resources.files("udcg") / "data" / "nq-example"))
+
+
 def load_sample(name: str = "popqa-sample.jsonl") -> list[Question]:
     """The questions of a packaged sample (authors' format)."""
     return read_authors(sample_path(name))[1]
@@ -95,7 +101,7 @@ def _loader_for_file(path: Path) -> Callable[..., list[Question]]:
         if all(k in head for k in keys):
             return loader
     raise InputError(f"{path}: unknown data set shape (expected PopQA, NQ-open, SQuAD, NoMIRACL, DPR or the "
-                     "authors' format; see udcg.datasets)")
+                     "authors' format; see udcg.sources)")
 
 
 def load_dataset(name_or_path: str | Path, limit: int | None = None, data_dir: str | Path | None = None) -> list[Question]:
@@ -133,5 +139,5 @@ def load_dataset(name_or_path: str | Path, limit: int | None = None, data_dir: s
 
 __all__ = [
     "label_by_containment", "load_popqa", "load_nq_open_gold", "load_nq_pon", "load_squad", "load_nomiracl",
-    "load_dpr", "load_dataset", "ContainmentChecker", "dataset_names", "default_data_dir", "sample_path", "load_sample", "contains_answer", "DATA_DIR_ENV",
+    "load_dpr", "load_dataset", "ContainmentChecker", "dataset_names", "default_data_dir", "sample_path", "example_path", "load_sample", "contains_answer", "DATA_DIR_ENV",
 ]

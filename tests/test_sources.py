@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from udcg import datasets as ds
+from udcg import sources as ds
 from udcg.errors import InputError
 from udcg.metrics.text import contains_answer
 from udcg.records import Passage, Question

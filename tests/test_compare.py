@@ -1,0 +1,112 @@
+"""Run comparison: means, intervals, paired tests with one Holm family, and the rendered reports."""
+
+import csv
+import io
+import json
+
+import numpy as np
+import pytest
+
+from udcg.errors import InputError
+from udcg.metrics.compare import FORMATS, compare_scores, format_comparison
+from udcg.metrics.stats import bootstrap_ci, holm, paired_test
+
+
+@pytest.fixture(scope="module")
+def toy():
+    """Three runs on 60 queries: "dense|x" dominates; bm25 and hybrid differ only by noise."""
+    rng = np.random.default_rng(0)
+    base = rng.uniform(0, 1, 60)
+    rr = rng.uniform(0, 1, 60)
+    hybrid_rr = rr + rng.normal(0, 0.05, 60)
+    hybrid_rr[3] = np.nan  # a query without a value in one run
+    return {"bm25": {"nDCG@10": base, "RR": rr},
+            "dense|x": {"nDCG@10": base + 0.2 + rng.normal(0, 0.02, 60), "RR": rr + 0.2 + rng.normal(0, 0.02, 60)},
+            "hybrid": {"RR": hybrid_rr, "nDCG@10": base + rng.normal(0, 0.05, 60)}}
+
+
+@pytest.fixture(scope="module")
+def cmp(toy):
+    return compare_scores(toy, n_resamples=999, n_boot=500)
+
+
+def test_cells_pairs_and_beats(toy, cmp):
+    assert cmp.runs == ("bm25", "dense|x", "hybrid") and cmp.measures == ("nDCG@10", "RR")
+    cell = cmp.cells["hybrid"]["RR"]
+    assert cell.n == 59 and cell.mean == pytest.approx(np.nanmean(toy["hybrid"]["RR"]))
+    assert (cell.low, cell.high) == bootstrap_ci(toy["hybrid"]["RR"], 500)
+    assert len(cmp.pairs) == 3 * 2  # run pairs x measures: one Holm family
+    assert [t.p_holm for t in cmp.pairs] == pytest.approx(list(holm([t.p for t in cmp.pairs])))
+    first = cmp.pairs[0]
+    assert (first.measure, first.run_a, first.run_b) == ("nDCG@10", "bm25", "dense|x")
+    assert first.p == paired_test(toy["bm25"]["nDCG@10"], toy["dense|x"]["nDCG@10"], n_resamples=999)
+    assert first.diff == pytest.approx(-0.2, abs=0.01) and first.significant
+    assert cmp.beats["dense|x"] == {"nDCG@10": ["bm25", "hybrid"], "RR": ["bm25", "hybrid"]}
+    assert cmp.beats["bm25"] == {"nDCG@10": [], "RR": []} and cmp.beats["hybrid"] == {"nDCG@10": [], "RR": []}
+    assert cmp.correction == "holm" and cmp.test == "permutation" and cmp.n_resamples == 999
+
+
+def test_other_tests_and_determinism(toy, cmp):
+    assert compare_scores(toy, n_resamples=999, n_boot=500) == cmp  # seeded
+    for test in ("t", "wilcoxon"):
+        other = compare_scores(toy, test=test, n_boot=200)
+        assert other.beats["dense|x"]["RR"] == ["bm25", "hybrid"]
+        assert other.pairs[0].p == paired_test(toy["bm25"]["nDCG@10"], toy["dense|x"]["nDCG@10"], test)
+
+
+def test_markdown(cmp):
+    text = format_comparison(cmp)
+    lines = text.splitlines()
+    assert lines[0] == "|  | run | nDCG@10 | RR |"
+    row_b = lines[3]
+    assert row_b.startswith(r"| b | dense\|x | **") and row_b.count("ᵃᶜ") == 2  # beats a and c, bold best
+    assert "| nDCG@10 | bm25 | dense\\|x |" in text and "| yes |" in text and "| no |" in text
+    assert "Test: paired sign-flip permutation test" in lines[-1] and "holm over 6 comparisons" in lines[-1]
+    assert "alpha = 0.05" in lines[-1] and "n queries = 60" in lines[-1]
+
+
+def test_csv_parses_back(cmp):
+    rows = list(csv.DictReader(io.StringIO(format_comparison(cmp, "csv"))))
+    cells = [r for r in rows if r["kind"] == "cell"]
+    pairs = [r for r in rows if r["kind"] == "pair"]
+    assert len(cells) == 3 * 2 and len(pairs) == 6
+    dense_rr = next(r for r in cells if r["run"] == "dense|x" and r["measure"] == "RR")
+    assert float(dense_rr["mean"]) == cmp.cells["dense|x"]["RR"].mean and dense_rr["beats"] == "bm25 hybrid"
+    assert [float(r["p_holm"]) for r in pairs] == [t.p_holm for t in cmp.pairs]
+
+
+def test_json_parses_back(cmp):
+    data = json.loads(format_comparison(cmp, "json"))
+    assert data == json.loads(json.dumps(cmp.to_dict()))
+    assert data["labels"] == {"bm25": "a", "dense|x": "b", "hybrid": "c"} and data["correction"] == "holm"
+    assert data["beats"]["dense|x"]["RR"] == ["bm25", "hybrid"] and len(data["pairs"]) == 6
+    assert data["cells"]["hybrid"]["RR"]["n"] == 59
+
+
+def test_latex(cmp):
+    text = format_comparison(cmp, "latex", digits=3)
+    assert text.count(r"\begin{tabular}") == 2 and r"\textbf{" in text and "$^{ac}$" in text
+    assert r"dense|x" in text and "95\\%" in text
+    assert set(FORMATS) == {"markdown", "csv", "json", "latex"}
+
+
+def test_nan_and_single_run():
+    one = compare_scores({"only": {"m": [0.1, np.nan, 0.3]}}, n_boot=50)
+    assert one.pairs == () and one.beats == {"only": {"m": []}}
+    assert json.loads(format_comparison(one, "json"))["cells"]["only"]["m"]["n"] == 2
+    empty = compare_scores({"a": {"m": [np.nan]}, "b": {"m": [np.nan]}}, n_boot=50)
+    assert json.loads(format_comparison(empty, "json"))["pairs"][0]["p"] is None  # NaN -> null
+    assert "NA" in format_comparison(empty)
+
+
+def test_bad_input(toy):
+    with pytest.raises(InputError, match="3 queries in run 'b' but 2"):
+        compare_scores({"a": {"m": [1, 2]}, "b": {"m": [1, 2, 3]}})
+    with pytest.raises(InputError, match="permutation, t, wilcoxon"):
+        compare_scores(toy, test="sign")
+    with pytest.raises(InputError, match="same measures"):
+        compare_scores({"a": {"m": [1.0]}, "b": {"n": [1.0]}})
+    with pytest.raises(InputError, match="no runs"):
+        compare_scores({})
+    with pytest.raises(InputError, match="format"):
+        format_comparison(compare_scores({"a": {"m": [1.0]}}, n_boot=10), "html")

@@ -1,0 +1,281 @@
+"""The user's retrieval collection: corpus, queries (with reference answers) and qrels.
+
+``read_collection(corpus, queries=None, qrels=None, answers=None, split="test")`` takes ``corpus`` as
+
+- a BEIR folder: ``corpus.jsonl``, ``queries.jsonl`` (each may be ``.jsonl.gz``) and
+  ``qrels/<split>.tsv``; ``queries`` and ``qrels`` default to the folder's. A folder without a
+  ``qrels/`` subfolder gives empty qrels; a ``qrels/`` without ``<split>.tsv`` is an error.
+- a corpus file: JSONL (``.gz`` too) or a JSON list, read by udcg's own reader so a bad record is
+  reported as ``file:line``; or a Parquet file (read with Hugging Face ``datasets``);
+- a folder written by ``datasets``' ``save_to_disk`` (a ``DatasetDict`` gives its ``corpus`` split,
+  or its only split; its ``queries`` split, if any, is the default queries);
+- ``hf:NAME[:CONFIG]``: a data set on the Hugging Face hub (see ``udcg.hfdata``).
+
+Corpus records: an id (``_id`` as in BEIR, or ``id``/``docid``/``doc_id``), ``text``, optional
+``title``. Query records: an id (``_id``, ``id``, ``qid`` or ``query_id``), the text (``text``,
+``query`` or ``question``), answers in ``answers`` or BEIR's ``metadata.answers`` (a list, or one
+string). ``answers`` (a file of ``{"_id" or "qid": ..., "answers": [...]}``) fills or replaces the
+queries' answers. Qrels are TREC or BEIR qrels (``udcg.trec.read_qrels``).
+
+Policies: every malformed record, duplicate id, and qrels query missing from the queries is an
+``InputError`` naming file:line (``file: row i`` for Parquet and ``datasets`` tables), the field and
+the fix. Qrels documents missing from the corpus are only logged (some public BEIR qrels judge
+documents their corpus lacks); ``check_run`` is strict about runs (see there).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from udcg import hfdata
+from udcg.errors import InputError
+from udcg.io import MAX_PASSAGE_CHARS, read_records
+from udcg.records import Passage, Question
+from udcg.trec import read_qrels
+
+log = logging.getLogger(__name__)
+
+DOC_ID_FIELDS = ("_id", "id", "docid", "doc_id")
+QUERY_ID_FIELDS = ("_id", "id", "qid", "query_id")
+QUERY_TEXT_FIELDS = ("text", "query", "question")
+
+
+@dataclass(frozen=True)
+class Collection:
+    corpus: Mapping[str, Passage]  # docid -> Passage(pid=docid, text, title)
+    queries: Mapping[str, Question]  # qid -> Question(qid, text, answers, passages=())
+    qrels: Mapping[str, Mapping[str, float]]  # qid -> {docid: relevance}; may be empty
+    source: str  # what was read, for provenance and messages
+
+
+# ---------------------------------------------------------------- records from any source
+
+
+def _gz_records(path: Path) -> Iterator[tuple[str, dict]]:
+    try:
+        text = gzip.decompress(path.read_bytes()).decode("utf-8")
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read as gzip-compressed UTF-8 JSONL ({e}) (compress the "
+                         "JSONL file again with gzip)") from None
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}:{line_no}: invalid JSON at column {e.colno}: {e.msg} "
+                             "(fix or remove this line)") from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{path}:{line_no}: expected a JSON object, got {type(obj).__name__} "
+                             "(one object per line)")
+        yield f"{path}:{line_no}", obj
+
+
+def _records(source: str | Path, role: str) -> Iterator[tuple[str, dict]]:
+    """(location, record) pairs from a JSON(L)[.gz] file, Parquet, a saved folder or ``hf:``."""
+    text = str(source)
+    if text.startswith(hfdata.HUB_PREFIX):
+        yield from hfdata.rows(hfdata.pick(hfdata.load(text), role, text), text)
+        return
+    path = Path(source)
+    if not path.exists():
+        raise InputError(f"{path}: no such file or folder (check the {role} path)")
+    if path.is_dir() and not hfdata.is_saved_dataset(path):
+        raise InputError(f"{path}: a folder, but not one written by datasets' save_to_disk (give the {role} "
+                         "as a JSONL or Parquet file)")
+    if path.is_dir() or path.suffix == ".parquet":
+        yield from hfdata.rows(hfdata.pick(hfdata.load(path), role, text), text)
+    elif path.suffix == ".gz":
+        yield from _gz_records(path)
+    else:
+        yield from read_records(path)
+
+
+def _field(obj: dict, names: tuple[str, ...], where: str, what: str) -> Any:
+    for name in names:
+        if obj.get(name) is not None:
+            return name, obj[name]
+    alts = "/".join(repr(n) for n in names[1:])
+    raise InputError(f"{where}: missing field {names[0]!r} (every {what} needs it; {alts} also work)")
+
+
+def _id(obj: dict, names: tuple[str, ...], where: str, what: str) -> str:
+    name, value = _field(obj, names, where, f"{what} record")
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InputError(f"{where}: field {name!r} = {value!r} must be a string or an integer ({what} id)")
+    value = str(value)
+    if not value or any(ch.isspace() for ch in value):
+        raise InputError(f"{where}: field {name!r} = {value!r} is empty or has whitespace "
+                         "(TREC runs and qrels need single-word ids)")
+    return value
+
+
+def _string(obj: dict, name: str, where: str, fix: str) -> str:
+    value = obj.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InputError(f"{where}: field {name!r} must be a string, got {type(value).__name__} ({fix})")
+    return value
+
+
+def _answers(value: Any, where: str, name: str) -> tuple[str, ...]:
+    answers = [value] if isinstance(value, str) else value
+    if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+        raise InputError(f"{where}: field {name!r} must be a list of strings (write each answer alias "
+                         "as a string)")
+    return tuple(answers)
+
+
+def _unique(items: Iterator[tuple[str, str, Any]], what: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    first: dict[str, str] = {}
+    for where, key, value in items:
+        if key in out:
+            raise InputError(f"{where}: duplicate {what} {key!r} (first at {first[key]}; ids must be unique)")
+        out[key], first[key] = value, where
+    return out
+
+
+# ---------------------------------------------------------------- corpus, queries, answers
+
+
+def _passage(obj: dict, where: str) -> tuple[str, str, Passage]:
+    docid = _id(obj, DOC_ID_FIELDS, where, "corpus")
+    title = _string(obj, "title", where, "the document title, or leave it out")
+    if obj.get("text") is None:
+        raise InputError(f"{where}: missing field 'text' (every corpus record needs the passage text)")
+    text = _string(obj, "text", where, "the passage text")
+    if not (text.strip() or title.strip()):
+        raise InputError(f"{where}: document {docid!r} has empty 'text' and 'title' (give its text, or drop it)")
+    if len(text) > MAX_PASSAGE_CHARS:
+        raise InputError(f"{where}: field 'text' of {docid!r} holds {len(text):,} characters, over the "
+                         f"{MAX_PASSAGE_CHARS:,} limit (split the document into passages of a few hundred words)")
+    return where, docid, Passage(pid=docid, text=text, title=title)
+
+
+def _question(obj: dict, where: str) -> tuple[str, str, Question]:
+    qid = _id(obj, QUERY_ID_FIELDS, where, "query")
+    name, text = _field(obj, QUERY_TEXT_FIELDS, where, "query record")
+    if not isinstance(text, str) or not text.strip():
+        raise InputError(f"{where}: field {name!r} must be the non-empty query text, got {text!r}")
+    metadata = obj.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise InputError(f"{where}: field 'metadata' must be an object, got {type(metadata).__name__} "
+                         "(write {\"answers\": [...]} or leave it out)")
+    if obj.get("answers") is not None:
+        answers = _answers(obj["answers"], where, "answers")
+    elif metadata and metadata.get("answers") is not None:
+        answers = _answers(metadata["answers"], where, "metadata.answers")
+    else:
+        answers = ()
+    return where, qid, Question(qid=qid, text=text, answers=answers)
+
+
+def _answer_rows(source: str | Path, queries: Mapping[str, Question]) -> Iterator[tuple[str, str, tuple]]:
+    for where, obj in _records(source, "answers"):
+        qid = _id(obj, ("_id", "qid", "id"), where, "query")
+        if qid not in queries:
+            raise InputError(f"{where}: answers for query {qid!r}, which is not in the queries (fix the id, "
+                             "or remove the line)")
+        if obj.get("answers") is None:
+            raise InputError(f"{where}: missing field 'answers' (a list of reference answer strings)")
+        answers = _answers(obj["answers"], where, "answers")
+        if not answers:
+            raise InputError(f"{where}: field 'answers' is empty (give at least one answer, or remove the line)")
+        yield where, qid, answers
+
+
+# ---------------------------------------------------------------- the folder and the whole
+
+
+def _member(folder: Path, name: str) -> Path:
+    for path in (folder / name, folder / f"{name}.gz"):
+        if path.is_file():
+            return path
+    raise InputError(f"{folder}: no {name} (or {name}.gz) in this folder (a BEIR folder holds corpus.jsonl, "
+                     "queries.jsonl and qrels/<split>.tsv; or give a corpus file, Parquet file or a "
+                     "datasets save_to_disk folder)")
+
+
+def _folder_qrels(folder: Path, split: str) -> Path | None:
+    qrels_dir = folder / "qrels"
+    if not qrels_dir.is_dir():
+        return None
+    path = qrels_dir / f"{split}.tsv"
+    if not path.is_file():
+        found = ", ".join(sorted(p.stem for p in qrels_dir.glob("*.tsv"))) or "none"
+        raise InputError(f"{qrels_dir}: no {split}.tsv for split {split!r} (splits here: {found}; "
+                         "pick one with split=...)")
+    return path
+
+
+def _default_queries(corpus: str | Path) -> str | Path:
+    """The ``queries`` split of a ``DatasetDict`` corpus; otherwise the user must name the file."""
+    text = str(corpus)
+    if text.startswith(hfdata.HUB_PREFIX) or hfdata.is_saved_dataset(Path(corpus)):
+        if "queries" in hfdata.splits(hfdata.load(corpus)):
+            return corpus
+    raise InputError(f"{corpus}: no queries given (pass the queries file, e.g. BEIR's queries.jsonl)")
+
+
+def read_collection(corpus: str | Path, queries: str | Path | None = None, qrels: str | Path | None = None,
+                    answers: str | Path | None = None, split: str = "test") -> Collection:
+    """Read a corpus, its queries (answers filled from ``answers`` if given) and qrels; see the
+    module docstring for the accepted layouts and the checks."""
+    text = str(corpus)
+    folder = None if text.startswith(hfdata.HUB_PREFIX) else Path(corpus)
+    corpus_source: str | Path = corpus
+    if folder is not None and folder.is_dir() and not hfdata.is_saved_dataset(folder):
+        corpus_source = _member(folder, "corpus.jsonl")
+        queries = queries if queries is not None else _member(folder, "queries.jsonl")
+        qrels = qrels if qrels is not None else _folder_qrels(folder, split)
+    docs = _unique((_passage(obj, where) for where, obj in _records(corpus_source, "corpus")), "docid")
+    if not docs:
+        raise InputError(f"{corpus_source}: no corpus records (expected one record per document)")
+    queries = queries if queries is not None else _default_queries(corpus)
+    questions = _unique((_question(obj, where) for where, obj in _records(queries, "queries")), "query id")
+    if not questions:
+        raise InputError(f"{queries}: no query records (expected one record per query)")
+    if answers is not None:
+        filled = _unique(_answer_rows(answers, questions), "query id")
+        questions = {qid: Question(qid=qid, text=q.text, answers=filled.get(qid, q.answers))
+                     for qid, q in questions.items()}
+    judged = read_qrels(qrels) if qrels is not None else {}
+    unknown = [qid for qid in judged if qid not in questions]
+    if unknown:
+        raise InputError(f"{qrels}: {len(unknown)} of {len(judged)} judged queries are not in the queries, e.g. "
+                         f"{unknown[0]!r} (give the queries file that goes with these qrels)")
+    unjudgeable = {d for rels in judged.values() for d in rels if d not in docs}
+    if unjudgeable:
+        log.warning("%s: %d judged documents are not in the corpus, e.g. %r", qrels, len(unjudgeable),
+                    min(unjudgeable))
+    return Collection(corpus=docs, queries=questions, qrels=judged, source=text)
+
+
+def check_run(run: Mapping[str, Mapping[str, float]], collection: Collection, where: str) -> None:
+    """Check that a run (``udcg.trec.read_run``) was made on ``collection``.
+
+    Policy: every query of the run must be one of the collection's queries, and every retrieved
+    document one of its corpus; otherwise ``InputError`` with the count, the first example and
+    the fix (a run for other queries or another corpus would be annotated against the wrong
+    texts). Collection queries absent from the run are allowed. A document twice in one ranking
+    is already refused by ``read_run``.
+    """
+    unknown = [qid for qid in run if qid not in collection.queries]
+    if unknown:
+        raise InputError(f"{where}: {len(unknown)} of {len(run)} run queries are not in the queries of "
+                         f"{collection.source}, e.g. {unknown[0]!r} (give the queries this run was made for, "
+                         "or remove those queries from the run)")
+    missing = [(qid, docid) for qid, docs in run.items() for docid in docs if docid not in collection.corpus]
+    if missing:
+        qid, docid = missing[0]
+        raise InputError(f"{where}: {len(missing)} retrieved documents are not in the corpus of "
+                         f"{collection.source}, e.g. {docid!r} for query {qid!r} (give the corpus this run "
+                         "retrieved from)")

@@ -1,0 +1,75 @@
+"""udcg compare: several runs side by side, with paired tests and Holm's correction (ranx style)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+FORMATS = {".md": "markdown", ".csv": "csv", ".json": "json", ".tex": "latex"}
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="compare runs: means, 95%% intervals, paired tests, Holm correction",
+                       description="Score every run on the same queries and compare them: one row per run with the "
+                       "mean and a 95%% bootstrap interval of each measure, a paired test between every pair of runs "
+                       "(default: sign-flip permutation test, exact up to 20 queries) and Holm's correction over the "
+                       "whole table; a run's superscript letters name the runs it beats (Holm p < alpha).",
+                       epilog="examples:\n"
+                       "  udcg compare --run bm25.trec --run dense.trec --qrels qrels.tsv --utilities utilities \\\n"
+                       "      --metrics UDCG@5,nDCG@5,P@5\n"
+                       "  udcg compare --run a.trec --run b.trec --run c.trec --qrels q.tsv --metrics nDCG@10,AP "
+                       "--test t -o table.tex",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--run", action="append", default=[], required=True, help="TREC run file (give two or more)")
+    p.add_argument("--qrels", help="qrels: TREC (qid 0 docid rel) or BEIR TSV; needed for classical measures")
+    p.add_argument("--utilities", help="utilities for UDCG@k: the udcg annotate --run folder, or a file")
+    p.add_argument("--metrics", default="UDCG@5,nDCG@5,P@5,RR@5", help="measures (default UDCG@5,nDCG@5,P@5,RR@5)")
+    p.add_argument("--test", default="permutation", choices=("permutation", "t", "wilcoxon"),
+                   help="paired test (default permutation: sign flips, exact for n <= 20)")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm's correction (default 0.05)")
+    p.add_argument("--n-resamples", type=int, default=10_000, help="random sign flips when n > 20 (default 10000)")
+    p.add_argument("--n-boot", type=int, default=10_000, help="bootstrap resamples for the intervals (default 10000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gamma", type=float, default=1 / 3, help="UDCG's weight of the negative part (paper: 1/3)")
+    p.add_argument("--theta", help="a fitted UDCG_theta model (JSON) for UDCG_theta@k")
+    p.add_argument("--unannotated", default="error", choices=("error", "zero", "worst"),
+                   help="a top-k document without a utility: error (default), zero (u = 0) or worst (u = -1)")
+    p.add_argument("--model", help="refuse utilities made by another model")
+    p.add_argument("--prompt", help="refuse utilities made with another prompt version")
+    p.add_argument("--format", choices=("markdown", "csv", "json", "latex"), help="default: from -o's extension, "
+                   "else markdown")
+    p.add_argument("-o", "--output", help="write the table here (.md, .csv, .json, .tex); it is printed too")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from udcg.api import named_runs, score_runs
+    from udcg.errors import InputError
+    from udcg.io import atomic_write_text
+    from udcg.metrics.compare import compare_scores, format_comparison
+
+    if len(args.run) < 2:
+        raise InputError(f"--run: compare needs two or more runs, got {len(args.run)} (use udcg score for one)")
+    if not 0 < args.alpha < 1:
+        raise InputError(f"--alpha {args.alpha}: must be between 0 and 1 (e.g. 0.05)")
+    for flag, value in (("--n-resamples", args.n_resamples), ("--n-boot", args.n_boot)):
+        if value < 100:
+            raise InputError(f"{flag} {value}: must be at least 100 (default 10000)")
+    fmt = args.format or (FORMATS.get(Path(args.output).suffix.lower(), "markdown") if args.output else "markdown")
+    scores = score_runs(named_runs(args.run), args.qrels, utilities=args.utilities, metrics=args.metrics,
+                        gamma=args.gamma, theta=args.theta, unannotated=args.unannotated, model=args.model,
+                        prompt_version=args.prompt)
+    cmp = compare_scores({name: s.values for name, s in scores.items()}, test=args.test, alpha=args.alpha,
+                         n_resamples=args.n_resamples, n_boot=args.n_boot, seed=args.seed)
+    text = format_comparison(cmp, fmt)
+    if args.output:
+        atomic_write_text(args.output, text)
+    print(text)
+    for name, s in scores.items():
+        for k, (annotated, total) in s.coverage.items():
+            print(f"{name}: annotated@{k if k is not None else 'all'} = {annotated}/{total}", file=sys.stderr)
+        for note in s.notes:
+            print(f"{name}: {note}", file=sys.stderr)
+    return 0

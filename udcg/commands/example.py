@@ -1,0 +1,41 @@
+"""udcg example: copy the packaged BEIR-style example (NQ questions, a Wikipedia corpus, qrels and
+three runs) into a folder, to try the own-data quickstart on."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("example", help="copy the packaged example collection (BEIR folder + 3 runs) to a folder",
+                       description="Copy the packaged nq-example folder: corpus.jsonl (299 Wikipedia passages), "
+                       "queries.jsonl (20 NQ questions with answers), qrels/test.tsv and runs/{bm25,dense,hybrid}.trec.",
+                       epilog="example:\n  udcg example nq-example && ls nq-example/runs",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("folder", nargs="?", default="nq-example", help="where to copy it (default ./nq-example); "
+                   "must not exist yet")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import shutil
+    from pathlib import Path
+
+    from udcg.errors import InputError
+    from udcg.sources import example_path
+
+    target = Path(args.folder)
+    if target.exists() or target.is_symlink():
+        raise InputError(f"{target}: already exists (choose a new folder, or remove it first)")
+    tmp = target.with_name(f".{target.name}.partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        shutil.copytree(example_path(), tmp)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise InputError(f"{target}: cannot write here ({e.strerror}); choose another folder") from None
+    tmp.rename(target)  # whole or not at all
+    print(f"copied the example collection to {target}/ (corpus.jsonl, queries.jsonl, qrels/test.tsv, "
+          "runs/bm25.trec, runs/dense.trec, runs/hybrid.trec)", file=sys.stderr)
+    return 0

@@ -1,0 +1,284 @@
+"""The everyday job on the user's own collection: annotate the documents their runs retrieve, once,
+incrementally; build the reader contexts of their runs for answers, outcomes, UDCG_theta and
+correlation.
+
+Pairs of a set of runs: the union over runs of each query's top-``depth`` documents (trec_eval
+order), listed query by query in order of first appearance. Relevance R of a pair comes from the
+qrels where judged (grade > 0 is relevant); an unjudged pair follows an explicit policy:
+``irrelevant`` (R = -1, the usual IR assumption), ``judge`` (the grader stage's relevance judge) or
+``error``. Nothing is guessed silently: every output says how many pairs each source labelled.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from udcg import __version__
+from udcg.annotate import utilities as store
+from udcg.annotate.runner import AnnotateConfig, annotate, check_cache
+from udcg.collection import Collection
+from udcg.errors import InputError
+from udcg.io import AppendCache, read_json
+from udcg.records import Annotation, Passage, Question
+from udcg.trec import ranked_docids
+
+log = logging.getLogger(__name__)
+
+UNJUDGED = ("irrelevant", "judge", "error")
+Run = Mapping[str, Mapping[str, float]]
+
+
+def top_docids(run: Run, qid: str, depth: int) -> list[str]:
+    return ranked_docids(run.get(qid, {}))[:depth]
+
+
+def run_pairs(runs: Mapping[str, Run], depth: int) -> dict[str, list[str]]:
+    """{qid: docids}: the union of every run's top-``depth``, runs in order, then rank order."""
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise InputError(f"--depth {depth!r}: must be a positive integer (e.g. 10)")
+    pairs: dict[str, dict[str, None]] = {}
+    for run in runs.values():
+        for qid in run:
+            pairs.setdefault(qid, {}).update(dict.fromkeys(top_docids(run, qid, depth)))
+    return {qid: list(docs) for qid, docs in pairs.items()}
+
+
+def _judge_unjudged(missing: list[tuple[str, str]], collection: Collection, judge, cache_path: Path,
+                    progress: Callable[[int], None] | None) -> dict[tuple[str, str], tuple[bool, str]]:
+    from udcg.grade.judges import PassageItem
+    from udcg.grade.runner import check_answers, run_judge
+
+    items = [PassageItem(qid=q, pid=d, question=collection.queries[q].text, answers=collection.queries[q].answers,
+                         text=collection.corpus[d].text, title=collection.corpus[d].title) for q, d in missing]
+    check_answers(items, judge.task, collection.source)
+    records = run_judge(judge, items, cache_path, progress=progress)
+    out = {}
+    for (qid, docid), rec in zip(missing, records, strict=True):
+        out[qid, docid] = (rec["label"] == "relevant", "judge" if rec["label"] is not None else "judge-unparseable")
+    return out
+
+
+def relevance(pairs: Mapping[str, Sequence[str]], collection: Collection, unjudged: str, *,
+              judge_factory: Callable[[], object] | None = None, judge_cache: Path | None = None,
+              progress: Callable[[int], None] | None = None) -> dict[tuple[str, str], tuple[bool, str]]:
+    """(R, source) per pair: the qrels where judged, else the ``unjudged`` policy."""
+    if unjudged not in UNJUDGED:
+        raise InputError(f"--unjudged {unjudged!r}: choose one of {', '.join(UNJUDGED)}")
+    out: dict[tuple[str, str], tuple[bool, str]] = {}
+    missing = []
+    for qid, docids in pairs.items():
+        judged = collection.qrels.get(qid, {})
+        for docid in docids:
+            if docid in judged:
+                out[qid, docid] = (judged[docid] > 0, "qrels")
+            else:
+                missing.append((qid, docid))
+    if missing and unjudged == "error":
+        qid, docid = missing[0]
+        raise InputError(f"{collection.source}: {len(missing)} retrieved pair(s) have no qrels judgement (first: query "
+                         f"{qid!r}, document {docid!r}); choose --unjudged irrelevant (count them as not relevant) "
+                         "or --unjudged judge (ask the relevance judge)")
+    if missing and unjudged == "irrelevant":
+        out.update({pair: (False, "unjudged-irrelevant") for pair in missing})
+    elif missing:
+        if judge_factory is None or judge_cache is None:
+            raise InputError("--unjudged judge needs a judge (--judge rules or --judge MODEL)")
+        out.update(_judge_unjudged(missing, collection, judge_factory(), judge_cache, progress))
+    return out
+
+
+@dataclass
+class AnnotateRunsReport:
+    pairs: int = 0  # pairs of this call's runs
+    computed: int = 0  # annotated by the model in this call
+    reused: int = 0  # already in the output folder
+    total: int = 0  # pairs in the utility file now
+    sources: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    model_loaded: bool = False
+
+    def lines(self, out: str | Path) -> list[str]:
+        src = ", ".join(f"{k} {v}" for k, v in sorted(self.sources.items()))
+        return [f"pairs in the runs' top-depth: {self.pairs}; new pairs annotated: {self.computed}; already in "
+                f"{out}: {self.reused}" + ("" if self.model_loaded else " (no model loaded)"),
+                f"relevance of these pairs: {src}",
+                f"utility file now holds {self.total} pairs"
+                + (f"; model time {self.seconds:.1f} s ({self.computed / self.seconds:.2f} pairs/s)"
+                   if self.seconds > 0 else "")]
+
+
+def _questions(pairs: Mapping[str, Sequence[str]], collection: Collection) -> list[Question]:
+    return [Question(qid=qid, text=collection.queries[qid].text, answers=collection.queries[qid].answers,
+                     passages=tuple(Passage(pid=d, text=collection.corpus[d].text, title=collection.corpus[d].title)
+                                    for d in docids))
+            for qid, docids in pairs.items()]
+
+
+def _check_meta(out: Path, cfg: AnnotateConfig, model: str) -> dict:
+    meta_path = out / store.META
+    meta = read_json(meta_path) if meta_path.is_file() else {}
+    if not isinstance(meta, dict):
+        raise InputError(f"{meta_path}: not a udcg utilities meta file (delete the folder or choose another -o)")
+    for key, want in (("model", model), ("estimator", cfg.estimator), ("prompt_version", cfg.prompt_version)):
+        if meta.get(key) not in (None, want):
+            raise InputError(f"{out}: these utilities were made with {key} {meta[key]!r}, not {want!r}; use another "
+                             "output folder (one folder per reader model, prompt and estimator)")
+    return meta
+
+
+def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, out: str | Path, cfg: AnnotateConfig,
+                  model: str, load_backend: Callable[[], object], *, unjudged: str = "irrelevant",
+                  judge_factory: Callable[[], object] | None = None,
+                  progress: Callable[[int, str], Callable[[int], None]] | None = None) -> AnnotateRunsReport:
+    """Annotate every pair of the runs' top-``depth`` not yet in ``out``; rewrite the utility file.
+
+    ``load_backend`` is called only when some pair needs the model. ``progress(total, desc)``
+    returns an update function (the CLI's bar)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: exists and is not a folder (-o names the utilities folder)")
+    meta = _check_meta(out, cfg, model)
+    pairs = run_pairs(runs, depth)
+    rel = relevance(pairs, collection, unjudged, judge_factory=judge_factory, judge_cache=out / "judgements.jsonl",
+                    progress=progress(sum(map(len, pairs.values())), "judge relevance") if progress else None)
+    report = AnnotateRunsReport(pairs=len(rel))
+    for _, source in rel.values():
+        report.sources[source] = report.sources.get(source, 0) + 1
+    with AppendCache(out / store.ANNOTATIONS) as cache:
+        check_cache(cache, model, cfg)
+        todo = sum(f"{q}\t{d}" not in cache for q, docids in pairs.items() for d in docids)
+    report.reused = report.pairs - todo
+    if todo:
+        backend = load_backend()
+        report.model_loaded = True
+        if backend.name != model:
+            raise InputError(f"the backend is named {backend.name!r}, not {model!r}")
+        t0 = time.perf_counter()
+        done, stats = annotate(_questions(pairs, collection), backend, cfg, out / store.ANNOTATIONS,
+                               progress(report.pairs, f"annotate {model}") if progress else None)
+        report.computed, report.seconds = stats.n_computed, time.perf_counter() - t0
+    else:
+        with AppendCache(out / store.ANNOTATIONS) as cache:
+            done = dict(cache.done)
+    records = _merged_records(out, done, rel, model, cfg)
+    report.total = len(records)
+    runs_meta = {**meta.get("runs", {}), **{name: {"depth": depth, "queries": len(run)} for name, run in runs.items()}}
+    store.write_utilities(out, records, {
+        "model": model, "estimator": cfg.estimator, "prompt_version": cfg.prompt_version, "udcg_version": __version__,
+        "collection": collection.source, "runs": runs_meta, "pairs": len(records), "unjudged": unjudged,
+        "relevance_sources": _count_sources(records)})
+    return report
+
+
+def _count_sources(records: Mapping[tuple[str, str], store.UtilityRecord]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in records.values():
+        counts[r.relevance_source] = counts.get(r.relevance_source, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _merged_records(out: Path, done: Mapping, rel: Mapping[tuple[str, str], tuple[bool, str]], model: str,
+                    cfg: AnnotateConfig) -> dict[tuple[str, str], store.UtilityRecord]:
+    """This call's pairs with their relevance, plus the pairs of earlier calls as they were written."""
+    records = dict(store.read_utilities(out).records) if (out / store.UTILITIES).is_file() else {}
+    for (qid, docid), (relevant, source) in rel.items():
+        a = done[f"{qid}\t{docid}"]
+        if isinstance(a, dict):  # a raw cache line (nothing computed in this call)
+            a = Annotation(**{f: v for f, v in a.items() if f != "key"})
+        records[qid, docid] = store.UtilityRecord(
+            qid=qid, docid=docid, p_abs=a.p_abs, relevant=relevant, relevance_source=source, model=model,
+            estimator=cfg.estimator, prompt_version=cfg.prompt_version, ci_low=a.ci_low, ci_high=a.ci_high,
+            n_samples=a.n_samples, note=a.note)
+    return records
+
+
+# ---------------------------------------------------------------- contexts of runs, for answers
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """The top-k documents of one run for one query: what the reader is shown."""
+
+    qid: str
+    cid: str  # the run's name, or sample-<i> for a random k-subset
+    run: str
+    docids: tuple[str, ...]
+
+
+def run_contexts(runs: Mapping[str, Run], collection: Collection, k: int, *, samples: int = 0, depth: int = 20,
+                 seed: int = 0) -> tuple[list[RunContext], dict[str, int]]:
+    """One context per (query, run): the run's top-k. With ``samples`` > 0, also that many random
+    k-subsets per query of the union of the runs' top-``depth`` (kept in rank order of first
+    appearance, seeded), to give UDCG_theta and correlation contexts that differ within a query.
+    Queries whose ranking holds fewer than k documents are skipped and counted."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise InputError(f"--k {k!r}: must be a positive integer (e.g. 5)")
+    if samples < 0:
+        raise InputError(f"--samples {samples}: must be >= 0")
+    out: list[RunContext] = []
+    short: dict[str, int] = {}
+    pool = run_pairs(runs, depth) if samples else {}
+    for qid in collection.queries:
+        for name, run in runs.items():
+            if qid not in run:
+                continue
+            docids = top_docids(run, qid, k)
+            if len(docids) < k:
+                short[name] = short.get(name, 0) + 1
+                continue
+            out.append(RunContext(qid, name, name, tuple(docids)))
+        candidates = pool.get(qid, [])
+        if samples and len(candidates) >= k:
+            rng = random.Random(f"{seed}\t{qid}")
+            for i in range(samples):
+                chosen = sorted(rng.sample(range(len(candidates)), k))
+                out.append(RunContext(qid, f"sample-{i}", "sample", tuple(candidates[j] for j in chosen)))
+    return out, short
+
+
+def context_record(ctx: RunContext, collection: Collection, answer: str,
+                   utilities: Mapping[str, Mapping[str, float]] | None) -> dict:
+    """A contexts-JSONL record (``udcg.contextfile``) that is also an answer item for ``udcg judge
+    answer``: qid, cid, pids, relevant, utilities, n_relevant, question, answers, answer."""
+    q = collection.queries[ctx.qid]
+    judged = collection.qrels.get(ctx.qid, {})
+    relevant = [judged.get(d, 0) > 0 for d in ctx.docids]
+    rec = {"qid": ctx.qid, "cid": ctx.cid, "run": ctx.run, "pids": list(ctx.docids), "relevant": relevant,
+           "n_relevant": max(sum(v > 0 for v in judged.values()), sum(relevant)), "question": q.text,
+           "answers": list(q.answers), "answer": answer, "context_has_relevant": any(relevant)}
+    if utilities is not None:
+        u = utilities.get(ctx.qid, {})
+        missing = [d for d in ctx.docids if d not in u]
+        if missing:
+            raise InputError(f"query {ctx.qid!r}, context {ctx.cid!r}: document {missing[0]!r} has no utility "
+                             "(annotate these runs first: udcg annotate --run ... --depth K)")
+        rec["utilities"] = [u[d] for d in ctx.docids]
+    return rec
+
+
+def answer_contexts(contexts: Sequence[RunContext], collection: Collection, model: str,
+                    load_backend: Callable[[], object], cache_path: Path, *, prompt_version: str,
+                    max_new_tokens: int = 32, chunk_size: int = 16, progress=None) -> tuple[dict[str, str], dict]:
+    """The reader's greedy answer to every context (the project's reader prompt, k numbered
+    documents), resumable: finished chunks live in ``cache_path``; a context already answered (by
+    any run: same query, same documents in the same order) is not asked again, and when every
+    answer is cached no model is loaded. Returns ({context key: answer}, timing stats)."""
+    from udcg.annotate.prompt import reader_chat
+    from udcg.experiment.steps import _answer_expect, _open_cache, context_key, generate_cached
+
+    requests = [(context_key(c.qid, c.docids),
+                 reader_chat(collection.queries[c.qid].text, [collection.corpus[d].text for d in c.docids],
+                             prompt_version)) for c in contexts]
+    with _open_cache(Path(cache_path), _answer_expect(model, prompt_version, max_new_tokens)) as cache:
+        if all(key in cache for key, _ in requests):
+            return {key: cache.get(key)["answer"] for key, _ in requests}, {"requests": len(requests), "computed": 0}
+    backend = load_backend()
+    if backend.name != model:
+        raise InputError(f"the backend is named {backend.name!r}, not {model!r}")
+    return generate_cached(backend, requests, Path(cache_path), max_new_tokens, prompt_version, chunk_size, progress,
+                           "answer contexts")
