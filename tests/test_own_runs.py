@@ -146,3 +146,39 @@ def test_compare_answer_judge_fit_correlate(beir, tmp_path, tiny_model_dir, caps
     rows = [json.loads(line) for line in judged.read_text().splitlines()]
     assert all(r["outcome"] in ("correct", "abstained", "wrong") and "utilities" in r for r in rows)
     assert main(["correlate", str(judged), "--metrics", "UDCG,nDCG,P"]) == 0
+
+
+@pytest.mark.parametrize("lines, words", [
+    ("q9 Q0 d1 1 3 x\n", ["1 run queries are not in the queries", "q9"]),
+    ("q1 Q0 d99 1 3 x\n", ["not in the corpus", "d99"]),
+    ("q1 Q0 d1 1 3 x\nq1 Q0 d1 2 2 x\n", ["appears twice", ":2"]),
+])
+def test_bad_runs_stop_before_any_model_loads(beir, tmp_path, capsys, lines, words):
+    folder, _ = beir
+    bad = tmp_path / "bad.trec"
+    bad.write_text(lines)
+    out = tmp_path / "u"
+    assert main(["annotate", "--corpus", str(folder), "--run", str(bad), "--model", "no-such-model-loaded",
+                 "-o", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    for word in words:
+        assert word.lower() in err.lower(), err
+    assert not out.exists()
+
+
+def test_several_runs_all_scored_or_an_error(beir, tmp_path, capsys):
+    folder, runs = beir
+    qrels = str(folder / "qrels" / "test.tsv")
+    out = tmp_path / "pq.tsv"
+    assert main(["score", "--run", str(runs / "a.trec"), "--run", str(runs / "b.trec"), "--qrels", qrels,
+                 "--metrics", "P@2", "-o", str(out)]) == 0
+    rows = [line.split("\t") for line in out.read_text().splitlines()]
+    assert {r[0] for r in rows} == {"a", "b"} and len(rows) == 6
+    assert main(["score", "--run", str(runs / "a.trec"), "--run", str(tmp_path / "missing.trec"), "--qrels", qrels,
+                 "--metrics", "P@2", "-o", str(tmp_path / "x.tsv")]) == 2
+    assert not (tmp_path / "x.tsv").exists()
+    assert main(["compare", "--run", str(runs / "a.trec"), "--qrels", qrels, "--metrics", "P@2"]) == 2
+    assert "two or more runs" in capsys.readouterr().err
+    assert main(["score", "--run", str(runs / "a.trec"), "--metrics", "nDCG@2", "-o", str(tmp_path / "y.tsv")]) == 2
+    assert "needs qrels" in capsys.readouterr().err

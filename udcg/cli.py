@@ -9,6 +9,7 @@ import sys
 
 from udcg import __version__
 from udcg.errors import UdcgError
+from udcg.redact import env_secrets, redact
 
 # Command modules under udcg/commands, in the order `udcg --help` lists them.
 COMMANDS = ("example", "annotate", "score", "compare", "answer", "judge", "fit_theta", "correlate", "validate", "demo", "models",
@@ -58,14 +59,62 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    secrets = env_secrets([n for n in (getattr(args, "api_key_env", None),) if n])
+    redacting = _Redacting(secrets)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(redacting)
     try:
+        _check_outputs(args)
         return int(args.func(args) or 0)
     except UdcgError as e:
-        print(f"udcg {args.command}: error: {e}", file=sys.stderr)
+        print(redact(f"udcg {args.command}: error: {e}", secrets), file=sys.stderr)
         return getattr(e, "exit_code", 1)
     except KeyboardInterrupt:
         print(f"udcg {args.command}: interrupted; finished work is kept, rerun the same command to resume", file=sys.stderr)
         return 130
+    finally:
+        for handler in logging.getLogger().handlers:
+            handler.removeFilter(redacting)
+
+
+# Output options of every command: (attribute, flag). -o is a folder for validate, demo and annotate --run.
+OUTPUT_OPTIONS = (("output", "-o"), ("cache", "--cache"), ("write_authors", "--write-authors"))
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Before any work: every output path is a regular file or a new path (a folder where the
+    command writes a folder), and no two outputs, nor an output and the input, are one file."""
+    from pathlib import Path
+
+    from udcg.errors import InputError
+    from udcg.io import check_output_path
+
+    folder = args.command in ("validate", "demo") or (args.command == "annotate" and bool(getattr(args, "run", None)))
+    given = [(flag, Path(value)) for name, flag in OUTPUT_OPTIONS if (value := getattr(args, name, None))]
+    for flag, path in given:
+        check_output_path(path, flag, folder=folder and flag == "-o")
+    inputs = [("INPUT", Path(v)) for v in [getattr(args, "input", None)] if isinstance(v, (str, Path)) and v]
+    seen: dict[Path, str] = {}
+    for flag, path in inputs + given:
+        key = path.expanduser().resolve()
+        if key in seen:
+            raise InputError(f"{flag} {path}: the same file as {seen[key]} (give each output its own path)")
+        seen[key] = flag
+
+
+class _Redacting(logging.Filter):
+    """Masks secrets (API keys in any form, URL credentials) in every log line (udcg.redact)."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        super().__init__()
+        self.secrets = secrets
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = redact(message, self.secrets)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
 
 
 if __name__ == "__main__":
