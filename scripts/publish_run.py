@@ -1,6 +1,7 @@
 """Copy the shareable part of a ``udcg validate`` run folder (report, tables, figures, resolved
-config, summary, timings, fitted UDCG_theta models) to a folder meant for the repository, leaving
-out the model caches and the per-passage / per-context records.
+config, summary, timings, fitted UDCG_theta models, and ``data/``: the gzipped per-context and
+per-passage data from which ``udcg report`` rebuilds every table and figure) to a folder meant for
+the repository, leaving out the model caches and the plain JSONL copies of the data.
 
     python scripts/publish_run.py runs/popqa-qwen0.5b docs/results/popqa-qwen0.5b
 
@@ -15,12 +16,15 @@ import sys
 from pathlib import Path
 
 KEEP_FILES = ("report.md", "config.yaml", "summary.json", "run.json")
-KEEP_DIRS = ("tables", "figures", "theta")
+KEEP_DIRS = ("tables", "figures", "theta", "data")
 
 
 def publish(run_dir: Path, dest: Path) -> list[Path]:
     if not (run_dir / "report.md").is_file():
         raise SystemExit(f"{run_dir}: no report.md (is this a finished udcg validate run folder?)")
+    if not (run_dir / "data" / "contexts.jsonl.gz").is_file():
+        raise SystemExit(f"{run_dir}: no data/contexts.jsonl.gz (a run from before data/ existed: rerun udcg validate "
+                         "on it, its caches make that cheap, then publish)")
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)

@@ -29,7 +29,9 @@ def error(raw: dict) -> str:
 def test_empty_config_gives_the_paper_defaults():
     cfg = from_dict({})
     assert (cfg.contexts.k, cfg.contexts.n_contexts, cfg.contexts.balance) == (5, 10, 0.5)
-    assert cfg.pool.size == 25 and cfg.metrics.gamma == pytest.approx(1 / 3) and cfg.theta.C == 0.01
+    assert cfg.pool.size == 25 and cfg.metrics.gamma == pytest.approx(1 / 3)
+    assert cfg.theta.C == "auto" and cfg.theta.cv_folds == 5 and cfg.theta.cv_score == "spearman"  # issue 16: C by CV
+    assert cfg.contexts.order == "pool"  # the published runs' order
     assert cfg.grading.require_relevant_context and cfg.grading.judge == "rules"
     assert cfg.output.endswith(str(Path("runs") / "validate"))
 
@@ -84,6 +86,11 @@ def test_unknown_keys_are_named_with_the_known_ones(raw, words):
     ({"metrics": {"names": ["UDCG", "udcg"]}}, ["twice"]),
     ({"metrics": {"names": ["nDCG"], "baseline": "UDCG"}}, ["metrics.baseline", "not in metrics.names"]),
     ({"theta": {"C": 0}}, ["theta.C"]),
+    ({"theta": {"C": "best"}}, ["theta.C = 'best'", "auto"]),
+    ({"theta": {"C_grid": [0.1, -1]}}, ["theta.C_grid", "> 0"]),
+    ({"theta": {"cv_folds": 1}}, ["theta.cv_folds", ">= 2"]),
+    ({"theta": {"cv_score": "ndcg"}}, ["theta.cv_score", "spearman, pairwise"]),
+    ({"contexts": {"order": "random"}}, ["contexts.order", "pool, shuffled"]),
     ({"theta": {"from_run": "/no/such/run"}}, ["theta.from_run", "no such run folder"]),
     ({"data": {"questions": "no-such-file.jsonl"}}, ["data.questions", "no-such-file.jsonl", "popqa"]),
     ({"data": {"data_dir": "/no/such/dir"}}, ["data.data_dir", "no such folder"]),
@@ -172,3 +179,34 @@ def test_demo_command_is_registered(capsys):
     with pytest.raises(SystemExit) as e:
         main(["demo", "--help"])
     assert e.value.code == 0 and "packaged demo config" in capsys.readouterr().out
+
+
+def test_theta_C_is_a_number_or_auto():
+    assert from_dict({"theta": {"C": 0.5}}).theta.C == 0.5
+    assert from_dict({"theta": {"C": 2}}).theta.C == 2.0
+    assert from_dict({"theta": {"C": "auto", "C_grid": [1, 10]}}).theta.C_grid == (1.0, 10.0)
+
+
+def test_the_published_config_holds_no_absolute_path_and_reads_back(tmp_path):
+    from udcg.experiment.config import read_run_config
+    from udcg.experiment.paths import portable
+
+    cfg = from_dict({"output": str(REPO_ROOT / "runs" / "x"), "data": {"questions": "udcg/data/popqa-sample.jsonl"}})
+    assert Path(cfg.output).is_absolute() and Path(cfg.data.questions).is_absolute()
+    pub = portable(cfg)
+    assert pub.output == str(Path("runs") / "x") and pub.data.questions == str(Path("udcg/data/popqa-sample.jsonl"))
+    if Path(cfg.data.data_dir).is_relative_to(REPO_ROOT.parent):
+        assert not Path(pub.data.data_dir).is_absolute()
+    elsewhere = from_dict({"output": str(tmp_path / "run")})
+    assert portable(elsewhere).output == str((tmp_path / "run").resolve())  # outside the repository: kept
+    path = write(tmp_path, to_yaml(pub), "config.yaml")
+    assert read_run_config(path) == pub  # read back as written: nothing looked up
+    assert load_config(path).data.questions == cfg.data.questions  # and it still resolves
+
+
+@pytest.mark.parametrize("name", ["popqa-qwen0.5b", "nq-qwen0.5b"])
+def test_the_committed_results_configs_are_portable(name):
+    text = (REPO_ROOT / "docs" / "results" / name / "config.yaml").read_text()
+    raw = yaml.safe_load(text)
+    assert not Path(raw["output"]).is_absolute() and not Path(raw["data"]["data_dir"]).is_absolute()
+    assert str(REPO_ROOT) not in text

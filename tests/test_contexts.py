@@ -177,3 +177,21 @@ def test_oracle_select_binary_relevance_picks_relevant_first():
 def test_oracle_select_bad_scores(scores, match):
     with pytest.raises(InputError, match=match):
         cx.oracle_select(_question([True, False, False]), scores, k=2)
+
+
+# ---------------------------------------------------------------- passage order inside a context
+
+
+def test_order_pool_keeps_the_contexts_and_shuffled_permutes_each_seeded():
+    q = _question([True, False, True, False, False, True, False, False, False, False], qid="q7")
+    drawn = cx.sample_contexts(q, k=5, n_contexts=8, pool_size=10, seed=3)
+    assert cx.order_passages(drawn, "pool", seed=3) == drawn  # the default: today's prompts, unchanged
+    shuffled = cx.order_passages(drawn, "shuffled", seed=3)
+    assert [c.cid for c in shuffled] == [c.cid for c in drawn]
+    assert all(sorted(s.pids) == sorted(d.pids) for s, d in zip(shuffled, drawn))  # same passages
+    assert any(s.pids != d.pids for s, d in zip(shuffled, drawn))  # in another order
+    assert cx.order_passages(drawn, "shuffled", seed=3) == shuffled  # seeded
+    assert cx.order_passages(drawn[::-1], "shuffled", seed=3) == shuffled[::-1]  # per context, not per list
+    assert cx.order_passages(drawn, "shuffled", seed=4) != shuffled
+    with pytest.raises(InputError, match="pool, shuffled"):
+        cx.order_passages(drawn, "random")

@@ -158,3 +158,68 @@ def test_theta_errors(tmp_path):
     (tmp_path / "bad.json").write_text('{"type": "other"}')
     with pytest.raises(InputError, match="not a saved UDCGTheta"):
         UDCGTheta.load(tmp_path / "bad.json")
+
+
+def test_standardised_fit_keeps_eq3_and_saves_its_scaler(tmp_path):
+    u, y, g = synthetic(W_TRUE, n_q=60)
+    m = UDCGTheta(C=1.0).fit(u, y, g)
+    F = theta_features(u)
+    assert np.allclose(m.coef_ * m.scaler_.scale_, m.coef_standardized_)  # utility units = standardised / scale
+    assert np.allclose(m.predict(u), 1 / (1 + np.exp(-(F @ m.coef_))))  # sigma(sum alpha u+ + beta u-), no intercept
+    assert np.allclose(m.scaler_.mean_, F.mean(0)) and np.allclose(m.scaler_.scale_, F.std(0))
+    m.save(tmp_path / "t.json")
+    saved = json.loads((tmp_path / "t.json").read_text())
+    assert saved["scaler"]["scale"] == m.scaler_.scale_.tolist() and saved["C"] == 1.0 and saved["cv"] is None
+    loaded = UDCGTheta.load(tmp_path / "t.json")
+    assert np.array_equal(loaded.predict(u), m.predict(u)) and np.array_equal(loaded.scaler_.mean_, m.scaler_.mean_)
+    raw = UDCGTheta(C=1.0, standardize=False).fit(u, y, g)
+    assert raw.scaler_ is None and np.array_equal(raw.coef_, raw.coef_standardized_)
+
+
+def test_a_model_saved_before_standardisation_still_loads(tmp_path):
+    old = {"type": "UDCGTheta", "params": {"C": 0.01, "max_iter": 100000, "tol": 1e-06, "variant": "full"}, "k": 2,
+           "alpha": [0.5, 0.25], "beta": [0.1, 0.2], "coef": [0.5, 0.25, 0.1, 0.2], "n_pairs": 10, "n_queries": 3}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    m = UDCGTheta.load(tmp_path / "old.json")
+    assert m.standardize is False and m.scaler_ is None and m.C_ == 0.01
+    u = np.array([[0.8, -0.5]])
+    assert m.predict(u)[0] == pytest.approx(1 / (1 + np.exp(-(0.5 * 0.8 + 0.2 * -0.5))))
+
+
+def test_C_auto_picks_by_grouped_cross_validation_and_records_the_curve():
+    u, y, g = synthetic(W_TRUE, n_q=40, noise=0.3)
+    m = UDCGTheta(C="auto", C_grid=(0.001, 1.0, 100.0), cv=4).fit(u, y, g)
+    cv = m.cv_results_
+    assert cv["C"] == [0.001, 1.0, 100.0] and cv["folds"] == 4 and cv["score"] == "spearman"
+    assert len(cv["per_fold"]) == 3 and all(len(row) == 4 for row in cv["per_fold"])
+    assert m.C_ == cv["C"][int(np.argmax(cv["mean"]))]
+    # the curve by hand for one C: fit on three folds' questions, score the fourth's by mean per-question Spearman
+    from scipy.stats import spearmanr
+    from sklearn.model_selection import GroupKFold
+
+    folds = list(GroupKFold(4).split(u, y, g))
+    train, held = folds[0]
+    fold_model = UDCGTheta(C=1.0).fit(u[train], y[train], g[train])
+    scores = fold_model.decision_function(u[held])
+    by_hand = np.mean([spearmanr(scores[g[held] == q], y[held][g[held] == q]).statistic for q in np.unique(g[held])])
+    assert cv["per_fold"][1][0] == pytest.approx(by_hand)
+    refit = UDCGTheta(C=m.C_).fit(u, y, g)
+    assert np.array_equal(refit.coef_, m.coef_)  # the final model is the chosen C fitted on everything
+    pair = UDCGTheta(C="auto", C_grid=(0.001, 1.0), cv=3, cv_score="pairwise").fit(u, y, g)
+    assert pair.cv_results_["score"] == "pairwise" and 0.5 < max(pair.cv_results_["mean"]) <= 1.0
+
+
+def test_C_auto_errors_and_random_state_leaves_numpy_alone():
+    u, y, g = synthetic(W_TRUE, n_q=10)
+    with pytest.raises(InputError, match="auto"):
+        UDCGTheta(C="big").fit(u, y, g)
+    with pytest.raises(InputError, match="cv_score"):
+        UDCGTheta(C="auto", cv_score="ndcg").fit(u, y, g)
+    with pytest.raises(InputError, match="folds"):
+        UDCGTheta(C="auto", cv=1).fit(u, y, g)
+    before = np.random.get_state()[1].copy()
+    a = UDCGTheta(C="auto", random_state=3).fit(u, y, g)
+    b = UDCGTheta(C="auto", random_state=3).fit(u, y, g)
+    assert np.array_equal(np.random.get_state()[1], before)  # numpy's global generator untouched
+    assert np.array_equal(a.coef_, b.coef_) and a.cv_results_ == b.cv_results_
+    assert clone(a).get_params() == a.get_params()

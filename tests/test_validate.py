@@ -8,6 +8,7 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -183,7 +184,7 @@ def graded(qid, cid, utilities, outcome, **metrics):
             "outcome": outcome, "metrics": metrics, "split": "train"}
 
 
-def test_correlate_matches_the_hand_ranking_and_fills_na():
+def test_correlate_matches_the_hand_ranking_and_leaves_na_out():
     recs = [graded("q1", "a", [0.9], "correct", M=0.9, N=0.1), graded("q1", "b", [-0.1], "abstained", M=0.5, N=0.5),
             graded("q1", "c", [-0.9], "wrong", M=0.1, N=None), graded("q2", "d", [0.5], "correct", M=1.0, N=0.0),
             graded("q2", "e", [0.5], "wrong", M=0.0, N=1.0), graded("q3", "f", [0.5], "correct", M=0.3, N=0.3),
@@ -191,11 +192,13 @@ def test_correlate_matches_the_hand_ranking_and_fills_na():
     table, notes = studies.correlate(recs, ["M", "N"], "M", "zero", 200, 0, "toy")
     rows = {r["metric"]: r for r in table.rows}
     assert rows["M"]["mean_rho"] == pytest.approx(1.0) and rows["M"]["n_questions"] == 2
-    # N on q1: (0.1, 0.5, NA -> 0) against outcomes (2, 1, 0): ranks (2, 3, 1) vs (3, 2, 1) -> rho 0.5; q2: -1
-    assert rows["N"]["mean_rho"] == pytest.approx((0.5 - 1.0) / 2)
+    # N is NA on a context of q1: q1 has no rho for N (never NA -> 0, which would give 0.5); q2: -1
+    assert rows["N"]["mean_rho"] == pytest.approx(-1.0) and rows["N"]["n_questions"] == 1
+    assert rows["N"]["na_metric"] == 1 and rows["M"]["na_metric"] == 0
     assert rows["M"]["no_rho_outcome"] == 1  # q3's graded outcomes are all "correct"
-    assert notes == {"contexts": 7, "ungraded_contexts": 1, "na_scored_zero": 1, "questions": 3}
-    assert rows["M"]["best"] == "*" and rows["N"]["diff_vs_baseline"] == pytest.approx(-1.25)
+    assert notes == {"contexts": 7, "ungraded_contexts": 1, "na_values": 1, "questions": 3}
+    assert rows["M"]["best"] == "*" and rows["N"]["diff_vs_baseline"] == pytest.approx(-2.0)  # on q2 only
+    assert (rows["M"]["pair_acc"], rows["N"]["pair_acc"]) == (1.0, 0.0)
 
 
 def test_fit_theta_is_deterministic_and_none_without_pairs():
@@ -301,15 +304,108 @@ def test_pipeline_writes_every_record_and_table(scripted_run):
     out, result, calls = scripted_run
     for name in ("config.yaml", "run.json", "pools.jsonl", "annotations.jsonl", "contexts.jsonl", "answers.jsonl",
                  "report.md", "summary.json", "studies/k1.jsonl", "studies/positions.jsonl", "studies/oracle.jsonl",
-                 "theta/full-k3.json", "figures/fig1-positions.png", "figures/fig2-k.png"):
+                 "theta/full-k3.json", "figures/fig1-positions.png", "figures/fig2-k.png", "figures/theta-weights.png",
+                 "data/contexts.jsonl.gz", "data/pools.jsonl.gz", "data/annotations.jsonl.gz", "data/notes.json",
+                 "data/per-question.jsonl.gz"):
         assert (out / name).is_file(), name
-    for table in ("table3", "table3-all", "table4", "fig2-k", "fig1-positions", "table2-oracle"):
+    for table in ("table3", "table3-all", "table4", "fig2-k", "fig1-positions", "table2-oracle", "theta-weights", "theta-cv"):
         for suffix in (".md", ".csv", ".json"):
             assert (out / "tables" / f"{table}{suffix}").is_file()
     assert (out / "figures" / "fig2-k.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     report = (out / "report.md").read_text()
-    assert all(f in report for f in ("Table 3", "Table 4", "Table 2", "Fig. 1", "Fig. 2", "figures/fig2-k.png"))
-    assert {r["metric"] for r in result.table3.rows} >= {"UDCG", "nDCG", "RR", "AP", "P", "Success", "eRAG", "ANSWER_PROB", "RA-nWG"}
+    assert all(f in report for f in ("Table 3", "Table 4", "Table 2", "Fig. 1", "Fig. 2", "figures/fig2-k.png",
+                                     "figures/theta-weights.png", "Kendall", "pairwise accuracy"))
+    names = {r["metric"] for r in result.table3.rows}
+    assert names >= {"UDCG", "nDCG", "RR", "AP", "P", "Success", "eRAG", "ANSWER_PROB"}
+    for column in ("mean_tau_b", "tau_b_ci_low", "p_tau_b", "p_tau_b_holm", "pair_acc", "pair_acc_ci_high", "p_pair_acc_holm"):
+        assert column in result.table3.columns
+
+
+def test_rule_grades_drop_ra_nwg_from_the_correlation_tables_with_a_note(scripted_run):
+    out, result, _ = scripted_run
+    assert all("RA-nWG" not in {r["metric"] for r in t.rows} for t in result.tables.values() if "metric" in t.columns)
+    assert "linear function of P" in (out / "report.md").read_text()
+    assert result.notes["dropped_from_correlation"]["metrics"] == ["RA-nWG"]
+    rows = [json.loads(line) for line in (out / "contexts.jsonl").read_text().splitlines()]
+    assert all("RA-nWG" in r["metrics"] for r in rows)  # still computed, published with the data
+
+
+def test_erag_at_k1_is_flagged_circular_and_never_best(scripted_run):
+    out, result, _ = scripted_run
+    k1 = [r for r in result.tables["fig2-k"].rows if r["k"] == 1]
+    assert {r["metric"]: r["circular"] for r in k1}["eRAG"] == "yes"
+    assert all(not r["circular"] for r in result.tables["fig2-k"].rows if r["k"] != 1 or r["metric"] != "eRAG")
+    k1_table = json.loads((out / "summary.json").read_text())["tables"]["fig2-k"]
+    assert any(r["metric"] == "eRAG" and r["circular"] == "yes" for r in k1_table)
+    assert "circular" in (out / "tables" / "fig2-k.md").read_text() and "eRAG at k = 1 is circular" in (out / "report.md").read_text()
+
+
+def test_theta_C_is_chosen_by_cross_validation_and_recorded(scripted_run):
+    out, result, _ = scripted_run
+    saved = json.loads((out / "theta" / "full-k3.json").read_text())
+    assert saved["params"]["C"] == "auto" and saved["C"] in saved["cv"]["C"] and saved["scaler"]["scale"]
+    assert result.notes["theta_C"]["full-k3"] == saved["C"]
+    chosen = [r for r in result.tables["theta-cv"].rows if r["model"] == "full-k3" and r["chosen"]]
+    assert [r["C"] for r in chosen] == [saved["C"]]
+    weights = [r for r in result.tables["theta-weights"].rows if r["model"] == "full-k3"]
+    assert [r["alpha"] for r in weights] == pytest.approx(saved["alpha"])
+
+
+def test_report_rebuilds_every_output_from_the_data_alone_byte_for_byte(scripted_run, tmp_path):
+    """`udcg report RUN -o FRESH` (no model, no data set): the same tables, figures, report and summary."""
+    out, _, _ = scripted_run
+    published = tmp_path / "published"
+    published.mkdir()
+    for name in ("config.yaml", "data", "theta"):  # all a published run needs for its report
+        src = out / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, published / name)
+    fresh = tmp_path / "fresh"
+    done = subprocess.run([sys.executable, "-m", "udcg", "report", str(published), "-o", str(fresh)], cwd=tmp_path,
+                          capture_output=True, text=True, env={**os.environ, "UDCG_DATA_DIR": str(tmp_path / "none")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    made = {str(p.relative_to(fresh)): p.read_bytes() for p in sorted(fresh.rglob("*")) if p.is_file()}
+    assert set(made) >= {"report.md", "summary.json", "tables/table3.md", "tables/fig2-k.json", "figures/fig2-k.png",
+                         "figures/fig1-positions.png", "figures/theta-weights.png"}
+    assert made == {name: (out / name).read_bytes() for name in made}
+    assert "torch" not in subprocess.run([sys.executable, "-c", "import sys, udcg.experiment.reporting as r; "
+                                          "r.report(sys.argv[1], sys.argv[2]); print(' '.join(sys.modules))",
+                                          str(published), str(tmp_path / "again")],
+                                         capture_output=True, text=True, check=True).stdout.split()
+
+
+def test_published_data_is_gzipped_deterministically_and_complete(scripted_run):
+    import gzip
+
+    out, _, _ = scripted_run
+    for name in ("contexts", "pools", "annotations", "per-question"):
+        raw = (out / "data" / f"{name}.jsonl.gz").read_bytes()
+        assert raw[4:8] == b"\0\0\0\0" and raw[3] == 0  # gzip mtime 0, no file name: same data, same bytes
+    contexts = [json.loads(line) for line in gzip.decompress((out / "data" / "contexts.jsonl.gz").read_bytes()).splitlines()]
+    assert {r["study"] for r in contexts} == {"main", "k1", "positions", "oracle"}
+    for key in ("pids", "relevant", "p_abs", "utilities", "answer", "outcome", "split", "metrics"):
+        assert all(key in r for r in contexts), key
+    assert gzip.decompress((out / "data" / "pools.jsonl.gz").read_bytes()) == (out / "pools.jsonl").read_bytes()
+    assert gzip.decompress((out / "data" / "annotations.jsonl.gz").read_bytes()) == (out / "annotations.jsonl").read_bytes()
+    per_q = [json.loads(line) for line in gzip.decompress((out / "data" / "per-question.jsonl.gz").read_bytes()).splitlines()]
+    assert {r["table"] for r in per_q} == {"table3", "table3-all", "table4", "k1", "k3"}
+    assert set(per_q[0]) == {"table", "metric", "qid", "rho", "tau_b", "pair_acc", "status"}
+    udcg_rho = [r["rho"] for r in per_q if r["table"] == "table3" and r["metric"] == "UDCG" and r["rho"] is not None]
+    row = next(r for r in json.loads((out / "summary.json").read_text())["tables"]["table3"] if r["metric"] == "UDCG")
+    assert row["mean_rho"] == pytest.approx(np.mean(udcg_rho))
+
+
+def test_shuffled_context_order_permutes_the_prompts_only(scripted_run, tmp_path):
+    out, _, _ = scripted_run
+    shuffled = tmp_path / "shuffled"
+    run_validation(from_dict(scripted_config(shuffled, contexts={"order": "shuffled"}, studies={"positions": False,
+                                                                                                 "oracle": False})),
+                   backends={"scripted": ScriptedReader()})
+    pool_order = {r["cid"]: r["pids"] for r in map(json.loads, (out / "contexts.jsonl").read_text().splitlines())}
+    mixed = {r["cid"]: r["pids"] for r in map(json.loads, (shuffled / "contexts.jsonl").read_text().splitlines())}
+    assert pool_order.keys() == mixed.keys() and all(sorted(mixed[c]) == sorted(pool_order[c]) for c in mixed)
+    assert sum(mixed[c] != pool_order[c] for c in mixed) > len(mixed) // 2
+    assert "passages in shuffled order" in (shuffled / "report.md").read_text()
+    assert "order: shuffled" in (shuffled / "config.yaml").read_text()
 
 
 def test_contexts_are_balanced_and_the_answers_shared(scripted_run):

@@ -12,7 +12,7 @@ from udcg.errors import UdcgError
 from udcg.redact import env_secrets, redact
 
 # Command modules under udcg/commands, in the order `udcg --help` lists them.
-COMMANDS = ("example", "annotate", "score", "compare", "answer", "judge", "fit_theta", "correlate", "validate", "demo", "models",
+COMMANDS = ("example", "annotate", "score", "compare", "answer", "judge", "fit_theta", "correlate", "validate", "report", "demo", "models",
             "serve")
 
 EPILOG = """examples (your runs; see the README's quickstart):

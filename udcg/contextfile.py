@@ -6,6 +6,7 @@
      "utilities": [0.93, -0.41, ...],                                 # or "p_abs": [...] with "relevant"
      "n_relevant": 3,                   # optional: relevant passages in the question's pool
      "grades": [5, 2, ...], "corpus_grades": [n1, n2, n3, n4, n5],   # optional, for RA-nWG
+     "pool_grades": [n1, ..., n5],     # optional: grade counts of the retrieval pool, for PROC and %PROC
      "erag": [...], "answer_ll": [...], "contains": [...],            # optional per-passage scores
      "outcome": "correct" | "abstained" | "wrong" | null,             # optional, graded answer
      "metrics": {"UDCG": 0.61, ...}}                                  # added by `udcg score`
@@ -32,6 +33,8 @@ from udcg.metrics.contexts import ContextBatch, MetricName, score_batch
 from udcg.metrics.udcg import GAMMA, UDCGTheta, utilities_from
 from udcg.records import OUTCOME_LABELS, OUTCOME_SCORE
 
+MAX_COUNT = 1_000_000  # passages in one question's pool: more is not a pool (and nDCG's ideal would not fit in memory)
+MAX_SCORE = 1e6  # |erag|, |answer_ll|: per-passage scores and log-probabilities are far smaller
 _LISTS = {"relevant": bool, "utilities": float, "p_abs": float, "grades": int, "erag": float,
           "answer_ll": float, "contains": bool}
 
@@ -77,7 +80,47 @@ def _check_list(value: object, name: str, kind: type, k: int | None, where: str)
         raise InputError(f"{where}: field 'utilities' holds a value outside [-1, 1] (u = R * (1 - p_abs))")
     if name == "grades" and any(v not in (1, 2, 3, 4, 5) for v in value):
         raise InputError(f"{where}: field 'grades' holds a value outside 1..5 (use the 5-point rubric)")
+    if name in ("erag", "answer_ll") and any(abs(v) > MAX_SCORE for v in value):
+        raise InputError(f"{where}: field {name!r} holds a value beyond +-{MAX_SCORE:g} (a per-passage score or "
+                         "log-probability is far smaller; check how it was computed)")
     return list(value)
+
+
+def _check_counts(value: object, name: str, where: str) -> list[int]:
+    if not (isinstance(value, list) and len(value) == 5 and all(isinstance(c, int) and not isinstance(c, bool)
+                                                                 and 0 <= c <= MAX_COUNT for c in value)):
+        raise InputError(f"{where}: field {name!r} must be 5 counts of passages of grade 1..5, each in 0..{MAX_COUNT:,}")
+    return value
+
+
+def _check_consistent(fields: dict, where: str) -> None:
+    """Fields that describe the same passages must agree: a silent contradiction is a wrong score."""
+    rel, u = fields.get("relevant"), fields.get("utilities")
+    if rel is not None and u is not None:
+        for i, (r, v) in enumerate(zip(rel, u)):
+            if (r and v < 0) or (not r and v > 0):
+                raise InputError(f"{where}: position {i}: 'relevant' is {str(r).lower()} but 'utilities' holds {v!r} "
+                                 "(u = R * (1 - p_abs) is >= 0 for a relevant passage and <= 0 for an irrelevant one)")
+    if rel is not None and u is not None and fields.get("p_abs") is not None:
+        expected = utilities_from(rel, fields["p_abs"]).tolist()
+        for i, (v, e) in enumerate(zip(u, expected)):
+            if abs(v - e) > 1e-6:
+                raise InputError(f"{where}: position {i}: 'utilities' holds {v!r} but 'relevant' and 'p_abs' give {e!r} "
+                                 "(give one of them, or make them agree)")
+    if rel is not None and fields.get("n_relevant") is not None and fields["n_relevant"] < sum(rel):
+        raise InputError(f"{where}: field 'n_relevant' = {fields['n_relevant']} is smaller than the {sum(rel)} relevant "
+                         "passages of this context (it counts the relevant passages of the question's whole pool)")
+    grades, corpus, pool = fields.get("grades"), fields.get("corpus_grades"), fields.get("pool_grades")
+    for name, counts in (("corpus_grades", corpus), ("pool_grades", pool)):
+        if grades is not None and counts is not None:
+            for g in range(1, 6):
+                if grades.count(g) > counts[g - 1]:
+                    raise InputError(f"{where}: the context holds {grades.count(g)} passage(s) of grade {g} but field "
+                                     f"{name!r} counts {counts[g - 1]} (the context's passages are part of the pool: "
+                                     "each count must be at least the context's)")
+    if corpus is not None and pool is not None and any(p > c for p, c in zip(pool, corpus)):
+        raise InputError(f"{where}: field 'pool_grades' counts more passages of some grade than 'corpus_grades' "
+                         "(the retrieval pool is part of the labelled corpus)")
 
 
 def _from_context(obj: dict, where: str, k_cut: int | None) -> tuple[str, dict]:
@@ -103,14 +146,14 @@ def _from_context(obj: dict, where: str, k_cut: int | None) -> tuple[str, dict]:
     for name in ("n_relevant",):
         if obj.get(name) is not None:
             v = obj[name]
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise InputError(f"{where}: field {name!r} must be a non-negative integer")
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_COUNT:
+                raise InputError(f"{where}: field {name!r} = {str(v)[:40]} must be an integer in 0..{MAX_COUNT:,} "
+                                 "(the number of relevant passages in the question's pool)")
             fields[name] = v
-    if obj.get("corpus_grades") is not None:
-        cg = obj["corpus_grades"]
-        if not (isinstance(cg, list) and len(cg) == 5 and all(isinstance(c, int) and c >= 0 for c in cg)):
-            raise InputError(f"{where}: field 'corpus_grades' must be 5 non-negative counts (grades 1..5)")
-        fields["corpus_grades"] = cg
+    for name in ("corpus_grades", "pool_grades"):
+        if obj.get(name) is not None:
+            fields[name] = _check_counts(obj[name], name, where)
+    _check_consistent(fields, where)
     if "outcome" in obj:
         fields["outcome"] = obj["outcome"]
     return str(qid), _cut(fields, k_cut, where)
@@ -163,6 +206,10 @@ def read_contexts(path: str, model: str | None = None, k: int | None = None) -> 
             raise InputError(f"{where}: a retrieval data set row ('ctxs'), not a context with utilities: run "
                              f"'udcg annotate {path} -o annotated.json --model MODEL' first (it reads this format "
                              "and adds the utilities), then score annotated.json")
+        for name in ("metrics", "udcg"):  # score adds to these objects: anything else cannot be kept
+            if name in obj and not isinstance(obj[name], dict):
+                raise InputError(f"{where}: field {name!r} must be an object {{name: value}}, got "
+                                 f"{type(obj[name]).__name__} (remove it; udcg score writes it)")
         qid, fields = (_from_authors(obj, where, model, k) if "passages" in obj else _from_context(obj, where, k))
         cid = None if "passages" in obj else obj.get("cid")
         if "passages" in obj or cid is not None:
@@ -198,7 +245,8 @@ def batches_by_k(rows: ContextRows) -> dict[int, tuple[np.ndarray, ContextBatch]
         out[int(k)] = (idx, ContextBatch(relevant=rel, utilities=_matrix(fs, "utilities", float), n_relevant=n_rel,
                                          grades=_matrix(fs, "grades", int), corpus_counts=_matrix(fs, "corpus_grades", float),
                                          erag=_matrix(fs, "erag", float), answer_ll=_matrix(fs, "answer_ll", float),
-                                         contains=_matrix(fs, "contains", bool)))
+                                         contains=_matrix(fs, "contains", bool),
+                                         pool_counts=_matrix(fs, "pool_grades", float)))
     return out
 
 
@@ -211,6 +259,10 @@ def score_rows(rows: ContextRows, metrics: list[MetricName], gamma: float = GAMM
         if too_deep:  # same rule as --k: a cut-off beyond the context is an error, not a silent P@k -> P@len
             raise InputError(f"{rows.where[idx[0]]}: metric {too_deep[0]} cuts at {too_deep[0].k} but the context has "
                              f"{k} passages (use {too_deep[0].family}@{k} or less, or {too_deep[0].family} for the whole context)")
+        thetas = [m for m in metrics if m.family == "UDCG_theta"]
+        if thetas and theta is not None and (thetas[0].k or k) != theta.k_:
+            raise InputError(f"{rows.where[idx[0]]}: {thetas[0]} scores {thetas[0].k or k} passages but the UDCG_theta model "
+                             f"was fitted for k = {theta.k_} (fit one for this k: udcg fit-theta --k {thetas[0].k or k})")
         for name, values in score_batch(batch, metrics, gamma, theta).items():
             out[name][idx] = values
     return out

@@ -29,6 +29,7 @@ from udcg.errors import InputError
 from udcg.io import atomic_write_text, read_text
 
 Run = dict[str, dict[str, float]]
+MAX_GRADE = 1000.0  # |relevance| in qrels: gains 2**rel - 1 of nDCG(dcg='exp-log2') stay finite
 Qrels = dict[str, dict[str, float]]
 
 
@@ -91,7 +92,8 @@ def _rows(path: Path, layouts: tuple[_Layout, ...]) -> Iterator[tuple[str, list[
         yield f"{path}:{line_no}", fields, layout
 
 
-def _read_table(path: str | Path, kind: str, layouts: tuple[_Layout, ...], twice: str) -> dict[str, dict[str, float]]:
+def _read_table(path: str | Path, kind: str, layouts: tuple[_Layout, ...], twice: str,
+                limit: float | None = None) -> dict[str, dict[str, float]]:
     """``{qid: {docid: value}}`` from a whitespace-separated TREC/BEIR file in one of ``layouts``
     (qid first; docid and value where the layout says); a docid twice for a query is an error."""
     path = Path(path)
@@ -100,6 +102,9 @@ def _read_table(path: str | Path, kind: str, layouts: tuple[_Layout, ...], twice
     for where, cols, layout in _rows(path, layouts):
         qid, docid = cols[0], cols[layout.docid]
         value = _number(cols[layout.value], where, layout.columns.split()[layout.value], layout.fix)
+        if limit is not None and abs(value) > limit:  # 2**rel (nDCG exp-log2) and sums of gains would overflow to inf/NaN
+            raise InputError(f"{where}: field {layout.columns.split()[layout.value]!r} = {cols[layout.value]} is beyond "
+                             f"+-{limit:g} ({layout.fix})")
         docs = table.setdefault(qid, {})
         if docid in docs:
             raise InputError(f"{where}: docid {docid!r} {twice} for query {qid!r} (first at "
@@ -120,7 +125,7 @@ def read_run(path: str | Path) -> Run:
 def read_qrels(path: str | Path) -> Qrels:
     """Read TREC qrels (``qid 0 docid rel``) or BEIR qrels (``query-id corpus-id score``, header
     optional) into ``{qid: {docid: rel}}``."""
-    return _read_table(path, "qrels", (_TREC_QRELS, _BEIR_QRELS), "is judged twice")
+    return _read_table(path, "qrels", (_TREC_QRELS, _BEIR_QRELS), "is judged twice", limit=MAX_GRADE)
 
 
 def trec_score(score: float) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -16,7 +17,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("input", help="contexts JSONL with outcomes (and metrics, or the fields to compute them)")
     p.add_argument("--metrics", default=None, help="metrics to compare (default: every metric in the file's 'metrics')")
-    p.add_argument("--baseline", default="UDCG", help="metric the others are tested against (paired test)")
+    p.add_argument("--baseline", default=None, help="metric the others are tested against (paired test; default UDCG, "
+                   "when it is among the metrics)")
     p.add_argument("--test", default="permutation",
                    help="paired test of the per-question rhos against the baseline: permutation (default), t or "
                    "wilcoxon")
@@ -34,12 +36,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from udcg.contextfile import read_contexts
+    from udcg.errors import InputError
     from udcg.experiment.correlate import correlation_table
+    from udcg.metrics.contexts import parse_metric, parse_metrics
     from udcg.metrics.udcg import UDCGTheta
 
+    for flag, value, low in (("--n-boot", args.n_boot, 1), ("--n-resamples", args.n_resamples, 1), ("--seed", args.seed, 0)):
+        if value < low:  # checked before any file is read
+            raise InputError(f"{flag} {value}: must be an integer >= {low}")
+    baseline = args.baseline or "UDCG"
+    if args.metrics is not None:
+        names = [str(m) for m in parse_metrics(args.metrics)]
+        if args.baseline is not None and str(parse_metric(args.baseline, "--baseline")) not in names:
+            raise InputError(f"--baseline {args.baseline}: not among --metrics {args.metrics} (add it, or choose "
+                             f"--baseline from {', '.join(names)}): without it no p-value can be computed")
+        if baseline not in names:
+            print(f"udcg correlate: no p-values: the baseline {baseline} is not among --metrics (add it, or give --baseline)",
+                  file=sys.stderr)
     rows = read_contexts(args.input)
+    if args.metrics is None and args.baseline is not None:
+        stored = sorted(set().union(*(r.get("metrics", {}) for r in rows.raw)))
+        if str(parse_metric(args.baseline, "--baseline")) not in stored:
+            raise InputError(f"--baseline {args.baseline}: {args.input} holds no such metric (it holds: "
+                             f"{', '.join(stored) or 'none'}; choose one of them or pass --metrics)")
     theta = UDCGTheta.load(args.theta) if args.theta else None
-    table = correlation_table(rows, args.metrics, args.baseline, args.gamma, theta, args.constant_metric,
+    table = correlation_table(rows, args.metrics, baseline, args.gamma, theta, args.constant_metric,
                               args.n_boot, args.seed, test=args.test, n_resamples=args.n_resamples)
     print(table.markdown(3))
     if args.output:

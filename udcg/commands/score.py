@@ -56,7 +56,7 @@ def _run_trec(args: argparse.Namespace) -> int:
     from udcg.io import atomic_write_text
     from udcg.metrics.evaluate import format_tsv
 
-    if not args.metrics:
+    if args.metrics is None:
         raise InputError("--metrics is required with --run (e.g. --metrics UDCG@5,nDCG@5,P@5)")
     scores = score_runs(named_runs(args.run), args.qrels, utilities=args.utilities, metrics=args.metrics,
                         gamma=args.gamma, theta=args.theta, unannotated=args.unannotated, model=args.model,
@@ -87,22 +87,27 @@ def _run_contexts(args: argparse.Namespace) -> int:
     from udcg.report import Table
 
     rows = read_contexts(args.input, model=args.model, k=args.k)
-    spec = args.metrics or DEFAULT_METRICS + (",RA-nWG" if all("grades" in f for f in rows.fields) else "")
+    spec = args.metrics if args.metrics is not None else DEFAULT_METRICS + (",RA-nWG" if all("grades" in f for f in rows.fields) else "")
     metrics = parse_metrics(spec)
     if args.metrics is None and not all("utilities" in f for f in rows.fields):
         metrics = [m for m in metrics if m.family != "UDCG"]  # nothing annotated yet: classical only
+        models = sorted({m for raw in rows.raw for p in raw.get("passages", []) if isinstance(p, dict)
+                         for m in (p.get("models_info") or {})})
+        why = (f"the passages carry p_abs of several models ({', '.join(models)}); choose one with --model"
+               if len(models) > 1 and args.model is None else "some contexts have no utilities (udcg annotate first)")
+        print(f"udcg score: UDCG left out of the default metrics: {why}", file=sys.stderr)
     theta = UDCGTheta.load(args.theta) if args.theta else None
     values = score_rows(rows, metrics, args.gamma, theta)
     out = []
     for i, raw in enumerate(rows.raw):
         item = dict(raw)
-        item["metrics"] = {**raw.get("metrics", {}), **{n: (None if np.isnan(v[i]) else float(v[i])) for n, v in values.items()}}
+        item["metrics"] = {**(raw.get("metrics") or {}), **{n: (None if np.isnan(v[i]) else float(v[i])) for n, v in values.items()}}
         if "passages" in raw:  # the authors' udcg[<model>] field, for every model annotated on all passages
             passages = raw["passages"][: args.k] if args.k else raw["passages"]
             models = set.intersection(*(set(p.get("models_info", {})) for p in passages))
             if models and all(isinstance(p.get("is_relevant"), bool) for p in passages):
                 rel = [p["is_relevant"] for p in passages]
-                item["udcg"] = {**raw.get("udcg", {}), **{
+                item["udcg"] = {**(raw.get("udcg") or {}), **{
                     m: float(udcg(utilities_from(rel, [p["models_info"][m]["no_res_prob"] for p in passages])[None], args.gamma)[0])
                     for m in sorted(models)}}
         out.append(item)

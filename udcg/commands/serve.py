@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
 
     from udcg.errors import InputError
     from udcg.llm.registry import load_backend
-    from udcg.llm.server import serve
+    from udcg.llm.server import check_port_free, serve
 
     if not 0 <= args.port <= 65535:
         raise InputError(f"--port {args.port}: a port is a number in 0..65535")
@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--api-key-env {args.api_key_env}: that environment variable is unset or empty (export it first)")
     elif args.host not in ("127.0.0.1", "localhost", "::1"):
         logging.getLogger("udcg.serve").warning("listening on %s without an API key: anyone who reaches it can use the model", args.host)
+    check_port_free(args.host, args.port)  # a busy port fails now, not after the model has loaded
     backend = load_backend(args.model)
     logging.getLogger("udcg.llm.server").setLevel(logging.INFO)
     serve(backend, args.host, args.port, args.served_name, api_key)

@@ -8,14 +8,17 @@ Paths: a data set is a packaged sample name (``popqa-sample``), a shared-data na
 (``popqa``, ``nq``, ``nq-pon``, ``squad`` …, found under ``data.data_dir``, default
 ``$UDCG_DATA_DIR`` or ``../shared/data`` beside the repository), or a file/folder path. A relative
 path is looked up beside the config file, then in the repository root, then in the working
-directory. ``output`` and ``theta.from_run`` are relative to the working directory.
+directory. ``output`` and ``theta.from_run`` are relative to the working directory. A run writes
+its config with paths relative to the repository root (``udcg.experiment.paths.portable``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
+import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +27,7 @@ from typing import Any
 from udcg.errors import InputError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+MAX_CONFIG_BYTES = 1024**2  # a config is a few dozen lines
 METRIC_CHOICES_NOTE = "e.g. UDCG, UDCG_theta, nDCG, RR, AP, P, Success, eRAG, ANSWER_PROB, RA-nWG"
 
 
@@ -68,6 +72,7 @@ class ContextsConfig:
     k: int = 5
     n_contexts: int = 10
     balance: float = 0.5  # share of contexts holding >= 1 relevant passage
+    order: str = "pool"  # pool (pool rank order inside a context) | shuffled (seeded, per context)
 
 
 @dataclass(frozen=True)
@@ -95,7 +100,10 @@ class MetricsConfig:
 @dataclass(frozen=True)
 class ThetaConfig:
     train_share: float = 0.5  # share of questions UDCG_theta is trained on (Table 3 uses the rest)
-    C: float = 0.01  # SVM-rank's C
+    C: float | str = "auto"  # SVM-rank's C, or auto: chosen from C_grid by cross-validation grouped by question
+    C_grid: tuple[float, ...] = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
+    cv_folds: int = 5  # GroupKFold folds over the training questions (fewer when there are fewer questions)
+    cv_score: str = "spearman"  # spearman | pairwise: held-out mean per-question score that picks C
     from_run: str | None = None  # a finished run folder: use its theta/*.json, train nothing, test on all
 
 
@@ -141,6 +149,8 @@ CHOICES = {
     "metrics.n_relevant": ("pool", "context"),
     "metrics.erag_score": ("f1", "contains"),
     "metrics.constant_metric": ("zero", "drop"),
+    "contexts.order": ("pool", "shuffled"),
+    "theta.cv_score": ("spearman", "pairwise"),
 }
 
 
@@ -165,26 +175,40 @@ def _type_name(hint: Any) -> str:
     return {int: "an integer", float: "a number", bool: "true/false", str: "a string"}.get(hint, str(hint))
 
 
+def _short(value: Any, limit: int = 80) -> str:
+    """A value for a message, cut: a config value may be huge (never print it whole)."""
+    import reprlib
+
+    text = reprlib.repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _coerce(value: Any, hint: Any, where: str) -> Any:
     origin = typing.get_origin(hint)
     if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        if value is None:
+        if value is None and type(None) in typing.get_args(hint):
             return None
-        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        for option in options[:-1]:  # e.g. float | str: a number, else a string
+            with contextlib.suppress(InputError):
+                return _coerce(value, option, where)
+        hint = options[-1]
         origin = typing.get_origin(hint)
     if origin is tuple:
         item = typing.get_args(hint)[0]
         if isinstance(value, (str, int)) and not isinstance(value, bool) and item in (str, int):
             value = [value]  # a single value stands for a one-element list
         if not isinstance(value, list):
-            raise InputError(f"{where}: expected {_type_name(hint)}, got {value!r}")
+            raise InputError(f"{where}: expected {_type_name(hint)}, got {_short(value)}")
         return tuple(_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value))
     ok = (isinstance(value, bool) if hint is bool else
           isinstance(value, int) and not isinstance(value, bool) if hint is int else
           isinstance(value, (int, float)) and not isinstance(value, bool) if hint is float else
           isinstance(value, str) if hint is str else False)
     if not ok:
-        raise InputError(f"{where}: expected {_type_name(hint)}, got {value!r}")
+        raise InputError(f"{where}: expected {_type_name(hint)}, got {_short(value)}")
+    if hint is float and not math.isfinite(float(value)):  # .inf / .nan would fail only after the model work
+        raise InputError(f"{where}: expected a finite number, got {value!r}")
     return float(value) if hint is float else value
 
 
@@ -238,8 +262,8 @@ def _check(cfg: Config, where: str) -> None:
     _positive(cfg.studies.oracle_k, "studies.oracle_k", where)
     _positive(cfg.grading.max_new_tokens, "grading.max_new_tokens", where)
     _positive(cfg.metrics.n_boot, "metrics.n_boot", where)
-    if cfg.seed < 0:
-        raise InputError(f"{where}: seed = {cfg.seed} must be >= 0")
+    if not 0 <= cfg.seed < 2**32:
+        raise InputError(f"{where}: seed = {str(cfg.seed)[:40]} must be an integer in 0..{2**32 - 1}")
     if cfg.contexts.k > cfg.pool.size:
         raise InputError(f"{where}: contexts.k = {cfg.contexts.k} is larger than pool.size = {cfg.pool.size} "
                          "(a context is drawn from the pool: lower contexts.k or raise pool.size)")
@@ -253,8 +277,13 @@ def _check(cfg: Config, where: str) -> None:
         raise InputError(f"{where}: grading.f1_threshold = {cfg.grading.f1_threshold} must be in (0, 1]")
     if not cfg.metrics.gamma >= 0:
         raise InputError(f"{where}: metrics.gamma = {cfg.metrics.gamma} must be >= 0 (the paper uses 1/3)")
-    if not cfg.theta.C > 0:
-        raise InputError(f"{where}: theta.C = {cfg.theta.C} must be > 0 (SVM-rank's default is 0.01)")
+    if not (cfg.theta.C == "auto" or not isinstance(cfg.theta.C, str) and cfg.theta.C > 0):
+        raise InputError(f"{where}: theta.C = {cfg.theta.C!r} must be a number > 0 (SVM-rank's default is 0.01) "
+                         "or auto (chosen by cross-validation over theta.C_grid)")
+    if not cfg.theta.C_grid or not all(c > 0 for c in cfg.theta.C_grid):
+        raise InputError(f"{where}: theta.C_grid = {list(cfg.theta.C_grid)} must list numbers > 0")
+    if cfg.theta.cv_folds < 2:
+        raise InputError(f"{where}: theta.cv_folds = {cfg.theta.cv_folds} must be an integer >= 2")
     _check_metrics(cfg, where)
 
 
@@ -269,6 +298,10 @@ def _check_metrics(cfg: Config, where: str) -> None:
         raise InputError(str(e)) from None
     if len(set(names)) != len(names):
         raise InputError(f"{where}: metrics.names lists a metric twice ({', '.join(names)})")
+    proc = [n for n in names if n.split("@")[0] in ("PROC", "%PROC")]
+    if proc:  # the experiment grades its retrieval pool only: the labelled corpus is the pool, PROC would be 1
+        raise InputError(f"{where}: metrics.names lists {proc[0]}, which needs a labelled corpus beyond the retrieval "
+                         "pool; a validate run grades its pool only (drop it; score a contexts file with 'pool_grades')")
     if str(parse_metric(cfg.metrics.baseline)) not in names:
         raise InputError(f"{where}: metrics.baseline = {cfg.metrics.baseline!r} is not in metrics.names (add it)")
 
@@ -289,9 +322,31 @@ def _set_override(raw: dict, assignment: str) -> None:
         if not isinstance(node, dict):
             raise InputError(f"--set {assignment!r}: {part!r} is not a section")
     try:
-        node[parts[-1]] = yaml.safe_load(text) if text.strip() else None
+        node[parts[-1]] = safe_load(text) if text.strip() else None
     except yaml.YAMLError as e:
-        raise InputError(f"--set {assignment!r}: the value is not valid YAML ({e.problem})") from None
+        raise InputError(f"--set {assignment!r}: the value is not valid YAML ({getattr(e, 'problem', e)})") from None
+    except ValueError as e:  # an integer too long to read
+        raise InputError(f"--set {assignment[:80]!r}: {e} (give a value a config can hold)") from None
+
+
+def safe_load(text: str):
+    """yaml.safe_load without aliases (``*name``): a config needs none, and a few nested aliases
+    expand to billions of values (an alias bomb). A refused alias is a YAMLError with its line."""
+    import yaml
+
+    class NoAliasLoader(yaml.SafeLoader):
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.MarkedYAMLError(problem=f"alias *{event.anchor} (aliases are not allowed in a config; "
+                                           "write the value out)", problem_mark=event.start_mark)
+            return super().compose_node(parent, index)
+
+    loader = NoAliasLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def read_yaml(path: str | Path) -> dict:
@@ -300,14 +355,22 @@ def read_yaml(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such config file (give a YAML file, e.g. configs/smoke.yaml)")
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise InputError(f"{path}: {path.stat().st_size:,} bytes, too large for a config (at most {MAX_CONFIG_BYTES:,})")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f":{mark.line + 1}" if mark else ""
         raise InputError(f"{path}{line}: invalid YAML: {getattr(e, 'problem', e)} (fix the syntax)") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text (re-save the config as UTF-8)") from None
+    except (ValueError, RecursionError) as e:  # an integer too long to read, nesting too deep
+        why = "an integer of more than 4,300 digits" if "digits" in str(e) else \
+            "lists or mappings nested too deeply" if isinstance(e, RecursionError) else str(e)[:120]
+        raise InputError(f"{path}: a value cannot be read: {why} (fix the value)") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror or e} (check the file's permissions)") from None
     if raw is None:
         return {}
     if not isinstance(raw, dict):
@@ -323,7 +386,9 @@ def from_dict(raw: dict, where: str = "config", base_dir: Path | None = None) ->
     _check(cfg, where)
     metrics = dataclasses.replace(cfg.metrics, names=tuple(str(parse_metric(n)) for n in cfg.metrics.names),
                                   baseline=str(parse_metric(cfg.metrics.baseline)))
-    return _resolve_paths(dataclasses.replace(cfg, metrics=metrics), where, base_dir)
+    from udcg.experiment.paths import resolve_paths
+
+    return resolve_paths(dataclasses.replace(cfg, metrics=metrics), where, base_dir)
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None, output: str | None = None) -> Config:
@@ -336,46 +401,12 @@ def load_config(path: str | Path, overrides: list[str] | None = None, output: st
     return from_dict(raw, str(path), Path(path).resolve().parent)
 
 
-# ---------------------------------------------------------------- paths
-
-
-def _dataset_ref(ref: str, key: str, where: str, base_dir: Path | None) -> str:
-    """A data set name stays a name; a path becomes absolute (config folder, repo root, cwd)."""
-    from udcg.sources import dataset_names
-
-    names = dataset_names()
-    if ref in names:
-        return ref
-    path = Path(ref).expanduser()
-    candidates = [path] if path.is_absolute() else list(dict.fromkeys(d / path for d in (base_dir, REPO_ROOT, Path.cwd()) if d))
-    for c in candidates:
-        if c.exists():
-            return str(c.resolve())
-    raise InputError(f"{where}: {key} = {ref!r} is neither a known data set ({', '.join(names)}) "
-                     f"nor an existing path (looked in: {', '.join(str(c.parent) for c in candidates)})")
-
-
-def _resolve_paths(cfg: Config, where: str, base_dir: Path | None) -> Config:
-    from udcg.sources import default_data_dir
-
-    data_dir = cfg.data.data_dir
-    if data_dir is not None:
-        p = Path(data_dir).expanduser()
-        places = [p] if p.is_absolute() else [d / p for d in (base_dir, REPO_ROOT, Path.cwd()) if d]
-        found = [c for c in places if c.is_dir()]
-        if not found:
-            raise InputError(f"{where}: data.data_dir = {data_dir!r}: no such folder")
-        data_dir = str(found[0].resolve())
-    data = dataclasses.replace(cfg.data, data_dir=data_dir or str(default_data_dir().resolve()),
-                               questions=_dataset_ref(cfg.data.questions, "data.questions", where, base_dir))
-    corpus = tuple(_dataset_ref(c, "pool.corpus", where, base_dir) for c in cfg.pool.corpus)
-    output = cfg.output or str(Path("runs") / cfg.name)
-    from_run = cfg.theta.from_run
-    if from_run is not None and not Path(from_run).expanduser().is_dir():
-        raise InputError(f"{where}: theta.from_run = {from_run!r}: no such run folder (run that config first)")
-    theta = dataclasses.replace(cfg.theta, from_run=str(Path(from_run).expanduser().resolve()) if from_run else None)
-    return dataclasses.replace(cfg, data=data, pool=dataclasses.replace(cfg.pool, corpus=corpus),
-                               output=str(Path(output).expanduser().resolve()), theta=theta)
+def read_run_config(path: str | Path) -> Config:
+    """A run's ``config.yaml``, checked but with its paths left as written (nothing is looked
+    up: the report of a run needs no data set on this machine)."""
+    cfg = _build(Config, read_yaml(path), str(path), "")
+    _check(cfg, str(path))
+    return cfg
 
 
 def to_yaml(cfg: Config) -> str:

@@ -2,7 +2,8 @@
 
 - ``sample_contexts``: the validation protocol (paper §7.2): ``n_contexts`` contexts of ``k``
   passages from the top ``pool_size``, balanced so that a share ``balance`` of them holds ≥1
-  relevant passage. Passages keep pool rank order inside a context (prompt order = rank order).
+  relevant passage. Passages keep pool rank order inside a context (prompt order = rank order);
+  ``order_passages`` shuffles them instead (seeded per context).
 - ``position_contexts``: one relevant passage moved through the k positions among k-1 fixed
   irrelevant ones (the lost-in-the-middle study, paper Fig. 1).
 - ``oracle_select``: the best k of the pool by a per-passage score (paper Table 2).
@@ -185,6 +186,25 @@ def sample_all_contexts(questions: Iterable[Question], k: int = 5, n_contexts: i
     if achieved:
         summary["achieved_balance"] = float(np.mean(achieved))
     return contexts, summary
+
+
+ORDERS = ("pool", "shuffled")
+
+
+def order_passages(contexts: Iterable[Context], order: str = "pool", seed: int = 0) -> list[Context]:
+    """The passages inside each context in prompt order: ``pool`` keeps them as drawn (pool rank
+    order), ``shuffled`` permutes each context's passages with a generator seeded from
+    ``(seed, cid)``, so a context's order does not depend on the other contexts."""
+    if order not in ORDERS:
+        raise InputError(f"order={order!r} must be one of {', '.join(ORDERS)}")
+    contexts = list(contexts)
+    if order == "pool":
+        return contexts
+    out = []
+    for c in contexts:
+        perm = question_rng(seed, f"{c.cid}\torder").permutation(len(c.pids))
+        out.append(Context(qid=c.qid, cid=c.cid, pids=tuple(c.pids[i] for i in perm)))
+    return out
 
 
 # ---------------------------------------------------------------- position study (Fig. 1)

@@ -1,8 +1,16 @@
-"""The paper's Table 3 for a set of scored contexts: mean per-question Spearman per metric.
+"""The paper's Table 3 for a set of scored contexts: mean per-question Spearman per metric, and
+beside it the tie-neutral statistics (``udcg.metrics.correlation``): Kendall's tau-b and the
+pairwise ordering accuracy over the context pairs with different outcomes.
 
-Each metric's per-question rhos are tested against the baseline metric's with a paired test
-(``stats.paired_test``: a sign-flip permutation test by default) in ``p_vs_baseline``; ``p_holm``
-is that p Holm-corrected over the table's comparisons. Intervals stay percentile bootstrap."""
+Each statistic of each metric is summarised alike: the mean over the questions where it is
+defined, its percentile bootstrap interval, and the paired test of its per-question values
+against the baseline metric's (``stats.paired_test``: a sign-flip permutation test by default),
+raw and Holm-corrected over the table's comparisons of that statistic. Spearman keeps the
+historical column names (``mean_rho``, ``ci_low``, ``ci_high``, ``p_vs_baseline``, ``p_holm``,
+``best``); the others are ``mean_tau_b``/``tau_b_*`` and ``pair_acc``/``pair_acc_*``.
+
+A metric listed in ``circular`` (e.g. eRAG at k = 1, whose score is computed from the very answer
+that is graded) gets ``circular = yes`` and is never marked best."""
 
 from __future__ import annotations
 
@@ -11,13 +19,22 @@ import numpy as np
 from udcg.contextfile import ContextRows, score_rows
 from udcg.errors import InputError
 from udcg.metrics.contexts import parse_metrics
-from udcg.metrics.correlation import per_question_spearman, summarize
+from udcg.metrics.correlation import bootstrap_mean_ci, per_question, summarize
 from udcg.metrics.stats import holm, paired_test
 from udcg.metrics.udcg import GAMMA, UDCGTheta
 from udcg.report import Table
 
-COLUMNS = ["metric", "mean_rho", "ci_low", "ci_high", "n_questions", "no_rho_outcome", "const_metric",
-           "pooled_rho", "diff_vs_baseline", "p_vs_baseline", "p_holm", "best"]
+# statistic -> (name in udcg.metrics.correlation, mean column, interval columns, raw p, Holm p, best column)
+STATISTICS = {
+    "rho": ("spearman", "mean_rho", ("ci_low", "ci_high"), "p_vs_baseline", "p_holm", "best"),
+    "tau_b": ("kendall", "mean_tau_b", ("tau_b_ci_low", "tau_b_ci_high"), "p_tau_b", "p_tau_b_holm", "best_tau_b"),
+    "pair_acc": ("pairwise", "pair_acc", ("pair_acc_ci_low", "pair_acc_ci_high"), "p_pair_acc", "p_pair_acc_holm",
+                 "best_pair_acc"),
+}
+COLUMNS = ["metric", "mean_rho", "ci_low", "ci_high", "n_questions", "no_rho_outcome", "const_metric", "na_metric",
+           "pooled_rho", "diff_vs_baseline", "p_vs_baseline", "p_holm", "best",
+           "mean_tau_b", "tau_b_ci_low", "tau_b_ci_high", "p_tau_b", "p_tau_b_holm", "best_tau_b",
+           "pair_acc", "pair_acc_ci_low", "pair_acc_ci_high", "p_pair_acc", "p_pair_acc_holm", "best_pair_acc"]
 
 
 def metric_values(rows: ContextRows, spec: str | None, gamma: float = GAMMA,
@@ -41,34 +58,69 @@ def metric_values(rows: ContextRows, spec: str | None, gamma: float = GAMMA,
 
 
 def _vs_baseline(rho: np.ndarray, rho_base: np.ndarray, test: str, n_resamples: int, seed: int) -> tuple[float, float]:
-    """Mean rho difference over the questions where both are defined, and the paired test's p."""
+    """Mean difference over the questions where both are defined, and the paired test's p."""
     both = np.isfinite(rho) & np.isfinite(rho_base)
     diff = float((rho[both] - rho_base[both]).mean()) if both.any() else float("nan")
     return diff, paired_test(rho, rho_base, test, n_resamples, seed)
 
 
+def per_question_values(rows: ContextRows, values: dict[str, np.ndarray], constant_metric: str = "zero"
+                        ) -> tuple[np.ndarray, dict[str, dict[str, np.ndarray]], dict[str, np.ndarray]]:
+    """(question ids, {metric: {statistic key: value per question}}, {metric: status per question})
+    for the graded ``rows`` and metric ``values`` (one per row; NaN = NA). Statistic keys are those
+    of ``STATISTICS``; status as in ``udcg.metrics.correlation.per_question``."""
+    outcome = rows.outcome_scores()
+    groups = np.asarray(rows.qid)
+    out: dict[str, dict[str, np.ndarray]] = {}
+    status: dict[str, np.ndarray] = {}
+    qids = np.array([])
+    for name, v in values.items():
+        out[name] = {}
+        for key, (stat, *_) in STATISTICS.items():
+            qids, out[name][key], status[name] = per_question(stat, v, outcome, groups, constant_metric)
+    return qids, out, status
+
+
 def correlation_table(rows: ContextRows, spec: str | None, baseline: str | None = "UDCG", gamma: float = GAMMA,
                       theta: UDCGTheta | None = None, constant_metric: str = "zero", n_boot: int = 10_000,
-                      seed: int = 0, title: str = "", test: str = "permutation", n_resamples: int = 10_000) -> Table:
+                      seed: int = 0, title: str = "", test: str = "permutation", n_resamples: int = 10_000,
+                      circular: tuple[str, ...] | frozenset[str] = ()) -> Table:
+    """Table 3's layout: one row per metric, sorted by mean rho (module docstring). A metric NA
+    (NaN) for some context of a question has no value for that question (``na_metric`` counts
+    them); ``circular`` metrics are flagged and never best."""
     values = metric_values(rows, spec, gamma, theta)
     outcome = rows.outcome_scores()
     groups = np.asarray(rows.qid)
-    rhos, summaries = {}, {}
+    _, stats, _ = per_question_values(rows, values, constant_metric)
+    circular = frozenset(circular) & set(values)
+    columns = COLUMNS[:1] + (["circular"] if circular else []) + COLUMNS[1:]
+    table = Table(columns, title=title or f"Spearman with answer outcomes over {len(set(rows.qid))} questions, {len(rows)} contexts")
     for name, v in values.items():
-        if np.isnan(v).any():
-            raise InputError(f"metric {name} is NA for some contexts (e.g. RA-nWG without a grade-4/5 passage); "
-                             "it cannot be correlated — drop it or fill the labels")
-        rhos[name] = per_question_spearman(v, outcome, groups, constant_metric)[1]
-        summaries[name] = summarize(name, v, outcome, groups, constant_metric, n_boot, seed=seed)
-    best = max(summaries, key=lambda n: summaries[n].mean_rho)
-    table = Table(COLUMNS, title=title or f"Spearman with answer outcomes over {len(set(rows.qid))} questions, {len(rows)} contexts")
-    for name, s in summaries.items():
-        diff, p = (_vs_baseline(rhos[name], rhos[baseline], test, n_resamples, seed)
-                   if baseline in rhos and name != baseline else (float("nan"), float("nan")))
-        table.add(metric=name, mean_rho=s.mean_rho, ci_low=s.ci_low, ci_high=s.ci_high, n_questions=s.n_questions,
-                  no_rho_outcome=s.n_constant_outcome, const_metric=s.n_constant_metric, pooled_rho=s.pooled_rho,
-                  diff_vs_baseline=diff, p_vs_baseline=p, best="*" if name == best else "")
-    for row, p_holm in zip(table.rows, holm([r["p_vs_baseline"] for r in table.rows])):
-        row["p_holm"] = float(p_holm)
-    table.rows.sort(key=lambda r: -r["mean_rho"])
+        s = summarize(name, v, outcome, groups, constant_metric, n_boot, seed=seed)
+        row = {"metric": name, "n_questions": s.n_questions, "no_rho_outcome": s.n_constant_outcome,
+               "const_metric": s.n_constant_metric, "na_metric": s.n_na_metric, "pooled_rho": s.pooled_rho}
+        if circular:
+            row["circular"] = "yes" if name in circular else ""
+        for key, (_, mean_col, (lo_col, hi_col), p_col, _, _) in STATISTICS.items():
+            per_q = stats[name][key]
+            if key == "rho":
+                row.update({mean_col: s.mean_rho, lo_col: s.ci_low, hi_col: s.ci_high})
+            else:
+                defined = per_q[np.isfinite(per_q)]
+                lo, hi = bootstrap_mean_ci(per_q, n_boot, seed=seed)
+                row.update({mean_col: float(defined.mean()) if len(defined) else float("nan"), lo_col: lo, hi_col: hi})
+            diff, p = (_vs_baseline(per_q, stats[baseline][key], test, n_resamples, seed)
+                       if baseline in stats and name != baseline else (float("nan"), float("nan")))
+            row[p_col] = p
+            if key == "rho":
+                row["diff_vs_baseline"] = diff
+        table.add(**row)
+    for key, (_, mean_col, _, p_col, holm_col, best_col) in STATISTICS.items():
+        for row, p_holm in zip(table.rows, holm([r[p_col] for r in table.rows])):
+            row[holm_col] = float(p_holm)
+        candidates = [r for r in table.rows if r["metric"] not in circular and np.isfinite(r[mean_col])]
+        best = max(candidates, key=lambda r: r[mean_col])["metric"] if candidates else None
+        for row in table.rows:
+            row[best_col] = "*" if row["metric"] == best else ""
+    table.rows.sort(key=lambda r: -r["mean_rho"] if np.isfinite(r["mean_rho"]) else np.inf)
     return table

@@ -1,7 +1,9 @@
 """PNG figures of ``udcg validate`` (matplotlib, Agg backend, no display needed).
 
-- ``plot_k_sweep``: Fig. 2, mean per-question Spearman of each metric against k, with the
-  bootstrap interval of UDCG and UDCG_theta as a band.
+- ``plot_k_sweep``: Fig. 2, mean per-question Spearman, Kendall tau-b and pairwise accuracy of
+  each metric against k (one panel each), the bootstrap interval of UDCG and UDCG_theta as a
+  band, eRAG at k = 1 marked circular.
+- ``plot_theta_weights``: UDCG_theta's weights per position, per variant.
 - ``plot_positions``: Fig. 1, answer accuracy (share correct, with its Wilson interval as a band)
   and the metrics' mean values per position of the single relevant passage.
 
@@ -17,14 +19,14 @@ from udcg.experiment.studies import POSITION_METRICS
 from udcg.report import Table
 
 
-def _figure():
+def _figure(ncols: int = 1, width: float = 6.4):
     """A figure on the Agg canvas, without pyplot (no global state, no display, faster import)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(6.4, 4.2), layout="constrained")
+    fig = Figure(figsize=(width, 4.2), layout="constrained")
     FigureCanvasAgg(fig)
-    return fig, fig.subplots()
+    return fig, fig.subplots(1, ncols) if ncols > 1 else fig.subplots()
 
 
 def _save(fig, path: Path) -> None:
@@ -42,26 +44,67 @@ def _save(fig, path: Path) -> None:
 
 
 def plot_k_sweep(table: Table, path: str | Path, title: str = "") -> None:
-    """One line per metric: mean rho against k (``k_sweep_table`` rows); the bootstrap interval
-    as a band for the UDCG metrics."""
-    fig, ax = _figure()
+    """One panel per statistic (Spearman ρ, Kendall τ-b, pairwise accuracy; the columns the table
+    has), one line per metric against k (``k_sweep_table`` rows); the bootstrap interval as a band
+    for the UDCG metrics. A circular value (eRAG at k = 1) is drawn as a hollow red ring and named
+    in the legend: it is no evidence."""
+    from udcg.experiment.studies import K_SWEEP_STATISTICS
+
+    stats = [c for c in K_SWEEP_STATISTICS if c in table.columns]
+    fig, axes = _figure(len(stats), 6.4 if len(stats) == 1 else 5.0 * len(stats))
+    axes = [axes] if len(stats) == 1 else list(axes)
     metrics = list(dict.fromkeys(r["metric"] for r in table.rows))
-    for name in metrics:
-        rows = sorted((r for r in table.rows if r["metric"] == name), key=lambda r: r["k"])
-        ks = [r["k"] for r in rows]
-        mean = [r["mean_rho"] for r in rows]
-        lo = [r["ci_low"] if not _nan(r["ci_low"]) else r["mean_rho"] for r in rows]
-        hi = [r["ci_high"] if not _nan(r["ci_high"]) else r["mean_rho"] for r in rows]
-        style = "-" if name.startswith("UDCG") else "--"
-        (line,) = ax.plot(ks, mean, style, marker="o", label=name, linewidth=2 if name.startswith("UDCG") else 1.2)
-        if name.startswith("UDCG"):  # bands for the proposed metrics only, to keep the figure readable
-            ax.fill_between(ks, lo, hi, color=line.get_color(), alpha=0.12)
-    ax.set_xlabel("k (passages per context)")
-    ax.set_ylabel("mean per-question Spearman ρ")
-    ax.set_title(title or "Correlation with answer outcomes against k")
-    ax.set_xticks(sorted({r["k"] for r in table.rows}))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, ncol=2)
+    bounds = {"mean_rho": ("ci_low", "ci_high"), "mean_tau_b": ("tau_b_ci_low", "tau_b_ci_high"),
+              "pair_acc": ("pair_acc_ci_low", "pair_acc_ci_high")}
+    for ax, stat in zip(axes, stats):
+        lo_col, hi_col = bounds[stat]
+        circular_drawn = False
+        for name in metrics:
+            rows = sorted((r for r in table.rows if r["metric"] == name), key=lambda r: r["k"])
+            ks = [r["k"] for r in rows]
+            mean = [r[stat] for r in rows]
+            lo = [r[stat] if _nan(r.get(lo_col)) else r[lo_col] for r in rows]
+            hi = [r[stat] if _nan(r.get(hi_col)) else r[hi_col] for r in rows]
+            style = "-" if name.startswith("UDCG") else "--"
+            (line,) = ax.plot(ks, mean, style, marker="o", label=name, linewidth=2 if name.startswith("UDCG") else 1.2)
+            if name.startswith("UDCG"):  # bands for the proposed metrics only, to keep the figure readable
+                ax.fill_between(ks, lo, hi, color=line.get_color(), alpha=0.12)
+            circ = [(r["k"], r[stat]) for r in rows if r.get("circular")]
+            if circ:
+                ax.plot([c[0] for c in circ], [c[1] for c in circ], "o", markersize=13, markerfacecolor="none",
+                        markeredgecolor="red", markeredgewidth=1.5, linestyle="none",
+                        label=None if circular_drawn else "circular (eRAG at k = 1: scored by its own answer)")
+                circular_drawn = True
+        ax.set_xlabel("k (passages per context)")
+        ax.set_ylabel(f"mean per-question {K_SWEEP_STATISTICS[stat]}")
+        ax.set_xticks(sorted({r["k"] for r in table.rows}))
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7, ncol=2)
+    axes[0].set_title(title or "Correlation with answer outcomes against k", loc="left")
+    _save(fig, Path(path))
+
+
+def plot_theta_weights(weights: Table, path: str | Path, title: str = "") -> None:
+    """UDCG_theta's learned weights per position (``theta_weights_table`` rows): α (the weight of
+    u⁺, or of the 0/1 relevance for the binary variant) and β (the weight of u⁻), one line per
+    variant and k, in utility units."""
+    fig, (ax_a, ax_b) = _figure(2, 9.6)
+    styles = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D")]  # distinct, so equal weights stay visible
+    for i, model in enumerate(dict.fromkeys(r["model"] for r in weights.rows)):
+        rows = sorted((r for r in weights.rows if r["model"] == model), key=lambda r: r["position"])
+        positions = [r["position"] for r in rows]
+        line, marker = styles[i % len(styles)]
+        for ax, key in ((ax_a, "alpha"), (ax_b, "beta")):
+            ax.plot(positions, [r[key] for r in rows], line, marker=marker, markersize=7 - 1.5 * (i % 3),
+                    label=model, linewidth=1.6)
+    for ax, name in ((ax_a, "α (weight of u⁺)"), (ax_b, "β (weight of u⁻)")):
+        ax.axhline(0.0, color="grey", linewidth=0.8)
+        ax.set_xlabel("position in the context")
+        ax.set_ylabel(name)
+        ax.set_xticks(sorted({r["position"] for r in weights.rows}))
+        ax.grid(alpha=0.3)
+    ax_a.legend(fontsize=8)
+    ax_a.set_title(title or "UDCG_θ weights per position", loc="left")
     _save(fig, Path(path))
 
 

@@ -10,9 +10,9 @@ corpus_grades, the answer and its outcome, plus ``study`` and ``split``. From th
 - ``k_sweep_table`` (Fig. 2), ``position_table`` (Fig. 1), ``oracle_table`` (Table 2).
 
 NA policy in correlations: a metric that is NA for a context (RA-nWG when the question's pool
-holds no grade-3+ passage: its oracle gain is 0) is scored 0 there. Every context of such a
-question is then 0, so the metric is constant for it (ρ = 0, counted as ``const_metric``). The
-number of NA contexts is returned with each table.
+holds no grade-3+ passage: its oracle gain is 0) is NaN there, never 0; a question with an NA
+context has no correlation for that metric (counted as ``na_metric`` in the table). The number of
+NA values is returned with each table.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 from udcg.annotate.sampling import wilson_interval
 from udcg.contextfile import ContextRows
 from udcg.errors import InputError
-from udcg.experiment.correlate import correlation_table
+from udcg.experiment.correlate import correlation_table, per_question_values
 from udcg.metrics.contexts import ContextBatch, parse_metric, score_batch
 from udcg.metrics.udcg import UDCGTheta, udcg
 from udcg.records import OUTCOME_LABELS, OUTCOME_SCORE
@@ -142,23 +142,49 @@ def outcome_array(records: Sequence[dict]) -> np.ndarray:
     return np.array([OUTCOME_SCORE[r["outcome"]] for r in records])
 
 
-def fit_theta(records: Sequence[dict], variant: str, C: float, seed: int) -> UDCGTheta | None:
+def fit_theta(records: Sequence[dict], variant: str, C: float | str, seed: int, C_grid: Sequence[float] | None = None,
+              cv: int = 5, cv_score: str = "spearman") -> UDCGTheta | None:
     """UDCG_theta fitted on graded records of one k; None when no question has two contexts with
-    different outcomes (nothing to learn). The SVM solver's shuffling is seeded with ``seed``."""
+    different outcomes (nothing to learn). ``C="auto"``: chosen from ``C_grid`` by ``cv``-fold
+    cross-validation grouped by question, scored by ``cv_score``. The SVM solver's coordinate
+    order is seeded with ``seed`` (``random_state``; numpy's global generator is not touched)."""
     records = [r for r in records if r.get("outcome") in OUTCOME_SCORE]
     if not records:
         return None
     u = _matrix(records, "utilities", float)
     y = outcome_array(records)
     groups = np.array([r["qid"] for r in records])
-    state = np.random.get_state()  # LinearSVC draws liblinear's seed from numpy's global generator
+    model = UDCGTheta(variant=variant, C=C, C_grid=None if C_grid is None else tuple(C_grid), cv=cv,
+                      cv_score=cv_score, random_state=seed)
     try:
-        np.random.seed(seed)
-        return UDCGTheta(variant=variant, C=C).fit(u, y, groups, relevance=_matrix(records, "relevant", bool))
+        return model.fit(u, y, groups, relevance=_matrix(records, "relevant", bool))
     except InputError:
         return None
-    finally:
-        np.random.set_state(state)
+
+
+def theta_weights_table(models: dict[str, UDCGTheta]) -> Table:
+    """UDCG_theta's weights per position, in utility units, for each fitted model (keyed by a
+    name such as ``full-k5``), with the C it was fitted with."""
+    table = Table(["model", "position", "alpha", "beta", "C"], title="UDCG_theta weights per position")
+    for name, m in models.items():
+        for i, (a, b) in enumerate(zip(m.alpha_, m.beta_), start=1):
+            table.add(model=name, position=i, alpha=float(a), beta=float(b), C=float(m.C_))
+    return table
+
+
+def theta_cv_table(models: dict[str, UDCGTheta]) -> Table:
+    """The validation curve of each model whose C was chosen by cross-validation: mean held-out
+    score per C, and which C was chosen."""
+    table = Table(["model", "C", "score", "mean", "folds", "converged", "chosen"],
+                  title="UDCG_theta: C chosen by cross-validation grouped by question (held-out mean per-question score)")
+    for name, m in models.items():
+        cv = m.cv_results_
+        if not cv:
+            continue
+        for C, mean, ok in zip(cv["C"], cv["mean"], cv.get("converged", [True] * len(cv["C"]))):
+            table.add(model=name, C=float(C), score=cv["score"], mean=float("nan") if mean is None else float(mean),
+                      folds=cv["folds"], converged="yes" if ok else "no", chosen="*" if C == m.C_ else "")
+    return table
 
 
 # ---------------------------------------------------------------- correlation (Tables 3 and 4)
@@ -166,7 +192,7 @@ def fit_theta(records: Sequence[dict], variant: str, C: float, seed: int) -> UDC
 
 def correlation_rows(records: Sequence[dict], names: Sequence[str]) -> tuple[ContextRows, int]:
     """ContextRows for ``correlation_table``: only graded contexts, metrics in ``names`` order,
-    NA scored 0 (module docstring). Returns the rows and the number of NA values filled."""
+    NA as NaN (module docstring). Returns the rows and the number of NA values."""
     graded = [r for r in records if r.get("outcome") in OUTCOME_SCORE]
     rows = ContextRows([], [], [], [])
     n_na = 0
@@ -175,7 +201,7 @@ def correlation_rows(records: Sequence[dict], names: Sequence[str]) -> tuple[Con
         for n in names:
             v = r["metrics"].get(n)
             n_na += v is None
-            metrics[n] = 0.0 if v is None else v
+            metrics[n] = float("nan") if v is None else v
         rows.where.append(f"{r.get('study', 'main')}:{r['cid']}")
         rows.raw.append({"metrics": metrics})
         rows.qid.append(r["qid"])
@@ -183,43 +209,82 @@ def correlation_rows(records: Sequence[dict], names: Sequence[str]) -> tuple[Con
     return rows, n_na
 
 
+def _present(records: Sequence[dict], names: Sequence[str]) -> list[str]:
+    """The metrics every record carries (absent ones, e.g. an unfitted UDCG_theta, are left out)."""
+    return [n for n in names if records and all(n in r.get("metrics", {}) for r in records)]
+
+
+def per_question_rows(records: Sequence[dict], names: Sequence[str], constant_metric: str) -> list[dict]:
+    """The per-question values behind ``correlate``: one row per (metric, question) with rho,
+    tau_b, pair_acc (None where undefined) and the status code of ``correlation.per_question``."""
+    names = _present(records, names)
+    rows, _ = correlation_rows(records, names)
+    if not rows.qid or not names:
+        return []
+    values = {n: np.array([r["metrics"][n] for r in rows.raw], dtype=float) for n in names}
+    qids, stats, status = per_question_values(rows, values, constant_metric)
+    out = []
+    for n in names:
+        for i, q in enumerate(qids):
+            out.append({"metric": n, "qid": str(q), **{key: (None if math.isnan(v[i]) else float(v[i]))
+                                                       for key, v in stats[n].items()}, "status": int(status[n][i])})
+    return out
+
+
+def circular_metrics(records: Sequence[dict], names: Sequence[str]) -> tuple[str, ...]:
+    """The metrics whose score is computed from the graded answer itself: eRAG on one-passage
+    contexts (its single-passage answer is the context's answer, so it predicts its own outcome)."""
+    if records and all(len(r["relevant"]) == 1 for r in records):
+        return tuple(n for n in names if n.split("@")[0] == "eRAG")  # names as canonicalised by the config
+    return ()
+
+
 def correlate(records: Sequence[dict], names: Sequence[str], baseline: str | None, constant_metric: str,
               n_boot: int, seed: int, title: str) -> tuple[Table, dict]:
-    """Mean per-question Spearman of each metric with the outcomes, bootstrap interval, paired
-    p-values against ``baseline``: the paper's Table 3 layout. Metrics absent from every record
+    """Mean per-question Spearman (and Kendall tau-b, pairwise accuracy) of each metric with the
+    outcomes, bootstrap intervals, paired p-values against ``baseline``: the paper's Table 3
+    layout; circular metrics (``circular_metrics``) flagged. Metrics absent from every record
     (e.g. UDCG_theta when none could be fitted) are left out. Returns the table and notes."""
-    names = [n for n in names if any(n in r.get("metrics", {}) for r in records)]
-    names = [n for n in names if all(n in r["metrics"] for r in records)]
+    names = _present(records, names)
     rows, n_na = correlation_rows(records, names)
-    notes = {"contexts": len(rows), "ungraded_contexts": len(records) - len(rows), "na_scored_zero": n_na,
+    notes = {"contexts": len(rows), "ungraded_contexts": len(records) - len(rows), "na_values": n_na,
              "questions": len(set(rows.qid))}
     if not rows.qid or not names:
         return Table(["metric"], title=title + " (no graded contexts)"), notes
     table = correlation_table(rows, None, baseline if baseline in names else None, constant_metric=constant_metric,
-                              n_boot=n_boot, seed=seed, title=title)
+                              n_boot=n_boot, seed=seed, title=title, circular=circular_metrics(records, names))
     return table, notes
 
 
 # ---------------------------------------------------------------- Fig. 2, Fig. 1, Table 2
 
 
+K_SWEEP_COLUMNS = ("metric", "mean_rho", "ci_low", "ci_high", "n_questions", "mean_tau_b", "tau_b_ci_low",
+                   "tau_b_ci_high", "pair_acc", "pair_acc_ci_low", "pair_acc_ci_high")
+K_SWEEP_STATISTICS = {"mean_rho": "Spearman ρ", "mean_tau_b": "Kendall τ-b", "pair_acc": "pairwise accuracy"}
+
+
 def k_sweep_table(tables: dict[int, Table]) -> Table:
-    """Fig. 2's data: one row per (k, metric) from each k's correlation table."""
-    out = Table(["k", "metric", "mean_rho", "ci_low", "ci_high", "n_questions"],
-                title="Fig. 2: Spearman with answer outcomes against the context size k (test questions)")
+    """Fig. 2's data: one row per (k, metric) from each k's correlation table: the three
+    statistics with their intervals, and ``circular`` ("yes" for eRAG at k = 1)."""
+    out = Table(["k", *K_SWEEP_COLUMNS, "circular"],
+                title="Fig. 2: correlation with answer outcomes against the context size k (test questions)")
     for k in sorted(tables):
         for row in tables[k].rows:
             if "mean_rho" in row:
-                out.add(k=k, **{c: row[c] for c in ("metric", "mean_rho", "ci_low", "ci_high", "n_questions")})
+                out.add(k=k, **{c: row.get(c, float("nan")) for c in K_SWEEP_COLUMNS}, circular=row.get("circular", ""))
     return out
 
 
-def pivot_k(table: Table) -> Table:
-    """The k sweep as one row per metric and one column per k (mean rho), for reading."""
+def pivot_k(table: Table, value: str = "mean_rho") -> Table:
+    """The k sweep as one row per metric and one column per k (``value``: mean_rho, mean_tau_b or
+    pair_acc), for reading; a circular value is followed by " (circular)"."""
     ks = sorted({r["k"] for r in table.rows})
-    out = Table(["metric", *(f"k={k}" for k in ks)], title=table.title)
+    name_of = K_SWEEP_STATISTICS.get(value, value)
+    out = Table(["metric", *(f"k={k}" for k in ks)], title=f"{table.title}: {name_of}")
     for name in dict.fromkeys(r["metric"] for r in table.rows):
-        values = {f"k={r['k']}": r["mean_rho"] for r in table.rows if r["metric"] == name}
+        values = {f"k={r['k']}": (f"{r[value]:.3f} (circular)" if r.get("circular") and r[value] == r[value] else r[value])
+                  for r in table.rows if r["metric"] == name}
         out.add(metric=name, **{c: values.get(c, float("nan")) for c in out.columns[1:]})
     return out
 

@@ -19,23 +19,27 @@ Run folder::
     contexts.jsonl        main contexts (contexts-file format: utilities, outcome, metrics)
     studies/k{K}.jsonl, studies/positions.jsonl, studies/oracle.jsonl
     answers.jsonl         every context answer with its outcome
-    theta/{variant}-k{K}.json   fitted UDCG_theta models
+    theta/{variant}-k{K}.json   fitted UDCG_theta models (C, validation curve, scaler)
+    data/*.jsonl.gz, data/notes.json   the per-context / per-passage data the report is built from
+                          (``udcg.experiment.reporting``; ``udcg report RUN`` rebuilds it, no model)
     tables/*.{md,csv,json}  figures/*.png  report.md  summary.json
     cache/                resumable model work
+
+``config.yaml`` holds paths relative to the repository root (``udcg.experiment.paths.portable``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import platform
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from udcg import __version__
-from udcg.experiment import steps, studies
+from udcg.experiment import reporting, steps, studies
 from udcg.experiment.config import Config, to_yaml
+from udcg.experiment.paths import portable
 from udcg.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from udcg.records import Question
 from udcg.report import Table
@@ -103,7 +107,8 @@ def run_validation(cfg: Config, progress: steps.Progress | None = None, backends
     progress = progress or _Quiet
     run_dir = Path(cfg.output)
     run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(run_dir / "config.yaml", to_yaml(cfg))
+    published = portable(cfg)
+    atomic_write_text(run_dir / "config.yaml", to_yaml(published))
     timer, models = _Timer(), _Models(cfg, backends)
     notes: dict = {}
     t_start = time.perf_counter()
@@ -149,12 +154,13 @@ def run_validation(cfg: Config, progress: steps.Progress | None = None, backends
              **({"note": outcomes[k][1]} if outcomes[k][1] else {})} for k in keys])
 
     with timer.step("metrics"):
-        thetas = _metrics(cfg, groups, run_dir, notes)
+        _metrics(cfg, groups, run_dir, notes)
         _write_contexts(run_dir, groups)
 
-    with timer.step("report"):
-        tables = _tables(cfg, groups, notes)
-        _write_report(cfg, run_dir, tables, notes, thetas)
+    with timer.step("report"):  # from the data as written, as `udcg report` rebuilds it
+        reporting.write_data(run_dir, groups, notes)
+        tables, notes, per_question = reporting.report(run_dir, run_dir, published)
+        reporting.write_per_question(run_dir, per_question)
 
     timings = {"steps": timer.steps, "model_load_seconds": models.load_seconds(),
                "total_seconds": round(time.perf_counter() - t_start, 3)}
@@ -217,7 +223,7 @@ def _passage_scores(cfg: Config, pooled: list[Question], models: _Models, run_di
 
 def _build_contexts(cfg: Config, pooled: list[Question], scores: dict, split: dict[str, str]):
     """{study name: [context records]}: main, k{K} for the sweep's other k, positions, oracle."""
-    from udcg.experiment.contexts import oracle_select, position_contexts, sample_all_contexts
+    from udcg.experiment.contexts import oracle_select, order_passages, position_contexts, sample_all_contexts
 
     c, size = cfg.contexts, cfg.pool.size
     notes = {}
@@ -235,11 +241,12 @@ def _build_contexts(cfg: Config, pooled: list[Question], scores: dict, split: di
     by_qid = {q.qid: q for q in pooled}
     groups: dict[str, list[dict]] = {}
     main, notes["main"] = sample_all_contexts(pooled, k=c.k, n_contexts=c.n_contexts, pool_size=size, seed=cfg.seed, balance=c.balance)
-    groups["main"] = records(main, "main")
+    groups["main"] = records(order_passages(main, c.order, cfg.seed), "main")
     for k in sorted(set(cfg.studies.k_values) - {c.k}):
         ctxs, notes[f"k{k}"] = sample_all_contexts(pooled, k=k, n_contexts=c.n_contexts, pool_size=size, seed=cfg.seed,
                                                     balance=c.balance)
-        groups[f"k{k}"] = records([type(x)(x.qid, f"{x.qid}:k{k}:{x.cid.rsplit(':', 1)[1]}", x.pids) for x in ctxs], f"k{k}")
+        ctxs = [type(x)(x.qid, f"{x.qid}:k{k}:{x.cid.rsplit(':', 1)[1]}", x.pids) for x in ctxs]
+        groups[f"k{k}"] = records(order_passages(ctxs, c.order, cfg.seed), f"k{k}")
     if cfg.studies.positions:
         groups["positions"] = records([x for q in pooled for x in position_contexts(q, k=c.k, pool_size=size)], "positions")
         notes["positions"] = {"questions": len({r["qid"] for r in groups["positions"]})}
@@ -272,13 +279,15 @@ def _metrics(cfg: Config, groups: dict[str, list[dict]], run_dir: Path, notes: d
                 source = Path(cfg.theta.from_run) / "theta" / f"{v}-k{k}.json"
                 model = UDCGTheta.load(source) if source.is_file() else None
             else:
-                model = studies.fit_theta([r for r in groups[group] if r["split"] == "train"], v, cfg.theta.C, cfg.seed)
+                model = studies.fit_theta([r for r in groups[group] if r["split"] == "train"], v, cfg.theta.C, cfg.seed,
+                                          cfg.theta.C_grid, cfg.theta.cv_folds, cfg.theta.cv_score)
             if model is None:
                 path.unlink(missing_ok=True)  # no stale model from an earlier run
             else:
                 model.save(path)
                 thetas[k][v] = model
     notes["theta"] = {f"k{k}": sorted(t) for k, t in thetas.items()}
+    notes["theta_C"] = {f"{v}-k{k}": m.C_ for k, t in thetas.items() for v, m in t.items()}
     for group, records in groups.items():
         by_k: dict[int, list[dict]] = {}
         for r in records:  # an oracle context from a pool shorter than oracle_k is shorter too
@@ -294,81 +303,3 @@ def _write_contexts(run_dir: Path, groups: dict[str, list[dict]]) -> None:
     for name, records in groups.items():
         if name != "main":
             atomic_write_jsonl(run_dir / "studies" / f"{name}.jsonl", records)
-
-
-def _tables(cfg: Config, groups: dict[str, list[dict]], notes: dict) -> dict[str, Table]:
-    m = cfg.metrics
-    names = list(m.names)
-    test = [r for r in groups["main"] if r["split"] == "test"]
-    corr = notes.setdefault("correlation", {})
-    tables: dict[str, Table] = {}
-
-    def corr_table(key, records, metric_names, title, baseline=m.baseline):
-        tables[key], corr[key] = studies.correlate(records, metric_names, baseline, m.constant_metric, m.n_boot, cfg.seed, title)
-
-    k = cfg.contexts.k
-    corr_table("table3", test, names, f"Table 3: Spearman with answer outcomes, k = {k}, test questions")
-    corr_table("table3-all", groups["main"], [n for n in names if n != "UDCG_theta"],
-               f"Table 3 (all questions, no UDCG_theta), k = {k}")
-    corr_table("table4", test, ["UDCG_theta", *studies.ABLATIONS[:2], "UDCG", studies.ABLATIONS[2]],
-               f"Table 4: ablation, k = {k}, test questions", baseline="UDCG")
-    if cfg.studies.k_values:
-        per_k = {}
-        for kk in cfg.studies.k_values:
-            records = groups["main"] if kk == k else groups[f"k{kk}"]
-            per_k[kk], corr[f"k{kk}"] = studies.correlate([r for r in records if r["split"] == "test"], names, m.baseline,
-                                                          m.constant_metric, m.n_boot, cfg.seed, f"k = {kk}")
-        tables["fig2-k"] = studies.k_sweep_table(per_k)
-    if cfg.studies.positions:
-        tables["fig1-positions"] = studies.position_table(groups["positions"], k)
-    if cfg.studies.oracle:
-        tables["table2-oracle"] = studies.oracle_table(groups["oracle"], min(cfg.studies.oracle_k, cfg.pool.size))
-    return tables
-
-
-def _finite(obj):
-    """NaN -> None, recursively (JSON has no NaN)."""
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return None if isinstance(obj, float) and obj != obj else obj
-
-
-def _write_report(cfg: Config, run_dir: Path, tables: dict[str, Table], notes: dict, thetas: dict) -> None:
-    from udcg.experiment import plots
-
-    for name, table in tables.items():
-        for suffix in (".md", ".csv", ".json"):
-            table.write(run_dir / "tables" / f"{name}{suffix}")
-    figures = []
-    if "fig2-k" in tables and tables["fig2-k"].rows:
-        plots.plot_k_sweep(tables["fig2-k"], run_dir / "figures" / "fig2-k.png", f"{cfg.name}: correlation against k")
-        figures.append(("fig2-k", "Fig. 2: correlation against k"))
-    if "fig1-positions" in tables and any(r["n_questions"] for r in tables["fig1-positions"].rows):
-        plots.plot_positions(tables["fig1-positions"], run_dir / "figures" / "fig1-positions.png", f"{cfg.name}: positions")
-        figures.append(("fig1-positions", "Fig. 1: one relevant passage moved through the positions"))
-    notes = _finite(notes)
-    summary = {"name": cfg.name, "reader": cfg.reader.model, "notes": notes,
-               "tables": {name: t.records() for name, t in tables.items()}}
-    atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
-    lines = [f"# udcg validate: {cfg.name}", "",
-             f"Reader `{cfg.reader.model}` (prompt {cfg.reader.prompt_version}, p_abs {cfg.annotation.estimator}); "
-             f"data `{Path(cfg.data.questions).name}`, {notes['pool_stats']['questions']} questions; pool "
-             f"{cfg.pool.source} top-{cfg.pool.size} (relevance {cfg.pool.relevance_judge or cfg.pool.relevance}); "
-             f"contexts k = {cfg.contexts.k}, {cfg.contexts.n_contexts} per question, balance {cfg.contexts.balance}; "
-             f"outcomes by {notes['grading']}; seed {cfg.seed}.", "",
-             f"UDCG_theta: {'loaded from ' + cfg.theta.from_run if cfg.theta.from_run else f'trained on {cfg.theta.train_share:.0%} of the questions'}; "
-             f"Table 3 and the k sweep use the other (test) questions. nDCG/AP use n_relevant = {cfg.metrics.n_relevant}. "
-             f"eRAG scores single-passage answers by {cfg.metrics.erag_score}; ANSWER_PROB = mean log P(first reference "
-             f"answer | passage); RA-nWG grades: {notes['grades']['mapping'] or 'not computed'}. NA metric values (RA-nWG "
-             "without a grade-3+ passage in the pool) are scored 0 in correlations.", ""]
-    for name, table in tables.items():
-        lines += [(studies.pivot_k(table) if name == "fig2-k" else table).markdown(3)]
-        if name in notes.get("correlation", {}):
-            n = notes["correlation"][name]
-            lines += [f"_{n['questions']} questions, {n['contexts']} graded contexts, {n['ungraded_contexts']} ungraded, "
-                      f"{n['na_scored_zero']} NA values scored 0._", ""]
-    lines += [f"![{title}](figures/{fig}.png)\n" for fig, title in figures]
-    lines += ["## Notes", "", "```json", json.dumps({k: v for k, v in notes.items() if k != "correlation"}, indent=2), "```", ""]
-    atomic_write_text(run_dir / "report.md", "\n".join(lines))

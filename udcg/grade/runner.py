@@ -66,7 +66,13 @@ def item_key(item: Item) -> str:
 
 
 def _check_cached(cache: AppendCache, judge: Judge, prompt_id: str) -> None:
-    for rec in cache.done.values():
+    allowed = list(judge.task.choices.labels.values())
+    for key, rec in cache.done.items():
+        label = rec.get("label", "(missing)")
+        if label is not None and (isinstance(label, bool) or label not in allowed):
+            raise InputError(f"{cache.path}: item {key.replace(chr(9), ' / ')!r}: cached label {label!r} is not one of the "
+                             f"{judge.task.name} task's ({', '.join(map(str, allowed))}) or null (the cache was edited: "
+                             "delete that line to judge the item again)")
         if rec.get("judge") != judge.name or rec.get("prompt_version") != prompt_id or rec.get("task") != judge.task.name:
             raise InputError(
                 f"{cache.path}: the cache holds {rec.get('task')} judgements by {rec.get('judge')!r} "

@@ -36,6 +36,7 @@ from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams
 from udcg.llm.openai_wire import (backoff_delay, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
                                   parse_answers, parse_first_top_logprobs, retry_after_seconds)
+from udcg.redact import redact, url_secrets
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +123,8 @@ class OpenAIBackend:
     ):
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
-            raise InputError(f"OpenAI backend: base URLs {urls!r} must be one or more http:// or https:// URLs "
-                             "(e.g. http://127.0.0.1:8000/v1)")
+            raise InputError(redact(f"OpenAI backend: base URLs {urls!r} must be one or more http:// or https:// URLs "
+                             "(e.g. http://127.0.0.1:8000/v1)"))
         for field, value, integer in (("max_concurrency", max_concurrency, True), ("timeout", timeout, False),
                                       ("max_n_per_request", max_n_per_request, True)):
             _check_positive(field, value, integer)
@@ -144,7 +145,12 @@ class OpenAIBackend:
         self._url_turn = itertools.count()
 
     def __repr__(self) -> str:
-        return f"OpenAIBackend(model={self.model!r}, base_urls={list(self.base_urls)!r}, api_key_env={self.api_key_env!r})"
+        return redact(f"OpenAIBackend(model={self.model!r}, base_urls={list(self.base_urls)!r}, api_key_env={self.api_key_env!r})")
+
+    def _secrets(self) -> list[str]:
+        """The key (read now, from the environment) and any credentials inside the base URLs."""
+        key = os.environ.get(self.api_key_env) or ""
+        return [key, *(s for u in self.base_urls for s in url_secrets(u))]
 
     # ------------------------------------------------------------ Backend protocol
 
@@ -236,7 +242,7 @@ class OpenAIBackend:
                     try:
                         results[i] = parse([await self._post(client, pacer, payload) for payload in items[i]])
                     except BackendError as e:  # parse errors quote the body, which a server may fill with the key
-                        results[i] = BackendError(_scrub(str(e), os.environ.get(self.api_key_env) or ""))
+                        results[i] = BackendError(redact(str(e), self._secrets()))
                 if on_result is not None:
                     on_result(i, results[i])
 
@@ -248,6 +254,7 @@ class OpenAIBackend:
         import httpx
 
         key = os.environ.get(self.api_key_env) or ""
+        secrets = self._secrets()
         headers = {"Content-Type": "application/json"}
         if key:
             headers["Authorization"] = f"Bearer {key}"
@@ -271,16 +278,16 @@ class OpenAIBackend:
                 else:
                     problem = f"POST {url}: HTTP {response.status_code}: {_error_text(response)}"
                     if not _retryable(response.status_code):
-                        raise BackendError(_scrub(problem + _hint(response.status_code, self.api_key_env), key))
+                        raise BackendError(redact(problem + _hint(response.status_code, self.api_key_env), secrets))
                     retry_after = retry_after_seconds(response.headers.get("retry-after"))
             if attempt == self.max_retries:
                 break
             if retry_after is not None and retry_after > self.max_retry_after:
-                raise BackendError(_scrub(f"{problem}; the server asks to retry after {retry_after:g}s, more than max_retry_after={self.max_retry_after:g}s", key))
+                raise BackendError(redact(f"{problem}; the server asks to retry after {retry_after:g}s, more than max_retry_after={self.max_retry_after:g}s", secrets))
             delay = retry_after if retry_after is not None else backoff_delay(attempt, self.backoff_base, self.backoff_max, self._rng.random())
-            log.warning("%s; retry %d/%d in %.2fs", _scrub(problem, key), attempt + 1, self.max_retries, delay)
+            log.warning("%s; retry %d/%d in %.2fs", redact(problem, secrets), attempt + 1, self.max_retries, delay)
             await asyncio.sleep(delay)
-        raise BackendError(_scrub(f"{problem} (gave up after {self.max_retries + 1} attempts)", key))
+        raise BackendError(redact(f"{problem} (gave up after {self.max_retries + 1} attempts)", secrets))
 
 
 def _check_positive(field: str, value, integer: bool = False) -> None:
@@ -310,11 +317,6 @@ def _error_text(response) -> str:
     except ValueError:
         pass
     return response.text[:300] or response.reason_phrase
-
-
-def _scrub(text: str, key: str) -> str:
-    """Remove the API key from anything that may be shown or logged (a server may echo it)."""
-    return text.replace(key, "***") if key else text
 
 
 def _raise_on_errors(results: list[Any], what: str) -> list[Any]:

@@ -16,6 +16,7 @@ tokenizer re-tokenises the answer text; an empty answer (end of text first) list
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import logging
@@ -35,6 +36,8 @@ from udcg.llm.base import Backend, Chat, GenerationParams
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
+MAX_INT_DIGITS = 40  # seeds and counts are at most 20 digits; a longer integer is a malformed request
+REQUEST_TIMEOUT = 30.0  # seconds: an idle keep-alive connection is closed, and a body must arrive in full
 MAX_TOKENS_CAP = 4096
 MAX_N = 1024  # OpenAI caps n at 128; local sampling estimators ask for more in one call
 ROLES = ("system", "user", "assistant")
@@ -107,6 +110,48 @@ def _integer(body: dict, field: str, default: int | None, low: int, high: int) -
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise RequestError(400, f"{field} must be an integer in [{low}, {high}], got {value!r}", field)
     return value
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {len(text.lstrip('-')):,} digits")
+    return int(text)
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_body(raw: bytes) -> Any:
+    """The JSON of a request body; anything malformed (bad UTF-8 or JSON, NaN, an integer of more
+    than MAX_INT_DIGITS digits, nesting deeper than the interpreter's limit) is a 400."""
+    try:
+        return json.loads(raw.decode("utf-8"), parse_int=_parse_int, parse_constant=_reject_constant)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise RequestError(400, f"the body is not valid JSON: {e}") from None
+    except RecursionError:
+        raise RequestError(400, "the body is nested too deeply") from None
+    except ValueError as e:
+        raise RequestError(400, f"the body is not accepted JSON: {e}") from None
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Raise InputError now if nothing can listen on host:port (before a model takes minutes to load)."""
+    import socket
+
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as e:
+        raise InputError(f"cannot listen on {host}:{port}: {e.strerror or e} (check --host)") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is no conflict
+        try:
+            probe.bind(address)
+        except OSError as e:
+            raise InputError(f"cannot listen on {host}:{port}: {e.strerror or e} (pick another --port or --host)") from None
 
 
 def parse_request(body: Any, served_model: str) -> ChatRequest:
@@ -247,10 +292,12 @@ class ChatCompletionServer(ThreadingHTTPServer):
     """``ThreadingHTTPServer`` serving one backend under ``model_name``. ``port=0`` picks a free port."""
 
     daemon_threads = True
+    request_queue_size = 128  # clients of a fleet connect at once; the default 5 makes the rest wait seconds
 
     def __init__(self, backend: Backend, host: str = "127.0.0.1", port: int = 8000, model_name: str | None = None,
-                 api_key: str | None = None):
+                 api_key: str | None = None, timeout: float = REQUEST_TIMEOUT):
         self.backend = backend
+        self.timeout = timeout  # idle connections and request bodies (see _Handler)
         self._api_key = api_key  # when set, requests need "Authorization: Bearer <api_key>"
         self.model_name = model_name or backend.name
         self.model_lock = threading.Lock()
@@ -291,8 +338,33 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections
     server: ChatCompletionServer
 
+    def setup(self) -> None:
+        self.timeout = self.server.timeout  # socket timeout: an idle or stalled connection frees its thread
+        super().setup()
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib signature)
         log.debug("%s %s", self.address_string(), format % args)
+
+    def _read_body(self, length: int) -> bytes | None:
+        """The body, or None (after a 408) when it does not arrive in full within the timeout."""
+        deadline, chunks, left = time.monotonic() + self.server.timeout, [], length
+        try:
+            while left > 0:
+                if time.monotonic() > deadline:
+                    raise TimeoutError
+                chunk = self.rfile.read1(min(left, 65536))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+        except (TimeoutError, OSError):
+            left = -1
+        if left != 0:
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self._send(408, error_body(408, f"the body did not arrive in full within {self.server.timeout:g}s"))
+            return None
+        return b"".join(chunks)
 
     def _send(self, status: int, body: dict) -> None:
         data = json.dumps(body, allow_nan=False).encode("utf-8")
@@ -324,16 +396,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             status = 413 if length > MAX_BODY_BYTES else 411
             return self._send(status, error_body(status, f"the body needs a Content-Length in 1..{MAX_BODY_BYTES} bytes"))
-        raw = self.rfile.read(length)
+        raw = self._read_body(length)
+        if raw is None:
+            return None
         if not self.server.authorized(self.headers.get("Authorization")):
             return self._send(401, error_body(401, "missing or wrong API key (send Authorization: Bearer <key>)"))
         if path != "/v1/chat/completions":
             return self._send(404, error_body(404, f"no such endpoint: POST {path} (try /v1/chat/completions)"))
         try:
-            request = parse_request(json.loads(raw), self.server.model_name)
+            request = parse_request(parse_body(raw), self.server.model_name)
             self._send(200, self.server.complete(request))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            self._send(400, error_body(400, f"the body is not valid JSON: {e}"))
         except RequestError as e:
             self._send(e.status, error_body(e.status, e.message, e.param))
         except InputError as e:

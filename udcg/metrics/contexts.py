@@ -70,12 +70,16 @@ class ContextBatch:
     erag: np.ndarray | None = None  # (n, k) per-passage downstream scores
     answer_ll: np.ndarray | None = None  # (n, k) per-passage log P(reference answer | passage)
     contains: np.ndarray | None = None  # (n, k) bool, passage holds an answer alias
+    pool_counts: np.ndarray | None = None  # (n, 5) grade counts in the retrieval pool (PROC, %PROC)
 
 
 def _need(batch: ContextBatch, field: str, metric: MetricName) -> np.ndarray:
     value = getattr(batch, field)
     if value is None:
-        raise InputError(f"metric {metric} needs '{field}' for every context (annotate/judge first, or drop the metric)")
+        name = {"corpus_counts": "corpus_grades", "pool_counts": "pool_grades"}.get(field, field)  # as contexts files spell it
+        fix = ("give 'pool_grades', the 5 grade counts of the question's retrieval pool, or drop the metric"
+               if name == "pool_grades" else "annotate/judge first, or drop the metric")
+        raise InputError(f"metric {metric} needs '{name}' for every context ({fix})")
     return value
 
 
@@ -86,7 +90,9 @@ def score_batch(batch: ContextBatch, metrics: list[Measure], gamma: float = GAMM
     gains = rel.astype(float)
     n_rel = rel.sum(1) if batch.n_relevant is None else np.asarray(batch.n_relevant, dtype=float)
     if (n_rel < rel.sum(1)).any():
-        raise InputError("n_relevant is smaller than the number of relevant passages in a context")
+        row = int(np.flatnonzero(n_rel < rel.sum(1))[0])
+        raise InputError(f"context {row} of the batch: n_relevant = {n_rel[row]:g} is smaller than its "
+                         f"{int(rel[row].sum())} relevant passages (n_relevant counts the question's whole pool)")
     out: dict[str, np.ndarray] = {}
     for m in metrics:
         cut = min(m.k, k) if m.k is not None else None
@@ -98,7 +104,8 @@ def score_batch(batch: ContextBatch, metrics: list[Measure], gamma: float = GAMM
             out[str(m)] = theta.predict(_need(batch, "utilities", m)[:, :cut])
         elif m.family in SETBASED:
             grades = np.asarray(_need(batch, "grades", m), dtype=int)
-            values = setbased.set_metrics(grades, _need(batch, "corpus_counts", m), k=m.k or k)
+            pool = _need(batch, "pool_counts", m) if m.family in ("PROC", "%PROC") else None
+            values = setbased.set_metrics(grades, _need(batch, "corpus_counts", m), pool, k=m.k or k)
             out[str(m)] = values[m.family]
         elif m.family == "eRAG":
             out[str(m)] = classical.erag(_need(batch, "erag", m))

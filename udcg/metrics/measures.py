@@ -187,6 +187,8 @@ def parse_measure(text: str, where: str = "--metrics", whole_context: bool = Fal
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise InputError(f"{where}: parameter {item.strip()!r} in {text.strip()!r} must look like key=value")
+        if key.strip().lower() in params:  # RR(rel=1,rel=2): which one was meant is a guess
+            raise InputError(f"{where}: parameter {key.strip()!r} is given twice in {text.strip()!r} (give it once)")
         params[key.strip().lower()] = _parse_value(value, where)
     return make_measure(name, cutoff, where=where, whole_context=whole_context, **params)
 
