@@ -25,8 +25,6 @@ documents their corpus lacks); ``check_run`` is strict about runs (see there).
 
 from __future__ import annotations
 
-import gzip
-import json
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -57,26 +55,6 @@ class Collection:
 # ---------------------------------------------------------------- records from any source
 
 
-def _gz_records(path: Path) -> Iterator[tuple[str, dict]]:
-    try:
-        text = gzip.decompress(path.read_bytes()).decode("utf-8")
-    except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read as gzip-compressed UTF-8 JSONL ({e}) (compress the "
-                         "JSONL file again with gzip)") from None
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}:{line_no}: invalid JSON at column {e.colno}: {e.msg} "
-                             "(fix or remove this line)") from None
-        if not isinstance(obj, dict):
-            raise InputError(f"{path}:{line_no}: expected a JSON object, got {type(obj).__name__} "
-                             "(one object per line)")
-        yield f"{path}:{line_no}", obj
-
-
 def _records(source: str | Path, role: str) -> Iterator[tuple[str, dict]]:
     """(location, record) pairs from a JSON(L)[.gz] file, Parquet, a saved folder or ``hf:``."""
     text = str(source)
@@ -91,9 +69,7 @@ def _records(source: str | Path, role: str) -> Iterator[tuple[str, dict]]:
                          "as a JSONL or Parquet file)")
     if path.is_dir() or path.suffix == ".parquet":
         yield from hfdata.rows(hfdata.pick(hfdata.load(path), role, text), text)
-    elif path.suffix == ".gz":
-        yield from _gz_records(path)
-    else:
+    else:  # JSON or JSONL, .gz too (decompressed with a size limit)
         yield from read_records(path)
 
 

@@ -143,6 +143,8 @@ def _from_context(obj: dict, where: str, k_cut: int | None) -> tuple[str, dict]:
         fields["utilities"] = utilities_from(fields["relevant"], fields["p_abs"]).tolist()
     if "relevant" not in fields and "utilities" in fields:
         fields["relevant"] = [u > 0 for u in fields["utilities"]]
+    if "relevant" not in fields:
+        raise InputError(f"{where}: no 'relevant' or 'utilities' (every context needs one of them, one value per passage)")
     for name in ("n_relevant",):
         if obj.get(name) is not None:
             v = obj[name]
@@ -190,8 +192,9 @@ def _from_authors(obj: dict, where: str, model: str | None, k_cut: int | None) -
         fields["corpus_grades"] = [grades.count(g) for g in range(1, 6)]  # the item's passages are its pool
     if "outcome" in obj:
         fields["outcome"] = obj["outcome"]
-    if not fields:
-        raise InputError(f"{where}: nothing to score (passages need 'is_relevant' and/or models_info)")
+    if "relevant" not in fields:
+        raise InputError(f"{where}: nothing to score (every passage needs 'is_relevant', and models_info for UDCG; "
+                         "udcg judge relevance --write-authors adds it)")
     return q.qid, _cut(fields, k_cut, where)
 
 

@@ -7,7 +7,6 @@ and finds the right reader for a name, folder or file); the table of what each r
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import itertools
 import json
 import logging
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from udcg.errors import InputError
-from udcg.io import iter_jsonl, read_json, require
+from udcg.io import iter_jsonl, read_json, read_text, require
 from udcg.metrics.text import normalize_answer, normalized_aliases
 from udcg.records import Passage, Question
 
@@ -54,13 +53,7 @@ def _iter_jsonl_any(path: Path) -> Iterator[tuple[int, dict]]:
     if path.suffix != ".gz":
         yield from iter_jsonl(path)
         return
-    if not path.is_file():
-        raise InputError(f"{path}: no such file (check the path)")
-    try:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read as gzip-compressed UTF-8 JSONL: {e} (re-download the file)") from None
+    lines = read_text(path).splitlines()  # decompressed with a size limit (a gzip bomb stops there)
     for line_no, line in enumerate(lines, start=1):
         if not line.strip():
             continue

@@ -125,6 +125,8 @@ def load_dataset(name_or_path: str | Path, limit: int | None = None, data_dir: s
             raise InputError(f"{path}: data set folder not found (set {DATA_DIR_ENV} or pass data_dir)")
     if path.is_file():
         return _loader_for_file(path)(path, limit=limit)
+    if not path.is_dir():  # a FIFO, a device (/dev/zero), a socket: reading it could block or never end
+        raise InputError(f"{path}: not a regular file or a folder (save the data to a file and give its path)")
     files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith((".json", ".jsonl", ".gz")))
     if not files:
         raise InputError(f"{path}: folder holds no .json/.jsonl/.gz data file")

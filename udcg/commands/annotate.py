@@ -101,9 +101,10 @@ def _run_runs(args: argparse.Namespace) -> int:
         raise InputError("with --run give --corpus (a BEIR folder or corpus file) and no INPUT file")
     cfg = _config(args)
     collection = read_collection(args.corpus, queries=args.queries, qrels=args.qrels, answers=args.answers)
-    runs = {name: read_run(path) for name, path in named_runs(args.run).items()}
+    paths = named_runs(args.run)
+    runs = {name: read_run(path) for name, path in paths.items()}
     for name, run in runs.items():
-        check_run(run, collection, name)
+        check_run(run, collection, str(paths[name]))
     follow_libraries(not args.no_progress)
     bars = []
 

@@ -67,9 +67,10 @@ def run(args: argparse.Namespace) -> int:
     if cache.resolve() == output.resolve():
         raise InputError(f"{output}: the output and the cache are one file (choose another --cache)")
     collection = read_collection(args.corpus, queries=args.queries, qrels=args.qrels, answers=args.answers)
-    runs = {name: read_run(path) for name, path in named_runs(args.run).items()}
+    paths = named_runs(args.run)
+    runs = {name: read_run(path) for name, path in paths.items()}
     for name, run_ in runs.items():
-        check_run(run_, collection, name)
+        check_run(run_, collection, str(paths[name]))
     utilities = read_utilities(args.utilities) if args.utilities else None
     contexts, short = run_contexts(runs, collection, args.k, samples=args.samples, depth=args.depth, seed=args.seed)
     for name, count in short.items():

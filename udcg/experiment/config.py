@@ -324,7 +324,8 @@ def _set_override(raw: dict, assignment: str) -> None:
     try:
         node[parts[-1]] = safe_load(text) if text.strip() else None
     except yaml.YAMLError as e:
-        raise InputError(f"--set {assignment!r}: the value is not valid YAML ({getattr(e, 'problem', e)})") from None
+        problem = " ".join(str(getattr(e, "problem", None) or e).split())
+        raise InputError(f"--set {assignment!r}: the value is not valid YAML ({problem})") from None
     except ValueError as e:  # an integer too long to read
         raise InputError(f"--set {assignment[:80]!r}: {e} (give a value a config can hold)") from None
 
@@ -362,7 +363,8 @@ def read_yaml(path: str | Path) -> dict:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f":{mark.line + 1}" if mark else ""
-        raise InputError(f"{path}{line}: invalid YAML: {getattr(e, 'problem', e)} (fix the syntax)") from None
+        problem = " ".join(str(getattr(e, "problem", None) or e).split())  # one line, whatever the parser wrote
+        raise InputError(f"{path}{line}: invalid YAML: {problem} (fix the syntax)") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text (re-save the config as UTF-8)") from None
     except (ValueError, RecursionError) as e:  # an integer too long to read, nesting too deep
