@@ -112,7 +112,7 @@ def main() -> int:
     ap.add_argument("--prompts", default="udcg-code-v1,paper-fig4-v1")
     ap.add_argument("--per-class", type=int, default=100)
     ap.add_argument("--chunk", type=int, default=8)
-    ap.add_argument("--work", type=Path, default=Path("runs/reader-abstention"))
+    ap.add_argument("--work", type=Path, default=Path("docs/results/reader-abstention/cache"))
     ap.add_argument("--out", type=Path, default=Path("docs/results/reader-abstention"))
     args = ap.parse_args()
     items = select(args.data_dir, args.per_class)

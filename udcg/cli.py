@@ -83,7 +83,7 @@ OUTPUT_OPTIONS = (("output", "-o"), ("cache", "--cache"), ("write_authors", "--w
 
 def _check_outputs(args: argparse.Namespace) -> None:
     """Before any work: every output path is a regular file or a new path (a folder where the
-    command writes a folder), and no two outputs, nor an output and the input, are one file."""
+    command writes a folder), and no two outputs are one file."""
     from pathlib import Path
 
     from udcg.errors import InputError
@@ -93,9 +93,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
     given = [(flag, Path(value)) for name, flag in OUTPUT_OPTIONS if (value := getattr(args, name, None))]
     for flag, path in given:
         check_output_path(path, flag, folder=folder and flag == "-o")
-    inputs = [("INPUT", Path(v)) for v in [getattr(args, "input", None)] if isinstance(v, (str, Path)) and v]
     seen: dict[Path, str] = {}
-    for flag, path in inputs + given:
+    for flag, path in given:
         key = path.expanduser().resolve()
         if key in seen:
             raise InputError(f"{flag} {path}: the same file as {seen[key]} (give each output its own path)")
