@@ -182,3 +182,23 @@ def test_several_runs_all_scored_or_an_error(beir, tmp_path, capsys):
     assert "two or more runs" in capsys.readouterr().err
     assert main(["score", "--run", str(runs / "a.trec"), "--metrics", "nDCG@2", "-o", str(tmp_path / "y.tsv")]) == 2
     assert "needs qrels" in capsys.readouterr().err
+
+
+def test_unjudged_pairs_judged_by_the_rule_judge(beir, tmp_path, tiny_model_dir, capsys):
+    folder, runs = beir
+    out = tmp_path / "u"
+    err = _annotate_with(folder, runs, out, tiny_model_dir, capsys, ["--unjudged", "judge", "--judge", "rules"])
+    assert "relevance of these pairs: judge 4, qrels 5" in err, err
+    recs = read_utilities(out).records
+    # d6 is judged 0 in the qrels although it names Shakespeare: the qrels win over the judge
+    assert recs["q1", "d6"].relevance_source == "qrels" and not recs["q1", "d6"].relevant
+    # (q2, d7) is unjudged: "Lyon is a city in France." does not contain "Paris"
+    assert recs["q2", "d7"].relevance_source == "judge" and not recs["q2", "d7"].relevant
+    assert (out / "judgements.jsonl").is_file()
+
+
+def _annotate_with(folder, runs, out, model, capsys, extra):
+    argv = ["annotate", "--corpus", str(folder), "--run", str(runs / "a.trec"), "--depth", "3", "--model", str(model),
+            "-o", str(out), "--no-progress", *extra]
+    assert main(argv) == 0
+    return capsys.readouterr().err
