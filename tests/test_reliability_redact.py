@@ -10,7 +10,6 @@ import base64
 import http.server
 import json
 import threading
-from pathlib import Path
 from urllib.parse import quote, quote_plus, unquote
 
 import pytest

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             handler.removeFilter(redacting)
 
 
-# Output options of every command: (attribute, flag). -o is a folder for validate, demo and annotate --run.
+# Output options of every command: (attribute, flag). -o is a folder for validate, demo, report and annotate --run.
 OUTPUT_OPTIONS = (("output", "-o"), ("cache", "--cache"), ("write_authors", "--write-authors"))
 
 
@@ -89,7 +89,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
     from udcg.errors import InputError
     from udcg.io import check_output_path
 
-    folder = args.command in ("validate", "demo") or (args.command == "annotate" and bool(getattr(args, "run", None)))
+    folder = args.command in ("validate", "demo", "report") or (args.command == "annotate" and bool(getattr(args, "run", None)))
     given = [(flag, Path(value)) for name, flag in OUTPUT_OPTIONS if (value := getattr(args, name, None))]
     for flag, path in given:
         check_output_path(path, flag, folder=folder and flag == "-o")
