@@ -114,11 +114,17 @@ def main() -> int:
     ap.add_argument("--chunk", type=int, default=8)
     ap.add_argument("--work", type=Path, default=Path("docs/results/reader-abstention/cache"))
     ap.add_argument("--out", type=Path, default=Path("docs/results/reader-abstention"))
+    ap.add_argument("--finished-only", action="store_true",
+                    help="tabulate only the (model, prompt) pairs whose cache is complete; load no model")
     args = ap.parse_args()
     items = select(args.data_dir, args.per_class)
     rows, timing = [], {}
     for model in args.models.split(","):
         for prompt in args.prompts.split(","):
+            cache = args.work / f"cache-{model}-{prompt}.jsonl"
+            if args.finished_only and (not cache.is_file() or len(cache.read_text().splitlines()) < len(items)):
+                print(f"{model} {prompt}: not finished, left out", flush=True)
+                continue
             part, seconds = measure(items, model, prompt, args.work / f"cache-{model}-{prompt}.jsonl", args.chunk)
             rows += part
             timing[f"{model} {prompt}"] = round(seconds, 1)
