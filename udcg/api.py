@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 
 from udcg.errors import InputError
-from udcg.metrics.evaluate import UtilityOptions, evaluate_table, run_table, utility_coverage, utility_depth
-from udcg.metrics.measures import UTILITY, Measure, parse_measure
+from udcg.metrics.evaluate import (UtilityOptions, as_measures, check_inputs, evaluate_table, run_table,
+                                   utility_coverage, utility_depth)
+from udcg.metrics.measures import UTILITY, Measure
 from udcg.metrics.udcg import GAMMA, UDCGTheta, check_utilities, udcg as _udcg_matrix
 
 log = logging.getLogger(__name__)
@@ -87,11 +88,7 @@ def read_utilities(utilities: Any, model: str | None = None, prompt_version: str
 
 
 def _measures(metrics: Sequence[str | Measure] | str) -> list[Measure]:
-    from udcg.metrics.measures import parse_measures
-
-    if isinstance(metrics, str):
-        return parse_measures(metrics)
-    out = [m if isinstance(m, Measure) else parse_measure(m, where="metrics") for m in metrics]
+    out = as_measures(metrics)
     if not out:
         raise InputError("metrics: no measures given (e.g. ['UDCG@5', 'nDCG@5'])")
     return list(dict.fromkeys(out))
@@ -129,12 +126,7 @@ def score_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | N
     qrels_d = _read_qrels(qrels)
     needs_utility = any(m.name in UTILITY for m in wanted)
     util = read_utilities(utilities, model, prompt_version) if needs_utility or utilities is not None else None
-    if needs_utility and util is None:
-        raise InputError(f"{next(m for m in wanted if m.name in UTILITY)} needs utilities (udcg annotate --run ... "
-                         "-o FOLDER, then utilities=FOLDER / --utilities FOLDER)")
-    classical = [m for m in wanted if m.name not in UTILITY]
-    if classical and qrels_d is None:
-        raise InputError(f"{classical[0]} needs qrels (give qrels, or score only UDCG@k)")
+    check_inputs(wanted, qrels_d, util)
     if isinstance(theta, (str, Path)):
         theta = UDCGTheta.load(theta)
     queries = qrels_d if qrels_d is not None else {q: {} for run in loaded.values() for q in run}

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from udcg import __version__
-from udcg.annotate.runner import AnnotateConfig, AnnotateStats, _key
+from udcg.annotate.runner import AnnotateConfig, AnnotateStats, annotation_key
 from udcg.io import atomic_write_json, question_to_authors, read_authors, read_records, write_authors
 from udcg.records import Annotation, Question, utility
 
@@ -37,7 +37,7 @@ def write_annotated(output: str, questions: Sequence[Question], raw: Sequence[di
         out = dict(item)
         passages = []
         for p, praw in zip(q.passages, item["passages"], strict=True):
-            a = annotations[_key(q.qid, p.pid)]
+            a = annotations[annotation_key(q.qid, p.pid)]
             d = dict(praw)
             if "is_relevant" not in praw:
                 d["is_relevant"] = p.relevant

@@ -47,8 +47,14 @@ class AnnotateStats:
         return self.n_computed / self.seconds if self.seconds > 0 else float("nan")
 
 
-def _key(qid: str, pid: str) -> str:
+def annotation_key(qid: str, pid: str) -> str:
+    """The cache key of one (question, passage) annotation."""
     return f"{qid}\t{pid}"
+
+
+def cached_annotations(cache: AppendCache) -> dict[str, Annotation]:
+    """Every finished annotation of a cache, ``{annotation_key: Annotation}``."""
+    return {k: Annotation(**{f: v for f, v in rec.items() if f != "key"}) for k, rec in cache.done.items()}
 
 
 def _estimate(backend: Backend, chats: list, cfg: AnnotateConfig) -> list:
@@ -101,7 +107,7 @@ def annotation_record(q: Question, p, model: str, cfg: AnnotateConfig, estimate)
     a = Annotation(qid=q.qid, pid=p.pid, model=model, estimator=cfg.estimator, p_abs=estimate.p_abs,
                    prompt_version=cfg.prompt_version, ci_low=estimate.ci_low, ci_high=estimate.ci_high,
                    n_samples=estimate.n_samples, note=estimate.note)
-    return {"key": _key(q.qid, p.pid), **asdict(a)}
+    return {"key": annotation_key(q.qid, p.pid), **asdict(a)}
 
 
 def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfig, cache_path: str | Path,
@@ -122,7 +128,7 @@ def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfi
         for chunk in chunks:
             # Normally all or none of a chunk is cached; a chunk cut by a failed API request keeps
             # its finished passages, and only the rest is computed again.
-            todo = [(q, p) for q, p in chunk if _key(q.qid, p.pid) not in cache]
+            todo = [(q, p) for q, p in chunk if annotation_key(q.qid, p.pid) not in cache]
             if not todo:
                 if progress:
                     progress(len(chunk))
@@ -141,7 +147,7 @@ def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfi
                                    f"{cache_path} (rerun the same command to resume)") from None
             if progress:
                 progress(len(chunk))
-        done = {k: Annotation(**{f: v for f, v in rec.items() if f != "key"}) for k, rec in cache.done.items()}
+        done = cached_annotations(cache)
     for a in done.values():
         if a.note:
             stats.notes[a.note] = stats.notes.get(a.note, 0) + 1

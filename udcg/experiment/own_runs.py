@@ -14,13 +14,14 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from udcg import __version__
 from udcg.annotate import utilities as store
-from udcg.annotate.runner import AnnotateConfig, annotate, check_cache
+from udcg.annotate.runner import AnnotateConfig, annotate, annotation_key, cached_annotations, check_cache
 from udcg.collection import Collection
 from udcg.errors import InputError
 from udcg.io import AppendCache, read_json
@@ -146,12 +147,11 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
     pairs = run_pairs(runs, depth)
     rel = relevance(pairs, collection, unjudged, judge_factory=judge_factory, judge_cache=out / "judgements.jsonl",
                     progress=progress(sum(map(len, pairs.values())), "judge relevance") if progress else None)
-    report = AnnotateRunsReport(pairs=len(rel))
-    for _, source in rel.values():
-        report.sources[source] = report.sources.get(source, 0) + 1
+    report = AnnotateRunsReport(pairs=len(rel), sources=dict(Counter(source for _, source in rel.values())))
     with AppendCache(out / store.ANNOTATIONS) as cache:
         check_cache(cache, model, cfg)
-        todo = sum(f"{q}\t{d}" not in cache for q, docids in pairs.items() for d in docids)
+        todo = sum(annotation_key(q, d) not in cache for q, d in rel)
+        done = cached_annotations(cache)
     report.reused = report.pairs - todo
     if todo:
         backend = load_backend()
@@ -162,9 +162,6 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
         done, stats = annotate(_questions(pairs, collection), backend, cfg, out / store.ANNOTATIONS,
                                progress(report.pairs, f"annotate {model}") if progress else None)
         report.computed, report.seconds = stats.n_computed, time.perf_counter() - t0
-    else:
-        with AppendCache(out / store.ANNOTATIONS) as cache:
-            done = dict(cache.done)
     records = _merged_records(out, done, rel, model, cfg)
     report.total = len(records)
     runs_meta = {**meta.get("runs", {}), **{name: {"depth": depth, "queries": len(run)} for name, run in runs.items()}}
@@ -176,20 +173,15 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
 
 
 def _count_sources(records: Mapping[tuple[str, str], store.UtilityRecord]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for r in records.values():
-        counts[r.relevance_source] = counts.get(r.relevance_source, 0) + 1
-    return dict(sorted(counts.items()))
+    return dict(sorted(Counter(r.relevance_source for r in records.values()).items()))
 
 
-def _merged_records(out: Path, done: Mapping, rel: Mapping[tuple[str, str], tuple[bool, str]], model: str,
+def _merged_records(out: Path, done: Mapping[str, Annotation], rel: Mapping[tuple[str, str], tuple[bool, str]], model: str,
                     cfg: AnnotateConfig) -> dict[tuple[str, str], store.UtilityRecord]:
     """This call's pairs with their relevance, plus the pairs of earlier calls as they were written."""
     records = dict(store.read_utilities(out).records) if (out / store.UTILITIES).is_file() else {}
     for (qid, docid), (relevant, source) in rel.items():
-        a = done[f"{qid}\t{docid}"]
-        if isinstance(a, dict):  # a raw cache line (nothing computed in this call)
-            a = Annotation(**{f: v for f, v in a.items() if f != "key"})
+        a = done[annotation_key(qid, docid)]
         records[qid, docid] = store.UtilityRecord(
             qid=qid, docid=docid, p_abs=a.p_abs, relevant=relevant, relevance_source=source, model=model,
             estimator=cfg.estimator, prompt_version=cfg.prompt_version, ci_low=a.ci_low, ci_high=a.ci_high,

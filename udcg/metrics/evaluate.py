@@ -319,7 +319,7 @@ def _compute(measure: Measure, table: GainTable, curves: _Curves, opts: UtilityO
     return _binary(measure, curves)
 
 
-def _measures(measures: Sequence[Measure | str] | str) -> list[Measure]:
+def as_measures(measures: Sequence[Measure | str] | str) -> list[Measure]:
     """A comma-separated string, or a list of Measures and/or measure strings."""
     if isinstance(measures, str):
         return parse_measures(measures)
@@ -336,7 +336,7 @@ def _measures(measures: Sequence[Measure | str] | str) -> list[Measure]:
 def evaluate_table(table: GainTable, measures: Sequence[Measure | str] | str,
                    opts: UtilityOptions | None = None) -> dict[Measure, np.ndarray]:
     """{measure: one value per query of the table}; measures of one family share their curve."""
-    wanted = _measures(measures)
+    wanted = as_measures(measures)
     curves = _Curves(table)
     opts = opts or UtilityOptions()
     return {m: _compute(m, table, curves, opts) for m in wanted}
@@ -362,13 +362,14 @@ def evaluate_arrays(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, 
                     measures: Sequence[Measure | str] | str, *, utilities: Mapping[str, Mapping[str, float]] | None = None,
                     opts: UtilityOptions | None = None) -> tuple[tuple[str, ...], dict[Measure, np.ndarray]]:
     """Per-query values as arrays: (qids, {measure: values aligned with qids})."""
-    wanted = _measures(measures)  # checked before the (longer) conversion
-    _check_inputs(wanted, qrels, utilities)
+    wanted = as_measures(measures)  # checked before the (longer) conversion
+    check_inputs(wanted, qrels, utilities)
     table = run_table(run, qrels, utilities if any(m.name in UTILITY for m in wanted) else None, utility_depth(wanted))
     return table.qids, evaluate_table(table, wanted, opts)
 
 
-def _check_inputs(wanted: list[Measure], qrels, utilities) -> None:
+def check_inputs(wanted: list[Measure], qrels, utilities) -> None:
+    """Classical measures need qrels; UDCG and UDCG_theta need utilities."""
     classical = [m for m in wanted if m.name not in UTILITY]
     if classical and qrels is None:
         raise InputError(f"{classical[0]} needs qrels (give --qrels, or score only UDCG@k)")
