@@ -26,7 +26,7 @@ from tqdm import tqdm  # noqa: E402
 from udcg.grade import runner  # noqa: E402
 from udcg.grade.agreement import compare  # noqa: E402
 from udcg.grade.judges import TASKS, LLMJudge, PassageItem, RuleJudge  # noqa: E402
-from udcg.io import atomic_write_jsonl, iter_jsonl  # noqa: E402
+from udcg.io.files import atomic_write_jsonl, iter_jsonl  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "popqa-contriever-100" / "popqa_longtail_w_gs_example.jsonl"
 

@@ -7,7 +7,7 @@ Deterministic (same files byte for byte on every run):
 - corpus: the gold Wikipedia passages of the first ``--n-corpus`` NQ-open questions of
   ``nq-open-gold`` (file order), de-duplicated by whitespace-normalised text (the first keeps its id);
 - queries: the first ``--n-queries`` of those questions whose gold passage contains an answer alias
-  (``udcg.loaders.ContainmentChecker``), with their NQ answer aliases in ``metadata.answers``;
+  (``udcg.io.loaders.ContainmentChecker``), with their NQ answer aliases in ``metadata.answers``;
 - qrels/test.tsv: the gold passage only (score 1), with a BEIR header;
 - runs/: top-10 per query of BM25 (``bm25_scores``, title + text), MiniLM cosine
   (``MiniLMEncoder``, title + text) and their reciprocal-rank fusion (k=60) over those two top-10
@@ -28,12 +28,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from udcg.experiment.pools import MiniLMEncoder, bm25_scores, build_corpus  # noqa: E402
-from udcg.io import atomic_write_jsonl, atomic_write_text  # noqa: E402
-from udcg.loaders import ContainmentChecker  # noqa: E402
-from udcg.metrics.text import normalized_aliases  # noqa: E402
+from udcg.io.files import atomic_write_jsonl, atomic_write_text  # noqa: E402
+from udcg.io.loaders import ContainmentChecker  # noqa: E402
+from udcg.text import normalized_aliases  # noqa: E402
 from udcg.records import Passage, Question  # noqa: E402
-from udcg.sources import default_data_dir, load_nq_open_gold  # noqa: E402
-from udcg.trec import ranked_docids, write_run  # noqa: E402
+from udcg.io.sources import default_data_dir, load_nq_open_gold  # noqa: E402
+from udcg.io.trec import ranked_docids, write_run  # noqa: E402
 
 NQ_FILE = "nq-open-gold/nq-open-oracle.jsonl.gz"
 SOURCE = "nelson-liu/lost-in-the-middle : qa_data/nq-open-oracle.jsonl.gz @ 29b8a6d0"
@@ -43,7 +43,7 @@ README = """\
 # `nq-example`: a small BEIR-style collection with three runs
 
 A toy retrieval collection for the README quickstart, small enough to annotate with a 0.5B model on
-a 2-core CPU in a few minutes. Read it with `udcg.collection.read_collection(udcg.sources.example_path())`.
+a 2-core CPU in a few minutes. Read it with `udcg.io.beir.read_collection(udcg.io.sources.example_path())`.
 
 | file | what |
 |---|---|

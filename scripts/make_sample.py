@@ -17,8 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from udcg.sources import default_data_dir, load_popqa  # noqa: E402
-from udcg.io import atomic_write_jsonl, question_to_authors  # noqa: E402
+from udcg.io.sources import default_data_dir, load_popqa  # noqa: E402
+from udcg.io.authors import question_to_authors  # noqa: E402
+from udcg.io.files import atomic_write_jsonl  # noqa: E402
 
 POPQA_FILE = "popqa-contriever-100/popqa_longtail_w_gs_example.jsonl"
 

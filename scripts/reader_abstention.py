@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 
 def select(data_dir: Path, per_class: int, start: int = 50) -> list[dict]:
-    from udcg.loaders import load_popqa
+    from udcg.io.loaders import load_popqa
 
     questions = load_popqa(data_dir / "popqa-contriever-100" / "popqa_longtail_w_gs_example.jsonl", label=True)
     order = questions[start:] + questions[:start]
@@ -53,7 +53,7 @@ def select(data_dir: Path, per_class: int, start: int = 50) -> list[dict]:
 def measure(items: list[dict], model: str, prompt: str, cache_path: Path, chunk: int) -> tuple[list[dict], float]:
     from udcg.annotate.prompt import reader_chat
     from udcg.grade.rules import answer_outcome
-    from udcg.io import AppendCache
+    from udcg.io.cache import AppendCache
     from udcg.llm.registry import load_backend
 
     backend, seconds = None, 0.0

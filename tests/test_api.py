@@ -11,7 +11,7 @@ import pytest
 
 import udcg
 from udcg.errors import InputError
-from udcg.sources import example_path
+from udcg.io.sources import example_path
 
 RUN = {"q1": {"d1": 2.0, "d2": 1.0}, "q2": {"d3": 1.5, "d1": 0.5}}
 QRELS = {"q1": {"d1": 1}, "q2": {"d4": 1}}

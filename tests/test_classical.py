@@ -14,7 +14,7 @@ from hypothesis.extra.numpy import arrays
 
 from udcg.errors import InputError
 from udcg.metrics import classical as C
-from udcg.metrics.text import contains_answer, normalize_answer
+from udcg.text import contains_answer, normalize_answer
 
 LOG2 = math.log2
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from udcg.collection import Collection, check_run, read_collection
+from udcg.io.beir import Collection, check_run, read_collection
 from udcg.errors import InputError
 from udcg.records import Passage, Question
-from udcg.sources import default_data_dir, example_path
-from udcg.trec import read_run
+from udcg.io.sources import default_data_dir, example_path
+from udcg.io.trec import read_run
 
 datasets = pytest.importorskip("datasets")
 

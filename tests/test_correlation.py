@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import kendalltau, spearmanr
 
-from udcg.contextfile import ContextRows
+from udcg.io.contexts import ContextRows
 from udcg.errors import InputError
 from udcg.experiment.correlate import correlation_table
 from udcg.metrics.correlation import (STATISTICS, bootstrap_mean_ci, paired_bootstrap, per_question, per_question_kendall,

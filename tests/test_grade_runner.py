@@ -12,7 +12,7 @@ from udcg.cli import main
 from udcg.errors import InputError
 from udcg.grade import runner
 from udcg.grade.judges import TASKS, LLMJudge, RuleJudge
-from udcg.io import read_authors
+from udcg.io.authors import read_authors
 from udcg.llm.base import GenerationParams
 
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from udcg import sources as ds
+from udcg.io import sources as ds
 from udcg.errors import InputError
-from udcg.metrics.text import contains_answer
+from udcg.text import contains_answer
 from udcg.experiment import pools
 from udcg.records import Passage, Question
 

@@ -114,24 +114,24 @@ def test_output_under_a_file_is_refused(tmp_path, capsys):
 
 def test_a_folder_without_write_permission_is_refused_before_work(tmp_path, capsys, monkeypatch, no_model):
     """As root every folder is writable, so the permission answer is simulated for this folder."""
-    import udcg.io
+    import udcg.io.files
 
     locked = tmp_path / "locked"
     locked.mkdir()
     real = os.access
-    monkeypatch.setattr(udcg.io.os, "access", lambda p, mode: False if Path(p) == locked else real(p, mode))
+    monkeypatch.setattr(udcg.io.files.os, "access", lambda p, mode: False if Path(p) == locked else real(p, mode))
     assert main(["annotate", str(AUTHORS), "-o", str(locked / "out.json"), "--model", "smollm2-135m"]) == 2
     line = one_error_line(capsys.readouterr().err, "annotate")
     assert f"cannot write into folder {locked}" in line and "permission denied" in line
 
 
 def test_a_failing_write_is_one_line_not_a_traceback(tmp_path, capsys, monkeypatch):
-    import udcg.io
+    import udcg.io.files
 
     def denied(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(udcg.io.tempfile, "mkstemp", denied)
+    monkeypatch.setattr(udcg.io.files.os, "open", denied)
     assert main(["score", str(CONTEXTS), "-o", str(tmp_path / "out.jsonl")]) == 2
     line = one_error_line(capsys.readouterr().err, "score")
     assert "out.jsonl: cannot write: Permission denied" in line and list(tmp_path.iterdir()) == []

@@ -1,9 +1,9 @@
 """Property-based fuzzing of the input readers (issue 17): whatever bytes a file holds, a reader
 returns a value or raises a one-line ``InputError`` — never another exception. Readers: the
-authors' JSON / JSONL (``udcg.io.read_authors``), contexts (``udcg.contextfile.read_contexts``,
-then scored with every metric family), TREC runs and qrels (``udcg.trec``), BEIR collections
-(``udcg.collection.read_collection``), validate configs (``udcg.experiment.config.load_config``)
-and saved UDCG_theta models (``UDCGTheta.load``).
+authors' JSON / JSONL (``udcg.io.authors.read_authors``), contexts (``udcg.experiment.scoring.read_contexts``,
+then scored with every metric family), TREC runs and qrels (``udcg.io.trec``), BEIR collections
+(``udcg.io.beir.read_collection``), validate configs (``udcg.experiment.config.load_config``)
+and saved UDCG_theta models (``udcg.experiment.theta.load_theta``).
 
 Inputs are small: near-valid records whose fields take, one time in five, a value of any JSON type
 instead (and edge numbers: huge, tiny, negative, 300-digit integers), written as JSONL, a JSON
@@ -227,7 +227,7 @@ def _file(folder: Path, name: str, data: bytes) -> Path:
 @FUZZ
 @given(seed=SEEDS)
 def test_fuzz_authors_format(folder, seed):
-    from udcg.io import read_authors
+    from udcg.io.authors import read_authors
 
     g = Gen(seed)
     items = [authors_item(g, i) for i in range(g.rng.randint(0 if g.wild else 1, 4))]
@@ -236,7 +236,7 @@ def test_fuzz_authors_format(folder, seed):
 
 
 def _read_and_score(path: Path) -> None:
-    from udcg.contextfile import read_contexts, score_rows
+    from udcg.experiment.scoring import read_contexts, score_rows
     from udcg.metrics.contexts import parse_metrics
 
     rows = read_contexts(str(path))
@@ -261,7 +261,7 @@ def test_fuzz_contexts_read_and_scored(folder, seed):
 @FUZZ
 @given(seed=SEEDS)
 def test_fuzz_trec_run(folder, seed):
-    from udcg.trec import read_run
+    from udcg.io.trec import read_run
 
     check(read_run, _file(folder, "run.txt", trec(Gen(seed), "run")))
 
@@ -269,7 +269,7 @@ def test_fuzz_trec_run(folder, seed):
 @FUZZ
 @given(seed=SEEDS)
 def test_fuzz_trec_qrels(folder, seed):
-    from udcg.trec import read_qrels
+    from udcg.io.trec import read_qrels
 
     g = Gen(seed)
     check(read_qrels, _file(folder, "qrels.txt", trec(g, g.rng.choice(["qrels", "beir"]))))
@@ -278,7 +278,7 @@ def test_fuzz_trec_qrels(folder, seed):
 @FUZZ
 @given(seed=SEEDS)
 def test_fuzz_beir_collection(folder, seed):
-    from udcg.collection import read_collection
+    from udcg.io.beir import read_collection
 
     g = Gen(seed)
     docs = [g.record({"_id": g.pick((f"d{i}",), ODD_IDS), "text": g.text()},
@@ -330,12 +330,12 @@ def test_fuzz_validate_config(folder, seed):
 def test_fuzz_theta_model(folder, seed):
     import numpy as np
 
-    from udcg.metrics.udcg import UDCGTheta
+    from udcg.experiment.theta import load_theta
 
     g = Gen(seed)
 
     def load_and_predict(p):
-        model = UDCGTheta.load(p)
+        model = load_theta(p)
         model.predict(np.zeros((1, model.k_)))
 
     check(load_and_predict, _file(folder, "theta.json", encode(g, [theta(g)])))

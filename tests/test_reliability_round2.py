@@ -12,7 +12,7 @@ import pytest
 
 from udcg.cli import main
 from udcg.errors import InputError
-from udcg.io import AppendCache
+from udcg.io.cache import AppendCache
 
 CORPUS = Path(__file__).parent / "badinput"
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from udcg import sources as ds
+from udcg.io import sources as ds
 from udcg.errors import InputError
-from udcg.metrics.text import contains_answer
+from udcg.text import contains_answer
 from udcg.records import Passage, Question
 
 SHARED = ds.default_data_dir()

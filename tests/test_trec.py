@@ -15,9 +15,10 @@ import pytest
 import pytrec_eval
 
 from udcg.errors import InputError
-from udcg.metrics.evaluate import evaluate_arrays, evaluate_trec, format_tsv, gain_table, mean_by_measure, write_tsv
+from udcg.metrics.evaluate import evaluate_arrays, evaluate_trec, format_tsv, gain_table, mean_by_measure
 from udcg.metrics.measures import parse_measures
-from udcg.trec import format_qrels, format_run, ranked_docids, read_qrels, read_run, write_qrels, write_run
+from udcg.io.files import atomic_write_text
+from udcg.io.trec import format_qrels, format_run, ranked_docids, read_qrels, read_run, write_qrels, write_run
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -138,7 +139,7 @@ def test_evaluate_trec_layout_and_missing_query_policy(tmp_path):
     assert theirs == {(q, m): v for q, m, v in rows}
     assert mean_by_measure(rows) == {"P@1": 0.0, "RR": 0.25}
     assert format_tsv(rows).splitlines()[1] == "q1\tRR\t0.5"
-    write_tsv(tmp_path / "deep" / "scores.tsv", rows)
+    atomic_write_text(tmp_path / "deep" / "scores.tsv", format_tsv(rows))
     assert (tmp_path / "deep" / "scores.tsv").read_text() == format_tsv(rows)
     assert [p.name for p in (tmp_path / "deep").iterdir()] == ["scores.tsv"]  # no temp file left
 

@@ -14,6 +14,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 
 from udcg.errors import InputError
+from udcg.experiment.theta import load_theta, save_theta
 from udcg.metrics.udcg import AUTHORS_GAMMA, GAMMA, UDCGTheta, pairwise_differences, theta_features, udcg, utilities_from
 
 
@@ -126,8 +127,8 @@ def test_sklearn_contract_clone_pipeline_and_json(tmp_path):
     pipe = make_pipeline(FunctionTransformer(lambda x: x), UDCGTheta(C=1.0))
     pipe.fit(u, y, udcgtheta__groups=g)
     assert np.allclose(pipe.predict(u), model.predict(u))
-    model.save(tmp_path / "theta.json")
-    loaded = UDCGTheta.load(tmp_path / "theta.json")
+    save_theta(model, tmp_path / "theta.json")
+    loaded = load_theta(tmp_path / "theta.json")
     assert np.array_equal(loaded.predict(u), model.predict(u))
     assert loaded.get_params() == model.get_params()
 
@@ -157,7 +158,7 @@ def test_theta_errors(tmp_path):
         m.predict(u[:, :3])
     (tmp_path / "bad.json").write_text('{"type": "other"}')
     with pytest.raises(InputError, match="not a saved UDCGTheta"):
-        UDCGTheta.load(tmp_path / "bad.json")
+        load_theta(tmp_path / "bad.json")
 
 
 def test_standardised_fit_keeps_eq3_and_saves_its_scaler(tmp_path):
@@ -167,10 +168,10 @@ def test_standardised_fit_keeps_eq3_and_saves_its_scaler(tmp_path):
     assert np.allclose(m.coef_ * m.scaler_.scale_, m.coef_standardized_)  # utility units = standardised / scale
     assert np.allclose(m.predict(u), 1 / (1 + np.exp(-(F @ m.coef_))))  # sigma(sum alpha u+ + beta u-), no intercept
     assert np.allclose(m.scaler_.mean_, F.mean(0)) and np.allclose(m.scaler_.scale_, F.std(0))
-    m.save(tmp_path / "t.json")
+    save_theta(m, tmp_path / "t.json")
     saved = json.loads((tmp_path / "t.json").read_text())
     assert saved["scaler"]["scale"] == m.scaler_.scale_.tolist() and saved["C"] == 1.0 and saved["cv"] is None
-    loaded = UDCGTheta.load(tmp_path / "t.json")
+    loaded = load_theta(tmp_path / "t.json")
     assert np.array_equal(loaded.predict(u), m.predict(u)) and np.array_equal(loaded.scaler_.mean_, m.scaler_.mean_)
     raw = UDCGTheta(C=1.0, standardize=False).fit(u, y, g)
     assert raw.scaler_ is None and np.array_equal(raw.coef_, raw.coef_standardized_)
@@ -180,7 +181,7 @@ def test_a_model_saved_before_standardisation_still_loads(tmp_path):
     old = {"type": "UDCGTheta", "params": {"C": 0.01, "max_iter": 100000, "tol": 1e-06, "variant": "full"}, "k": 2,
            "alpha": [0.5, 0.25], "beta": [0.1, 0.2], "coef": [0.5, 0.25, 0.1, 0.2], "n_pairs": 10, "n_queries": 3}
     (tmp_path / "old.json").write_text(json.dumps(old))
-    m = UDCGTheta.load(tmp_path / "old.json")
+    m = load_theta(tmp_path / "old.json")
     assert m.standardize is False and m.scaler_ is None and m.C_ == 0.01
     u = np.array([[0.8, -0.5]])
     assert m.predict(u)[0] == pytest.approx(1 / (1 + np.exp(-(0.5 * 0.8 + 0.2 * -0.5))))

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from udcg.contextfile import read_contexts
+from udcg.experiment.scoring import read_contexts
 from udcg.errors import InputError
 from udcg.experiment import studies
 from udcg.experiment.config import REPO_ROOT, from_dict, load_config
@@ -268,7 +268,7 @@ def test_k_sweep_table_collects_each_k():
 
 
 def test_bm25_pools_over_the_shared_nq_gold_passages(tmp_path):
-    from udcg.sources import default_data_dir
+    from udcg.io.sources import default_data_dir
     from udcg.experiment import steps
 
     if not (default_data_dir() / "nq-open-gold").is_dir():

@@ -4,7 +4,7 @@ The Python API (``udcg.udcg``, ``udcg.evaluate``, ``udcg.compare``, ``udcg.score
 ``udcg.read_utilities``) is imported on first use, so ``import udcg`` and the CLI stay fast.
 """
 
-__version__ = "0.1.0"
+from udcg.version import __version__
 __all__ = ["compare", "evaluate", "read_utilities", "score_runs", "udcg", "__version__"]
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from udcg.experiment.theta import load_theta
 from udcg.errors import InputError
 from udcg.metrics.evaluate import (UtilityOptions, as_measures, check_inputs, evaluate_table, run_table,
                                    utility_coverage, utility_depth)
@@ -46,7 +47,7 @@ def udcg(utilities: Any, gamma: float = GAMMA) -> float | np.ndarray:
 
 
 def _read_run(run: Run | str | Path, what: str = "run") -> Run:
-    from udcg.trec import read_run
+    from udcg.io.trec import read_run
 
     if isinstance(run, (str, Path)):
         return read_run(run)
@@ -56,7 +57,7 @@ def _read_run(run: Run | str | Path, what: str = "run") -> Run:
 
 
 def _read_qrels(qrels: Run | str | Path | None) -> Run | None:
-    from udcg.trec import read_qrels
+    from udcg.io.trec import read_qrels
 
     if qrels is None or isinstance(qrels, Mapping):
         return qrels
@@ -128,7 +129,7 @@ def score_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | N
     util = read_utilities(utilities, model, prompt_version) if needs_utility or utilities is not None else None
     check_inputs(wanted, qrels_d, util)
     if isinstance(theta, (str, Path)):
-        theta = UDCGTheta.load(theta)
+        theta = load_theta(theta)
     queries = qrels_d if qrels_d is not None else {q: {} for run in loaded.values() for q in run}
     out = {}
     for name, run in loaded.items():

@@ -7,7 +7,7 @@ import importlib
 import logging
 import sys
 
-from udcg import __version__
+from udcg.version import __version__
 from udcg.errors import UdcgError
 from udcg.redact import env_secrets, redact
 
@@ -87,7 +87,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
     from pathlib import Path
 
     from udcg.errors import InputError
-    from udcg.io import check_output_path
+    from udcg.io.files import check_output_path
 
     folder = args.command in ("validate", "demo", "report") or (args.command == "annotate" and bool(getattr(args, "run", None)))
     given = [(flag, Path(value)) for name, flag in OUTPUT_OPTIONS if (value := getattr(args, name, None))]

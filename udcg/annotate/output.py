@@ -8,16 +8,17 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from udcg import __version__
+from udcg.version import __version__
 from udcg.annotate.runner import AnnotateConfig, AnnotateStats, annotation_key
-from udcg.io import atomic_write_json, question_to_authors, read_authors, read_records, write_authors
+from udcg.io.authors import question_to_authors, read_authors, write_authors
+from udcg.io.files import atomic_write_json, read_records
 from udcg.records import Annotation, Question, utility
 
 
 def load_questions(path: str, limit: int | None = None) -> tuple[list[Question], list[dict]]:
     """Authors' format (raw items kept, to write back with every field the user had) or any data
-    set udcg.sources reads. Passages without a relevance label get one by answer containment."""
-    from udcg.sources import label_by_containment, load_dataset
+    set udcg.io.sources reads. Passages without a relevance label get one by answer containment."""
+    from udcg.io.sources import label_by_containment, load_dataset
 
     p = Path(path)
     if p.is_file() and all("passages" in obj for _, obj in read_records(p)[:1]):

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from udcg.errors import BackendError, InputError
-from udcg.io import AppendCache
+from udcg.io.cache import AppendCache
 from udcg.llm.base import Backend
 from udcg.records import Annotation, Question
 

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from udcg.errors import InputError
-from udcg.io import atomic_write_json, atomic_write_jsonl, atomic_write_text, read_records
+from udcg.io.files import atomic_write_json, atomic_write_jsonl, atomic_write_text, read_records
 from udcg.records import utility
 
 ANNOTATIONS = "annotations.jsonl"
@@ -141,7 +141,7 @@ def _from_jsonl(path: Path) -> Utilities:
 
 
 def _from_qrels(path: Path) -> Utilities:
-    from udcg.trec import read_qrels
+    from udcg.io.trec import read_qrels
 
     records = {}
     for qid, docs in read_qrels(path).items():

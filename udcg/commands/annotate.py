@@ -91,11 +91,11 @@ def _config(args: argparse.Namespace):
 
 def _run_runs(args: argparse.Namespace) -> int:
     from udcg.api import named_runs
-    from udcg.collection import check_run, read_collection
+    from udcg.io.beir import check_run, read_collection
     from udcg.errors import InputError
     from udcg.experiment.own_runs import annotate_runs
     from udcg.progress import bar, follow_libraries
-    from udcg.trec import read_run
+    from udcg.io.trec import read_run
 
     if args.input or not args.corpus:
         raise InputError("with --run give --corpus (a BEIR folder or corpus file) and no INPUT file")

@@ -48,14 +48,14 @@ def run(args: argparse.Namespace) -> int:
 
     from udcg.annotate.prompt import check_version
     from udcg.api import named_runs, read_utilities
-    from udcg.collection import check_run, read_collection
+    from udcg.io.beir import check_run, read_collection
     from udcg.errors import InputError
     from udcg.experiment.own_runs import answer_contexts, context_record, run_contexts
     from udcg.experiment.steps import context_key
-    from udcg.io import atomic_write_jsonl
+    from udcg.io.files import atomic_write_jsonl
     from udcg.llm.registry import backend_name, load_backend
     from udcg.progress import bar, follow_libraries
-    from udcg.trec import read_run
+    from udcg.io.trec import read_run
 
     for flag, value in (("--k", args.k), ("--depth", args.depth), ("--max-new-tokens", args.max_new_tokens),
                         ("--chunk-size", args.chunk_size)):

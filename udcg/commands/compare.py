@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
     from udcg.api import named_runs, score_runs
     from udcg.errors import InputError
-    from udcg.io import atomic_write_text
+    from udcg.io.files import atomic_write_text
     from udcg.metrics.compare import compare_scores, format_comparison
 
     if len(args.run) < 2:

@@ -35,11 +35,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from udcg.contextfile import read_contexts
+    from udcg.experiment.scoring import read_contexts
     from udcg.errors import InputError
     from udcg.experiment.correlate import correlation_table
     from udcg.metrics.contexts import parse_metric, parse_metrics
-    from udcg.metrics.udcg import UDCGTheta
+    from udcg.experiment.theta import load_theta
 
     for flag, value, low in (("--n-boot", args.n_boot, 1), ("--n-resamples", args.n_resamples, 1), ("--seed", args.seed, 0)):
         if value < low:  # checked before any file is read
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         if str(parse_metric(args.baseline, "--baseline")) not in stored:
             raise InputError(f"--baseline {args.baseline}: {args.input} holds no such metric (it holds: "
                              f"{', '.join(stored) or 'none'}; choose one of them or pass --metrics)")
-    theta = UDCGTheta.load(args.theta) if args.theta else None
+    theta = load_theta(args.theta) if args.theta else None
     table = correlation_table(rows, args.metrics, baseline, args.gamma, theta, args.constant_metric,
                               args.n_boot, args.seed, test=args.test, n_resamples=args.n_resamples)
     print(table.markdown(3))

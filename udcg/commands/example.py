@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from udcg.errors import InputError
-    from udcg.sources import example_path
+    from udcg.io.sources import example_path
 
     target = Path(args.folder)
     if target.exists() or target.is_symlink():

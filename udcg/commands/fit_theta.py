@@ -42,10 +42,11 @@ def _C(text: str) -> float | str:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from udcg.contextfile import read_contexts
+    from udcg.experiment.scoring import read_contexts
     from udcg.errors import InputError
+    from udcg.experiment.theta import save_theta
     from udcg.metrics.udcg import UDCGTheta
-    from udcg.report import Table
+    from udcg.io.tables import Table
 
     if args.k is not None and args.k <= 0:
         raise InputError(f"--k {args.k}: must be a positive integer (the number of passages per context)")
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     rel = np.asarray([rows.fields[i]["relevant"] for i in idx], dtype=bool)
     model = UDCGTheta(variant=args.variant, C=args.C, cv=args.cv_folds, cv_score=args.cv_score, random_state=args.seed)
     model.fit(u, y, groups, relevance=rel if args.variant == "binary" else None)
-    model.save(args.output)
+    save_theta(model, args.output)
     t = Table(["position", "alpha", "beta"], title=f"UDCG_theta ({args.variant}, k={k}, C = {model.C_:g}) from "
               f"{model.n_queries_} questions, {model.n_pairs_} pairs")
     for i, (a, b) in enumerate(zip(model.alpha_, model.beta_), start=1):

@@ -67,7 +67,7 @@ def _make_judge(args: argparse.Namespace, task):
 def _with_inputs(path, records: list[dict]) -> list[dict]:
     """Each judged answer merged into its input record, with ``outcome`` = the label (null when the
     reply could not be parsed), so the output is a contexts JSONL for fit-theta and correlate."""
-    from udcg.io import read_records
+    from udcg.io.files import read_records
 
     by_key = {(str(r["qid"]), str(r["cid"])): r for r in records}
     out = []
@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     from udcg.errors import InputError
     from udcg.grade import runner
     from udcg.grade.judges import get_task
-    from udcg.io import atomic_write_jsonl, read_authors, write_authors
+    from udcg.io.authors import read_authors, write_authors
+    from udcg.io.files import atomic_write_jsonl
 
     task = get_task(args.task)
     for flag, value, low in (("--batch-size", args.batch_size, 1), ("--max-new-tokens", args.max_new_tokens, 1),

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     from udcg.errors import InputError
     from udcg.experiment.reporting import report
-    from udcg.io import check_output_path
+    from udcg.io.files import check_output_path
 
     run_dir = Path(args.run_dir)
     if not (run_dir / "config.yaml").is_file():

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_trec(args: argparse.Namespace) -> int:
     from udcg.api import named_runs, score_runs
     from udcg.errors import InputError
-    from udcg.io import atomic_write_text
+    from udcg.io.files import atomic_write_text
     from udcg.metrics.evaluate import format_tsv
 
     if args.metrics is None:
@@ -80,11 +80,12 @@ def _run_trec(args: argparse.Namespace) -> int:
 def _run_contexts(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from udcg.contextfile import read_contexts, score_rows
-    from udcg.io import write_authors
+    from udcg.experiment.scoring import read_contexts, score_rows
+    from udcg.io.authors import write_authors
     from udcg.metrics.contexts import parse_metrics
-    from udcg.metrics.udcg import UDCGTheta, udcg, utilities_from
-    from udcg.report import Table
+    from udcg.experiment.theta import load_theta
+    from udcg.metrics.udcg import udcg, utilities_from
+    from udcg.io.tables import Table
 
     rows = read_contexts(args.input, model=args.model, k=args.k)
     spec = args.metrics if args.metrics is not None else DEFAULT_METRICS + (",RA-nWG" if all("grades" in f for f in rows.fields) else "")
@@ -96,7 +97,7 @@ def _run_contexts(args: argparse.Namespace) -> int:
         why = (f"the passages carry p_abs of several models ({', '.join(models)}); choose one with --model"
                if len(models) > 1 and args.model is None else "some contexts have no utilities (udcg annotate first)")
         print(f"udcg score: UDCG left out of the default metrics: {why}", file=sys.stderr)
-    theta = UDCGTheta.load(args.theta) if args.theta else None
+    theta = load_theta(args.theta) if args.theta else None
     values = score_rows(rows, metrics, args.gamma, theta)
     out = []
     for i, raw in enumerate(rows.raw):

@@ -52,7 +52,7 @@ def _labelled_pool(question: Question, pool_size: int) -> tuple[Passage, ...]:
     if unlabelled:
         raise InputError(f"question {question.qid!r}: passage {unlabelled[0]!r} has no relevance label "
                          f"({len(unlabelled)} unlabelled in the pool; label them first, e.g. with "
-                         "udcg.sources.label_by_containment or the LLM judge)")
+                         "udcg.io.sources.label_by_containment or the LLM judge)")
     return pool
 
 

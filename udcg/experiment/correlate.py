@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from udcg.contextfile import ContextRows, score_rows
+from udcg.io.contexts import ContextRows
+from udcg.experiment.scoring import score_rows
 from udcg.errors import InputError
 from udcg.metrics.contexts import parse_metrics
 from udcg.metrics.correlation import bootstrap_mean_ci, per_question, summarize
 from udcg.metrics.stats import holm, paired_test
 from udcg.metrics.udcg import GAMMA, UDCGTheta
-from udcg.report import Table
+from udcg.io.tables import Table
 
 # statistic -> (name in udcg.metrics.correlation, mean column, interval columns, raw p, Holm p, best column)
 STATISTICS = {

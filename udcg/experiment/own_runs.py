@@ -19,14 +19,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from udcg import __version__
+from udcg.version import __version__
 from udcg.annotate import utilities as store
 from udcg.annotate.runner import AnnotateConfig, annotate, annotation_key, cached_annotations, check_cache
-from udcg.collection import Collection
+from udcg.io.beir import Collection
 from udcg.errors import InputError
-from udcg.io import AppendCache, read_json
+from udcg.io.cache import AppendCache
+from udcg.io.files import read_json
 from udcg.records import Annotation, Passage, Question
-from udcg.trec import ranked_docids
+from udcg.io.trec import ranked_docids
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +236,7 @@ def run_contexts(runs: Mapping[str, Run], collection: Collection, k: int, *, sam
 
 def context_record(ctx: RunContext, collection: Collection, answer: str,
                    utilities: Mapping[str, Mapping[str, float]] | None) -> dict:
-    """A contexts-JSONL record (``udcg.contextfile``) that is also an answer item for ``udcg judge
+    """A contexts-JSONL record (``udcg.io.contexts``) that is also an answer item for ``udcg judge
     answer``: qid, cid, pids, relevant, utilities, n_relevant, question, answers, answer."""
     q = collection.queries[ctx.qid]
     judged = collection.qrels.get(ctx.qid, {})

@@ -20,7 +20,7 @@ from udcg.experiment.config import REPO_ROOT, Config
 
 def _dataset_ref(ref: str, key: str, where: str, base_dir: Path | None) -> str:
     """A data set name stays a name; a path becomes absolute (config folder, repo root, cwd)."""
-    from udcg.sources import dataset_names
+    from udcg.io.sources import dataset_names
 
     names = dataset_names()
     if ref in names:
@@ -35,7 +35,7 @@ def _dataset_ref(ref: str, key: str, where: str, base_dir: Path | None) -> str:
 
 
 def resolve_paths(cfg: Config, where: str, base_dir: Path | None) -> Config:
-    from udcg.sources import default_data_dir
+    from udcg.io.sources import default_data_dir
 
     data_dir = cfg.data.data_dir
     if data_dir is not None:

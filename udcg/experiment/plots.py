@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 
 from udcg.experiment.studies import POSITION_METRICS
-from udcg.report import Table
+from udcg.io.tables import Table
 
 
 def _figure(ncols: int = 1, width: float = 6.4):

@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from udcg.errors import InputError
-from udcg.sources import ContainmentChecker
-from udcg.metrics.text import normalized_aliases
+from udcg.io.sources import ContainmentChecker
+from udcg.text import normalized_aliases
 from udcg.records import Passage, Question
 
 log = logging.getLogger(__name__)

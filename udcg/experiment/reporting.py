@@ -25,12 +25,13 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from udcg.experiment.theta import load_theta
 from udcg.errors import InputError
 from udcg.experiment import studies
 from udcg.experiment.config import Config, read_run_config
-from udcg.io import atomic_write_text
+from udcg.io.files import atomic_write_text
 from udcg.metrics.udcg import VARIANTS, UDCGTheta
-from udcg.report import Table
+from udcg.io.tables import Table
 
 DATA = "data"
 CONTEXTS, POOLS, ANNOTATIONS, NOTES, PER_QUESTION = (
@@ -123,7 +124,7 @@ def read_thetas(run_dir: Path, notes: dict) -> dict[int, dict[str, UDCGTheta]]:
     out: dict[int, dict[str, UDCGTheta]] = {}
     for key, variants in notes.get("theta", {}).items():
         k = int(key[1:])
-        out[k] = {v: UDCGTheta.load(run_dir / "theta" / f"{v}-k{k}.json") for v in VARIANTS if v in variants}
+        out[k] = {v: load_theta(run_dir / "theta" / f"{v}-k{k}.json") for v in VARIANTS if v in variants}
     return out
 
 

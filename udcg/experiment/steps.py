@@ -26,7 +26,9 @@ import numpy as np
 
 from udcg.errors import InputError
 from udcg.experiment.config import Config
-from udcg.io import AppendCache, atomic_write_json, atomic_write_jsonl, read_authors, read_json
+from udcg.io.authors import read_authors
+from udcg.io.cache import AppendCache
+from udcg.io.files import atomic_write_json, atomic_write_jsonl, read_json
 from udcg.llm.base import Chat, GenerationParams
 from udcg.records import Question
 
@@ -110,13 +112,13 @@ def _select(questions: list[Question], cfg: Config) -> list[Question]:
 
 
 def _load(ref: str, cfg: Config, limit: int | None = None) -> list[Question]:
-    from udcg.sources import load_dataset
+    from udcg.io.sources import load_dataset
 
     return load_dataset(ref, limit=limit, data_dir=cfg.data.data_dir)
 
 
 def _relabel(questions: list[Question], mode: str) -> list[Question]:
-    from udcg.sources import label_by_containment
+    from udcg.io.sources import label_by_containment
 
     if mode == "labels":
         return questions

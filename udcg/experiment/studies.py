@@ -1,6 +1,6 @@
 """The analyses of ``udcg validate``, as pure functions of context records (no model).
 
-A context record is one line of the contexts file (``udcg.contextfile``): qid, cid, pids, the
+A context record is one line of the contexts file (``udcg.io.contexts``): qid, cid, pids, the
 per-position fields (relevant, p_abs, utilities, grades, erag, answer_ll, contains), n_relevant,
 corpus_grades, the answer and its outcome, plus ``study`` and ``split``. From them:
 
@@ -25,13 +25,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from udcg.annotate.sampling import wilson_interval
-from udcg.contextfile import ContextRows
+from udcg.io.contexts import ContextRows
 from udcg.errors import InputError
 from udcg.experiment.correlate import correlation_table, per_question_values
 from udcg.metrics.contexts import ContextBatch, parse_metric, score_batch
 from udcg.metrics.udcg import UDCGTheta, udcg
 from udcg.records import OUTCOME_LABELS, OUTCOME_SCORE
-from udcg.report import Table
+from udcg.io.tables import Table
 
 ABLATIONS = ("UDCG_theta(rel-only)", "UDCG_theta(binary)", "UDCG(rel-only)")
 POSITION_METRICS = ("nDCG", "RR", "AP", "P", "UDCG", "UDCG_theta")

@@ -36,13 +36,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from udcg import __version__
+from udcg.experiment.theta import load_theta, save_theta
+from udcg.version import __version__
 from udcg.experiment import reporting, steps, studies
 from udcg.experiment.config import Config, to_yaml
 from udcg.experiment.paths import portable
-from udcg.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
+from udcg.io.files import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from udcg.records import Question
-from udcg.report import Table
+from udcg.io.tables import Table
 
 SETBASED = ("RA-nWG", "PROC", "%PROC", "N-Recall4+", "N-Recall5", "Precision4+", "Harm")
 
@@ -174,7 +175,7 @@ def run_validation(cfg: Config, progress: steps.Progress | None = None, backends
 
 def _passage_scores(cfg: Config, pooled: list[Question], models: _Models, run_dir: Path, progress, t: dict):
     from udcg.grade import rules
-    from udcg.metrics.text import contains_answer
+    from udcg.text import contains_answer
 
     names = {n.split("@")[0] for n in cfg.metrics.names}
     need_single = "eRAG" in names or cfg.studies.oracle or 1 in cfg.studies.k_values
@@ -277,14 +278,14 @@ def _metrics(cfg: Config, groups: dict[str, list[dict]], run_dir: Path, notes: d
             path = run_dir / "theta" / f"{v}-k{k}.json"
             if cfg.theta.from_run:
                 source = Path(cfg.theta.from_run) / "theta" / f"{v}-k{k}.json"
-                model = UDCGTheta.load(source) if source.is_file() else None
+                model = load_theta(source) if source.is_file() else None
             else:
                 model = studies.fit_theta([r for r in groups[group] if r["split"] == "train"], v, cfg.theta.C, cfg.seed,
                                           cfg.theta.C_grid, cfg.theta.cv_folds, cfg.theta.cv_score)
             if model is None:
                 path.unlink(missing_ok=True)  # no stale model from an earlier run
             else:
-                model.save(path)
+                save_theta(model, path)
                 thetas[k][v] = model
     notes["theta"] = {f"k{k}": sorted(t) for k, t in thetas.items()}
     notes["theta_C"] = {f"{v}-k{k}": m.C_ for k, t in thetas.items() for v, m in t.items()}

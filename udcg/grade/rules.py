@@ -1,6 +1,6 @@
 """Rule-based judges that need no LLM: answer containment, exact match, token F1, abstention.
 
-The answer normalisation and the containment rule are ``udcg.metrics.text``'s (SQuAD v1.1
+The answer normalisation and the containment rule are ``udcg.text``'s (SQuAD v1.1
 normalisation: lower-case, punctuation and the articles a/an/the dropped, whitespace collapsed), so
 the relevance judge and the answer-containment metric always agree.
 """
@@ -12,7 +12,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 
-from udcg.metrics.text import contains_answer, normalize_answer, normalized_aliases
+from udcg.text import contains_answer, normalize_answer, normalized_aliases
 
 __all__ = ["normalize_answer", "contains_answer", "exact_match", "token_f1", "is_abstention", "answer_outcome"]
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from udcg.errors import InputError
 from udcg.grade.judges import AnswerItem, Item, Judge, PassageItem, Task
-from udcg.io import AppendCache, read_records, require
+from udcg.io.cache import AppendCache
+from udcg.io.files import read_records, require
 from udcg.records import Question
 
 # ---------------------------------------------------------------- inputs

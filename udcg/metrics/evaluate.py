@@ -26,17 +26,14 @@ import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from udcg.errors import InputError
-from udcg.io import atomic_write_text
 from udcg.metrics import classical as C
 from udcg.metrics.measures import CLASSICAL, UTILITY, Measure, parse_measure, parse_measures
 from udcg.metrics.udcg import GAMMA, UDCGTheta, _udcg, check_gamma
-from udcg.trec import ranked_docids
 
 try:  # the dict walk in C, built at install when a compiler is there (see _walk.c); else pure Python
     from udcg.metrics import _walk
@@ -79,6 +76,12 @@ def _finite(arr: np.ndarray, what: str, allow_nan: bool = False) -> np.ndarray:
     if not (~np.isinf(arr) if allow_nan else np.isfinite(arr)).all():
         raise InputError(f"{what}: NaN or inf values (give finite numbers)")
     return arr
+
+
+def ranked_docids(scores: Mapping[str, float]) -> list[str]:
+    """One query's docids in trec_eval order: score as a 32-bit float descending, then docid
+    descending (``udcg.io.trec.format_run`` writes runs in the same order; a test checks they agree)."""
+    return sorted(scores, key=lambda d: (float(np.float32(scores[d])), d), reverse=True)
 
 
 def _walked(name: str, *args, total: int, what: str, allow_nan: bool = False) -> np.ndarray | None:
@@ -398,8 +401,3 @@ def mean_by_measure(rows: Sequence[tuple[str, str, float]]) -> dict[str, float]:
 def format_tsv(rows: Sequence[tuple[str, str, float]]) -> str:
     """``qid<TAB>measure<TAB>value`` lines; values written with full precision (repr)."""
     return "".join(f"{qid}\t{name}\t{value!r}\n" for qid, name, value in rows)
-
-
-def write_tsv(path: str | Path, rows: Sequence[tuple[str, str, float]]) -> None:
-    """Write the rows as TSV atomically (temporary file + rename)."""
-    atomic_write_text(path, format_tsv(rows))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import numbers
-from pathlib import Path
 
 import numpy as np
 from scipy.special import expit
@@ -329,17 +328,6 @@ class UDCGTheta(BaseEstimator):
         model.n_pairs_ = int(d.get("n_pairs", 0))
         model.n_queries_ = int(d.get("n_queries", 0))
         return model
-
-    def save(self, path: str | Path) -> None:
-        from udcg.io import atomic_write_json
-
-        atomic_write_json(path, self.to_dict())
-
-    @classmethod
-    def load(cls, path: str | Path) -> UDCGTheta:
-        from udcg.io import read_json
-
-        return cls.from_dict(read_json(path), str(path))
 
 
 def _check_saved_model(cls: type, d: dict, where: str) -> None:

@@ -1,5 +1,5 @@
 """Readers for the shared QA data sets, one per file shape (see ``../shared/data/README.md``), and
-relevance by answer containment. ``udcg.sources`` is the public entry point (it re-exports these
+relevance by answer containment. ``udcg.io.sources`` is the public entry point (it re-exports these
 and finds the right reader for a name, folder or file); the table of what each reader sets as
 ``Passage.relevant`` is in its docstring. Malformed input raises ``InputError`` naming file:line
 (or record), the field and the fix."""
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from udcg.errors import InputError
-from udcg.io import iter_jsonl, read_json, read_text, require
-from udcg.metrics.text import normalize_answer, normalized_aliases
+from udcg.io.files import iter_jsonl, read_json, read_text, require
+from udcg.text import normalize_answer, normalized_aliases
 from udcg.records import Passage, Question
 
 log = logging.getLogger(__name__)

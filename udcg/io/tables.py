@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from udcg.io import atomic_write_text
+from udcg.io.files import atomic_write_text
 
 
 def _fmt(v: object, digits: int) -> str:

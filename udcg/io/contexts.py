@@ -22,15 +22,13 @@ different k, and UDCG divides by k), never a silent cut at the context's length.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from udcg.errors import InputError
-from udcg.io import question_from_authors, read_records
-from udcg.metrics.contexts import ContextBatch, MetricName, score_batch
-from udcg.metrics.udcg import GAMMA, UDCGTheta, utilities_from
+from udcg.io.authors import question_from_authors
+from udcg.io.files import read_records
 from udcg.records import OUTCOME_LABELS, OUTCOME_SCORE
 
 MAX_COUNT = 1_000_000  # passages in one question's pool: more is not a pool (and nDCG's ideal would not fit in memory)
@@ -101,12 +99,6 @@ def _check_consistent(fields: dict, where: str) -> None:
             if (r and v < 0) or (not r and v > 0):
                 raise InputError(f"{where}: position {i}: 'relevant' is {str(r).lower()} but 'utilities' holds {v!r} "
                                  "(u = R * (1 - p_abs) is >= 0 for a relevant passage and <= 0 for an irrelevant one)")
-    if rel is not None and u is not None and fields.get("p_abs") is not None:
-        expected = utilities_from(rel, fields["p_abs"]).tolist()
-        for i, (v, e) in enumerate(zip(u, expected)):
-            if abs(v - e) > 1e-6:
-                raise InputError(f"{where}: position {i}: 'utilities' holds {v!r} but 'relevant' and 'p_abs' give {e!r} "
-                                 "(give one of them, or make them agree)")
     if rel is not None and fields.get("n_relevant") is not None and fields["n_relevant"] < sum(rel):
         raise InputError(f"{where}: field 'n_relevant' = {fields['n_relevant']} is smaller than the {sum(rel)} relevant "
                          "passages of this context (it counts the relevant passages of the question's whole pool)")
@@ -137,10 +129,8 @@ def _from_context(obj: dict, where: str, k_cut: int | None) -> tuple[str, dict]:
         raise InputError(f"{where}: the context has no passages (k must be >= 1)")
     if k is None:
         raise InputError(f"{where}: no per-position field (give 'relevant' and 'utilities' or 'p_abs')")
-    if "p_abs" in fields and "utilities" not in fields:
-        if "relevant" not in fields:
-            raise InputError(f"{where}: 'p_abs' needs 'relevant' to make utilities (u = R * (1 - p_abs))")
-        fields["utilities"] = utilities_from(fields["relevant"], fields["p_abs"]).tolist()
+    if "p_abs" in fields and "utilities" not in fields and "relevant" not in fields:
+        raise InputError(f"{where}: 'p_abs' needs 'relevant' to make utilities (u = R * (1 - p_abs))")
     if "relevant" not in fields and "utilities" in fields:
         fields["relevant"] = [u > 0 for u in fields["utilities"]]
     if "relevant" not in fields:
@@ -185,7 +175,7 @@ def _from_authors(obj: dict, where: str, model: str | None, k_cut: int | None) -
             raise InputError(f"{where}: passage {missing[0]!r} has no models_info[{chosen!r}].no_res_prob (annotate it first)")
         if "relevant" not in fields:
             raise InputError(f"{where}: a passage has no 'is_relevant' (judge relevance first: udcg judge relevance)")
-        fields["utilities"] = utilities_from(rels, [p.p_abs[chosen] for p in q.passages]).tolist()
+        fields["p_abs"] = [p.p_abs[chosen] for p in q.passages]  # utilities: udcg.experiment.scoring
     grades = [p.grade for p in q.passages]
     if all(g is not None for g in grades):
         fields["grades"] = grades
@@ -198,7 +188,9 @@ def _from_authors(obj: dict, where: str, model: str | None, k_cut: int | None) -
     return q.qid, _cut(fields, k_cut, where)
 
 
-def read_contexts(path: str, model: str | None = None, k: int | None = None) -> ContextRows:
+def read_context_rows(path: str, model: str | None = None, k: int | None = None) -> ContextRows:
+    """The contexts of a file as checked fields; utilities from ``p_abs`` are added by
+    ``udcg.experiment.scoring.read_contexts``, which is what commands use."""
     if k is not None and k <= 0:
         raise InputError(f"--k {k}: must be a positive integer")
     records = read_records(path)
@@ -226,46 +218,3 @@ def read_contexts(path: str, model: str | None = None, k: int | None = None) -> 
         rows.qid.append(qid)
         rows.fields.append(fields)
     return rows
-
-
-def _matrix(fields: Sequence[dict], name: str, dtype: type) -> np.ndarray | None:
-    if not all(name in f for f in fields):
-        return None
-    return np.asarray([f[name] for f in fields], dtype=dtype)
-
-
-def batches_by_k(rows: ContextRows) -> dict[int, tuple[np.ndarray, ContextBatch]]:
-    """Group contexts by k: k -> (row indices, batch)."""
-    ks = np.array([len(f["relevant"]) if "relevant" in f else len(f["utilities"]) for f in rows.fields])
-    out = {}
-    for k in np.unique(ks):
-        idx = np.flatnonzero(ks == k)
-        fs = [rows.fields[i] for i in idx]
-        rel = _matrix(fs, "relevant", bool)
-        if rel is None:
-            raise InputError(f"{rows.where[idx[0]]}: some contexts lack 'relevant' (every context needs it)")
-        n_rel = np.array([f.get("n_relevant", sum(f["relevant"])) for f in fs], dtype=float)
-        out[int(k)] = (idx, ContextBatch(relevant=rel, utilities=_matrix(fs, "utilities", float), n_relevant=n_rel,
-                                         grades=_matrix(fs, "grades", int), corpus_counts=_matrix(fs, "corpus_grades", float),
-                                         erag=_matrix(fs, "erag", float), answer_ll=_matrix(fs, "answer_ll", float),
-                                         contains=_matrix(fs, "contains", bool),
-                                         pool_counts=_matrix(fs, "pool_grades", float)))
-    return out
-
-
-def score_rows(rows: ContextRows, metrics: list[MetricName], gamma: float = GAMMA,
-               theta: UDCGTheta | None = None) -> dict[str, np.ndarray]:
-    """Every metric for every context, in file order (NaN = NA)."""
-    out = {str(m): np.full(len(rows), np.nan) for m in metrics}
-    for k, (idx, batch) in batches_by_k(rows).items():
-        too_deep = [m for m in metrics if m.k is not None and m.k > k]
-        if too_deep:  # same rule as --k: a cut-off beyond the context is an error, not a silent P@k -> P@len
-            raise InputError(f"{rows.where[idx[0]]}: metric {too_deep[0]} cuts at {too_deep[0].k} but the context has "
-                             f"{k} passages (use {too_deep[0].family}@{k} or less, or {too_deep[0].family} for the whole context)")
-        thetas = [m for m in metrics if m.family == "UDCG_theta"]
-        if thetas and theta is not None and (thetas[0].k or k) != theta.k_:
-            raise InputError(f"{rows.where[idx[0]]}: {thetas[0]} scores {thetas[0].k or k} passages but the UDCG_theta model "
-                             f"was fitted for k = {theta.k_} (fit one for this k: udcg fit-theta --k {thetas[0].k or k})")
-        for name, values in score_batch(batch, metrics, gamma, theta).items():
-            out[name][idx] = values
-    return out

@@ -27,10 +27,10 @@ from importlib import resources
 from pathlib import Path
 
 from udcg.errors import InputError
-from udcg.io import read_authors
-from udcg.loaders import (ContainmentChecker, unique_qids, label_by_containment, load_dpr, load_nomiracl,
+from udcg.io.authors import read_authors
+from udcg.io.loaders import (ContainmentChecker, unique_qids, label_by_containment, load_dpr, load_nomiracl,
                           load_nq_open_gold, load_nq_pon, load_popqa, load_squad)
-from udcg.metrics.text import contains_answer
+from udcg.text import contains_answer
 from udcg.records import Question
 
 SAMPLES = ("popqa-sample.jsonl", "authors-sample.json")
@@ -50,7 +50,7 @@ def sample_path(name: str) -> Path:
 
 def example_path() -> Path:
     """The packaged BEIR-style example folder ``nq-example`` (corpus, queries, qrels, three runs);
-    read it with ``udcg.collection.read_collection``."""
+    read it with ``udcg.io.beir.read_collection``."""
     return Path(str(resources.files("udcg") / "data" / "nq-example"))
 
 
@@ -84,7 +84,7 @@ def dataset_names() -> tuple[str, ...]:
 def default_data_dir() -> Path:
     """``$UDCG_DATA_DIR``, else ``../shared/data`` beside the source checkout (development only)."""
     env = os.environ.get(DATA_DIR_ENV)
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
+    return Path(env) if env else Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 def _loader_for_file(path: Path) -> Callable[..., list[Question]]:
@@ -101,7 +101,7 @@ def _loader_for_file(path: Path) -> Callable[..., list[Question]]:
         if all(k in head for k in keys):
             return loader
     raise InputError(f"{path}: unknown data set shape (expected PopQA, NQ-open, SQuAD, NoMIRACL, DPR or the "
-                     "authors' format; see udcg.sources)")
+                     "authors' format; see udcg.io.sources)")
 
 
 def load_dataset(name_or_path: str | Path, limit: int | None = None, data_dir: str | Path | None = None) -> list[Question]:

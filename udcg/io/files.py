@@ -1,5 +1,4 @@
-"""Files: JSON / JSONL reading with located errors, atomic writes, an append-only resumable cache,
-and the authors' public JSON format (``GiovanniTRA/UDCG``).
+"""Files: JSON / JSONL reading with located errors, atomic writes and field checks.
 
 Every reader raises ``InputError`` naming file, line/record, field and fix. Every writer writes a
 temporary file beside the target and renames it, so an interrupted run never leaves a half file.
@@ -13,20 +12,17 @@ import json
 import math
 import os
 import re
+import secrets
 import stat
-import tempfile
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from udcg.errors import InputError
-from udcg.records import Passage, Question
 
 MAX_FILE_BYTES = 2 * 1024**3
 MAX_GZIP_RATIO = 100  # text compresses 3-20x; a gzip that expands more is a bomb or not data
-_UMASK = os.umask(0)
-os.umask(_UMASK)
 # No reader's context holds more: a longer passage is a whole document pasted into one field.
 MAX_PASSAGE_CHARS = 1_000_000
 
@@ -242,9 +238,10 @@ def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):  # left by a run killed mid-write
         stale.unlink(missing_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    # Mode 0666 filtered by the process umask (the usual permissions, without touching the umask).
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual permissions
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
             f.flush()
@@ -265,77 +262,6 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
 
 def atomic_write_jsonl(path: str | Path, rows: Iterable[Any]) -> None:
     atomic_write_text(path, "".join(dumps(r) + "\n" for r in rows))
-
-
-class AppendCache:
-    """Append-only JSONL cache of finished work, keyed by a string. Survives kill -9.
-
-    Each record is one line, flushed and fsynced as it completes. On open, a torn last line (the
-    process died mid-write) is cut off; every complete line is kept.
-    """
-
-    def __init__(self, path: str | Path, key_field: str = "key") -> None:
-        self.path = check_output_path(path, "cache")
-        self.key_field = key_field
-        self.done: dict[str, dict] = {}
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if self.path.exists():
-                self._load()
-            self._f = open(self.path, "a", encoding="utf-8")
-        except OSError as e:
-            raise InputError(f"{self.path}: cannot open the cache: {e.strerror or e} (check the folder and its permissions)") from None
-
-    def _load(self) -> None:
-        """Every complete line must be a JSON object with a string key: a bad one is named, never
-        skipped (skipping would silently redo or lose work). Only a torn last line is cut off."""
-        raw = self.path.read_bytes()
-        good = 0
-        for line_no, line in enumerate(raw.splitlines(keepends=True), start=1):
-            if not line.endswith(b"\n"):
-                break  # the process died while writing this line
-            try:
-                obj = json.loads(line, parse_constant=_reject_constant, parse_int=_parse_int)
-            except (ValueError, RecursionError):
-                obj = None
-            if not isinstance(obj, dict) or not isinstance(obj.get(self.key_field), str):
-                what = "invalid JSON" if obj is None else f"not an object with a string {self.key_field!r}"
-                raise InputError(f"{self.path}:{line_no}: cache line is {what} (the file was edited or damaged: delete "
-                                 "this line to recompute it, or the cache file to start over)")
-            self.done[obj[self.key_field]] = obj
-            good += len(line)
-        if good != len(raw):
-            with open(self.path, "r+b") as f:
-                f.truncate(good)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.done
-
-    def get(self, key: str) -> dict | None:
-        return self.done.get(key)
-
-    def append(self, record: dict) -> None:
-        self._f.write(dumps(record) + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
-        self.done[record[self.key_field]] = record
-
-    def append_many(self, records: list[dict]) -> None:
-        """Append several records in one write and one fsync (a chunk of finished work)."""
-        self._f.write("".join(dumps(r) + "\n" for r in records))
-        self._f.flush()
-        os.fsync(self._f.fileno())
-        for r in records:
-            self.done[r[self.key_field]] = r
-
-    def close(self) -> None:
-        self._f.close()
-
-    def __enter__(self) -> AppendCache:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 # ---------------------------------------------------------------- field checks
@@ -359,103 +285,3 @@ def probability(value: Any, where: str, field: str) -> float:
     if not math.isfinite(v) or not 0.0 <= v <= 1.0:
         raise InputError(f"{where}: field {field!r} = {value!r} is not a probability (give a value in [0, 1])")
     return v
-
-
-# ---------------------------------------------------------------- the authors' format
-
-
-def question_from_authors(item: dict, where: str) -> Question:
-    """One item of the authors' format: {example_id, question, passages:[{doc_id, text, is_relevant,
-    models_info:{<model>:{no_res_prob}}}], answers?}."""
-    qid = item.get("example_id", item.get("id"))
-    if qid is None:
-        raise InputError(f"{where}: missing field 'example_id' (every item needs an id)")
-    qid = str(qid)
-    text = require(item, "question", str, where, "every item needs the question text")
-    raw_passages = require(item, "passages", list, where, "a list of {doc_id, text, is_relevant}")
-    if not raw_passages:
-        raise InputError(f"{where}: item {qid!r} has an empty 'passages' list (give at least one passage)")
-    answers = item.get("answers", [])
-    if isinstance(answers, str):
-        answers = [answers]
-    if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
-        raise InputError(f"{where}: item {qid!r}: 'answers' must be a list of strings")
-    seen: set[str] = set()
-    passages = []
-    for j, p in enumerate(raw_passages):
-        pw = f"{where}: passage {j}"
-        if not isinstance(p, dict):
-            raise InputError(f"{pw}: expected an object, got {type(p).__name__}")
-        pid = str(p.get("doc_id", p.get("id", f"{qid}#{j}")))
-        if pid in seen:
-            raise InputError(f"{pw}: duplicate doc_id {pid!r} in item {qid!r} (ids must be unique within an item)")
-        seen.add(pid)
-        ptext = require(p, "text", str, pw, "every passage needs text")
-        if len(ptext) > MAX_PASSAGE_CHARS:
-            raise InputError(f"{pw}: field 'text' of passage {pid!r} holds {len(ptext):,} characters, over the "
-                             f"{MAX_PASSAGE_CHARS:,} limit (split the document into passages of a few hundred words)")
-        rel = p.get("is_relevant")
-        if rel is not None and not isinstance(rel, bool):
-            raise InputError(f"{pw}: field 'is_relevant' must be true/false, got {rel!r}")
-        p_abs: dict[str, float] = {}
-        info = p.get("models_info", {})
-        if not isinstance(info, dict):
-            raise InputError(f"{pw}: field 'models_info' must be an object {{model: {{no_res_prob}}}}")
-        for model, entry in info.items():
-            if not isinstance(entry, dict) or "no_res_prob" not in entry:
-                raise InputError(f"{pw}: models_info[{model!r}] needs a 'no_res_prob' number")
-            if entry["no_res_prob"] is not None:
-                p_abs[model] = probability(entry["no_res_prob"], pw, f"models_info[{model!r}].no_res_prob")
-        grade = p.get("grade")
-        if grade is not None and (isinstance(grade, bool) or grade not in (1, 2, 3, 4, 5)):
-            raise InputError(f"{pw}: field 'grade' = {grade!r} is not a utility grade (use an integer 1..5)")
-        score = p.get("score")
-        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score)):
-            raise InputError(f"{pw}: field 'score' = {score!r} must be a finite number (the retriever's score) or absent")
-        passages.append(Passage(pid=pid, text=ptext, title=str(p.get("title", "")), relevant=rel,
-                                grade=grade, score=None if score is None else float(score), p_abs=p_abs))
-    return Question(qid=qid, text=text, answers=tuple(answers), passages=tuple(passages))
-
-
-def read_authors(path: str | Path) -> tuple[list[dict], list[Question]]:
-    """Read the authors' JSON (a list) or JSONL. Returns the raw items (to write back with added
-    fields, keeping everything the user had) and the checked questions."""
-    records = read_records(path)
-    questions = [question_from_authors(obj, where) for where, obj in records]
-    seen: dict[str, str] = {}
-    for (where, _), q in zip(records, questions):
-        if q.qid in seen:
-            raise InputError(f"{where}: duplicate example_id {q.qid!r} (first at {seen[q.qid]}; ids must be unique)")
-        seen[q.qid] = where
-    return [obj for _, obj in records], questions
-
-
-def question_to_authors(q: Question) -> dict:
-    item: dict[str, Any] = {"example_id": q.qid, "question": q.text}
-    if q.answers:
-        item["answers"] = list(q.answers)
-    passages = []
-    for p in q.passages:
-        d: dict[str, Any] = {"doc_id": p.pid, "text": p.text}
-        if p.title:
-            d["title"] = p.title
-        if p.relevant is not None:
-            d["is_relevant"] = p.relevant
-        if p.grade is not None:
-            d["grade"] = p.grade
-        if p.score is not None:
-            d["score"] = p.score
-        if p.p_abs:
-            d["models_info"] = {m: {"no_res_prob": v} for m, v in p.p_abs.items()}
-        passages.append(d)
-    item["passages"] = passages
-    return item
-
-
-def write_authors(path: str | Path, items: list[dict]) -> None:
-    """Write a list of items as JSON (``.json``) or JSONL (any other suffix), atomically."""
-    path = Path(path)
-    if path.suffix == ".json":
-        atomic_write_json(path, items)
-    else:
-        atomic_write_jsonl(path, items)

@@ -9,13 +9,13 @@
   reported as ``file:line``; or a Parquet file (read with Hugging Face ``datasets``);
 - a folder written by ``datasets``' ``save_to_disk`` (a ``DatasetDict`` gives its ``corpus`` split,
   or its only split; its ``queries`` split, if any, is the default queries);
-- ``hf:NAME[:CONFIG]``: a data set on the Hugging Face hub (see ``udcg.hfdata``).
+- ``hf:NAME[:CONFIG]``: a data set on the Hugging Face hub (see ``udcg.io.hf``).
 
 Corpus records: an id (``_id`` as in BEIR, or ``id``/``docid``/``doc_id``), ``text``, optional
 ``title``. Query records: an id (``_id``, ``id``, ``qid`` or ``query_id``), the text (``text``,
 ``query`` or ``question``), answers in ``answers`` or BEIR's ``metadata.answers`` (a list, or one
 string). ``answers`` (a file of ``{"_id" or "qid": ..., "answers": [...]}``) fills or replaces the
-queries' answers. Qrels are TREC or BEIR qrels (``udcg.trec.read_qrels``).
+queries' answers. Qrels are TREC or BEIR qrels (``udcg.io.trec.read_qrels``).
 
 Policies: every malformed record, duplicate id, and qrels query missing from the queries is an
 ``InputError`` naming file:line (``file: row i`` for Parquet and ``datasets`` tables), the field and
@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from udcg import hfdata
+from udcg.io import hf as hfdata
 from udcg.errors import InputError
-from udcg.io import MAX_PASSAGE_CHARS, read_records
+from udcg.io.files import MAX_PASSAGE_CHARS, read_records
 from udcg.records import Passage, Question
-from udcg.trec import read_qrels
+from udcg.io.trec import read_qrels
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +236,7 @@ def read_collection(corpus: str | Path, queries: str | Path | None = None, qrels
 
 
 def check_run(run: Mapping[str, Mapping[str, float]], collection: Collection, where: str) -> None:
-    """Check that a run (``udcg.trec.read_run``) was made on ``collection``.
+    """Check that a run (``udcg.io.trec.read_run``) was made on ``collection``.
 
     Policy: every query of the run must be one of the collection's queries, and every retrieved
     document one of its corpus; otherwise ``InputError`` with the count, the first example and

@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from udcg.errors import InputError
-from udcg.io import atomic_write_text, read_text
+from udcg.io.files import atomic_write_text, read_text
 
 Run = dict[str, dict[str, float]]
 MAX_GRADE = 1000.0  # |relevance| in qrels: gains 2**rel - 1 of nDCG(dcg='exp-log2') stay finite

@@ -1,0 +1,81 @@
+"""One append-only, content-keyed JSONL cache of finished work: every model step resumes from it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from udcg.errors import InputError
+from udcg.io.files import _parse_int, _reject_constant, check_output_path, dumps
+
+
+class AppendCache:
+    """Append-only JSONL cache of finished work, keyed by a string. Survives kill -9.
+
+    Each record is one line, flushed and fsynced as it completes. On open, a torn last line (the
+    process died mid-write) is cut off; every complete line is kept.
+    """
+
+    def __init__(self, path: str | Path, key_field: str = "key") -> None:
+        self.path = check_output_path(path, "cache")
+        self.key_field = key_field
+        self.done: dict[str, dict] = {}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.exists():
+                self._load()
+            self._f = open(self.path, "a", encoding="utf-8")
+        except OSError as e:
+            raise InputError(f"{self.path}: cannot open the cache: {e.strerror or e} (check the folder and its permissions)") from None
+
+    def _load(self) -> None:
+        """Every complete line must be a JSON object with a string key: a bad one is named, never
+        skipped (skipping would silently redo or lose work). Only a torn last line is cut off."""
+        raw = self.path.read_bytes()
+        good = 0
+        for line_no, line in enumerate(raw.splitlines(keepends=True), start=1):
+            if not line.endswith(b"\n"):
+                break  # the process died while writing this line
+            try:
+                obj = json.loads(line, parse_constant=_reject_constant, parse_int=_parse_int)
+            except (ValueError, RecursionError):
+                obj = None
+            if not isinstance(obj, dict) or not isinstance(obj.get(self.key_field), str):
+                what = "invalid JSON" if obj is None else f"not an object with a string {self.key_field!r}"
+                raise InputError(f"{self.path}:{line_no}: cache line is {what} (the file was edited or damaged: delete "
+                                 "this line to recompute it, or the cache file to start over)")
+            self.done[obj[self.key_field]] = obj
+            good += len(line)
+        if good != len(raw):
+            with open(self.path, "r+b") as f:
+                f.truncate(good)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.done
+
+    def get(self, key: str) -> dict | None:
+        return self.done.get(key)
+
+    def append(self, record: dict) -> None:
+        self._f.write(dumps(record) + "\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self.done[record[self.key_field]] = record
+
+    def append_many(self, records: list[dict]) -> None:
+        """Append several records in one write and one fsync (a chunk of finished work)."""
+        self._f.write("".join(dumps(r) + "\n" for r in records))
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        for r in records:
+            self.done[r[self.key_field]] = r
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> AppendCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
