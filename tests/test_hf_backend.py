@@ -22,7 +22,8 @@ from udcg.annotate.prompt import reader_chat  # noqa: E402
 from udcg.errors import InputError  # noqa: E402
 from udcg.llm import offline  # noqa: E402
 from udcg.llm.base import GenerationParams  # noqa: E402
-from udcg.llm.hf import HFBackend, has_system_role, resolve  # noqa: E402
+from udcg.llm.hf import HFBackend  # noqa: E402
+from udcg.llm.hf_load import has_system_role, resolve  # noqa: E402
 
 POPQA = Path(__file__).resolve().parents[2] / "shared/data/popqa-contriever-100/popqa_longtail_w_gs_example.jsonl"
 PASSAGES = [

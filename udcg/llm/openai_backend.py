@@ -6,13 +6,16 @@
   ``first_token_logprobs`` says so in a per-chat note.
 - ``continuation_logprobs``: needs open weights; raises ``BackendError``.
 
-Requests run concurrently (asyncio + httpx) with a concurrency bound, an optional
-requests-per-minute pace, and retries with exponential backoff on 429 / 408 / 409 / 5xx, timeouts
-and dropped connections, honouring ``Retry-After``. Several base URLs are used round-robin (a retry
-goes to the next one), so a fleet of servers can share one corpus. Results are per item: the
-``*_each`` methods return a value or a ``BackendError`` per chat and can report each result as it
-arrives (``on_result``), so one failed request never loses the finished ones. The API key is read
-from the environment at request time and never stored in messages, logs or ``repr``.
+Requests go through the ``openai`` SDK (``AsyncOpenAI``: connections, timeouts, typed errors), run
+concurrently under a concurrency bound and an optional requests-per-minute pace. Retries are ours,
+not the SDK's (its ``max_retries`` is 0): its retries stay on one base URL, and ours go to the next
+one, so a fleet of servers can share one corpus past a dead member; they count against the pace;
+and a ``Retry-After`` (read from the SDK error's ``response``) longer than ``max_retry_after`` fails
+the request at once. Retried: 429 / 408 / 409 / 5xx, timeouts, dropped connections and bodies that
+are not JSON, with exponential backoff. Results are per item: the ``*_each`` methods return a value
+or a ``BackendError`` per chat and can report each result as it arrives (``on_result``), so one
+failed request never loses the finished ones. The API key is read from the environment for every
+request and never stored in the backend, messages, logs or ``repr``.
 
 Payload building and response parsing are pure functions (``udcg.llm.openai_wire``), tested alone.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import itertools
+import json
 import logging
 import math
 import os
@@ -41,6 +45,8 @@ from udcg.redact import redact, url_secrets
 log = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({408, 409, 429})  # plus every 5xx
+# The SDK client needs a key to start; every request overrides it (_auth_header), so it is never sent.
+_KEY_SENT_PER_REQUEST = "sent-per-request"
 
 
 # ---------------------------------------------------------------- backend
@@ -228,19 +234,22 @@ class OpenAIBackend:
             return pool.submit(asyncio.run, coro).result()
 
     async def _post_all(self, items: list[list[dict]], parse, on_result) -> list[Any]:
-        import httpx
+        import openai
 
-        pacer = self._pacer
         gate = asyncio.Semaphore(self.max_concurrency)
-        limits = httpx.Limits(max_connections=self.max_concurrency, max_keepalive_connections=self.max_concurrency)
-        timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0))
+        timeout = openai.Timeout(self.timeout, connect=min(self.timeout, 10.0))
         results: list[Any] = [None] * len(items)
-        async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
+        # One connection pool per call (an event loop's connections die with it), one client per
+        # base URL over it. The SDK's retries are off: ours go to the next base URL (see _post).
+        # The client holds no key: each request carries the one in the environment (_auth_header).
+        async with openai.AsyncOpenAI(base_url=self.base_urls[0], api_key=_KEY_SENT_PER_REQUEST, timeout=timeout,
+                                      max_retries=0) as first:
+            clients = [first, *(first.with_options(base_url=url) for url in self.base_urls[1:])]
 
             async def one(i: int) -> None:
                 async with gate:
                     try:
-                        results[i] = parse([await self._post(client, pacer, payload) for payload in items[i]])
+                        results[i] = parse([await self._post(clients, payload) for payload in items[i]])
                     except BackendError as e:  # parse errors quote the body, which a server may fill with the key
                         results[i] = BackendError(redact(str(e), self._secrets()))
                 if on_result is not None:
@@ -249,45 +258,53 @@ class OpenAIBackend:
             await asyncio.gather(*(one(i) for i in range(len(items))))
         return results
 
-    async def _post(self, client, pacer: _Pacer, payload: dict) -> dict:
-        """POST one payload with retries; returns the JSON body or raises a scrubbed BackendError."""
-        import httpx
-
-        key = os.environ.get(self.api_key_env) or ""
-        secrets = self._secrets()
-        headers = {"Content-Type": "application/json"}
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
+    async def _post(self, clients: list, payload: dict) -> dict:
+        """POST one payload, each attempt to the next base URL; the JSON body or a scrubbed BackendError."""
         problem = ""
         for attempt in range(self.max_retries + 1):
-            url = f"{self.base_urls[next(self._url_turn) % len(self.base_urls)]}/chat/completions"
-            await pacer.wait()
-            retry_after = None
-            try:
-                response = await client.post(url, json=payload, headers=headers)
-            except httpx.TimeoutException as e:
-                problem = f"POST {url}: timed out after {self.timeout:g}s ({type(e).__name__})"
-            except httpx.TransportError as e:
-                problem = f"POST {url}: connection failed ({type(e).__name__}: {e})"
-            else:
-                if response.status_code == 200:
-                    try:
-                        return response.json()
-                    except ValueError:  # a cut or garbled body (a proxy, a server restart): retried like a 5xx
-                        problem = f"POST {url}: HTTP 200 but the body is not JSON: {response.text[:200]!r}"
-                else:
-                    problem = f"POST {url}: HTTP {response.status_code}: {_error_text(response)}"
-                    if not _retryable(response.status_code):
-                        raise BackendError(redact(problem + _hint(response.status_code, self.api_key_env), secrets))
-                    retry_after = retry_after_seconds(response.headers.get("retry-after"))
+            turn = next(self._url_turn) % len(clients)
+            await self._pacer.wait()
+            body, problem, retry_after = await self._attempt(clients[turn], f"{self.base_urls[turn]}/chat/completions", payload)
+            if not problem:
+                return body
             if attempt == self.max_retries:
                 break
+            secrets = self._secrets()
             if retry_after is not None and retry_after > self.max_retry_after:
                 raise BackendError(redact(f"{problem}; the server asks to retry after {retry_after:g}s, more than max_retry_after={self.max_retry_after:g}s", secrets))
             delay = retry_after if retry_after is not None else backoff_delay(attempt, self.backoff_base, self.backoff_max, self._rng.random())
             log.warning("%s; retry %d/%d in %.2fs", redact(problem, secrets), attempt + 1, self.max_retries, delay)
             await asyncio.sleep(delay)
-        raise BackendError(redact(f"{problem} (gave up after {self.max_retries + 1} attempts)", secrets))
+        raise BackendError(redact(f"{problem} (gave up after {self.max_retries + 1} attempts)", self._secrets()))
+
+    async def _attempt(self, client, url: str, payload: dict) -> tuple[Any, str, float | None]:
+        """One POST: (body, "", None), or (None, what went wrong, the Retry-After in seconds or None)
+        when it may be retried. A status that retrying cannot fix raises a scrubbed BackendError."""
+        import openai
+
+        try:
+            raw = await client.chat.completions.with_raw_response.create(**payload, extra_headers=self._auth_header())
+        except openai.APITimeoutError:
+            return None, f"POST {url}: timed out after {self.timeout:g}s", None
+        except openai.APIConnectionError as e:
+            cause = e.__cause__ or e
+            return None, f"POST {url}: connection failed ({type(cause).__name__}: {cause})", None
+        except openai.APIStatusError as e:
+            problem = f"POST {url}: HTTP {e.status_code}: {_error_text(e)}"
+            if not _retryable(e.status_code):
+                raise BackendError(redact(problem + _hint(e.status_code, self.api_key_env), self._secrets())) from None
+            return None, problem, retry_after_seconds(e.response.headers.get("retry-after"))
+        try:  # the body as sent (the parsers read the wire format, top_logprobs included)
+            return json.loads(raw.content), "", None
+        except ValueError:  # a cut or garbled body (a proxy, a server restart): retried like a 5xx
+            return None, f"POST {url}: HTTP 200 but the body is not JSON: {raw.text[:200]!r}", None
+
+    def _auth_header(self) -> dict[str, Any]:
+        """The key, read from the environment now, as this request's Authorization header (none when unset)."""
+        import openai
+
+        key = os.environ.get(self.api_key_env) or ""
+        return {"Authorization": f"Bearer {key}" if key else openai.Omit()}
 
 
 def _check_positive(field: str, value, integer: bool = False) -> None:
@@ -308,15 +325,12 @@ def _hint(status: int, api_key_env: str) -> str:
     return ""
 
 
-def _error_text(response) -> str:
-    try:
-        body = response.json()
-        message = body.get("error", {}).get("message") if isinstance(body, dict) else None
-        if isinstance(message, str):
-            return message[:300]
-    except ValueError:
-        pass
-    return response.text[:300] or response.reason_phrase
+def _error_text(error) -> str:
+    """The server's message in an SDK ``APIStatusError`` (its ``body`` is the JSON's ``error`` object, or the text)."""
+    message = error.body.get("message") if isinstance(error.body, dict) else error.body
+    if isinstance(message, str) and message.strip():
+        return message[:300]
+    return error.response.reason_phrase
 
 
 def _raise_on_errors(results: list[Any], what: str) -> list[Any]:
@@ -338,11 +352,3 @@ def from_registry(model: str, **kw: Any) -> OpenAIBackend:
             kw["base_urls"] = [u.strip() for u in env.split(",") if u.strip()]
     return OpenAIBackend(model, **kw)
 
-
-def _register() -> None:
-    from udcg.llm.registry import register_scheme
-
-    register_scheme("openai", from_registry)
-
-
-_register()

@@ -2,11 +2,12 @@
 
 - an offline alias (``smollm2-135m``, ``qwen2.5-coder-0.5b``, ``qwen2.5-coder-1.5b``), a local
   transformers model folder or a hub id: ``HFBackend`` (transformers, in-process);
-- ``SCHEME:rest`` where SCHEME was registered with ``register_scheme`` (e.g. the OpenAI-compatible
-  client registers ``openai``): that scheme's factory, called with ``rest``.
+- ``SCHEME:rest``: that scheme's factory, called with ``rest``. ``openai`` is built in (the
+  OpenAI-compatible client); more can be added with ``register_scheme``.
 
-Schemes are looked up lazily: a scheme listed in ``_LAZY_SCHEMES`` imports its module on first use,
-and that module calls ``register_scheme``. Nothing heavy is imported until a backend is loaded.
+Built-in schemes are imported lazily: ``_LAZY_SCHEMES`` names each one's module and factory, imported
+on first use. The dependency runs one way: backend modules never import the registry. Nothing heavy
+is imported until a backend is loaded.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from udcg.llm.base import Backend
 BackendFactory = Callable[..., Backend]
 
 _SCHEMES: dict[str, BackendFactory] = {}
-# scheme -> module that registers it when imported
-_LAZY_SCHEMES: dict[str, str] = {"openai": "udcg.llm.openai_backend"}
+# scheme -> (module, factory function in it), imported on first use
+_LAZY_SCHEMES: dict[str, tuple[str, str]] = {"openai": ("udcg.llm.openai_backend", "from_registry")}
 
 
 def register_scheme(scheme: str, factory: BackendFactory) -> None:
@@ -38,10 +39,11 @@ def _scheme(name: str) -> tuple[str, str] | None:
     if not sep or not head.isidentifier() or len(head) == 1:  # "C:\\models" is a Windows path, not a scheme
         return None
     if head not in _SCHEMES and head in _LAZY_SCHEMES:
+        module, factory = _LAZY_SCHEMES[head]
         try:
-            importlib.import_module(_LAZY_SCHEMES[head])
+            register_scheme(head, getattr(importlib.import_module(module), factory))
         except ModuleNotFoundError as e:
-            if e.name != _LAZY_SCHEMES[head]:
+            if e.name != module:
                 raise
     if head not in _SCHEMES:
         known = sorted(set(_SCHEMES) | set(_LAZY_SCHEMES))
