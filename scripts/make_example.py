@@ -119,7 +119,8 @@ def make_runs(queries: list[Question], corpus: list[Passage]) -> dict[str, dict[
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-dir", type=Path, default=default_data_dir())
+    ap.add_argument("--data-dir", type=Path, default=default_data_dir(), required=default_data_dir() is None,
+                    help="the shared data folder (default: $UDCG_DATA_DIR)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "udcg/data/nq-example")
     ap.add_argument("--n-queries", type=int, default=20)
     ap.add_argument("--n-corpus", type=int, default=300, help="questions whose gold passages form the corpus")

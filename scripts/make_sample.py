@@ -37,7 +37,8 @@ def sample_items(data_dir: Path, n: int) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-dir", type=Path, default=default_data_dir())
+    ap.add_argument("--data-dir", type=Path, default=default_data_dir(), required=default_data_dir() is None,
+                    help="the shared data folder (default: $UDCG_DATA_DIR)")
     ap.add_argument("--n", type=int, default=12, help="number of questions (default 12)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "udcg/data/popqa-sample.jsonl")
     args = ap.parse_args(argv)

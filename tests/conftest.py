@@ -10,6 +10,9 @@ Session-scoped, built once per test run and only when a test asks for them:
   127.0.0.1 at a free port in a background thread; ``.url`` is the OpenAI ``base_url``.
 
 ``free_port()`` returns a port nothing listens on (for subprocess servers).
+``ScriptedBackend`` (import it: ``from tests.conftest import ScriptedBackend, Call``) is the suite's
+one fake model: it scripts a model's replies deterministically for unit tests of the code around
+the model, and logs every call.
 Nothing here reaches a model hub (HF_HUB_OFFLINE=1).
 """
 
@@ -18,11 +21,21 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
+from udcg.llm.base import Chat, GenerationParams, Reading
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# the shared data sets beside the checkout, when there, for the tests that read them (udcg has no default)
+_SHARED_DATA = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+if os.path.isdir(_SHARED_DATA):
+    os.environ.setdefault("UDCG_DATA_DIR", _SHARED_DATA)
 
 TINY_SERVED_NAME = "tiny-llama"
 
@@ -31,6 +44,130 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------- the scripted fake backend
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call a ``ScriptedBackend`` received, with copies of its arguments."""
+
+    method: str  # "generate", "next_token_logprobs", "continuation_logprobs" or "read"
+    chats: tuple[list[dict], ...]
+    params: GenerationParams | None = None  # generate; read (its max_new_tokens)
+    candidates: tuple[str, ...] = ()  # next_token_logprobs, read
+    continuations: tuple[str, ...] = ()  # continuation_logprobs, read
+
+
+def _last_turn(chat: Chat) -> str:
+    return chat[-1]["content"]
+
+
+class ScriptedBackend:
+    """A fake ``udcg.llm.base.Backend`` (and, with ``reads=True``, ``PromptReader``) that answers
+    from scripts and logs every call. A method without a script fails the test when asked.
+
+    Scripts; a mapping is keyed by the content of the chat's last turn:
+    - ``answer`` (``generate``): ``(chat, params) -> str | list[str]``, a mapping to that, or one
+      str for every chat. A str is repeated ``params.n`` times; a list gives its first ``params.n``.
+    - ``first`` (``next_token_logprobs``): ``(chat, candidates) -> {candidate: logprob}``, or a
+      mapping to one log-probability given to every candidate.
+    - ``continuation`` (``continuation_logprobs``): ``(chat, continuation) -> [logprob, ...]``, or a
+      mapping to that list.
+    ``read`` (``reads=True``) gives the three from the same scripts: the first answer at
+    ``max_new_tokens``, and ``[]`` for an empty continuation.
+
+    A fault, for the error paths: the call of ``fault_on`` after ``fault_after`` earlier ones raises
+    ``fault`` (an exception class or instance) or, for any other callable, returns ``fault()``
+    instead of the scripted results (a wrong-length list; or it never returns: SIGKILL).
+    ``delay`` seconds are slept per call. The log: ``calls`` (a ``Call`` each, in order, faulted ones
+    included), ``prompts``, ``n_calls(method)``, ``n_chats(method)``.
+    """
+
+    def __init__(self, *, answer: Callable | Mapping | str | None = None, first: Callable | Mapping | None = None,
+                 continuation: Callable | Mapping | None = None, name: str = "scripted", reads: bool = False,
+                 fault: Any = None, fault_on: str = "generate", fault_after: int = 0, delay: float = 0.0):
+        self.name = name
+        self._answer, self._first, self._continuation = answer, first, continuation
+        self._fault, self._fault_on, self._fault_after, self._delay = fault, fault_on, fault_after, delay
+        self.calls: list[Call] = []
+        if reads:  # an instance attribute: only a reading backend has ``read`` (capability check)
+            self.read = self._read
+
+    # -- the log
+
+    @property
+    def prompts(self) -> list[str]:
+        """The first turn of every chat the backend was asked about, in order."""
+        return [chat[0]["content"] for call in self.calls for chat in call.chats]
+
+    def n_calls(self, method: str) -> int:
+        return sum(call.method == method for call in self.calls)
+
+    def n_chats(self, method: str) -> int:
+        return sum(len(call.chats) for call in self.calls if call.method == method)
+
+    # -- the Backend protocol
+
+    def generate(self, chats: Sequence[Chat], params: GenerationParams = GenerationParams()) -> list[list[str]]:
+        faulted = self._receive(Call("generate", _copy(chats), params))
+        return faulted if faulted is not None else [self._answers(chat, params) for chat in chats]
+
+    def next_token_logprobs(self, chats: Sequence[Chat], candidates: Sequence[str]) -> list[dict[str, float]]:
+        faulted = self._receive(Call("next_token_logprobs", _copy(chats), candidates=tuple(candidates)))
+        return faulted if faulted is not None else [self._first_logprobs(chat, candidates) for chat in chats]
+
+    def continuation_logprobs(self, requests: Sequence[tuple[Chat, str]]) -> list[list[float]]:
+        call = Call("continuation_logprobs", _copy(c for c, _ in requests), continuations=tuple(t for _, t in requests))
+        faulted = self._receive(call)
+        return faulted if faulted is not None else [self._continuation_logprobs(c, t) for c, t in requests]
+
+    def _read(self, chats: Sequence[Chat], candidates: Sequence[str], continuations: Sequence[str],
+              max_new_tokens: int = 32) -> list[Reading]:
+        params = GenerationParams(max_new_tokens=max_new_tokens)
+        faulted = self._receive(Call("read", _copy(chats), params, tuple(candidates), tuple(continuations)))
+        if faulted is not None:
+            return faulted
+        return [Reading(self._first_logprobs(chat, candidates), self._answers(chat, params)[0],
+                        self._continuation_logprobs(chat, text) if text else [])
+                for chat, text in zip(chats, continuations, strict=True)]
+
+    # -- scripts and faults
+
+    def _receive(self, call: Call) -> Any:
+        """Log the call, sleep ``delay``; the fault's result if this call is the faulted one, else None."""
+        earlier = self.n_calls(call.method)
+        self.calls.append(call)
+        time.sleep(self._delay)
+        if self._fault is None or call.method != self._fault_on or earlier < self._fault_after:
+            return None
+        if isinstance(self._fault, BaseException) or (isinstance(self._fault, type) and issubclass(self._fault, BaseException)):
+            raise self._fault
+        return self._fault()
+
+    def _script(self, script: Any, method: str, chat: Chat, *args: Any) -> Any:
+        if script is None:
+            raise AssertionError(f"{self.name}: {method} was called but not scripted")
+        if isinstance(script, Mapping):
+            return script[_last_turn(chat)]
+        return script(chat, *args) if callable(script) else script
+
+    def _answers(self, chat: Chat, params: GenerationParams) -> list[str]:
+        out = self._script(self._answer, "generate", chat, params)
+        return [out] * params.n if isinstance(out, str) else list(out)[: params.n]
+
+    def _first_logprobs(self, chat: Chat, candidates: Sequence[str]) -> dict[str, float]:
+        if isinstance(self._first, Mapping):
+            return {c: self._first[_last_turn(chat)] for c in candidates}
+        return dict(self._script(self._first, "next_token_logprobs", chat, candidates))
+
+    def _continuation_logprobs(self, chat: Chat, text: str) -> list[float]:
+        return list(self._script(self._continuation, "continuation_logprobs", chat, text))
+
+
+def _copy(chats) -> tuple[list[dict], ...]:
+    return tuple([dict(m) for m in chat] for chat in chats)
 
 
 def build_tiny_model(out_dir, seed: int = 0) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 import udcg
 from udcg.errors import InputError
+from udcg.experiment import run_scores
 from udcg.io.sources import example_path
 
 RUN = {"q1": {"d1": 2.0, "d2": 1.0}, "q2": {"d3": 1.5, "d1": 0.5}}
@@ -57,9 +58,9 @@ def test_classical_values_equal_ir_measures_on_the_packaged_runs():
     measures = ["nDCG@5", "P@5", "RR", "AP", "R@10"]
     for name in ("bm25", "dense", "hybrid"):
         ours = udcg.evaluate(folder / "runs" / f"{name}.trec", qrels, metrics=measures, per_query=True)
-        run = {q: d for q, d in udcg.api._read_run(folder / "runs" / f"{name}.trec").items()}
+        run = {q: d for q, d in run_scores._read_run(folder / "runs" / f"{name}.trec").items()}
         theirs = {}
-        judged = {q: {d: int(r) for d, r in docs.items()} for q, docs in udcg.api._read_qrels(qrels).items()}
+        judged = {q: {d: int(r) for d, r in docs.items()} for q, docs in run_scores._read_qrels(qrels).items()}
         for m in ir_measures.iter_calc([ir_measures.parse_measure(x) for x in measures], judged, run):
             theirs.setdefault(m.query_id, {})[str(m.measure)] = m.value
         for qid, row in theirs.items():
@@ -70,7 +71,7 @@ def test_classical_values_equal_ir_measures_on_the_packaged_runs():
 def test_compare_from_files_equals_compare_from_dicts(tmp_path):
     folder = example_path()
     rng = np.random.default_rng(0)
-    runs = {n: udcg.api._read_run(folder / "runs" / f"{n}.trec") for n in ("bm25", "dense")}
+    runs = {n: run_scores._read_run(folder / "runs" / f"{n}.trec") for n in ("bm25", "dense")}
     utilities: dict = {}
     for run in runs.values():
         for q, docs in run.items():
@@ -79,7 +80,7 @@ def test_compare_from_files_equals_compare_from_dicts(tmp_path):
                                               for d, u in docs.items()))
     a = udcg.compare([folder / "runs" / "bm25.trec", folder / "runs" / "dense.trec"], folder / "qrels" / "test.tsv",
                      utilities=tmp_path / "u.qrels", metrics="UDCG@5,nDCG@5", n_boot=500)
-    b = udcg.compare(runs, udcg.api._read_qrels(folder / "qrels" / "test.tsv"), utilities=utilities,
+    b = udcg.compare(runs, run_scores._read_qrels(folder / "qrels" / "test.tsv"), utilities=utilities,
                      metrics=["UDCG@5", "nDCG@5"], n_boot=500)
     assert a.to_dict() == b.to_dict()
     assert a.runs == ("bm25", "dense") and "UDCG@5" in a.format("markdown")

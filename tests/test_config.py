@@ -9,9 +9,10 @@ import yaml
 
 from udcg.cli import main
 from udcg.errors import InputError
-from udcg.experiment.config import REPO_ROOT, Config, demo_config_path, from_dict, load_config, to_yaml
+from udcg.experiment.config import Config, demo_config_path, from_dict, load_config, to_yaml
 
-CONFIGS = sorted((REPO_ROOT / "configs").glob("*.yaml"))
+ROOT = Path(__file__).resolve().parents[1]  # the checkout under test (udcg itself knows no such folder)
+CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 
 
 def write(tmp_path: Path, text: str, name: str = "c.yaml") -> Path:
@@ -40,18 +41,18 @@ def test_empty_config_gives_the_paper_defaults():
 def test_every_shipped_config_loads(path):
     cfg = load_config(path)
     assert cfg.name == path.stem
-    assert Path(cfg.data.data_dir).is_absolute()
+    assert cfg.data.data_dir is None  # the shared data folder comes from $UDCG_DATA_DIR when the data are loaded
 
 
 def test_the_shipped_configs_are_there_and_demo_is_packaged():
     assert {"smoke", "demo", "popqa-qwen0.5b", "nq-qwen0.5b", "squad-qwen0.5b"} <= {p.stem for p in CONFIGS}
-    assert demo_config_path().read_text() == (REPO_ROOT / "configs" / "demo.yaml").read_text()
+    assert demo_config_path().read_text() == (ROOT / "configs" / "demo.yaml").read_text()
     demo = load_config(demo_config_path())
     assert demo.reader.model == "qwen2.5-coder-0.5b" and demo.contexts.k == 3 and demo.pool.size == 10
 
 
 def test_smoke_config_is_tiny():
-    cfg = load_config(REPO_ROOT / "configs" / "smoke.yaml")
+    cfg = load_config(ROOT / "configs" / "smoke.yaml")
     assert cfg.reader.model == "smollm2-135m" and cfg.data.limit <= 4 and cfg.contexts.k == 3 and cfg.pool.size <= 8
     assert cfg.data.questions == "popqa-sample"
 
@@ -132,23 +133,36 @@ def test_yaml_errors_are_located(tmp_path):
         load_config(tmp_path / "missing.yaml")
 
 
-def test_relative_data_paths_resolve_beside_the_config_then_in_the_repository(tmp_path):
-    (tmp_path / "mine.jsonl").write_text((REPO_ROOT / "udcg" / "data" / "popqa-sample.jsonl").read_text())
+def test_relative_data_paths_resolve_beside_the_config_then_in_the_working_directory(tmp_path, monkeypatch):
+    (tmp_path / "mine.jsonl").write_text((ROOT / "udcg" / "data" / "popqa-sample.jsonl").read_text())
     cfg = load_config(write(tmp_path, "data:\n  questions: mine.jsonl\n"))
     assert cfg.data.questions == str((tmp_path / "mine.jsonl").resolve())
-    cfg = load_config(write(tmp_path, "data:\n  questions: udcg/data/popqa-sample.jsonl\n"))  # from the repo root
-    assert cfg.data.questions == str(REPO_ROOT / "udcg" / "data" / "popqa-sample.jsonl")
+    work = tmp_path / "work"
+    (work / "data").mkdir(parents=True)
+    (work / "data" / "q.jsonl").write_text("")
+    monkeypatch.chdir(work)
+    cfg = load_config(write(tmp_path, "data:\n  questions: data/q.jsonl\n  data_dir: data\n"))  # not beside the config
+    assert cfg.data.questions == str((work / "data" / "q.jsonl").resolve()) and cfg.data.data_dir == str(work / "data")
     cfg = load_config(write(tmp_path, f"data:\n  questions: popqa\n  data_dir: {tmp_path}\n"))
     assert cfg.data.questions == "popqa" and cfg.data.data_dir == str(tmp_path.resolve())
+    with pytest.raises(InputError, match="data.questions = 'udcg/data/popqa-sample.jsonl' is neither a known data set"):
+        load_config(write(tmp_path, "data:\n  questions: udcg/data/popqa-sample.jsonl\n"))  # no checkout is searched
 
 
-def test_data_dir_defaults_to_the_environment(tmp_path, monkeypatch):
-    monkeypatch.setenv("UDCG_DATA_DIR", str(tmp_path))
-    assert from_dict({}).data.data_dir == str(tmp_path)
+def test_data_names_stay_names_and_the_data_folder_is_not_guessed(tmp_path, monkeypatch):
+    monkeypatch.delenv("UDCG_DATA_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    import udcg.experiment.config as config
+
+    assert not hasattr(config, "REPO_ROOT")
+    cfg = from_dict({"data": {"questions": "nq"}, "pool": {"corpus": ["nq", "nq-pon"]}})
+    assert (cfg.data.questions, cfg.pool.corpus, cfg.data.data_dir) == ("nq", ("nq", "nq-pon"), None)
+    assert from_dict({"data": {"questions": "hf:someone/questions"}}).data.questions == "hf:someone/questions"
+    assert from_dict({"data": {"questions": "popqa-sample"}}).data.questions == "popqa-sample"
 
 
 def test_the_resolved_config_round_trips_through_yaml():
-    cfg = load_config(REPO_ROOT / "configs" / "nq-qwen0.5b.yaml")
+    cfg = load_config(ROOT / "configs" / "nq-qwen0.5b.yaml")
     again = from_dict(yaml.safe_load(to_yaml(cfg)))
     assert again == cfg and isinstance(again, Config)
 
@@ -167,10 +181,11 @@ def test_cli_reports_a_config_error_on_one_line(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
-def test_shared_data_paths_resolve_relative_to_the_repository(tmp_path):
-    shared = REPO_ROOT.parent / "shared" / "data" / "popqa-contriever-100"
+def test_a_data_path_beside_the_working_directory_resolves(tmp_path, monkeypatch):
+    shared = ROOT.parent / "shared" / "data" / "popqa-contriever-100"
     if not shared.is_dir():
-        pytest.skip("no ../shared/data beside the repository")
+        pytest.skip("no ../shared/data beside the checkout")
+    monkeypatch.chdir(ROOT)
     cfg = load_config(write(tmp_path, "data:\n  questions: ../shared/data/popqa-contriever-100\n"))
     assert cfg.data.questions == str(shared.resolve())
 
@@ -187,18 +202,22 @@ def test_theta_C_is_a_number_or_auto():
     assert from_dict({"theta": {"C": "auto", "C_grid": [1, 10]}}).theta.C_grid == (1.0, 10.0)
 
 
-def test_the_published_config_holds_no_absolute_path_and_reads_back(tmp_path):
+def test_the_published_config_holds_no_absolute_path_and_reads_back(tmp_path, monkeypatch):
     from udcg.experiment.config import read_run_config
     from udcg.experiment.paths import portable
 
-    cfg = from_dict({"output": str(REPO_ROOT / "runs" / "x"), "data": {"questions": "udcg/data/popqa-sample.jsonl"}})
+    monkeypatch.chdir(ROOT)  # paths are published relative to the working directory
+    cfg = from_dict({"output": str(ROOT / "runs" / "x"), "data": {"questions": "udcg/data/popqa-sample.jsonl",
+                                                                   "data_dir": "udcg/data"}})
     assert Path(cfg.output).is_absolute() and Path(cfg.data.questions).is_absolute()
     pub = portable(cfg)
     assert pub.output == str(Path("runs") / "x") and pub.data.questions == str(Path("udcg/data/popqa-sample.jsonl"))
-    if Path(cfg.data.data_dir).is_relative_to(REPO_ROOT.parent):
-        assert not Path(pub.data.data_dir).is_absolute()
+    assert pub.data.data_dir == str(Path("udcg/data"))
+    beside = from_dict({"data": {"data_dir": str(ROOT.parent)}})  # the folder that holds the working directory
+    assert portable(beside).data.data_dir == ".."
+    assert portable(from_dict({})).data.data_dir is None  # $UDCG_DATA_DIR is this machine's, never published
     elsewhere = from_dict({"output": str(tmp_path / "run")})
-    assert portable(elsewhere).output == str((tmp_path / "run").resolve())  # outside the repository: kept
+    assert portable(elsewhere).output == str((tmp_path / "run").resolve())  # outside the working directory: kept
     path = write(tmp_path, to_yaml(pub), "config.yaml")
     assert read_run_config(path) == pub  # read back as written: nothing looked up
     assert load_config(path).data.questions == cfg.data.questions  # and it still resolves
@@ -206,7 +225,7 @@ def test_the_published_config_holds_no_absolute_path_and_reads_back(tmp_path):
 
 @pytest.mark.parametrize("name", ["popqa-qwen0.5b", "nq-qwen0.5b"])
 def test_the_committed_results_configs_are_portable(name):
-    text = (REPO_ROOT / "docs" / "results" / name / "config.yaml").read_text()
+    text = (ROOT / "docs" / "results" / name / "config.yaml").read_text()
     raw = yaml.safe_load(text)
-    assert not Path(raw["output"]).is_absolute() and not Path(raw["data"]["data_dir"]).is_absolute()
-    assert str(REPO_ROOT) not in text
+    assert not Path(raw["output"]).is_absolute() and raw["data"]["data_dir"] is None  # names only: nq, popqa
+    assert str(ROOT) not in text

@@ -6,9 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import kendalltau, spearmanr
 
-from udcg.io.contexts import ContextRows
 from udcg.errors import InputError
-from udcg.experiment.correlate import correlation_table
+from udcg.experiment.correlate import correlation_table_of
 from udcg.metrics.correlation import (STATISTICS, bootstrap_mean_ci, paired_bootstrap, per_question, per_question_kendall,
                                      per_question_pairwise, per_question_spearman, summarize)
 from udcg.metrics.stats import holm, paired_test
@@ -178,14 +177,11 @@ def test_table_has_tie_neutral_columns_with_their_own_tests_and_holm():
     rng = np.random.default_rng(7)
     n_q, k = 25, 5
     qid = np.repeat([f"q{i}" for i in range(n_q)], k)
-    outcome = rng.integers(0, 3, n_q * k)
-    labels = np.array(["wrong", "abstained", "correct"])[outcome]
+    outcome = rng.integers(0, 3, n_q * k)  # wrong 0, abstained 1, correct 2
     metrics = {"A": outcome + rng.normal(0, 0.7, n_q * k), "B": np.round(outcome + rng.normal(0, 1, n_q * k)),
                "C": rng.normal(0, 1, n_q * k)}
-    rows = ContextRows([f"line {i}" for i in range(n_q * k)],
-                       [{"metrics": {m: float(v[i]) for m, v in metrics.items()}} for i in range(n_q * k)],
-                       list(qid), [{"outcome": o} for o in labels])
-    table = {r["metric"]: r for r in correlation_table(rows, None, "A", n_boot=200, n_resamples=999).rows}
+    table = {r["metric"]: r for r in correlation_table_of(metrics, outcome.astype(float), qid, "A", n_boot=200,
+                                                          n_resamples=999).rows}
     for stat, column, p_col, holm_col in (("kendall", "mean_tau_b", "p_tau_b", "p_tau_b_holm"),
                                           ("pairwise", "pair_acc", "p_pair_acc", "p_pair_acc_holm")):
         per_q = {m: per_question(stat, v, outcome, qid)[1] for m, v in metrics.items()}
@@ -202,18 +198,14 @@ def test_table_has_tie_neutral_columns_with_their_own_tests_and_holm():
 
 
 def test_a_circular_metric_is_flagged_and_never_best():
-    outcome = np.array([2, 0, 1, 0] * 6)
-    labels = np.array(["wrong", "abstained", "correct"])[outcome]
+    outcome = np.array([2, 0, 1, 0] * 6, dtype=float)
     qid = np.repeat([f"q{i}" for i in range(6)], 4)
-    metrics = {"eRAG": outcome.astype(float), "UDCG": outcome + np.tile([0.0, 0.5, -0.9, 0.1], 6)}
-    rows = ContextRows([f"line {i}" for i in range(24)],
-                       [{"metrics": {m: float(v[i]) for m, v in metrics.items()}} for i in range(24)],
-                       list(qid), [{"outcome": o} for o in labels])
-    table = {r["metric"]: r for r in correlation_table(rows, None, "UDCG", n_boot=50, circular=("eRAG",)).rows}
+    metrics = {"eRAG": outcome.copy(), "UDCG": outcome + np.tile([0.0, 0.5, -0.9, 0.1], 6)}
+    table = {r["metric"]: r for r in correlation_table_of(metrics, outcome, qid, "UDCG", n_boot=50, circular=("eRAG",)).rows}
     assert table["eRAG"]["mean_rho"] == 1.0 > table["UDCG"]["mean_rho"]
     assert table["eRAG"]["circular"] == "yes" and table["UDCG"]["circular"] == ""
     assert table["eRAG"]["best"] == "" and table["UDCG"]["best"] == "*"
-    plain = correlation_table(rows, None, "UDCG", n_boot=50)
+    plain = correlation_table_of(metrics, outcome, qid, "UDCG", n_boot=50)
     assert "circular" not in plain.columns and plain.rows[0]["best"] == "*"
 
 
@@ -222,15 +214,13 @@ def test_table_p_values_are_paired_tests_of_the_rhos_with_holm():
     n_q, k = 30, 4
     qid = np.repeat([f"q{i}" for i in range(n_q)], k)
     outcome = rng.integers(0, 3, n_q * k)
-    labels = np.array(["wrong", "abstained", "correct"])[outcome]
     metrics = {"A": outcome + rng.normal(0, 0.5, n_q * k), "B": outcome + rng.normal(0, 2, n_q * k),
                "C": rng.normal(0, 1, n_q * k)}
-    rows = ContextRows([f"line {i}" for i in range(n_q * k)],
-                       [{"metrics": {m: float(v[i]) for m, v in metrics.items()}} for i in range(n_q * k)],
-                       list(qid), [{"outcome": o} for o in labels])
+    scores = outcome.astype(float)
     rhos = {m: per_question_spearman(v, outcome, qid)[1] for m, v in metrics.items()}
     for test in ("permutation", "t"):
-        table = {r["metric"]: r for r in correlation_table(rows, None, "A", n_boot=200, test=test, n_resamples=999).rows}
+        table = {r["metric"]: r for r in correlation_table_of(metrics, scores, qid, "A", n_boot=200, test=test,
+                                                              n_resamples=999).rows}
         for m in ("B", "C"):  # the old column names stay; the p is the paired test of the per-question rhos
             assert table[m]["p_vs_baseline"] == paired_test(rhos[m], rhos["A"], test, 999)
             assert table[m]["diff_vs_baseline"] == pytest.approx(np.nanmean(rhos[m] - rhos["A"]))
@@ -239,4 +229,4 @@ def test_table_p_values_are_paired_tests_of_the_rhos_with_holm():
         assert np.isnan(table["A"]["p_vs_baseline"]) and np.isnan(table["A"]["p_holm"])
     assert table["C"]["p_holm"] < 0.05
     with pytest.raises(InputError, match="permutation, t, wilcoxon"):
-        correlation_table(rows, None, "A", n_boot=10, test="bootstrap")
+        correlation_table_of(metrics, scores, qid, "A", n_boot=10, test="bootstrap")

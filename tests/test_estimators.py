@@ -14,33 +14,7 @@ from udcg.annotate import estimators
 from udcg.annotate.estimators import Estimate, abstention_estimates, abstention_probs, register_estimator
 from udcg.annotate.prompt import reader_chat
 from udcg.errors import BackendError, InputError
-from udcg.llm.base import GenerationParams
-
-
-class Scripted:
-    """A backend that answers from a script keyed by the chat's user text and records its calls."""
-
-    name = "scripted"
-
-    def __init__(self, first=None, continuation=None, answers=None):
-        self.first, self.continuation, self.answers = first or {}, continuation or {}, answers or {}
-        self.calls: list[tuple] = []
-
-    @staticmethod
-    def _key(chat) -> str:
-        return chat[-1]["content"]
-
-    def next_token_logprobs(self, chats, candidates):
-        self.calls.append(("next", len(chats), tuple(candidates)))
-        return [{c: self.first[self._key(chat)] for c in candidates} for chat in chats]
-
-    def continuation_logprobs(self, requests):
-        self.calls.append(("cont", len(requests), tuple(t for _, t in requests)))
-        return [list(self.continuation[self._key(chat)]) for chat, _ in requests]
-
-    def generate(self, chats, params: GenerationParams = GenerationParams()):
-        self.calls.append(("gen", len(chats), params))
-        return [list(self.answers[self._key(chat)][: params.n]) for chat in chats]
+from tests.conftest import Call, ScriptedBackend
 
 
 def chat(text: str) -> list[dict]:
@@ -48,45 +22,47 @@ def chat(text: str) -> list[dict]:
 
 
 def test_first_token_is_exp_of_the_logprob():
-    backend = Scripted(first={"a": math.log(0.25), "b": 0.0, "c": -math.inf})
+    backend = ScriptedBackend(first={"a": math.log(0.25), "b": 0.0, "c": -math.inf})
     assert abstention_probs(backend, [chat("a"), chat("b"), chat("c")]) == pytest.approx([0.25, 1.0, 0.0])
-    assert backend.calls == [("next", 3, ("NO-RESPONSE",))]
+    assert backend.calls == [Call("next_token_logprobs", (chat("a"), chat("b"), chat("c")), candidates=("NO-RESPONSE",))]
 
 
 def test_sequence_is_the_product_of_the_conditionals():
-    backend = Scripted(continuation={"a": [math.log(0.5), math.log(0.8), math.log(0.9)], "b": [math.log(0.1)]})
+    backend = ScriptedBackend(continuation={"a": [math.log(0.5), math.log(0.8), math.log(0.9)], "b": [math.log(0.1)]})
     assert abstention_probs(backend, [chat("a"), chat("b")], "sequence") == pytest.approx([0.36, 0.1])
-    assert backend.calls == [("cont", 2, ("NO-RESPONSE", "NO-RESPONSE"))]
+    assert backend.calls == [Call("continuation_logprobs", (chat("a"), chat("b")), continuations=("NO-RESPONSE", "NO-RESPONSE"))]
 
 
 @given(st.lists(st.floats(min_value=0.01, max_value=1.0), min_size=1, max_size=6))
 def test_sequence_never_exceeds_first_token(probs):
-    backend = Scripted(first={"x": math.log(probs[0])}, continuation={"x": [math.log(p) for p in probs]})
+    backend = ScriptedBackend(first={"x": math.log(probs[0])}, continuation={"x": [math.log(p) for p in probs]})
     seq = abstention_probs(backend, [chat("x")], "sequence")[0]
     assert seq == pytest.approx(math.prod(probs), rel=1e-9)
     assert seq <= abstention_probs(backend, [chat("x")], "first-token")[0] + 1e-12
 
 
 def test_api_logprobs_notes_a_token_outside_the_top_list():
-    backend = Scripted(first={"in": math.log(0.7), "out": -math.inf})
+    backend = ScriptedBackend(first={"in": math.log(0.7), "out": -math.inf})
     inside, outside = abstention_estimates(backend, [chat("in"), chat("out")], "api-logprobs")
     assert inside == Estimate(pytest.approx(0.7), note="")
     assert outside.p_abs == 0.0 and "not among the returned top log-probabilities" in outside.note
 
 
 def test_sampling_counts_abstentions_with_a_wilson_interval():
-    backend = Scripted(answers={"a": ["NO-RESPONSE", "Paris", "no response.", "Lyon"], "b": ["Paris"] * 4})
+    backend = ScriptedBackend(answer={"a": ["NO-RESPONSE", "Paris", "no response.", "Lyon"], "b": ["Paris"] * 4})
     a, b = abstention_estimates(backend, [chat("a"), chat("b")], "sampling", n=4, temperature=0.7, seed=3)
     assert (a.p_abs, a.n_samples, b.p_abs, b.n_samples) == (0.5, 4, 0.0, 4)
     assert 0.0 < a.ci_low < 0.5 < a.ci_high < 1.0 and b.ci_low == 0.0
-    params = backend.calls[0][2]
+    (call,) = backend.calls
+    assert call.method == "generate" and call.chats == (chat("a"), chat("b"))
+    params = call.params
     assert (params.n, params.temperature, params.seed) == (4, 0.7, 3)
 
 
 def test_registry_accepts_floats_and_objects():
     register_estimator("test-constant", lambda backend, chats, value=0.3: [value] * len(chats))
     try:
-        assert abstention_probs(Scripted(), [chat("a"), chat("b")], "test-constant", value=0.6) == [0.6, 0.6]
+        assert abstention_probs(ScriptedBackend(), [chat("a"), chat("b")], "test-constant", value=0.6) == [0.6, 0.6]
         assert "test-constant" in estimators.estimator_names()
     finally:
         estimators._ESTIMATORS.pop("test-constant")
@@ -97,26 +73,23 @@ def test_registry_rejects_non_probabilities(bad):
     register_estimator("test-bad", lambda backend, chats: [bad] * len(chats))
     try:
         with pytest.raises(BackendError, match="chat 0"):
-            abstention_probs(Scripted(), [chat("a")], "test-bad")
+            abstention_probs(ScriptedBackend(), [chat("a")], "test-bad")
     finally:
         estimators._ESTIMATORS.pop("test-bad")
 
 
 def test_errors():
     with pytest.raises(InputError, match="unknown abstention estimator 'nope'.*first-token"):
-        abstention_probs(Scripted(), [chat("a")], "nope")
-    assert abstention_probs(Scripted(), [], "first-token") == []
+        abstention_probs(ScriptedBackend(), [chat("a")], "nope")
+    assert abstention_probs(ScriptedBackend(), [], "first-token") == []
 
-    class Short(Scripted):
-        def next_token_logprobs(self, chats, candidates):
-            return []
-
+    short = ScriptedBackend(first={"a": 0.0}, fault_on="next_token_logprobs", fault=lambda: [])  # no row for the chat
     with pytest.raises(BackendError, match="returned 0 results for 1 chats"):
-        abstention_probs(Short(), [chat("a")])
+        abstention_probs(short, [chat("a")])
     with pytest.raises(BackendError, match="not a log-probability"):
-        abstention_probs(Scripted(first={"a": 0.5}), [chat("a")])
+        abstention_probs(ScriptedBackend(first={"a": 0.5}), [chat("a")])
     with pytest.raises(BackendError, match="no log-probabilities"):
-        abstention_probs(Scripted(continuation={"a": []}), [chat("a")], "sequence")
+        abstention_probs(ScriptedBackend(continuation={"a": []}), [chat("a")], "sequence")
 
 
 # ---------------------------------------------------------------- on a real (tiny) model

@@ -13,37 +13,13 @@ from udcg.errors import InputError
 from udcg.grade import runner
 from udcg.grade.judges import TASKS, LLMJudge, RuleJudge
 from udcg.io.authors import read_authors
-from udcg.llm.base import GenerationParams
+from tests.conftest import ScriptedBackend
 
 
-class ScriptedBackend:
-    """Grade A when the passage holds 'Rome', B otherwise; records calls; may die after n calls."""
-
-    name = "scripted"
-
-    def __init__(self, die_after: int | None = None, reply=None):
-        self.calls = 0
-        self.prompts: list[str] = []
-        self.die_after = die_after
-        self.reply = reply
-
-    def generate(self, chats, params=GenerationParams()):
-        if self.die_after is not None and self.calls >= self.die_after:
-            raise KeyboardInterrupt
-        self.calls += 1
-        out = []
-        for chat in chats:
-            prompt = chat[0]["content"]
-            self.prompts.append(prompt)
-            doc = prompt.split("\nDocument: ")[-1].split("\n```")[0]
-            out.append([self.reply or json.dumps({"motivation": "m", "grade": "A" if "Rome" in doc else "B"})])
-        return out
-
-    def next_token_logprobs(self, chats, candidates):  # pragma: no cover
-        raise NotImplementedError
-
-    def continuation_logprobs(self, requests):  # pragma: no cover
-        raise NotImplementedError
+def grade_rome(chat, params) -> str:
+    """Grade A when the passage holds 'Rome', B otherwise."""
+    doc = chat[0]["content"].split("\nDocument: ")[-1].split("\n```")[0]
+    return json.dumps({"motivation": "m", "grade": "A" if "Rome" in doc else "B"})
 
 
 def authors_file(tmp_path, n_questions=3, n_passages=5):
@@ -59,15 +35,15 @@ def authors_file(tmp_path, n_questions=3, n_passages=5):
 def test_kill_and_resume_gives_the_uninterrupted_output(tmp_path):
     path = authors_file(tmp_path)
     items = runner.passage_items(read_authors(path)[1])
-    full = runner.run_judge(LLMJudge(ScriptedBackend(), TASKS["relevance"]), items, tmp_path / "full.cache", chunk_size=4)
+    full = runner.run_judge(LLMJudge(ScriptedBackend(answer=grade_rome), TASKS["relevance"]), items, tmp_path / "full.cache", chunk_size=4)
 
     cache = tmp_path / "killed.cache"
     with pytest.raises(KeyboardInterrupt):
-        runner.run_judge(LLMJudge(ScriptedBackend(die_after=2), TASKS["relevance"]), items, cache, chunk_size=4)
+        runner.run_judge(LLMJudge(ScriptedBackend(answer=grade_rome, fault=KeyboardInterrupt, fault_after=2), TASKS["relevance"]), items, cache, chunk_size=4)
     assert len(cache.read_text().splitlines()) == 8  # two chunks finished
     with open(cache, "a") as f:
         f.write('{"key": "q2\\td0", "qid": "q2", "lab')  # a torn last line, as after kill -9
-    second = ScriptedBackend()
+    second = ScriptedBackend(answer=grade_rome)
     done = []
     resumed = runner.run_judge(LLMJudge(second, TASKS["relevance"]), items, cache, chunk_size=4, progress=done.append)
     assert resumed == full
@@ -80,14 +56,14 @@ def test_cache_from_another_judge_is_refused(tmp_path):
     items = runner.passage_items(read_authors(authors_file(tmp_path))[1])
     runner.run_judge(RuleJudge(TASKS["relevance"]), items, tmp_path / "c")
     with pytest.raises(InputError, match="rules:containment"):
-        runner.run_judge(LLMJudge(ScriptedBackend(), TASKS["relevance"]), items, tmp_path / "c")
+        runner.run_judge(LLMJudge(ScriptedBackend(answer=grade_rome), TASKS["relevance"]), items, tmp_path / "c")
 
 
 def test_summary_and_write_back(tmp_path):
     path = authors_file(tmp_path, 1, 3)
     raw, questions = read_authors(path)
     items = runner.passage_items(questions)
-    recs = runner.run_judge(LLMJudge(ScriptedBackend(reply="not json"), TASKS["relevance"], retries=0), items[:1],
+    recs = runner.run_judge(LLMJudge(ScriptedBackend(answer="not json"), TASKS["relevance"], retries=0), items[:1],
                             tmp_path / "c1")
     recs += runner.run_judge(RuleJudge(TASKS["relevance"]), items[1:], tmp_path / "c2")
     s = runner.summarize(recs)
@@ -117,8 +93,7 @@ def fake_registry(monkeypatch):
     backends = []
 
     def load_backend(name, **kw):
-        backends.append(ScriptedBackend(reply=None if name == "good" else "I refuse."))
-        backends[-1].name = name
+        backends.append(ScriptedBackend(answer=grade_rome if name == "good" else "I refuse.", name=name))
         backends[-1].kw = kw
         return backends[-1]
 
@@ -132,10 +107,10 @@ def test_cli_model_judge_resume_and_unparseable(tmp_path, capsys, fake_registry)
     assert main(["judge", "relevance", str(path), "-o", str(out), "--judge", "good", "--no-progress"]) == 0
     first = out.read_text()
     assert main(["judge", "relevance", str(path), "-o", str(out), "--judge", "good", "--no-progress"]) == 0
-    assert out.read_text() == first and fake_registry[-1].calls == 0  # all from the cache
+    assert out.read_text() == first and fake_registry[-1].calls == []  # all from the cache
     assert fake_registry[0].kw == {}
     assert main(["judge", "relevance", str(path), "-o", str(out), "--judge", "good", "--no-progress",
-                 "--model-batch-size", "4"]) == 0
+                 "--batch-size", "4"]) == 0
     assert fake_registry[-1].kw == {"batch_size": 4}
     bad = tmp_path / "bad.jsonl"
     assert main(["judge", "relevance", str(path), "-o", str(bad), "--judge", "bad", "--no-progress", "--retries", "0"]) == 0
@@ -182,3 +157,18 @@ def test_cli_refusals(tmp_path, capsys):
     assert "without 'answers'" in capsys.readouterr().err
     assert main(["judge", "relevance", str(path), "-o", str(path)]) == 2
     assert "overwrite the input" in capsys.readouterr().err
+
+
+def test_cli_batch_size_is_the_forward_pass_and_chunk_size_the_cache_unit(tmp_path, capsys, fake_registry):
+    """--batch-size goes to the model; --chunk-size cuts the work (default: the batch size, else 8)."""
+    path = authors_file(tmp_path)  # 15 passages
+    argv = ["judge", "relevance", str(path), "--judge", "good", "--no-progress"]
+    cases = [(["--chunk-size", "5"], {}, [5, 5, 5]), (["--batch-size", "4"], {"batch_size": 4}, [4, 4, 4, 3]),
+             (["--batch-size", "4", "--chunk-size", "6"], {"batch_size": 4}, [6, 6, 3]), ([], {}, [8, 7])]
+    for extra, kw, chunks in cases:
+        assert main([*argv, "-o", str(tmp_path / f"out{len(fake_registry)}.jsonl"), *extra]) == 0
+        assert fake_registry[-1].kw == kw and [len(c.chats) for c in fake_registry[-1].calls] == chunks, extra
+    assert main([*argv, "-o", str(tmp_path / "api.jsonl"), "--judge", "openai:some-model", "--batch-size", "4"]) == 2
+    assert "--batch-size 4: 'openai:some-model' is an API model" in capsys.readouterr().err
+    assert main([*argv, "-o", str(tmp_path / "zero.jsonl"), "--chunk-size", "0"]) == 2
+    assert "--chunk-size 0: must be an integer >= 1" in capsys.readouterr().err

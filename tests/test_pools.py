@@ -18,7 +18,7 @@ from udcg.experiment import pools
 from udcg.records import Passage, Question
 
 SHARED = ds.default_data_dir()
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared data folder {SHARED} is absent")
+needs_shared = pytest.mark.skipif(SHARED is None or not SHARED.is_dir(), reason=f"shared data folder {SHARED} is absent")
 
 
 # ---------------------------------------------------------------- ranking kernel

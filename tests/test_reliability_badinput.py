@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ScriptedBackend
 from udcg.cli import main
 
 CORPUS = Path(__file__).parent / "badinput"
@@ -180,30 +181,12 @@ INJECTIONS = [  # (passage text, what a fooled model replies, expected label: a 
 ]
 
 
-class ScriptedJudgeModel:
-    """A backend that replies, to a judge prompt, what a model fooled by the passage would say."""
-
-    name = "scripted-judge"
-
-    def __init__(self, replies: dict[str, str]):
-        self.replies, self.prompts = replies, []
-
-    def generate(self, chats, params=None):
-        out = []
-        for chat in chats:
-            prompt = chat[0]["content"]
-            self.prompts.append(prompt)
-            last = chat[-1]["content"]
-            if len(chat) > 1:  # the judge's follow-up turn after an unparseable reply: fooled again
-                last = chat[0]["content"]
-            out.append([next(r for marker, r in self.replies.items() if marker in last)])
-        return out
-
-    def next_token_logprobs(self, chats, candidates):
-        raise AssertionError("a judge only generates")
-
-    def continuation_logprobs(self, requests):
-        raise AssertionError("a judge only generates")
+def scripted_judge_model(replies: dict[str, str]) -> ScriptedBackend:
+    """A judge model that replies, to a judge prompt, what a model fooled by the passage would say:
+    the reply of the marker found in the first turn (the prompt, holding the passage), so the
+    judge's follow-up turn after an unparseable reply is fooled again. It only generates."""
+    return ScriptedBackend(name="scripted-judge",
+                           answer=lambda chat, _: next(r for marker, r in replies.items() if marker in chat[0]["content"]))
 
 
 def _injection_file(path: Path) -> None:
@@ -219,7 +202,7 @@ def test_judge_injection_cannot_change_label_format(retries, tmp_path, monkeypat
 
     src = tmp_path / "injected.json"
     _injection_file(src)
-    model = ScriptedJudgeModel({text[:25]: reply for text, reply, _ in INJECTIONS})  # the start: before any fence
+    model = scripted_judge_model({text[:25]: reply for text, reply, _ in INJECTIONS})  # the start: before any fence
     monkeypatch.setattr(registry, "load_backend", lambda name, **kw: model)
     out, authors = tmp_path / "judged.jsonl", tmp_path / "judged-authors.json"
     assert main(["judge", "relevance", str(src), "-o", str(out), "--judge", "scripted", "--retries", str(retries),
@@ -251,7 +234,7 @@ def test_judge_grade_out_of_scale_replies_are_unparseable(tmp_path, monkeypatch,
     src = tmp_path / "graded.json"
     src.write_text(json.dumps([{"example_id": "q1", "question": "Who wrote Hamlet?", "answers": ["Shakespeare"],
                                 "passages": [{"doc_id": f"d{i}", "text": t} for i, (t, _, _) in enumerate(cases)]}]))
-    monkeypatch.setattr(registry, "load_backend", lambda name, **kw: ScriptedJudgeModel({t: r for t, r, _ in cases}))
+    monkeypatch.setattr(registry, "load_backend", lambda name, **kw: scripted_judge_model({t: r for t, r, _ in cases}))
     out = tmp_path / "grades.jsonl"
     assert main(["judge", "grade", str(src), "-o", str(out), "--judge", "scripted", "--retries", "0", "--no-progress"]) == 0
     assert "unparseable=4" in capsys.readouterr().err

@@ -13,29 +13,16 @@ import time
 
 import pytest
 
-from tests.conftest import free_port
+from tests.conftest import ScriptedBackend, free_port
 from udcg.cli import main
-from udcg.llm.base import GenerationParams
 from udcg.llm.server import ChatCompletionServer
 
 CHAT = [{"role": "user", "content": "Say hi."}]
 
 
-class Scripted:
-    name = "scripted"
-
-    def generate(self, chats, params=GenerationParams()):
-        return [["hi"] * params.n for _ in chats]
-
-    def next_token_logprobs(self, chats, candidates):
-        raise AssertionError("not used")
-
-    continuation_logprobs = next_token_logprobs
-
-
 @pytest.fixture
 def server():
-    srv = ChatCompletionServer(Scripted(), port=0, timeout=0.5)
+    srv = ChatCompletionServer(ScriptedBackend(answer="hi"), port=0, timeout=0.5)
     srv.start_in_thread()
     yield srv
     srv.shutdown()
@@ -144,7 +131,7 @@ def test_busy_port_fails_before_the_model_loads(monkeypatch, capsys):
     from udcg.llm import registry
 
     loaded = []
-    monkeypatch.setattr(registry, "load_backend", lambda *a, **kw: loaded.append(a) or Scripted())
+    monkeypatch.setattr(registry, "load_backend", lambda *a, **kw: loaded.append(a) or ScriptedBackend(answer="hi"))
     port = free_port()
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", port))

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from scipy.stats import binomtest, norm
 
 from udcg.annotate.sampling import SampledEstimate, sample_abstention, starts_with_no_response, wilson_interval
+from tests.conftest import ScriptedBackend
 from udcg.llm.base import GenerationParams
 
 # ---------------------------------------------------------------- Wilson interval
@@ -79,29 +80,16 @@ def test_detector_rejects_other_answers(answer):
 # ---------------------------------------------------------------- rounds, seeds, early stop (scripted backend)
 
 
-class ScriptedBackend:
-    """Answers NO-RESPONSE with a fixed probability per chat (chat content = that probability),
-    from a RNG seeded by (params.seed, chat); records every call."""
+def abstain_at_chat_probability(chat, params) -> list[str]:
+    """NO-RESPONSE with a fixed probability per chat (chat content = that probability), from a RNG
+    seeded by (params.seed, chat)."""
+    p = float(chat[-1]["content"])
+    rng = np.random.default_rng([params.seed, int(p * 1e6)])
+    return ["NO-RESPONSE" if u < p else "Paris" for u in rng.random(params.n)]
 
-    name = "scripted"
 
-    def __init__(self):
-        self.calls: list[tuple[list[float], GenerationParams]] = []
-
-    def generate(self, chats, params=GenerationParams()):
-        probs = [float(c[-1]["content"]) for c in chats]
-        self.calls.append((probs, params))
-        out = []
-        for p in probs:
-            rng = np.random.default_rng([params.seed, int(p * 1e6)])
-            out.append(["NO-RESPONSE" if u < p else "Paris" for u in rng.random(params.n)])
-        return out
-
-    def next_token_logprobs(self, chats, candidates):
-        raise NotImplementedError
-
-    def continuation_logprobs(self, requests):
-        raise NotImplementedError
+def abstainer() -> ScriptedBackend:
+    return ScriptedBackend(answer=abstain_at_chat_probability)
 
 
 def _chats(*probs):
@@ -109,42 +97,42 @@ def _chats(*probs):
 
 
 def test_one_round_counts_and_order():
-    backend = ScriptedBackend()
+    backend = abstainer()
     est = sample_abstention(backend, _chats(1.0, 0.0, 0.5), n=40, temperature=0.7, seed=3)
     assert [e.n for e in est] == [40, 40, 40]
     assert est[0].p == 1.0 and est[1].p == 0.0 and est[0].k == 40 and est[1].k == 0
     assert (est[0].low, est[0].high) == pytest.approx(wilson_interval(40, 40))
     assert 0.2 < est[2].p < 0.8
     assert len(backend.calls) == 1
-    _, params = backend.calls[0]
+    params = backend.calls[0].params
     assert (params.n, params.temperature, params.seed) == (40, 0.7, 3)
 
 
 def test_early_stop_drops_decided_chats_and_caps_at_n():
-    backend = ScriptedBackend()
+    backend = abstainer()
     est = sample_abstention(backend, _chats(1.0, 0.5, 0.0), n=100, temperature=1.0, seed=0, target_width=0.2, batch=10)
     # all-abstain / never-abstain chats: Wilson width at k=0 of m is 3.8416/(m+3.8416) < 0.2 from m = 16
     assert est[0].n == est[2].n == 20 and est[0].width < 0.2 and est[2].width < 0.2
     assert est[1].n == 100 or est[1].width < 0.2
-    assert [len(p) for p, _ in backend.calls][:2] == [3, 3] and len(backend.calls[2][0]) == 1
-    assert [params.seed for _, params in backend.calls] == list(range(len(backend.calls)))  # a new seed per round
-    assert all(params.n == 10 for _, params in backend.calls)
+    assert [len(c.chats) for c in backend.calls][:2] == [3, 3] and backend.calls[2].chats == tuple(_chats(0.5))
+    assert [c.params.seed for c in backend.calls] == list(range(len(backend.calls)))  # a new seed per round
+    assert all(c.params.n == 10 for c in backend.calls)
 
 
 def test_last_round_is_trimmed_to_n():
-    backend = ScriptedBackend()
+    backend = abstainer()
     est = sample_abstention(backend, _chats(0.5), n=25, temperature=1.0, seed=0, batch=10)
-    assert [params.n for _, params in backend.calls] == [10, 10, 5] and est[0].n == 25
+    assert [c.params.n for c in backend.calls] == [10, 10, 5] and est[0].n == 25
 
 
 def test_same_arguments_same_estimates():
-    a = sample_abstention(ScriptedBackend(), _chats(0.3, 0.6), n=50, temperature=1.0, seed=9, batch=7)
-    b = sample_abstention(ScriptedBackend(), _chats(0.3, 0.6), n=50, temperature=1.0, seed=9, batch=7)
+    a = sample_abstention(abstainer(), _chats(0.3, 0.6), n=50, temperature=1.0, seed=9, batch=7)
+    b = sample_abstention(abstainer(), _chats(0.3, 0.6), n=50, temperature=1.0, seed=9, batch=7)
     assert a == b and all(isinstance(e, SampledEstimate) for e in a)
 
 
 def test_custom_judge_is_used():
-    est = sample_abstention(ScriptedBackend(), _chats(0.0), n=5, temperature=1.0, seed=0, is_abstention=lambda a: a == "Paris")
+    est = sample_abstention(abstainer(), _chats(0.0), n=5, temperature=1.0, seed=0, is_abstention=lambda a: a == "Paris")
     assert est[0].p == 1.0
 
 
@@ -152,11 +140,11 @@ def test_custom_judge_is_used():
 def test_bad_arguments_raise(kw):
     args = {"n": 10, "temperature": 1.0, "seed": 0, **kw}
     with pytest.raises(ValueError):
-        sample_abstention(ScriptedBackend(), _chats(0.5), **args)
+        sample_abstention(abstainer(), _chats(0.5), **args)
 
 
 def test_no_chats_no_calls():
-    backend = ScriptedBackend()
+    backend = abstainer()
     assert sample_abstention(backend, [], n=10, temperature=1.0, seed=0) == [] and backend.calls == []
 
 

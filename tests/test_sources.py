@@ -16,9 +16,9 @@ from udcg.errors import InputError
 from udcg.text import contains_answer
 from udcg.records import Passage, Question
 
-SHARED = ds.default_data_dir()
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared data folder {SHARED} is absent "
-                                  f"(set {ds.DATA_DIR_ENV} to the folder of ../shared/data to run these tests)")
+SHARED = ds.default_data_dir()  # tests/conftest.py sets it to ../shared/data beside the checkout, when there
+needs_shared = pytest.mark.skipif(SHARED is None or not SHARED.is_dir(), reason=f"shared data folder {SHARED} is "
+                                  f"absent (set {ds.DATA_DIR_ENV} to the shared data folder to run these tests)")
 
 
 def _unique(seq):
@@ -143,6 +143,40 @@ def test_load_dataset_dispatch_by_name_folder_file_and_limit():
         ds.load_dataset("no-such-set")
     with pytest.raises(InputError, match="limit"):
         ds.load_dataset("dpr", limit=0)
+
+
+def test_a_shared_set_needs_a_data_folder_and_there_is_no_default(monkeypatch, tmp_path):
+    monkeypatch.delenv(ds.DATA_DIR_ENV, raising=False)
+    assert ds.default_data_dir() is None
+    with pytest.raises(InputError, match=f"nq: a shared data set, but no shared data folder is given \\(set "
+                                         f"{ds.DATA_DIR_ENV}=FOLDER or data.data_dir"):
+        ds.load_dataset("nq")
+    with pytest.raises(InputError, match="data set folder not found"):
+        ds.load_dataset("nq", data_dir=tmp_path)  # given, but it does not hold nq-open-gold/
+    monkeypatch.setenv(ds.DATA_DIR_ENV, str(tmp_path))
+    assert ds.default_data_dir() == tmp_path and ds.shared_data_dir("nq") == tmp_path
+    assert ds.shared_data_dir("nq", "elsewhere") == Path("elsewhere")  # the given folder wins
+    assert len(ds.load_dataset("popqa-sample", limit=2)) == 2  # a packaged sample needs no folder
+
+
+def test_a_hub_data_set_of_authors_items_loads_through_datasets(monkeypatch):
+    import datasets
+
+    items = json.loads(ds.sample_path("authors-sample.json").read_text())
+    asked = []
+
+    def fake_load_dataset(name, config=None):
+        asked.append((name, config))
+        return datasets.DatasetDict({"test": datasets.Dataset.from_list(items)})
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    questions = ds.load_dataset("hf:someone/authors:v1", limit=2)
+    assert asked == [("someone/authors", "v1")]
+    assert [(q.qid, q.text) for q in questions] == [(str(i["example_id"]), i["question"]) for i in items[:2]]
+    assert [p.pid for p in questions[0].passages] == [p["doc_id"] for p in items[0]["passages"]]
+    monkeypatch.setattr(datasets, "load_dataset", lambda name, config=None: datasets.Dataset.from_list([{"question": "q"}]))
+    with pytest.raises(InputError, match=r"hf:someone/plain: row 0: no 'passages'"):
+        ds.load_dataset("hf:someone/plain")
 
 
 # ---------------------------------------------------------------- malformed input

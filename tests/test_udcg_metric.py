@@ -15,7 +15,8 @@ from sklearn.preprocessing import FunctionTransformer
 
 from udcg.errors import InputError
 from udcg.experiment.theta import load_theta, save_theta
-from udcg.metrics.udcg import AUTHORS_GAMMA, GAMMA, UDCGTheta, pairwise_differences, theta_features, udcg, utilities_from
+from udcg.metrics.udcg import (AUTHORS_GAMMA, GAMMA, UDCGTheta, pairwise_differences, theta_features, udcg,
+                               utilities_from, utility)
 
 
 def naive_udcg(relevant, p_abs, gamma):
@@ -35,6 +36,13 @@ def test_toy_by_hand():
     assert udcg([[1.0, 1.0, 1.0]])[0] == pytest.approx(1 / (1 + math.exp(-1)))
     # all distracting: sigmoid(-gamma)
     assert udcg([[-1.0, -1.0]], gamma=0.5)[0] == pytest.approx(1 / (1 + math.exp(0.5)))
+
+
+def test_utility_is_eq2_for_one_passage_and_for_many():
+    assert (utility(True, 0.25), utility(False, 0.25), utility(True, 1.0), utility(False, 0.0)) == (0.75, -0.75, 0.0, -1.0)
+    assert type(utility(True, 0.5)) is float
+    rel, p = [True, False, True, False], [0.1, 0.2, 0.3, 0.9]
+    assert utilities_from(rel, p).tolist() == [utility(r, x) for r, x in zip(rel, p)]  # the same numbers, bit for bit
 
 
 def test_reproduces_authors_stored_values():

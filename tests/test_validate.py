@@ -3,6 +3,7 @@ resumability, byte-identical reruns after kill -9), and the smoke config with Sm
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -19,13 +20,15 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
+from tests.conftest import ScriptedBackend
 from udcg.experiment.scoring import read_contexts
 from udcg.errors import InputError
-from udcg.experiment import studies
-from udcg.experiment.config import REPO_ROOT, from_dict, load_config
+from udcg.experiment import context_records, studies
+from udcg.experiment.config import from_dict, load_config
 from udcg.experiment.correlate import correlation_table
 from udcg.experiment.validate import run_validation
-from udcg.llm.base import GenerationParams
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # ---------------------------------------------------------------- a scripted reader
 
@@ -34,68 +37,46 @@ def _h(text: str) -> float:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little") / 2**32
 
 
-class ScriptedReader:
-    """Deterministic stand-in for an LLM reader over the PopQA sample: abstains rarely on passages
-    naming an occupation, often otherwise; answers with the occupation a passage names (or guesses).
-    ``delay`` seconds per call; ``kill_after`` generate calls, then SIGKILL to its own process."""
-
-    name = "scripted"
-    WORDS = ("politician", "journalist", "composer", "actor", "dentist", "jockey", "novelist")
-
-    def __init__(self, delay: float = 0.0, kill_after: int | None = None):
-        self.calls = {"next_token": 0, "generate": 0, "generated": 0, "continuation": 0}
-        self.delay, self.kill_after = delay, kill_after
-
-    def _tick(self, kind: str, n: int) -> None:
-        self.calls[kind] += n
-        time.sleep(self.delay)
-
-    def next_token_logprobs(self, chats, candidates):
-        self._tick("next_token", len(chats))
-        out = []
-        for chat in chats:
-            user = chat[-1]["content"].lower()
-            p = 0.1 if any(w in user for w in self.WORDS) else 0.3 + 0.6 * _h(user)
-            out.append({c: math.log(p) for c in candidates})
-        return out
-
-    def continuation_logprobs(self, requests):
-        self._tick("continuation", len(requests))
-        return [[-0.1 - _h(chat[-1]["content"] + text)] * max(1, len(text.split())) for chat, text in requests]
-
-    def generate(self, chats, params=GenerationParams()):
-        if self.kill_after is not None and self.calls["generate"] >= self.kill_after:
-            os.kill(os.getpid(), signal.SIGKILL)
-        self._tick("generate", 1)
-        self.calls["generated"] += len(chats)
-        out = []
-        for chat in chats:
-            user = chat[-1]["content"].lower()
-            hits = [w for w in self.WORDS if w in user]
-            r = _h(user)
-            out.append([(hits[0] if hits and r < 0.7 else "NO-RESPONSE" if r < 0.85 else "banker")] * params.n)
-        return out
+WORDS = ("politician", "journalist", "composer", "actor", "dentist", "jockey", "novelist")  # occupations
 
 
-class ScriptedPromptReader(ScriptedReader):
-    """The scripted reader with ``read`` (a ``PromptReader``): the same three values from one call."""
+def _reader_first(chat, candidates) -> dict[str, float]:
+    """Abstains rarely on passages naming an occupation, often otherwise."""
+    user = chat[-1]["content"].lower()
+    p = 0.1 if any(w in user for w in WORDS) else 0.3 + 0.6 * _h(user)
+    return {c: math.log(p) for c in candidates}
 
-    def __init__(self, delay: float = 0.0, kill_after: int | None = None):
-        super().__init__(delay, kill_after)
-        self.calls["read"] = 0
 
-    def read(self, chats, candidates, continuations, max_new_tokens=32):
-        from udcg.llm.base import Reading
+def _reader_continuation(chat, text) -> list[float]:
+    return [-0.1 - _h(chat[-1]["content"] + text)] * max(1, len(text.split()))
 
-        if self.kill_after is not None and self.calls["read"] >= self.kill_after:
-            os.kill(os.getpid(), signal.SIGKILL)
-        self.calls["read"] += 1
-        inner = ScriptedReader(self.delay)
-        first = inner.next_token_logprobs(chats, candidates)
-        answers = inner.generate(chats, GenerationParams(max_new_tokens=max_new_tokens))
-        conts = [lp if text else [] for lp, text in
-                 zip(inner.continuation_logprobs(list(zip(chats, continuations))), continuations)]
-        return [Reading(f, a[0], c) for f, a, c in zip(first, answers, conts)]
+
+def _reader_answer(chat, params) -> str:
+    """The occupation a passage names (or a guess, or NO-RESPONSE)."""
+    user = chat[-1]["content"].lower()
+    hits = [w for w in WORDS if w in user]
+    r = _h(user)
+    return hits[0] if hits and r < 0.7 else "NO-RESPONSE" if r < 0.85 else "banker"
+
+
+def _sigkill() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def scripted_reader(delay: float = 0.0, kill_after: int | None = None, reads: bool = False) -> ScriptedBackend:
+    """Deterministic stand-in for an LLM reader over the PopQA sample; with ``reads``, a
+    ``PromptReader`` (the same three values from one ``read`` call). ``delay`` seconds per call;
+    after ``kill_after`` generate calls (read calls with ``reads``), SIGKILL to its own process."""
+    return ScriptedBackend(first=_reader_first, continuation=_reader_continuation, answer=_reader_answer,
+                           reads=reads, delay=delay, fault=None if kill_after is None else _sigkill,
+                           fault_on="read" if reads else "generate", fault_after=kill_after or 0)
+
+
+def tally(reader: ScriptedBackend) -> dict[str, int]:
+    """The reader's work: chats asked for p_abs (next_token) and log-likelihoods (continuation),
+    generate calls and the chats they answered (generated), read calls."""
+    return {"next_token": reader.n_chats("next_token_logprobs"), "continuation": reader.n_chats("continuation_logprobs"),
+            "generate": reader.n_calls("generate"), "generated": reader.n_chats("generate"), "read": reader.n_calls("read")}
 
 
 def scripted_config(out: Path, **sections) -> dict:
@@ -110,9 +91,9 @@ def scripted_config(out: Path, **sections) -> dict:
 
 def run_scripted(config_json: str, delay: float = 0.0, kill_after: int | None = None, reads: bool = False) -> dict:
     """Entry point for the subprocess of the resume tests."""
-    reader = (ScriptedPromptReader if reads else ScriptedReader)(delay, kill_after)
+    reader = scripted_reader(delay, kill_after, reads)
     run_validation(from_dict(json.loads(config_json)), backends={"scripted": reader})
-    return reader.calls
+    return tally(reader)
 
 
 def outputs(run_dir: Path) -> dict[str, bytes]:
@@ -125,9 +106,9 @@ def outputs(run_dir: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def scripted_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("scripted") / "run"
-    reader = ScriptedReader()
+    reader = scripted_reader()
     result = run_validation(from_dict(scripted_config(out)), backends={"scripted": reader})
-    return out, result, dict(reader.calls)
+    return out, result, tally(reader)
 
 
 # ---------------------------------------------------------------- studies on toys
@@ -145,25 +126,30 @@ def test_split_is_by_question_seeded_and_order_free():
 
 
 def toy_scores():
-    S = studies.PassageScore
+    S = context_records.PassageScore
     return {"a": S(True, 0.2, True, grade=5, erag=1.0, answer_ll=-0.5), "b": S(False, 0.5, False, grade=2, erag=0.0, answer_ll=-3.0),
             "c": S(False, 0.9, False, grade=2, erag=0.5, answer_ll=-2.0), "d": S(True, 0.6, True, grade=None, erag=1.0)}
 
 
 def test_context_record_holds_the_per_position_fields():
-    rec = studies.context_record("q", "q:0", "main", "test", ["b", "a"], toy_scores(), n_relevant=2, corpus_grades=[0, 2, 0, 0, 1])
-    assert rec["relevant"] == [False, True] and rec["p_abs"] == [0.5, 0.2]
-    assert rec["utilities"] == pytest.approx([-0.5, 0.8]) and rec["grades"] == [2, 5] and rec["erag"] == [0.0, 1.0]
-    assert rec["answer_ll"] == [-3.0, -0.5] and rec["contains"] == [False, True] and rec["n_relevant"] == 2
-    partial = studies.context_record("q", "q:1", "main", "test", ["a", "d"], toy_scores(), 2, [0, 2, 0, 0, 1])
-    assert "grades" not in partial and "answer_ll" not in partial  # d has neither: the metric becomes NA
+    rec = context_records.context_record("q", "q:0", "main", "test", ["b", "a"], toy_scores(), n_relevant=2,
+                                         corpus_grades=[0, 2, 0, 0, 1])
+    assert rec.relevant == (False, True) and rec.p_abs == (0.5, 0.2)
+    assert rec.utilities == pytest.approx([-0.5, 0.8]) and rec.grades == (2, 5) and rec.erag == (0.0, 1.0)
+    assert rec.answer_ll == (-3.0, -0.5) and rec.contains == (False, True) and rec.n_relevant == 2
+    partial = context_records.context_record("q", "q:1", "main", "test", ["a", "d"], toy_scores(), 2, [0, 2, 0, 0, 1])
+    assert partial.grades is None and partial.answer_ll is None  # d has neither: the metric becomes NA
+    line = context_records.to_json(partial)
+    assert "grades" not in line and "answer_ll" not in line
 
 
 def test_score_records_by_hand():
-    recs = [studies.context_record("q", f"q:{i}", "main", "test", pids, toy_scores(), 2, [0, 2, 0, 0, 1])
+    recs = [context_records.context_record("q", f"q:{i}", "main", "test", pids, toy_scores(), 2, [0, 2, 0, 0, 1])
             for i, pids in enumerate((["a", "b"], ["b", "c"], ["a", "d"]))]
-    studies.score_records(recs, ["UDCG", "P", "RR", "nDCG", "eRAG", "ANSWER_PROB", "RA-nWG"], gamma=1 / 3, ablations=True)
-    m0, m1, m2 = (r["metrics"] for r in recs)
+    scored = studies.score_records(recs, ["UDCG", "P", "RR", "nDCG", "eRAG", "ANSWER_PROB", "RA-nWG"], gamma=1 / 3,
+                                   ablations=True)
+    assert all(r.metrics is None for r in recs)  # the input records are left as they were
+    m0, m1, m2 = (r.metrics for r in scored)
     assert m0["UDCG"] == pytest.approx(expit((0.8 - 0.5 / 3) / 2))
     assert m1["UDCG"] == pytest.approx(expit((-0.5 - 0.1) / 3 / 2))
     assert m0["UDCG(rel-only)"] == pytest.approx(expit(0.8 / 2)) and m1["UDCG(rel-only)"] == pytest.approx(0.5)
@@ -175,13 +161,13 @@ def test_score_records_by_hand():
     assert m0["RA-nWG"] == pytest.approx(1.0) and m1["RA-nWG"] == 0.0  # the one grade-5 passage is the oracle
     assert "UDCG_theta" not in m0  # no fitted model: left out, not invented
     with pytest.raises(InputError, match="several k"):
-        studies.score_records(recs + [studies.context_record("q", "x", "main", "test", ["a"], toy_scores(), 2, None)],
+        studies.score_records(recs + [context_records.context_record("q", "x", "main", "test", ["a"], toy_scores(), 2, None)],
                               ["UDCG"], 1 / 3)
 
 
 def graded(qid, cid, utilities, outcome, **metrics):
-    return {"qid": qid, "cid": cid, "utilities": utilities, "relevant": [u > 0 for u in utilities],
-            "outcome": outcome, "metrics": metrics, "split": "train"}
+    return context_records.from_json({"qid": qid, "cid": cid, "split": "train", "relevant": [u > 0 for u in utilities],
+                                      "utilities": utilities, "answer": "", "outcome": outcome, "metrics": metrics})
 
 
 def test_correlate_matches_the_hand_ranking_and_leaves_na_out():
@@ -213,14 +199,14 @@ def test_fit_theta_is_deterministic_and_none_without_pairs():
     before = np.random.get_state()[1].copy()
     studies.fit_theta(recs, "binary", 0.01, seed=0)
     assert np.array_equal(np.random.get_state()[1], before)  # numpy's global generator is left as it was
-    same = [dict(r, outcome="wrong") for r in recs]
+    same = [dataclasses.replace(r, outcome="wrong") for r in recs]
     assert studies.fit_theta(same, "full", 0.01, 0) is None
 
 
 def test_position_and_oracle_tables_by_hand():
     def rec(cid, rel, outcome, **m):
-        return {"qid": cid.split(":")[0], "cid": cid, "relevant": rel, "outcome": outcome,
-                "metrics": {"UDCG": 0.5, "RR": 1.0 / (1 + rel.index(True)) if True in rel else 0.0, **m}}
+        return context_records.from_json({"qid": cid.split(":")[0], "cid": cid, "relevant": rel, "answer": "", "outcome": outcome,
+                                          "metrics": {"UDCG": 0.5, "RR": 1.0 / (1 + rel.index(True)) if True in rel else 0.0, **m}})
 
     pos = [rec("q1:pos0", [True, False], "correct"), rec("q1:pos1", [False, True], "wrong"),
            rec("q2:pos0", [True, False], "abstained"), rec("q2:pos1", [False, True], "wrong")]
@@ -269,29 +255,29 @@ def test_k_sweep_table_collects_each_k():
 
 def test_bm25_pools_over_the_shared_nq_gold_passages(tmp_path):
     from udcg.io.sources import default_data_dir
-    from udcg.experiment import steps
+    from udcg.experiment import questions
 
     if not (default_data_dir() / "nq-open-gold").is_dir():
         pytest.skip("no shared NQ data")
     cfg = from_dict({"data": {"questions": "nq", "limit": 5, "select": "random"},
                      "pool": {"source": "bm25", "size": 10, "corpus": ["nq"], "corpus_relevant_only": True}}, "t.yaml")
-    pooled, stats = steps.cached_pools(cfg, tmp_path)
+    pooled, stats = questions.cached_pools(cfg, tmp_path)
     assert len(pooled) == 5 and all(len(q.passages) == 10 for q in pooled)
     assert stats["corpus_size"] > 2000 and 0 <= stats["labelled_hit"] <= 1
     for q in pooled:  # the question's own gold passage is relevant wherever BM25 ranks it
         gold = [p for p in q.passages if p.pid == f"nq-gold:{q.qid[2:]}"]
         assert all(p.relevant for p in gold)
         assert [p.score for p in q.passages] == sorted((p.score for p in q.passages), reverse=True)
-    again, _ = steps.cached_pools(cfg, tmp_path)  # from the cache, scores included
+    again, _ = questions.cached_pools(cfg, tmp_path)  # from the cache, scores included
     assert again == pooled and [p.score for p in again[0].passages] == [p.score for p in pooled[0].passages]
 
 
 def test_random_selection_grows_by_appending():
     """A larger data.limit keeps the smaller run's questions, in order, so a grown run reuses its cache."""
-    from udcg.experiment import steps
+    from udcg.experiment import questions
 
     items = list(range(500))
-    pick = {n: steps._select(items, from_dict({"data": {"questions": "nq", "limit": n, "select": "random"}}, "t.yaml"))
+    pick = {n: questions.select(items, from_dict({"data": {"questions": "nq", "limit": n, "select": "random"}}, "t.yaml"))
             for n in (20, 100)}
     assert pick[100][:20] == pick[20] and len(set(pick[100])) == 100
     assert pick[20] != items[:20]  # random, not the first ones
@@ -399,7 +385,7 @@ def test_shuffled_context_order_permutes_the_prompts_only(scripted_run, tmp_path
     shuffled = tmp_path / "shuffled"
     run_validation(from_dict(scripted_config(shuffled, contexts={"order": "shuffled"}, studies={"positions": False,
                                                                                                  "oracle": False})),
-                   backends={"scripted": ScriptedReader()})
+                   backends={"scripted": scripted_reader()})
     pool_order = {r["cid"]: r["pids"] for r in map(json.loads, (out / "contexts.jsonl").read_text().splitlines())}
     mixed = {r["cid"]: r["pids"] for r in map(json.loads, (shuffled / "contexts.jsonl").read_text().splitlines())}
     assert pool_order.keys() == mixed.keys() and all(sorted(mixed[c]) == sorted(pool_order[c]) for c in mixed)
@@ -445,38 +431,38 @@ def test_theta_trains_on_train_questions_and_table3_uses_the_others(scripted_run
 def test_a_grown_run_computes_only_the_new_questions(tmp_path):
     """data.limit raised on an existing run folder: the first questions' model work is all reused."""
     out = tmp_path / "grown"
-    first = ScriptedReader()
+    first = scripted_reader()
     run_validation(from_dict(scripted_config(out, data={"limit": 4})), backends={"scripted": first})
     first_qids = {json.loads(line)["qid"] for line in (out / "contexts.jsonl").read_text().splitlines()}
-    grown = ScriptedReader()
+    grown = scripted_reader()
     run_validation(from_dict(scripted_config(out, data={"limit": 8})), backends={"scripted": grown})
-    assert first.calls["next_token"] == grown.calls["next_token"] == 4 * 8  # p_abs: 8 passages per question
-    assert first.calls["continuation"] == grown.calls["continuation"] == 4 * 8  # ANSWER_PROB likewise
+    assert tally(first)["next_token"] == tally(grown)["next_token"] == 4 * 8  # p_abs: 8 passages per question
+    assert tally(first)["continuation"] == tally(grown)["continuation"] == 4 * 8  # ANSWER_PROB likewise
     assert len((out / "annotations.jsonl").read_text().splitlines()) == 8 * 8
     answered = [json.loads(line)["key"] for line in (out / "cache" / "answers.jsonl").read_text().splitlines()]
     new = sum(key.split("\t")[0] not in first_qids for key in answered)
-    assert grown.calls["generated"] == new  # only the new questions' prompts are answered
+    assert tally(grown)["generated"] == new  # only the new questions' prompts are answered
 
 
 def test_a_study_added_to_a_finished_run_answers_only_its_contexts(tmp_path):
     out = tmp_path / "run"
-    run_validation(from_dict(scripted_config(out, studies={"positions": False})), backends={"scripted": ScriptedReader()})
+    run_validation(from_dict(scripted_config(out, studies={"positions": False})), backends={"scripted": scripted_reader()})
     before = set((out / "cache" / "answers.jsonl").read_text().splitlines())
-    added = ScriptedReader()
+    added = scripted_reader()
     run_validation(from_dict(scripted_config(out, studies={"positions": True})), backends={"scripted": added})
     new = [json.loads(line)["key"] for line in (out / "cache" / "answers.jsonl").read_text().splitlines()
            if line not in before]
     positions = {"\t".join([r["qid"], *r["pids"]])
                  for r in map(json.loads, (out / "studies" / "positions.jsonl").read_text().splitlines())}
-    assert new and set(new) <= positions and added.calls["generated"] == len(new)
+    assert new and set(new) <= positions and tally(added)["generated"] == len(new)
 
 
 def test_rerun_computes_nothing_and_writes_the_same_bytes(scripted_run, tmp_path):
     out, _, _ = scripted_run
     before = outputs(out)
-    reader = ScriptedReader()
+    reader = scripted_reader()
     run_validation(load_config(out / "config.yaml"), backends={"scripted": reader})
-    assert reader.calls == {"next_token": 0, "generate": 0, "generated": 0, "continuation": 0}
+    assert reader.calls == []  # no model call of any kind
     assert outputs(out) == before
 
 
@@ -484,57 +470,40 @@ def test_a_cache_from_another_model_is_refused(scripted_run, tmp_path):
     out, _, _ = scripted_run
     raw = scripted_config(out)
     raw["reader"]["model"] = "other"
-    other = ScriptedReader()
+    other = scripted_reader()
     other.name = "other"
     with pytest.raises(InputError, match="delete"):
         run_validation(from_dict(raw), backends={"other": other})
 
 
-class ScriptedJudge:
-    """An LLM judge stand-in that replies in the judges' JSON: relevance and grade by whether the
-    document names an acceptable answer, outcomes by the predicted answer; an answer "banker"
-    gets an unreadable reply (it must stay ungraded, never become a label)."""
-
-    name = "judge"
-
-    def __init__(self):
-        self.prompts: list[str] = []
-
-    def generate(self, chats, params=GenerationParams()):
-        out = []
-        for chat in chats:
-            prompt = chat[0]["content"]
-            self.prompts.append(prompt)
-            answers = prompt.split("Acceptable answers list: ")[1].split("\n")[0].lower()
-            if "Predicted answer: " in prompt:
-                said = prompt.split("Predicted answer: ")[1].split("\n")[0].lower()
-                grade = "C" if "no-response" in said else "A" if any(w in said and w in answers for w in ScriptedReader.WORDS) else "B"
-                out.append(["hmm" if "banker" in said else json.dumps({"motivation": "m", "grade": grade})])
-                continue
-            doc = prompt.split("Document: ")[1].split("\n```")[0].lower()
-            hit = any(w in doc and w in answers for w in ScriptedReader.WORDS)
-            grade = (5 if hit else 2) if "utility scale" in prompt.lower() else ("A" if hit else "B")
-            out.append([json.dumps({"motivation": "m", "grade": grade})])
-        return out
-
-    def next_token_logprobs(self, chats, candidates):  # pragma: no cover
-        raise NotImplementedError
-
-    def continuation_logprobs(self, requests):  # pragma: no cover
-        raise NotImplementedError
+def _judge_reply(chat, params) -> str:
+    """An LLM judge's reply in the judges' JSON: relevance and grade by whether the document names
+    an acceptable answer, outcomes by the predicted answer; an answer "banker" gets an unreadable
+    reply (it must stay ungraded, never become a label)."""
+    prompt = chat[0]["content"]
+    answers = prompt.split("Acceptable answers list: ")[1].split("\n")[0].lower()
+    if "Predicted answer: " in prompt:
+        said = prompt.split("Predicted answer: ")[1].split("\n")[0].lower()
+        grade = "C" if "no-response" in said else "A" if any(w in said and w in answers for w in WORDS) else "B"
+        return "hmm" if "banker" in said else json.dumps({"motivation": "m", "grade": grade})
+    doc = prompt.split("Document: ")[1].split("\n```")[0].lower()
+    hit = any(w in doc and w in answers for w in WORDS)
+    grade = (5 if hit else 2) if "utility scale" in prompt.lower() else ("A" if hit else "B")
+    return json.dumps({"motivation": "m", "grade": grade})
 
 
 def test_llm_judges_for_relevance_grades_and_outcomes(tmp_path):
-    judge = ScriptedJudge()
+    judge = ScriptedBackend(name="judge", answer=_judge_reply)
     raw = scripted_config(tmp_path / "run", pool={"relevance_judge": "judge"}, grading={"judge": "judge"},
                           metrics={"grades": "judge"})
-    result = run_validation(from_dict(raw), backends={"scripted": ScriptedReader(), "judge": judge})
+    result = run_validation(from_dict(raw), backends={"scripted": scripted_reader(), "judge": judge})
     kinds = {("Predicted answer" in p, "utility scale" in p.lower()) for p in judge.prompts}
+    assert len(judge.calls[0].chats) == 8 and max(len(c.chats) for c in judge.calls) <= 8  # reader.chunk_size
     assert kinds == {(True, False), (False, True), (False, False)}  # answer, grade and relevance prompts
     pools = [json.loads(line) for line in (tmp_path / "run" / "pools.jsonl").read_text().splitlines()]
     for item in pools:
         for p in item["passages"]:
-            named = any(w in p["text"].lower() and w in " ".join(item["answers"]).lower() for w in ScriptedReader.WORDS)
+            named = any(w in p["text"].lower() and w in " ".join(item["answers"]).lower() for w in WORDS)
             assert p["is_relevant"] == named
     grades = {(a["qid"], a["pid"]): a["grade"] for a in
               map(json.loads, (tmp_path / "run" / "annotations.jsonl").read_text().splitlines())}
@@ -590,18 +559,20 @@ def test_a_prompt_reader_fills_the_three_caches_in_one_call_per_chunk(scripted_r
     """A reader with read(): one call per chunk of pooled passages instead of three, the same outputs
     byte for byte; a run begun by the separate calls is finished by read() without duplicates."""
     reference, _, first_calls = scripted_run
-    reader = ScriptedPromptReader()
+    reader = scripted_reader(reads=True)
     run_validation(from_dict(scripted_config(tmp_path / "run")), backends={"scripted": reader})
-    assert reader.calls["read"] == 8 and reader.calls["next_token"] == reader.calls["continuation"] == 0
-    assert reader.calls["generate"] == first_calls["generate"] - 8  # the per-passage answers came from read()
+    calls = tally(reader)
+    assert calls["read"] == 8 and calls["next_token"] == calls["continuation"] == 0
+    assert calls["generate"] == first_calls["generate"] - 8  # the per-passage answers came from read()
     assert outputs(tmp_path / "run") == outputs(reference)
 
     half = tmp_path / "half"
-    run_validation(from_dict(scripted_config(half, data={"limit": 4})), backends={"scripted": ScriptedReader()})
+    run_validation(from_dict(scripted_config(half, data={"limit": 4})), backends={"scripted": scripted_reader()})
     (half / "cache" / "answers.jsonl").unlink()  # p_abs and log-likelihoods of 4 questions done, no answers
-    grown = ScriptedPromptReader()
+    grown = scripted_reader(reads=True)
     run_validation(from_dict(scripted_config(half)), backends={"scripted": grown})
-    assert grown.calls["read"] == 8 and grown.calls["next_token"] == grown.calls["continuation"] == 0
+    calls = tally(grown)
+    assert calls["read"] == 8 and calls["next_token"] == calls["continuation"] == 0
     for name in ("annotate.jsonl", "answers.jsonl", "answer-ll.jsonl"):
         keys = [json.loads(line)["key"] for line in (half / "cache" / name).read_text().splitlines()]
         single = [k for k in keys if k.count("\t") == 1]  # answers.jsonl also holds the context answers
@@ -610,10 +581,11 @@ def test_a_prompt_reader_fills_the_three_caches_in_one_call_per_chunk(scripted_r
 
 
 def test_a_prompt_reader_without_answer_prob_reads_no_continuation(tmp_path):
-    reader = ScriptedPromptReader()
+    reader = scripted_reader(reads=True)
     raw = scripted_config(tmp_path / "run", metrics={"names": ["UDCG", "nDCG", "eRAG"]})
     result = run_validation(from_dict(raw), backends={"scripted": reader})
-    assert reader.calls["read"] == 8 and reader.calls["next_token"] == reader.calls["continuation"] == 0
+    calls = tally(reader)
+    assert calls["read"] == 8 and calls["next_token"] == calls["continuation"] == 0
     assert not (tmp_path / "run" / "cache" / "answer-ll.jsonl").exists()
     assert {r["metric"] for r in result.table3.rows} >= {"UDCG", "eRAG"}
 

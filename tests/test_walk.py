@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from udcg.errors import InputError
-from udcg.metrics import evaluate
+from udcg.metrics import gains
 
 if os.environ.get("UDCG_REQUIRE_C_WALK") == "1":  # set by `make test`: a helper that stopped building is a failure
     walk = importlib.import_module("udcg.metrics._walk")
@@ -22,10 +22,10 @@ else:
 
 
 def _tables(run, qrels, extra, monkeypatch):
-    fast = evaluate.gain_table(run, qrels, extra)
+    fast = gains.gain_table(run, qrels, extra)
     with monkeypatch.context() as m:
-        m.setattr(evaluate, "_walk", None)
-        slow = evaluate.gain_table(run, qrels, extra)
+        m.setattr(gains, "_walk", None)
+        slow = gains.gain_table(run, qrels, extra)
     return fast, slow
 
 
@@ -84,6 +84,6 @@ def test_non_dict_mappings_and_bad_values_fall_back_with_the_same_results_and_er
     assert fast.gains.tolist() == [[1.0, 0.0]]
     for bad, match in [({"q1": {"a": "x"}}, "every value must be a number"), ({"q1": {"a": float("nan")}}, "NaN or inf")]:
         with pytest.raises(InputError, match=match):
-            evaluate.gain_table(run, bad)
+            gains.gain_table(run, bad)
         with pytest.raises(InputError, match=match):
-            evaluate.gain_table(bad, {"q1": {"a": 1}})
+            gains.gain_table(bad, {"q1": {"a": 1}})

@@ -5,6 +5,7 @@
 - ``Annotation``: the abstention probability of one (question, passage) for one model.
 - ``Context``: the passages shown to the reader for one question, in prompt order.
 - ``Outcome``: the graded answer the reader gave for one context.
+- ``ContextRecord``: one context of an experiment with its per-position fields, outcome and metrics.
 """
 
 from __future__ import annotations
@@ -76,9 +77,40 @@ class Outcome:
     cid: str
     answer: str
     label: OutcomeLabel | None  # None = the judge's reply could not be parsed
-    error: str = ""
+    error: str = ""  # why the reply could not be parsed
+    note: str = ""  # why the judge's label was changed (e.g. correct -> wrong: no relevant passage)
 
 
-def utility(relevant: bool, p_abs: float) -> float:
-    """Eq. 2: u = R * (1 - p_abs), R = +1 for a relevant passage, -1 otherwise."""
-    return (1.0 if relevant else -1.0) * (1.0 - p_abs)
+
+@dataclass(frozen=True, slots=True)
+class ContextRecord:
+    """One context of an experiment with what is known about it, one line of a contexts file
+    (``udcg.experiment.context_records`` reads and writes it): per position, in prompt order,
+    ``relevant``, ``p_abs`` and ``utilities`` (Eq. 2), answer containment ``contains``, and where
+    known the 1..5 ``grades``, single-passage ``erag`` scores and ``answer_ll``; ``n_relevant`` and
+    ``corpus_grades`` count the question's pool. ``answer``/``outcome`` once answered and graded
+    (``outcome`` None with an answer: the judge's reply could not be parsed); ``metrics`` once
+    scored, {name: value or None (NA)}."""
+
+    qid: str
+    cid: str
+    relevant: tuple[bool, ...]
+    pids: tuple[str, ...] = ()
+    study: str = "main"
+    split: str = "test"
+    p_abs: tuple[float, ...] | None = None  # None = not known (then the metrics that need it are NA)
+    utilities: tuple[float, ...] | None = None
+    contains: tuple[bool, ...] | None = None
+    n_relevant: int | None = None
+    grades: tuple[int, ...] | None = None
+    corpus_grades: tuple[int, ...] | None = None
+    erag: tuple[float, ...] | None = None
+    answer_ll: tuple[float, ...] | None = None
+    answer: str | None = None
+    outcome: OutcomeLabel | None = None
+    outcome_note: str = ""
+    metrics: dict[str, float | None] | None = field(default=None, hash=False)
+
+    @property
+    def k(self) -> int:
+        return len(self.relevant)

@@ -1,5 +1,5 @@
 """Abstention estimators: p_abs(q, p), the probability that the reader starts its answer with
-``NO-RESPONSE`` given the chat of one passage (DESIGN §2).
+``NO-RESPONSE`` given the chat of one passage (the paper's Eq. 2).
 
 - ``first-token``: the softmax probability, at the answer position, of the first token of the
   tokenised string ``NO-RESPONSE``. The authors' public code computes exactly this; it is the

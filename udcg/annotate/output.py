@@ -12,7 +12,8 @@ from udcg.version import __version__
 from udcg.annotate.runner import AnnotateConfig, AnnotateStats, annotation_key
 from udcg.io.authors import question_to_authors, read_authors, write_authors
 from udcg.io.files import atomic_write_json, read_records
-from udcg.records import Annotation, Question, utility
+from udcg.metrics.udcg import utility
+from udcg.records import Annotation, Question
 
 
 def load_questions(path: str, limit: int | None = None) -> tuple[list[Question], list[dict]]:

@@ -1,20 +1,19 @@
 """Resumable annotation: p_abs and utility for every (question, passage), for one model.
 
-Work is cut into fixed chunks decided from the whole input (not from what is already done), so a
-chunk always runs with the same batch composition and gives the same numbers. A finished chunk is
-appended to a cache (JSONL, fsynced) in one write; killed and restarted, the runner skips every
-chunk whose passages are all cached and recomputes the rest, so the final output is identical to
+The work runs through the one resumable runner (``udcg.runs``): chunks of ``chunk_size`` passages
+cut from the whole input, each finished chunk appended to the cache (JSONL, fsynced) in one write;
+killed and restarted, the runner computes only what is missing, so the final output is identical to
 an uninterrupted run. The output is written atomically at the end.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from udcg import runs
 from udcg.errors import BackendError, InputError
 from udcg.io.cache import AppendCache
 from udcg.llm.base import Backend
@@ -27,7 +26,7 @@ log = logging.getLogger(__name__)
 class AnnotateConfig:
     estimator: str = "first-token"
     prompt_version: str = "udcg-code-v1"
-    chunk_size: int = 32
+    chunk_size: int = 32  # passages per cached, fsynced unit of work (the model's batch is the backend's)
     # sampling estimator only
     n_samples: int = 20
     temperature: float = 1.0
@@ -49,7 +48,7 @@ class AnnotateStats:
 
 def annotation_key(qid: str, pid: str) -> str:
     """The cache key of one (question, passage) annotation."""
-    return f"{qid}\t{pid}"
+    return runs.key(qid, pid)
 
 
 def cached_annotations(cache: AppendCache) -> dict[str, Annotation]:
@@ -94,20 +93,17 @@ def _estimate_keeping_finished(backend: Backend, chats: list, cfg: AnnotateConfi
         return out, e
 
 
-def check_cache(cache: AppendCache, model: str, cfg: AnnotateConfig) -> None:
-    """Refuse a cache made with another model, estimator or prompt."""
-    for rec in cache.done.values():
-        if (rec["model"], rec["estimator"], rec["prompt_version"]) != (model, cfg.estimator, cfg.prompt_version):
-            raise InputError(f"{cache.path}: cache made with model={rec['model']!r}, estimator={rec['estimator']!r}, "
-                             f"prompt={rec['prompt_version']!r}; use the same settings or delete the cache")
+def provenance(model: str, cfg: AnnotateConfig) -> dict:
+    """The settings every record of an annotation cache holds (``udcg.runs.check_provenance``)."""
+    return {"model": model, "estimator": cfg.estimator, "prompt_version": cfg.prompt_version}
 
 
-def annotation_record(q: Question, p, model: str, cfg: AnnotateConfig, estimate) -> dict:
-    """The cache line of one finished annotation."""
+def annotation_body(q: Question, p, model: str, cfg: AnnotateConfig, estimate) -> dict:
+    """The cache record of one finished annotation, without its key (the runner adds it)."""
     a = Annotation(qid=q.qid, pid=p.pid, model=model, estimator=cfg.estimator, p_abs=estimate.p_abs,
                    prompt_version=cfg.prompt_version, ci_low=estimate.ci_low, ci_high=estimate.ci_high,
                    n_samples=estimate.n_samples, note=estimate.note)
-    return {"key": annotation_key(q.qid, p.pid), **asdict(a)}
+    return asdict(a)
 
 
 def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfig, cache_path: str | Path,
@@ -118,36 +114,23 @@ def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfi
 
     if cfg.estimator not in estimator_names():
         raise InputError(f"--estimator {cfg.estimator!r}: unknown (choose one of {', '.join(estimator_names())})")
-    if cfg.chunk_size < 1:
-        raise InputError(f"chunk size {cfg.chunk_size}: must be >= 1")
     items = [(q, p) for q in questions for p in q.passages]
-    chunks = [items[i:i + cfg.chunk_size] for i in range(0, len(items), cfg.chunk_size)]
-    stats = AnnotateStats(n_passages=len(items))
-    with AppendCache(cache_path) as cache:
-        check_cache(cache, backend.name, cfg)
-        for chunk in chunks:
-            # Normally all or none of a chunk is cached; a chunk cut by a failed API request keeps
-            # its finished passages, and only the rest is computed again.
-            todo = [(q, p) for q, p in chunk if annotation_key(q.qid, p.pid) not in cache]
-            if not todo:
-                if progress:
-                    progress(len(chunk))
-                continue
-            chats = [reader_chat(q.text, [p.text], cfg.prompt_version) for q, p in todo]
-            t0 = time.perf_counter()
-            results, failure = _estimate_keeping_finished(backend, chats, cfg)
-            stats.seconds += time.perf_counter() - t0
-            stats.n_computed += sum(r is not None for r in results)
-            records = [annotation_record(q, p, backend.name, cfg, r) for (q, p), r in zip(todo, results, strict=True)
-                       if r is not None]
-            if records:
-                cache.append_many(records)
-            if failure is not None:
-                raise BackendError(f"{failure}; {len(cache.done)} of {len(items)} passages are finished and kept in "
-                                   f"{cache_path} (rerun the same command to resume)") from None
-            if progress:
-                progress(len(chunk))
+
+    def compute(chunk: list[tuple[Question, object]]) -> list[dict | None]:
+        # A chunk cut by a failed API request keeps its finished passages (the rest is computed on resume).
+        chats = [reader_chat(q.text, [p.text], cfg.prompt_version) for q, p in chunk]
+        results, failure = _estimate_keeping_finished(backend, chats, cfg)
+        bodies = [None if r is None else annotation_body(q, p, backend.name, cfg, r)
+                  for (q, p), r in zip(chunk, results, strict=True)]
+        if failure is not None:
+            raise runs.Unfinished(bodies, failure)
+        return bodies
+
+    with runs.open_cache(cache_path, provenance(backend.name, cfg)) as cache:
+        ran = runs.run(cache, [(annotation_key(q.qid, p.pid), (q, p)) for q, p in items], compute, cfg.chunk_size,
+                       progress=progress)
         done = cached_annotations(cache)
+    stats = AnnotateStats(n_passages=len(items), n_computed=ran.computed, seconds=ran.seconds)
     for a in done.values():
         if a.note:
             stats.notes[a.note] = stats.notes.get(a.note, 0) + 1

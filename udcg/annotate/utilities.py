@@ -24,7 +24,7 @@ from pathlib import Path
 
 from udcg.errors import InputError
 from udcg.io.files import atomic_write_json, atomic_write_jsonl, atomic_write_text, read_records
-from udcg.records import utility
+from udcg.metrics.udcg import utility
 
 ANNOTATIONS = "annotations.jsonl"
 UTILITIES = "utilities.jsonl"

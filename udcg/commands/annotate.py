@@ -52,8 +52,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "with exponential backoff and Retry-After (default 5); then the run stops, keeping finished work")
     p.add_argument("--device", default="auto", help="cpu, cuda, auto")
     p.add_argument("--dtype", default="float32", help="float32, bfloat16, float16")
-    p.add_argument("--batch-size", type=int, default=None, help="passages per forward pass (default: automatic)")
-    p.add_argument("--chunk-size", type=int, default=32, help="passages per cached unit of work")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="prompts per forward pass of a local model (default: by a token budget)")
+    p.add_argument("--chunk-size", type=int, default=32, help="passages per cached, fsynced unit of work (default 32)")
     p.add_argument("--samples", type=int, default=20, help="sampling: answers per passage")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling: temperature")
     p.add_argument("--target-width", type=float, default=None, help="sampling: stop early once the Wilson interval is narrower")
@@ -79,8 +80,8 @@ def _config(args: argparse.Namespace):
     from udcg.annotate.runner import AnnotateConfig
     from udcg.errors import InputError
 
-    for flag, value in (("--limit", args.limit), ("--chunk-size", args.chunk_size), ("--samples", args.samples),
-                        ("--depth", args.depth)):
+    for flag, value in (("--limit", args.limit), ("--batch-size", args.batch_size), ("--chunk-size", args.chunk_size),
+                        ("--samples", args.samples), ("--depth", args.depth)):
         if value is not None and value < 1:  # checked before any model loads
             raise InputError(f"{flag} {value}: must be a positive integer")
     estimator = args.estimator or ("api-logprobs" if args.api_base else "first-token")
@@ -90,7 +91,7 @@ def _config(args: argparse.Namespace):
 
 
 def _run_runs(args: argparse.Namespace) -> int:
-    from udcg.api import named_runs
+    from udcg.experiment.run_scores import named_runs
     from udcg.io.beir import check_run, read_collection
     from udcg.errors import InputError
     from udcg.experiment.own_runs import annotate_runs

@@ -34,7 +34,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, help="the reader: an offline alias, a model folder or hub id, or openai:MODEL")
     p.add_argument("--prompt", default="udcg-code-v1", help="reader prompt version (udcg-code-v1, paper-fig4-v1)")
     p.add_argument("--max-new-tokens", type=int, default=32, help="answer length limit (default 32)")
-    p.add_argument("--chunk-size", type=int, default=16, help="contexts per cached unit of work (default 16)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="prompts per forward pass of a local model (default: by a token budget)")
+    p.add_argument("--chunk-size", type=int, default=16, help="contexts per cached, fsynced unit of work (default 16)")
     p.add_argument("--device", default="auto", help="cpu, cuda, auto")
     p.add_argument("--dtype", default="float32", help="float32, bfloat16, float16")
     p.add_argument("-o", "--output", required=True, help="contexts JSONL with the answers")
@@ -47,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from udcg.annotate.prompt import check_version
-    from udcg.api import named_runs, read_utilities
+    from udcg.experiment.run_scores import named_runs, read_utilities
     from udcg.io.beir import check_run, read_collection
     from udcg.errors import InputError
     from udcg.experiment.own_runs import answer_contexts, context_record, run_contexts
@@ -58,10 +60,16 @@ def run(args: argparse.Namespace) -> int:
     from udcg.io.trec import read_run
 
     for flag, value in (("--k", args.k), ("--depth", args.depth), ("--max-new-tokens", args.max_new_tokens),
-                        ("--chunk-size", args.chunk_size)):
-        if value < 1:
+                        ("--batch-size", args.batch_size), ("--chunk-size", args.chunk_size)):
+        if value is not None and value < 1:
             raise InputError(f"{flag} {value}: must be a positive integer")
     check_version(args.prompt)
+    local = ":" not in args.model or Path(args.model).expanduser().exists()  # else SCHEME:MODEL, an API
+    if not local and args.batch_size is not None:
+        raise InputError(f"--batch-size {args.batch_size}: {args.model!r} is an API model, it has no forward pass "
+                         "to batch (set the cached unit of work with --chunk-size)")
+    options = {"device": args.device, "dtype": args.dtype,
+               **({} if args.batch_size is None else {"batch_size": args.batch_size})} if local else {}
     output = Path(args.output)
     cache = Path(args.cache) if args.cache else output.with_name(output.name + ".cache.jsonl")
     if cache.resolve() == output.resolve():
@@ -81,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     follow_libraries(not args.no_progress)
     answers, stats = answer_contexts(
         contexts, collection, backend_name(args.model),
-        lambda: load_backend(args.model, device=args.device, dtype=args.dtype), cache,
+        lambda: load_backend(args.model, **options), cache,
         prompt_version=args.prompt, max_new_tokens=args.max_new_tokens, chunk_size=args.chunk_size,
         progress=lambda total, desc, unit: bar(total=total, desc=desc, unit=unit, enabled=not args.no_progress))
     records = [{**rec, "answer": answers[context_key(c.qid, c.docids)], "model": backend_name(args.model),

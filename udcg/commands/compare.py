@@ -45,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from udcg.api import named_runs, score_runs
+    from udcg.experiment.run_scores import named_runs, score_runs
     from udcg.errors import InputError
     from udcg.io.files import atomic_write_text
     from udcg.metrics.compare import compare_scores, format_comparison

@@ -6,15 +6,16 @@ import argparse
 import sys
 
 
+DESCRIPTION = ("Per question, Spearman's rho between a metric's ranking of its contexts and their outcomes (correct > "
+               "abstained > wrong, ties shared); mean over questions with a bootstrap interval, questions without a rho "
+               "counted, paired p-values (sign-flip permutation test by default) against a baseline metric with their "
+               "Holm correction, and the pooled correlation.")
+EPILOG = "example:\n  udcg correlate scored.jsonl --metrics UDCG,nDCG@5,RR,AP --baseline UDCG -o table.md"
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("correlate", help="Spearman of each metric with answer outcomes, per question",
-                       description="Per question, Spearman's rho between a metric's ranking of its contexts and "
-                       "their outcomes (correct > abstained > wrong, ties shared); mean over questions with a "
-                       "bootstrap interval, questions without a rho counted, paired p-values (sign-flip permutation "
-                       "test by default) against a baseline metric with their Holm correction, and the pooled "
-                       "correlation.",
-                       epilog="example:\n  udcg correlate scored.jsonl --metrics UDCG,nDCG@5,RR,AP --baseline UDCG -o table.md",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("input", help="contexts JSONL with outcomes (and metrics, or the fields to compute them)")
     p.add_argument("--metrics", default=None, help="metrics to compare (default: every metric in the file's 'metrics')")
     p.add_argument("--baseline", default=None, help="metric the others are tested against (paired test; default UDCG, "
@@ -35,30 +36,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from udcg.experiment.scoring import read_contexts
     from udcg.errors import InputError
-    from udcg.experiment.correlate import correlation_table
-    from udcg.metrics.contexts import parse_metric, parse_metrics
+    from udcg.experiment.correlate import check_stored_baseline, choose_baseline, correlation_table
+    from udcg.experiment.scoring import read_contexts
     from udcg.experiment.theta import load_theta
 
     for flag, value, low in (("--n-boot", args.n_boot, 1), ("--n-resamples", args.n_resamples, 1), ("--seed", args.seed, 0)):
         if value < low:  # checked before any file is read
             raise InputError(f"{flag} {value}: must be an integer >= {low}")
-    baseline = args.baseline or "UDCG"
-    if args.metrics is not None:
-        names = [str(m) for m in parse_metrics(args.metrics)]
-        if args.baseline is not None and str(parse_metric(args.baseline, "--baseline")) not in names:
-            raise InputError(f"--baseline {args.baseline}: not among --metrics {args.metrics} (add it, or choose "
-                             f"--baseline from {', '.join(names)}): without it no p-value can be computed")
-        if baseline not in names:
-            print(f"udcg correlate: no p-values: the baseline {baseline} is not among --metrics (add it, or give --baseline)",
-                  file=sys.stderr)
+    baseline, note = choose_baseline(args.metrics, args.baseline)
+    if note:
+        print(f"udcg correlate: {note}", file=sys.stderr)
     rows = read_contexts(args.input)
     if args.metrics is None and args.baseline is not None:
-        stored = sorted(set().union(*(r.get("metrics", {}) for r in rows.raw)))
-        if str(parse_metric(args.baseline, "--baseline")) not in stored:
-            raise InputError(f"--baseline {args.baseline}: {args.input} holds no such metric (it holds: "
-                             f"{', '.join(stored) or 'none'}; choose one of them or pass --metrics)")
+        check_stored_baseline(rows, args.baseline, args.input)
     theta = load_theta(args.theta) if args.theta else None
     table = correlation_table(rows, args.metrics, baseline, args.gamma, theta, args.constant_metric,
                               args.n_boot, args.seed, test=args.test, n_resamples=args.n_resamples)

@@ -29,9 +29,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", type=Path, required=True, help="JSONL of judgements")
     p.add_argument("--judge", default="rules", help="'rules' (default, no model) or a model alias / HF id / local dir")
     p.add_argument("--prompt-version", default="v1", help="judge prompt version (default v1)")
-    p.add_argument("--batch-size", type=int, default=8, help="items per model call and cache flush (default 8)")
-    p.add_argument("--model-batch-size", type=int, metavar="N",
-                   help="rows per forward pass of a local model (default: the backend's own choice)")
+    p.add_argument("--batch-size", type=int, metavar="N",
+                   help="prompts per forward pass of a local model (default: the backend's own choice)")
+    p.add_argument("--chunk-size", type=int, metavar="N",
+                   help="items per cached, fsynced unit of work (default: the --batch-size if given, else 8)")
     p.add_argument("--max-new-tokens", type=int, default=128, help="reply budget per judgement (default 128)")
     p.add_argument("--retries", type=int, default=1, help="follow-up turns for an unparseable reply (default 1)")
     p.add_argument("--match", choices=("contains", "exact", "f1"), default="contains",
@@ -55,9 +56,13 @@ def _make_judge(args: argparse.Namespace, task):
     if args.judge == "rules":
         return RuleJudge(task, match=args.match, f1_threshold=args.f1_threshold,
                          require_relevant_context=args.require_relevant_context)
+    from udcg.errors import InputError
     from udcg.llm.registry import load_backend
 
-    kw = {} if args.model_batch_size is None else {"batch_size": args.model_batch_size}
+    kw = {} if args.batch_size is None else {"batch_size": args.batch_size}
+    if kw and ":" in args.judge and not Path(args.judge).expanduser().exists():  # SCHEME:MODEL, an API
+        raise InputError(f"--batch-size {args.batch_size}: {args.judge!r} is an API model, it has no forward pass "
+                         "to batch (set the cached unit of work with --chunk-size)")
     backend = load_backend(args.judge, **kw)
     return LLMJudge(backend, task, prompt_version=args.prompt_version, max_new_tokens=args.max_new_tokens,
                     retries=args.retries, require_relevant_context=args.require_relevant_context,
@@ -88,9 +93,9 @@ def run(args: argparse.Namespace) -> int:
     from udcg.io.files import atomic_write_jsonl
 
     task = get_task(args.task)
-    for flag, value, low in (("--batch-size", args.batch_size, 1), ("--max-new-tokens", args.max_new_tokens, 1),
-                             ("--retries", args.retries, 0)):
-        if value < low:  # checked before any file is read or model loaded
+    for flag, value, low in (("--batch-size", args.batch_size, 1), ("--chunk-size", args.chunk_size, 1),
+                             ("--max-new-tokens", args.max_new_tokens, 1), ("--retries", args.retries, 0)):
+        if value is not None and value < low:  # checked before any file is read or model loaded
             raise InputError(f"{flag} {value}: must be an integer >= {low}")
     if args.write_authors and task.name == "answer":
         raise InputError("--write-authors works for relevance and grade (answers have no authors' format)")
@@ -107,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
     judge = _make_judge(args, task)  # after the input checks: a bad file fails before a model loads
     cache = args.cache or args.output.with_name(args.output.name + ".cache.jsonl")
     with progress_bar(total=len(items), desc=f"judge {task.name}", unit="item", enabled=not args.no_progress) as bar:
-        records = runner.run_judge(judge, items, cache, chunk_size=args.batch_size, progress=bar.update,
+        chunk_size = args.chunk_size or args.batch_size or 8
+        records = runner.run_judge(judge, items, cache, chunk_size=chunk_size, progress=bar.update,
                                    redo_unparseable=args.retry_unparseable)
     if task.name == "answer":  # keep each input record (a context: relevant, utilities, ...) and add its outcome
         records = _with_inputs(args.input, records)

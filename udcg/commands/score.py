@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_trec(args: argparse.Namespace) -> int:
-    from udcg.api import named_runs, score_runs
+    from udcg.experiment.run_scores import named_runs, score_runs
     from udcg.errors import InputError
     from udcg.io.files import atomic_write_text
     from udcg.metrics.evaluate import format_tsv
@@ -78,44 +78,20 @@ def _run_trec(args: argparse.Namespace) -> int:
 
 
 def _run_contexts(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from udcg.experiment.scoring import read_contexts, score_rows
+    from udcg.experiment.scoring import default_metrics, means_table, read_contexts, score_rows, scored_items
+    from udcg.experiment.theta import load_theta
     from udcg.io.authors import write_authors
     from udcg.metrics.contexts import parse_metrics
-    from udcg.experiment.theta import load_theta
-    from udcg.metrics.udcg import udcg, utilities_from
-    from udcg.io.tables import Table
 
     rows = read_contexts(args.input, model=args.model, k=args.k)
-    spec = args.metrics if args.metrics is not None else DEFAULT_METRICS + (",RA-nWG" if all("grades" in f for f in rows.fields) else "")
-    metrics = parse_metrics(spec)
-    if args.metrics is None and not all("utilities" in f for f in rows.fields):
-        metrics = [m for m in metrics if m.family != "UDCG"]  # nothing annotated yet: classical only
-        models = sorted({m for raw in rows.raw for p in raw.get("passages", []) if isinstance(p, dict)
-                         for m in (p.get("models_info") or {})})
-        why = (f"the passages carry p_abs of several models ({', '.join(models)}); choose one with --model"
-               if len(models) > 1 and args.model is None else "some contexts have no utilities (udcg annotate first)")
-        print(f"udcg score: UDCG left out of the default metrics: {why}", file=sys.stderr)
+    if args.metrics is None:
+        metrics, why = default_metrics(rows, DEFAULT_METRICS, args.model)
+        if why:  # nothing annotated yet: classical only
+            print(f"udcg score: UDCG left out of the default metrics: {why}", file=sys.stderr)
+    else:
+        metrics = parse_metrics(args.metrics)
     theta = load_theta(args.theta) if args.theta else None
     values = score_rows(rows, metrics, args.gamma, theta)
-    out = []
-    for i, raw in enumerate(rows.raw):
-        item = dict(raw)
-        item["metrics"] = {**(raw.get("metrics") or {}), **{n: (None if np.isnan(v[i]) else float(v[i])) for n, v in values.items()}}
-        if "passages" in raw:  # the authors' udcg[<model>] field, for every model annotated on all passages
-            passages = raw["passages"][: args.k] if args.k else raw["passages"]
-            models = set.intersection(*(set(p.get("models_info", {})) for p in passages))
-            if models and all(isinstance(p.get("is_relevant"), bool) for p in passages):
-                rel = [p["is_relevant"] for p in passages]
-                item["udcg"] = {**(raw.get("udcg") or {}), **{
-                    m: float(udcg(utilities_from(rel, [p["models_info"][m]["no_res_prob"] for p in passages])[None], args.gamma)[0])
-                    for m in sorted(models)}}
-        out.append(item)
-    write_authors(args.output, out)
-    table = Table(["metric", "mean", "n", "NA"], title=f"{len(out)} contexts from {args.input}")
-    for name, v in values.items():
-        ok = ~np.isnan(v)
-        table.add(metric=name, mean=float(v[ok].mean()) if ok.any() else float("nan"), n=int(ok.sum()), NA=int((~ok).sum()))
-    print(table.markdown(4))
+    write_authors(args.output, scored_items(rows, values, args.gamma, args.k))
+    print(means_table(values, f"{len(rows)} contexts from {args.input}").markdown(4))
     return 0

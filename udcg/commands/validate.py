@@ -12,7 +12,9 @@ EPILOG = """examples:
   udcg validate configs/nq-qwen0.5b.yaml --set data.limit=20 --set studies.k_values=[1,5]
 
 A killed run resumes when the same command is run again: finished model work is read from
-RUN/cache/ and not recomputed. Every key of the config can be overridden with --set SECTION.KEY=VALUE
+RUN/cache/ and not recomputed. reader.batch_size is the prompts per forward pass; reader.chunk_size
+the requests per cached, fsynced unit of every model step of the run (the reader's and the LLM
+judges'). Every key of the config can be overridden with --set SECTION.KEY=VALUE
 (YAML value). See udcg/experiment/config.py for the schema and defaults."""
 
 

@@ -4,39 +4,35 @@ Every key has a default (the paper's setting where it has one), so a config name
 changes. An unknown key, a value of the wrong type or out of range raises ``InputError`` naming
 the file, the key and the fix. ``--set section.key=value`` overrides any key from the command line.
 
-Paths: a data set is a packaged sample name (``popqa-sample``), a shared-data name or alias
-(``popqa``, ``nq``, ``nq-pon``, ``squad`` …, found under ``data.data_dir``, default
-``$UDCG_DATA_DIR`` or ``../shared/data`` beside the repository), or a file/folder path. A relative
-path is looked up beside the config file, then in the repository root, then in the working
+Data: ``data.questions`` names a data set packaged with udcg (``popqa-sample``), a shared data set
+by name or alias (``popqa``, ``nq``, ``nq-pon``, ``squad`` …, a folder under ``data.data_dir``,
+else ``$UDCG_DATA_DIR``: there is no default folder), a Hugging Face data set (``hf:NAME``), or a
+file/folder path. A relative path is looked up beside the config file, then in the working
 directory. ``output`` and ``theta.from_run`` are relative to the working directory. A run writes
-its config with paths relative to the repository root (``udcg.experiment.paths.portable``).
+its config with paths relative to the working directory (``udcg.experiment.paths.portable``).
+YAML reading and typed construction: ``udcg.experiment.typed_yaml``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
-import math
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from udcg.errors import InputError
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-MAX_CONFIG_BYTES = 1024**2  # a config is a few dozen lines
+from udcg.experiment.typed_yaml import build, read_yaml, set_override
 METRIC_CHOICES_NOTE = "e.g. UDCG, UDCG_theta, nDCG, RR, AP, P, Success, eRAG, ANSWER_PROB, RA-nWG"
 
 
 @dataclass(frozen=True)
 class DataConfig:
-    questions: str = "popqa-sample"  # data set: sample name, shared name/alias, or path
+    questions: str = "popqa-sample"  # data set: packaged sample, shared name/alias, hf:NAME, or path
     limit: int | None = None  # number of questions (None = all)
     select: str = "first"  # first | random (seeded): which `limit` questions
-    data_dir: str | None = None  # folder of the shared data sets (None: $UDCG_DATA_DIR or ../shared/data)
+    data_dir: str | None = None  # folder of the shared data sets (None: $UDCG_DATA_DIR when loading)
 
 
 @dataclass(frozen=True)
@@ -59,7 +55,7 @@ class ReaderConfig:
     threads: int | None = None  # CPU threads for torch (None: torch's default; 1 helps on a busy machine)
     prompt_version: str = "udcg-code-v1"
     max_new_tokens: int = 32  # answer budget (greedy)
-    chunk_size: int = 32  # requests per cached unit of work
+    chunk_size: int = 32  # requests per cached, fsynced unit of every model step (the reader's and the LLM judges')
 
 
 @dataclass(frozen=True)
@@ -162,79 +158,6 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
-# ---------------------------------------------------------------- typed construction
-
-
-def _type_name(hint: Any) -> str:
-    origin = typing.get_origin(hint)
-    if origin is tuple:
-        return f"a list of {typing.get_args(hint)[0].__name__}"
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        return f"{_type_name(args[0])} or null"
-    return {int: "an integer", float: "a number", bool: "true/false", str: "a string"}.get(hint, str(hint))
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    """A value for a message, cut: a config value may be huge (never print it whole)."""
-    import reprlib
-
-    text = reprlib.repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _coerce(value: Any, hint: Any, where: str) -> Any:
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        if value is None and type(None) in typing.get_args(hint):
-            return None
-        options = [a for a in typing.get_args(hint) if a is not type(None)]
-        for option in options[:-1]:  # e.g. float | str: a number, else a string
-            with contextlib.suppress(InputError):
-                return _coerce(value, option, where)
-        hint = options[-1]
-        origin = typing.get_origin(hint)
-    if origin is tuple:
-        item = typing.get_args(hint)[0]
-        if isinstance(value, (str, int)) and not isinstance(value, bool) and item in (str, int):
-            value = [value]  # a single value stands for a one-element list
-        if not isinstance(value, list):
-            raise InputError(f"{where}: expected {_type_name(hint)}, got {_short(value)}")
-        return tuple(_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value))
-    ok = (isinstance(value, bool) if hint is bool else
-          isinstance(value, int) and not isinstance(value, bool) if hint is int else
-          isinstance(value, (int, float)) and not isinstance(value, bool) if hint is float else
-          isinstance(value, str) if hint is str else False)
-    if not ok:
-        raise InputError(f"{where}: expected {_type_name(hint)}, got {_short(value)}")
-    if hint is float and not math.isfinite(float(value)):  # .inf / .nan would fail only after the model work
-        raise InputError(f"{where}: expected a finite number, got {value!r}")
-    return float(value) if hint is float else value
-
-
-def _build(cls: type, raw: Any, where: str, prefix: str) -> Any:
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise InputError(f"{where}: section {prefix.rstrip('.') or 'top level'!r} must be a mapping of keys, got {raw!r}")
-    hints = typing.get_type_hints(cls)
-    known = [f.name for f in dataclasses.fields(cls)]
-    for key in raw:
-        if key not in known:
-            raise InputError(f"{where}: unknown key '{prefix}{key}' (known keys{' of ' + prefix.rstrip('.') if prefix else ''}: "
-                             f"{', '.join(known)})")
-    values = {}
-    for name in known:
-        if name not in raw:
-            continue
-        hint = hints[name]
-        if dataclasses.is_dataclass(hint):
-            values[name] = _build(hint, raw[name], where, f"{prefix}{name}.")
-        else:
-            values[name] = _coerce(raw[name], hint, f"{where}: {prefix}{name}")
-    return cls(**values)
-
-
 # ---------------------------------------------------------------- value checks
 
 
@@ -309,82 +232,11 @@ def _check_metrics(cfg: Config, where: str) -> None:
 # ---------------------------------------------------------------- loading
 
 
-def _set_override(raw: dict, assignment: str) -> None:
-    import yaml
-
-    key, sep, text = assignment.partition("=")
-    if not sep or not key.strip():
-        raise InputError(f"--set {assignment!r}: expected KEY=VALUE, e.g. --set contexts.k=3")
-    parts = key.strip().split(".")
-    node = raw
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
-        if not isinstance(node, dict):
-            raise InputError(f"--set {assignment!r}: {part!r} is not a section")
-    try:
-        node[parts[-1]] = safe_load(text) if text.strip() else None
-    except yaml.YAMLError as e:
-        problem = " ".join(str(getattr(e, "problem", None) or e).split())
-        raise InputError(f"--set {assignment!r}: the value is not valid YAML ({problem})") from None
-    except ValueError as e:  # an integer too long to read
-        raise InputError(f"--set {assignment[:80]!r}: {e} (give a value a config can hold)") from None
-
-
-def safe_load(text: str):
-    """yaml.safe_load without aliases (``*name``): a config needs none, and a few nested aliases
-    expand to billions of values (an alias bomb). A refused alias is a YAMLError with its line."""
-    import yaml
-
-    class NoAliasLoader(yaml.SafeLoader):
-        def compose_node(self, parent, index):
-            if self.check_event(yaml.AliasEvent):
-                event = self.peek_event()
-                raise yaml.MarkedYAMLError(problem=f"alias *{event.anchor} (aliases are not allowed in a config; "
-                                           "write the value out)", problem_mark=event.start_mark)
-            return super().compose_node(parent, index)
-
-    loader = NoAliasLoader(text)
-    try:
-        return loader.get_single_data()
-    finally:
-        loader.dispose()
-
-
-def read_yaml(path: str | Path) -> dict:
-    import yaml
-
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such config file (give a YAML file, e.g. configs/smoke.yaml)")
-    if path.stat().st_size > MAX_CONFIG_BYTES:
-        raise InputError(f"{path}: {path.stat().st_size:,} bytes, too large for a config (at most {MAX_CONFIG_BYTES:,})")
-    try:
-        raw = safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark else ""
-        problem = " ".join(str(getattr(e, "problem", None) or e).split())  # one line, whatever the parser wrote
-        raise InputError(f"{path}{line}: invalid YAML: {problem} (fix the syntax)") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text (re-save the config as UTF-8)") from None
-    except (ValueError, RecursionError) as e:  # an integer too long to read, nesting too deep
-        why = "an integer of more than 4,300 digits" if "digits" in str(e) else \
-            "lists or mappings nested too deeply" if isinstance(e, RecursionError) else str(e)[:120]
-        raise InputError(f"{path}: a value cannot be read: {why} (fix the value)") from None
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror or e} (check the file's permissions)") from None
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise InputError(f"{path}: the config must be a mapping of sections (data:, reader:, …), got {type(raw).__name__}")
-    return raw
-
-
 def from_dict(raw: dict, where: str = "config", base_dir: Path | None = None) -> Config:
     """A checked Config from a (parsed YAML) dict; relative data paths resolved against base_dir."""
     from udcg.metrics.contexts import parse_metric
 
-    cfg = _build(Config, raw, where, "")
+    cfg = build(Config, raw, where)
     _check(cfg, where)
     metrics = dataclasses.replace(cfg.metrics, names=tuple(str(parse_metric(n)) for n in cfg.metrics.names),
                                   baseline=str(parse_metric(cfg.metrics.baseline)))
@@ -397,7 +249,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None, output: st
     """Read, override (``section.key=value`` strings), check and resolve a config file."""
     raw = read_yaml(path)
     for assignment in overrides or []:
-        _set_override(raw, assignment)
+        set_override(raw, assignment)
     if output is not None:
         raw["output"] = output
     return from_dict(raw, str(path), Path(path).resolve().parent)
@@ -406,7 +258,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None, output: st
 def read_run_config(path: str | Path) -> Config:
     """A run's ``config.yaml``, checked but with its paths left as written (nothing is looked
     up: the report of a run needs no data set on this machine)."""
-    cfg = _build(Config, read_yaml(path), str(path), "")
+    cfg = build(Config, read_yaml(path), str(path))
     _check(cfg, str(path))
     return cfg
 

@@ -19,7 +19,7 @@ import numpy as np
 from udcg.io.contexts import ContextRows
 from udcg.experiment.scoring import score_rows
 from udcg.errors import InputError
-from udcg.metrics.contexts import parse_metrics
+from udcg.metrics.contexts import parse_metric, parse_metrics
 from udcg.metrics.correlation import bootstrap_mean_ci, per_question, summarize
 from udcg.metrics.stats import holm, paired_test
 from udcg.metrics.udcg import GAMMA, UDCGTheta
@@ -58,6 +58,29 @@ def metric_values(rows: ContextRows, spec: str | None, gamma: float = GAMMA,
     return {n: out[n] for n in names}
 
 
+def choose_baseline(spec: str | None, baseline: str | None) -> tuple[str, str]:
+    """The baseline of a contexts-file table (``baseline``, default UDCG) and, when ``spec`` lists
+    metrics without it, why the table has no p-values. A ``baseline`` given but not in a given
+    ``spec`` is an error (checked before any file is read)."""
+    chosen = baseline or "UDCG"
+    if spec is None:
+        return chosen, ""
+    names = [str(m) for m in parse_metrics(spec)]
+    if baseline is not None and str(parse_metric(baseline, "--baseline")) not in names:
+        raise InputError(f"--baseline {baseline}: not among --metrics {spec} (add it, or choose "
+                         f"--baseline from {', '.join(names)}): without it no p-value can be computed")
+    return chosen, "" if chosen in names else (f"no p-values: the baseline {chosen} is not among --metrics (add it, "
+                                               "or give --baseline)")
+
+
+def check_stored_baseline(rows: ContextRows, baseline: str, source: str) -> None:
+    """A baseline named for a file's stored 'metrics' must be one of them."""
+    stored = sorted(set().union(*(r.get("metrics", {}) for r in rows.raw)))
+    if str(parse_metric(baseline, "--baseline")) not in stored:
+        raise InputError(f"--baseline {baseline}: {source} holds no such metric (it holds: "
+                         f"{', '.join(stored) or 'none'}; choose one of them or pass --metrics)")
+
+
 def _vs_baseline(rho: np.ndarray, rho_base: np.ndarray, test: str, n_resamples: int, seed: int) -> tuple[float, float]:
     """Mean difference over the questions where both are defined, and the paired test's p."""
     both = np.isfinite(rho) & np.isfinite(rho_base)
@@ -65,13 +88,13 @@ def _vs_baseline(rho: np.ndarray, rho_base: np.ndarray, test: str, n_resamples: 
     return diff, paired_test(rho, rho_base, test, n_resamples, seed)
 
 
-def per_question_values(rows: ContextRows, values: dict[str, np.ndarray], constant_metric: str = "zero"
+def per_question_values(values: dict[str, np.ndarray], outcome: np.ndarray, groups: np.ndarray,
+                        constant_metric: str = "zero"
                         ) -> tuple[np.ndarray, dict[str, dict[str, np.ndarray]], dict[str, np.ndarray]]:
     """(question ids, {metric: {statistic key: value per question}}, {metric: status per question})
-    for the graded ``rows`` and metric ``values`` (one per row; NaN = NA). Statistic keys are those
-    of ``STATISTICS``; status as in ``udcg.metrics.correlation.per_question``."""
-    outcome = rows.outcome_scores()
-    groups = np.asarray(rows.qid)
+    for graded contexts: metric ``values`` (one per context; NaN = NA), ``outcome`` scores and
+    ``groups`` (question id per context). Statistic keys are those of ``STATISTICS``; status as in
+    ``udcg.metrics.correlation.per_question``."""
     out: dict[str, dict[str, np.ndarray]] = {}
     status: dict[str, np.ndarray] = {}
     qids = np.array([])
@@ -86,16 +109,26 @@ def correlation_table(rows: ContextRows, spec: str | None, baseline: str | None 
                       theta: UDCGTheta | None = None, constant_metric: str = "zero", n_boot: int = 10_000,
                       seed: int = 0, title: str = "", test: str = "permutation", n_resamples: int = 10_000,
                       circular: tuple[str, ...] | frozenset[str] = ()) -> Table:
-    """Table 3's layout: one row per metric, sorted by mean rho (module docstring). A metric NA
-    (NaN) for some context of a question has no value for that question (``na_metric`` counts
-    them); ``circular`` metrics are flagged and never best."""
+    """Table 3 of a contexts file (``correlation_table_of``): metric values from the file's
+    'metrics', else computed from its fields (``metric_values``); every context must be graded."""
     values = metric_values(rows, spec, gamma, theta)
-    outcome = rows.outcome_scores()
-    groups = np.asarray(rows.qid)
-    _, stats, _ = per_question_values(rows, values, constant_metric)
+    return correlation_table_of(values, rows.outcome_scores(), np.asarray(rows.qid), baseline, constant_metric,
+                                n_boot, seed, title, test, n_resamples, circular)
+
+
+def correlation_table_of(values: dict[str, np.ndarray], outcome: np.ndarray, groups: np.ndarray,
+                         baseline: str | None = "UDCG", constant_metric: str = "zero", n_boot: int = 10_000,
+                         seed: int = 0, title: str = "", test: str = "permutation", n_resamples: int = 10_000,
+                         circular: tuple[str, ...] | frozenset[str] = ()) -> Table:
+    """Table 3's layout for graded contexts: metric ``values`` (one per context, NaN = NA),
+    ``outcome`` scores and ``groups`` (question id per context); one row per metric, sorted by
+    mean rho (module docstring). A metric NA for some context of a question has no value for that
+    question (``na_metric`` counts them); ``circular`` metrics are flagged and never best."""
+    _, stats, _ = per_question_values(values, outcome, groups, constant_metric)
     circular = frozenset(circular) & set(values)
     columns = COLUMNS[:1] + (["circular"] if circular else []) + COLUMNS[1:]
-    table = Table(columns, title=title or f"Spearman with answer outcomes over {len(set(rows.qid))} questions, {len(rows)} contexts")
+    table = Table(columns, title=title or f"Spearman with answer outcomes over {len(set(groups.tolist()))} questions, "
+                                          f"{len(groups)} contexts")
     for name, v in values.items():
         s = summarize(name, v, outcome, groups, constant_metric, n_boot, seed=seed)
         row = {"metric": name, "n_questions": s.n_questions, "no_rho_outcome": s.n_constant_outcome,

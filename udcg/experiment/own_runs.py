@@ -21,11 +21,11 @@ from pathlib import Path
 
 from udcg.version import __version__
 from udcg.annotate import utilities as store
-from udcg.annotate.runner import AnnotateConfig, annotate, annotation_key, cached_annotations, check_cache
+from udcg.annotate.runner import AnnotateConfig, annotate, annotation_key, cached_annotations, provenance
 from udcg.io.beir import Collection
 from udcg.errors import InputError
-from udcg.io.cache import AppendCache
 from udcg.io.files import read_json
+from udcg.runs import RunStats, open_cache
 from udcg.records import Annotation, Passage, Question
 from udcg.io.trec import ranked_docids
 
@@ -149,8 +149,7 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
     rel = relevance(pairs, collection, unjudged, judge_factory=judge_factory, judge_cache=out / "judgements.jsonl",
                     progress=progress(sum(map(len, pairs.values())), "judge relevance") if progress else None)
     report = AnnotateRunsReport(pairs=len(rel), sources=dict(Counter(source for _, source in rel.values())))
-    with AppendCache(out / store.ANNOTATIONS) as cache:
-        check_cache(cache, model, cfg)
+    with open_cache(out / store.ANNOTATIONS, provenance(model, cfg)) as cache:
         todo = sum(annotation_key(q, d) not in cache for q, d in rel)
         done = cached_annotations(cache)
     report.reused = report.pairs - todo
@@ -262,14 +261,14 @@ def answer_contexts(contexts: Sequence[RunContext], collection: Collection, mode
     any run: same query, same documents in the same order) is not asked again, and when every
     answer is cached no model is loaded. Returns ({context key: answer}, timing stats)."""
     from udcg.annotate.prompt import reader_chat
-    from udcg.experiment.steps import _answer_expect, _open_cache, context_key, generate_cached
+    from udcg.experiment.steps import answer_expect, context_key, generate_cached
 
     requests = [(context_key(c.qid, c.docids),
                  reader_chat(collection.queries[c.qid].text, [collection.corpus[d].text for d in c.docids],
                              prompt_version)) for c in contexts]
-    with _open_cache(Path(cache_path), _answer_expect(model, prompt_version, max_new_tokens)) as cache:
+    with open_cache(cache_path, answer_expect(model, prompt_version, max_new_tokens)) as cache:
         if all(key in cache for key, _ in requests):
-            return {key: cache.get(key)["answer"] for key, _ in requests}, {"requests": len(requests), "computed": 0}
+            return {key: cache.get(key)["answer"] for key, _ in requests}, RunStats(len(dict(requests))).summary()
     backend = load_backend()
     if backend.name != model:
         raise InputError(f"the backend is named {backend.name!r}, not {model!r}")

@@ -1,12 +1,14 @@
 """Paths in a ``udcg validate`` config: resolved on load, made portable when a run publishes it.
 
-``resolve_paths``: a data set name stays a name; a relative path is looked up beside the config
-file, then in the repository root, then in the working directory, and becomes absolute; ``output``
-and ``theta.from_run`` are relative to the working directory.
+``resolve_paths``: a data set name (a packaged sample, a shared data set, ``hf:NAME``) stays a
+name; a relative path is looked up beside the config file, then in the working directory, and
+becomes absolute; ``output`` and ``theta.from_run`` are relative to the working directory.
+``data.data_dir`` left out stays None: the shared data sets are then found through
+``$UDCG_DATA_DIR`` when they are loaded (``udcg.io.sources.shared_data_dir``).
 
-``portable``: the config a run writes (``config.yaml``) holds paths relative to the repository root
-where they lie inside it (data paths also beside it: ``../shared/data``), so no machine's absolute
-path is published. Paths elsewhere (e.g. a temporary folder) stay absolute.
+``portable``: the config a run writes (``config.yaml``) holds paths relative to the working
+directory where they lie inside it (data paths also beside it, ``../data``), so no machine's
+absolute path is published. Paths elsewhere (e.g. a temporary folder) stay absolute.
 """
 
 from __future__ import annotations
@@ -15,18 +17,19 @@ import dataclasses
 from pathlib import Path
 
 from udcg.errors import InputError
-from udcg.experiment.config import REPO_ROOT, Config
+from udcg.experiment.config import Config
 
 
 def _dataset_ref(ref: str, key: str, where: str, base_dir: Path | None) -> str:
-    """A data set name stays a name; a path becomes absolute (config folder, repo root, cwd)."""
+    """A data set name stays a name; a path becomes absolute (config folder, then working directory)."""
+    from udcg.io.hf import HUB_PREFIX
     from udcg.io.sources import dataset_names
 
     names = dataset_names()
-    if ref in names:
+    if ref in names or ref.startswith(HUB_PREFIX):
         return ref
     path = Path(ref).expanduser()
-    candidates = [path] if path.is_absolute() else list(dict.fromkeys(d / path for d in (base_dir, REPO_ROOT, Path.cwd()) if d))
+    candidates = [path] if path.is_absolute() else list(dict.fromkeys(d / path for d in (base_dir, Path.cwd()) if d))
     for c in candidates:
         if c.exists():
             return str(c.resolve())
@@ -35,17 +38,16 @@ def _dataset_ref(ref: str, key: str, where: str, base_dir: Path | None) -> str:
 
 
 def resolve_paths(cfg: Config, where: str, base_dir: Path | None) -> Config:
-    from udcg.io.sources import default_data_dir
-
     data_dir = cfg.data.data_dir
     if data_dir is not None:
         p = Path(data_dir).expanduser()
-        places = [p] if p.is_absolute() else [d / p for d in (base_dir, REPO_ROOT, Path.cwd()) if d]
+        places = [p] if p.is_absolute() else [d / p for d in (base_dir, Path.cwd()) if d]
         found = [c for c in places if c.is_dir()]
         if not found:
-            raise InputError(f"{where}: data.data_dir = {data_dir!r}: no such folder")
+            raise InputError(f"{where}: data.data_dir = {data_dir!r}: no such folder (give the folder that holds the "
+                             "shared data sets, relative to the config file or the working directory)")
         data_dir = str(found[0].resolve())
-    data = dataclasses.replace(cfg.data, data_dir=data_dir or str(default_data_dir().resolve()),
+    data = dataclasses.replace(cfg.data, data_dir=data_dir,
                                questions=_dataset_ref(cfg.data.questions, "data.questions", where, base_dir))
     corpus = tuple(_dataset_ref(c, "pool.corpus", where, base_dir) for c in cfg.pool.corpus)
     output = cfg.output or str(Path("runs") / cfg.name)
@@ -58,14 +60,15 @@ def resolve_paths(cfg: Config, where: str, base_dir: Path | None) -> Config:
 
 
 def _portable_path(path: str | None, beside: bool = False) -> str | None:
-    """An absolute path inside the repository made relative to its root; with ``beside``, also one
-    in the folder that holds the repository (``../shared/data``). Names, relative paths and paths
-    elsewhere stay as they are."""
+    """An absolute path inside the working directory made relative to it; with ``beside``, also one
+    in the folder that holds it (``../data``). Names, relative paths and paths elsewhere stay as
+    they are."""
     if path is None or not Path(path).is_absolute():
         return path
-    bases = [(REPO_ROOT, Path())]
-    if beside and REPO_ROOT.parent != Path(REPO_ROOT.anchor):
-        bases.append((REPO_ROOT.parent, Path("..")))
+    cwd = Path.cwd().resolve()
+    bases = [(cwd, Path())]
+    if beside and cwd.parent != Path(cwd.anchor):
+        bases.append((cwd.parent, Path("..")))
     for base, prefix in bases:
         try:
             return str(prefix / Path(path).relative_to(base))
@@ -76,8 +79,8 @@ def _portable_path(path: str | None, beside: bool = False) -> str | None:
 
 def portable(cfg: Config) -> Config:
     """The config as a run publishes it (``config.yaml``): ``output`` and ``theta.from_run``
-    relative to the repository root when inside it; ``data.data_dir``, ``data.questions`` and
-    ``pool.corpus`` also when beside it (``../shared/data``). Data set names stay names."""
+    relative to the working directory when inside it; ``data.data_dir``, ``data.questions`` and
+    ``pool.corpus`` also when beside it (``../data``). Data set names stay names."""
     data = dataclasses.replace(cfg.data, data_dir=_portable_path(cfg.data.data_dir, beside=True),
                                questions=_portable_path(cfg.data.questions, beside=True))
     pool = dataclasses.replace(cfg.pool, corpus=tuple(_portable_path(c, beside=True) for c in cfg.pool.corpus))

@@ -20,18 +20,17 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from udcg.experiment.theta import load_theta
 from udcg.errors import InputError
-from udcg.experiment import studies
+from udcg.experiment import context_records, studies
 from udcg.experiment.config import Config, read_run_config
-from udcg.io.files import atomic_write_text
+from udcg.io.files import atomic_write_bytes, atomic_write_text
 from udcg.metrics.udcg import VARIANTS, UDCGTheta
 from udcg.io.tables import Table
+from udcg.records import ContextRecord
 
 DATA = "data"
 CONTEXTS, POOLS, ANNOTATIONS, NOTES, PER_QUESTION = (
@@ -51,22 +50,6 @@ def _dumps(obj: object) -> str:
     return json.dumps(obj, ensure_ascii=False, allow_nan=False)
 
 
-def write_bytes(path: Path, data: bytes) -> None:
-    """Atomically (temporary file + rename) write bytes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def gzip_bytes(data: bytes) -> bytes:
     """gzip with a fixed header (no file name, mtime 0): the same input gives the same bytes."""
     buf = io.BytesIO()
@@ -76,7 +59,7 @@ def gzip_bytes(data: bytes) -> bytes:
 
 
 def write_jsonl_gz(path: Path, rows: Iterable[object]) -> None:
-    write_bytes(path, gzip_bytes("".join(_dumps(r) + "\n" for r in rows).encode("utf-8")))
+    atomic_write_bytes(path, gzip_bytes("".join(_dumps(r) + "\n" for r in rows).encode("utf-8")))
 
 
 def read_jsonl_gz(path: Path) -> list[dict]:
@@ -105,17 +88,18 @@ def write_data(run_dir: Path, groups: dict[str, list[dict]], notes: dict) -> dic
     data = run_dir / DATA
     write_jsonl_gz(data / CONTEXTS, (r for records in groups.values() for r in records))
     for name, plain in ((POOLS, "pools.jsonl"), (ANNOTATIONS, "annotations.jsonl")):
-        write_bytes(data / name, gzip_bytes((run_dir / plain).read_bytes()))
+        atomic_write_bytes(data / name, gzip_bytes((run_dir / plain).read_bytes()))
     stored = json.loads(json.dumps(finite(notes), ensure_ascii=False, allow_nan=False))
     atomic_write_text(data / NOTES, json.dumps(stored, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
     return stored
 
 
-def read_groups(run_dir: Path) -> dict[str, list[dict]]:
+def read_groups(run_dir: Path) -> dict[str, list[ContextRecord]]:
     """{study: [context records]} from ``data/contexts.jsonl.gz``, in the order they were written."""
-    groups: dict[str, list[dict]] = {}
-    for r in read_jsonl_gz(run_dir / DATA / CONTEXTS):
-        groups.setdefault(r.get("study", "main"), []).append(r)
+    groups: dict[str, list[ContextRecord]] = {}
+    for i, r in enumerate(read_jsonl_gz(run_dir / DATA / CONTEXTS), start=1):
+        record = context_records.from_json(r, f"{run_dir / DATA / CONTEXTS}:{i}")
+        groups.setdefault(record.study or "main", []).append(record)
     return groups
 
 
@@ -144,14 +128,14 @@ def correlated_names(cfg: Config) -> tuple[list[str], list[str]]:
     return [n for n in names if n not in dropped], dropped
 
 
-def build_tables(cfg: Config, groups: dict[str, list[dict]], notes: dict, thetas: dict[int, dict[str, UDCGTheta]]
+def build_tables(cfg: Config, groups: dict[str, list[ContextRecord]], notes: dict, thetas: dict[int, dict[str, UDCGTheta]]
                  ) -> tuple[dict[str, Table], list[dict]]:
     """Every table of the report, and the per-question values behind the correlation tables."""
     m = cfg.metrics
     names, dropped = correlated_names(cfg)
     if dropped:
         notes["dropped_from_correlation"] = {"metrics": dropped, "why": RULE_GRADES_NOTE}
-    test = [r for r in groups["main"] if r["split"] == "test"]
+    test = [r for r in groups["main"] if r.split == "test"]
     corr = notes.setdefault("correlation", {})
     tables: dict[str, Table] = {}
     per_question: list[dict] = []
@@ -172,7 +156,7 @@ def build_tables(cfg: Config, groups: dict[str, list[dict]], notes: dict, thetas
         per_k = {}
         for kk in cfg.studies.k_values:
             key = f"k{kk}"
-            records = [r for r in (groups["main"] if kk == k else groups[key]) if r["split"] == "test"]
+            records = [r for r in (groups["main"] if kk == k else groups[key]) if r.split == "test"]
             per_k[kk], corr[key] = studies.correlate(records, names, m.baseline, m.constant_metric, m.n_boot, cfg.seed,
                                                      f"k = {kk}")
             per_question.extend({"table": key, **row} for row in studies.per_question_rows(records, names,

@@ -1,5 +1,7 @@
 """Scoring a contexts file: utilities from relevance and p(NO-RESPONSE) (Eq. 2, ``udcg.metrics.udcg``),
-contexts grouped by k into metric batches, every metric per context."""
+contexts grouped by k into metric batches, every metric per context; the scored items as
+``udcg score`` writes them (input fields kept, 'metrics' added, and the authors' ``udcg[<model>]``
+field recomputed for the authors' format)."""
 
 from __future__ import annotations
 
@@ -9,31 +11,33 @@ import numpy as np
 
 from udcg.errors import InputError
 from udcg.io.contexts import ContextRows, read_context_rows
-from udcg.metrics.contexts import ContextBatch, MetricName, score_batch
-from udcg.metrics.udcg import GAMMA, UDCGTheta, utilities_from
+from udcg.io.tables import Table
+from udcg.metrics.contexts import ContextBatch, MetricName, parse_metrics, score_batch
+from udcg.metrics.udcg import GAMMA, UDCGTheta, udcg, utilities_from
 
 
 def read_contexts(path: str, model: str | None = None, k: int | None = None) -> ContextRows:
     """A contexts file (``udcg.io.contexts``) with every context's utilities: given, or made from
     'relevant' and 'p_abs'; both given must agree."""
     rows = read_context_rows(path, model, k)
-    for where, fields in zip(rows.where, rows.fields):
-        add_utilities(fields, where)
+    rows.fields[:] = [with_utilities(fields, where) for where, fields in zip(rows.where, rows.fields)]
     return rows
 
 
-def add_utilities(fields: dict, where: str) -> None:
+def with_utilities(fields: dict, where: str) -> dict:
+    """The context's fields with 'utilities' made from 'relevant' and 'p_abs' when absent; both
+    given must agree."""
     rel, p_abs, u = fields.get("relevant"), fields.get("p_abs"), fields.get("utilities")
     if rel is None or p_abs is None:
-        return
+        return fields
     expected = utilities_from(rel, p_abs).tolist()
     if u is None:
-        fields["utilities"] = expected
-        return
+        return {**fields, "utilities": expected}
     for i, (v, e) in enumerate(zip(u, expected)):
         if abs(v - e) > 1e-6:
             raise InputError(f"{where}: position {i}: 'utilities' holds {v!r} but 'relevant' and 'p_abs' give {e!r} "
                              "(give one of them, or make them agree)")
+    return fields
 
 
 def _matrix(fields: Sequence[dict], name: str, dtype: type) -> np.ndarray | None:
@@ -77,3 +81,54 @@ def score_rows(rows: ContextRows, metrics: list[MetricName], gamma: float = GAMM
         for name, values in score_batch(batch, metrics, gamma, theta).items():
             out[name][idx] = values
     return out
+
+
+# ---------------------------------------------------------------- udcg score's output
+
+
+def default_metrics(rows: ContextRows, spec: str, model: str | None = None) -> tuple[list[MetricName], str]:
+    """The metrics of ``spec``, + RA-nWG when every context has grades; UDCG is left out when some
+    context has no utilities, with the reason (else the reason is ""; ``model``: the one chosen)."""
+    metrics = parse_metrics(spec + (",RA-nWG" if all("grades" in f for f in rows.fields) else ""))
+    if all("utilities" in f for f in rows.fields):
+        return metrics, ""
+    models = sorted({m for raw in rows.raw for p in raw.get("passages", []) if isinstance(p, dict)
+                     for m in (p.get("models_info") or {})})
+    why = (f"the passages carry p_abs of several models ({', '.join(models)}); choose one with --model"
+           if len(models) > 1 and model is None else "some contexts have no utilities (udcg annotate first)")
+    return [m for m in metrics if m.family != "UDCG"], why
+
+
+def authors_udcg(passages: Sequence[dict], gamma: float) -> dict[str, float]:
+    """The authors' ``udcg[<model>]`` field of an item: UDCG of its passages for every model
+    annotated on all of them ({} when a passage lacks ``is_relevant``)."""
+    models = set.intersection(*(set(p.get("models_info", {})) for p in passages)) if passages else set()
+    if not models or not all(isinstance(p.get("is_relevant"), bool) for p in passages):
+        return {}
+    rel = [p["is_relevant"] for p in passages]
+    return {m: float(udcg(utilities_from(rel, [p["models_info"][m]["no_res_prob"] for p in passages])[None], gamma)[0])
+            for m in sorted(models)}
+
+
+def scored_items(rows: ContextRows, values: dict[str, np.ndarray], gamma: float, k: int | None = None) -> list[dict]:
+    """Each input item with every field kept, its metric ``values`` added to 'metrics' (NaN = NA
+    -> None) and, for the authors' format, ``udcg[<model>]`` of its first ``k`` passages."""
+    out = []
+    for i, raw in enumerate(rows.raw):
+        item = dict(raw)
+        item["metrics"] = {**(raw.get("metrics") or {}), **{n: (None if np.isnan(v[i]) else float(v[i])) for n, v in values.items()}}
+        if "passages" in raw:
+            by_model = authors_udcg(raw["passages"][:k] if k else raw["passages"], gamma)
+            if by_model:
+                item["udcg"] = {**(raw.get("udcg") or {}), **by_model}
+        out.append(item)
+    return out
+
+
+def means_table(values: dict[str, np.ndarray], title: str) -> Table:
+    """Mean, count and NA count of every metric over the contexts."""
+    table = Table(["metric", "mean", "n", "NA"], title=title)
+    for name, v in values.items():
+        ok = ~np.isnan(v)
+        table.add(metric=name, mean=float(v[ok].mean()) if ok.any() else float("nan"), n=int(ok.sum()), NA=int((~ok).sum()))
+    return table

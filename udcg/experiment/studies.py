@@ -1,10 +1,11 @@
 """The analyses of ``udcg validate``, as pure functions of context records (no model).
 
-A context record is one line of the contexts file (``udcg.io.contexts``): qid, cid, pids, the
-per-position fields (relevant, p_abs, utilities, grades, erag, answer_ll, contains), n_relevant,
-corpus_grades, the answer and its outcome, plus ``study`` and ``split``. From them:
+A context record (``udcg.records.ContextRecord``, one line of the contexts file: see
+``udcg.experiment.context_records``) holds qid, cid, pids, the per-position fields (relevant, p_abs,
+utilities, grades, erag, answer_ll, contains), n_relevant, corpus_grades, the answer and its outcome,
+plus ``study`` and ``split``. From them:
 
-- ``score_records``: every metric of every context (adds ``metrics``);
+- ``score_records`` / ``score_each_k``: every metric of every context (new records with ``metrics``);
 - ``split_questions`` / ``fit_theta``: the train/test split of questions and UDCG_theta per k;
 - ``correlate``: the paper's Table 3 (and Table 4) on a set of records;
 - ``k_sweep_table`` (Fig. 2), ``position_table`` (Fig. 1), ``oracle_table`` (Table 2).
@@ -17,70 +18,38 @@ NA values is returned with each table.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from udcg.annotate.sampling import wilson_interval
-from udcg.io.contexts import ContextRows
 from udcg.errors import InputError
-from udcg.experiment.correlate import correlation_table, per_question_values
+from udcg.experiment.correlate import correlation_table_of, per_question_values
+from udcg.experiment.theta import fit_model
+from udcg.io.tables import Table
 from udcg.metrics.contexts import ContextBatch, parse_metric, score_batch
 from udcg.metrics.udcg import UDCGTheta, udcg
-from udcg.records import OUTCOME_LABELS, OUTCOME_SCORE
-from udcg.io.tables import Table
+from udcg.records import OUTCOME_LABELS, OUTCOME_SCORE, ContextRecord
 
 ABLATIONS = ("UDCG_theta(rel-only)", "UDCG_theta(binary)", "UDCG(rel-only)")
 POSITION_METRICS = ("nDCG", "RR", "AP", "P", "UDCG", "UDCG_theta")
 Z95 = 1.959964  # the two-sided 95% normal quantile, for Fig. 1's accuracy intervals
 
 
-@dataclass(frozen=True, slots=True)
-class PassageScore:
-    """What the pipeline knows about one pooled passage for one question."""
-
-    relevant: bool
-    p_abs: float
-    contains: bool
-    grade: int | None = None  # 1..5, None = the grade judge's reply could not be parsed
-    erag: float | None = None  # score of the single-passage answer against the references
-    answer_ll: float | None = None  # log P(reference answer | question, passage)
-
-    @property
-    def utility(self) -> float:
-        return (1.0 if self.relevant else -1.0) * (1.0 - self.p_abs)
-
-
-def context_record(qid: str, cid: str, study: str, split: str, pids: Sequence[str], scores: dict[str, PassageScore],
-                   n_relevant: int, corpus_grades: list[int] | None) -> dict:
-    """The contexts-file record of one context (without answer, outcome and metrics)."""
-    ps = [scores[pid] for pid in pids]
-    rec = {"qid": qid, "cid": cid, "study": study, "split": split, "pids": list(pids),
-           "relevant": [p.relevant for p in ps], "p_abs": [p.p_abs for p in ps], "utilities": [p.utility for p in ps],
-           "contains": [p.contains for p in ps], "n_relevant": n_relevant}
-    if all(p.grade is not None for p in ps) and corpus_grades is not None:
-        rec["grades"] = [p.grade for p in ps]
-        rec["corpus_grades"] = corpus_grades
-    if all(p.erag is not None for p in ps):
-        rec["erag"] = [p.erag for p in ps]
-    if all(p.answer_ll is not None for p in ps):
-        rec["answer_ll"] = [p.answer_ll for p in ps]
-    return rec
-
-
 # ---------------------------------------------------------------- metrics
 
 
-def _matrix(records: Sequence[dict], name: str, dtype: type) -> np.ndarray | None:
-    if not records or not all(name in r for r in records):
+def _matrix(records: Sequence[ContextRecord], name: str, dtype: type) -> np.ndarray | None:
+    """The field ``name`` of every record as one matrix; None when some record does not know it."""
+    if not records or any(getattr(r, name) is None for r in records):
         return None
-    return np.asarray([r[name] for r in records], dtype=dtype)
+    return np.asarray([getattr(r, name) for r in records], dtype=dtype)
 
 
-def _batch(records: Sequence[dict], n_relevant: str) -> ContextBatch:
+def _batch(records: Sequence[ContextRecord], n_relevant: str) -> ContextBatch:
     return ContextBatch(relevant=_matrix(records, "relevant", bool), utilities=_matrix(records, "utilities", float),
                         n_relevant=_matrix(records, "n_relevant", float) if n_relevant == "pool" else None,
                         grades=_matrix(records, "grades", int), corpus_counts=_matrix(records, "corpus_grades", float),
@@ -88,15 +57,15 @@ def _batch(records: Sequence[dict], n_relevant: str) -> ContextBatch:
                         contains=_matrix(records, "contains", bool))
 
 
-def score_records(records: list[dict], names: Sequence[str], gamma: float, n_relevant: str = "pool",
-                  theta: dict[str, UDCGTheta] | None = None, ablations: bool = False) -> None:
-    """Add ``metrics`` {name: value or None (NA)} to records that all have the same k.
+def score_records(records: Sequence[ContextRecord], names: Sequence[str], gamma: float, n_relevant: str = "pool",
+                  theta: dict[str, UDCGTheta] | None = None, ablations: bool = False) -> list[ContextRecord]:
+    """The records, all of the same k, with ``metrics`` {name: value or None (NA)}.
     ``theta``: fitted UDCG_theta models by variant (``full`` gives UDCG_theta; the others, with
     ``ablations``, the Table 4 rows). A metric that needs a missing field is NA for that context."""
     if not records:
-        return
+        return []
     theta = theta or {}
-    ks = {len(r["relevant"]) for r in records}
+    ks = {r.k for r in records}
     if len(ks) != 1:
         raise InputError(f"score_records: contexts of several k {sorted(ks)} (score each k apart)")
     values: dict[str, np.ndarray] = {}
@@ -109,7 +78,7 @@ def score_records(records: list[dict], names: Sequence[str], gamma: float, n_rel
         needs = {"RA-nWG": "grades", "PROC": "grades", "N-Recall4+": "grades", "N-Recall5": "grades",
                  "Precision4+": "grades", "Harm": "grades", "eRAG": "erag", "ANSWER_PROB": "answer_ll",
                  "containment": "contains"}.get(metric.family)
-        have = np.array([needs is None or needs in r for r in records])
+        have = np.array([needs is None or getattr(r, needs) is not None for r in records])
         out = np.full(len(records), np.nan)
         if have.any():
             subset = [r for r, h in zip(records, have) if h]
@@ -122,8 +91,22 @@ def score_records(records: list[dict], names: Sequence[str], gamma: float, n_rel
             if variant in theta:
                 values[f"UDCG_theta({variant})"] = theta[variant].predict(u, rel if variant == "binary" else None)
         values["UDCG(rel-only)"] = udcg(u, 0.0)
+    return [dataclasses.replace(r, metrics={n: (None if math.isnan(v[i]) else float(v[i])) for n, v in values.items()})
+            for i, r in enumerate(records)]
+
+
+def score_each_k(records: Sequence[ContextRecord], names: Sequence[str], gamma: float, n_relevant: str,
+                 thetas: dict[int, dict[str, UDCGTheta]], ablations: bool = False) -> list[ContextRecord]:
+    """``score_records`` on the records of each k apart (an oracle context from a pool shorter than
+    oracle_k is shorter too), with that k's UDCG_theta models; the records keep their order."""
+    by_k: dict[int, list[int]] = {}
     for i, r in enumerate(records):
-        r["metrics"] = {n: (None if math.isnan(v[i]) else float(v[i])) for n, v in values.items()}
+        by_k.setdefault(r.k, []).append(i)
+    scored = list(records)
+    for k, idx in by_k.items():
+        for i, r in zip(idx, score_records([records[i] for i in idx], names, gamma, n_relevant, thetas.get(k, {}), ablations)):
+            scored[i] = r
+    return scored
 
 
 # ---------------------------------------------------------------- UDCG_theta
@@ -138,26 +121,26 @@ def split_questions(qids: Sequence[str], train_share: float, seed: int) -> dict[
     return {q: ("train" if i < n_train else "test") for i, q in enumerate(unique)}
 
 
-def outcome_array(records: Sequence[dict]) -> np.ndarray:
-    return np.array([OUTCOME_SCORE[r["outcome"]] for r in records])
+def _graded_only(records: Sequence[ContextRecord]) -> list[ContextRecord]:
+    return [r for r in records if r.outcome in OUTCOME_SCORE]
 
 
-def fit_theta(records: Sequence[dict], variant: str, C: float | str, seed: int, C_grid: Sequence[float] | None = None,
+def outcome_array(records: Sequence[ContextRecord]) -> np.ndarray:
+    return np.array([OUTCOME_SCORE[r.outcome] for r in records])
+
+
+def fit_theta(records: Sequence[ContextRecord], variant: str, C: float | str, seed: int, C_grid: Sequence[float] | None = None,
               cv: int = 5, cv_score: str = "spearman") -> UDCGTheta | None:
     """UDCG_theta fitted on graded records of one k; None when no question has two contexts with
     different outcomes (nothing to learn). ``C="auto"``: chosen from ``C_grid`` by ``cv``-fold
     cross-validation grouped by question, scored by ``cv_score``. The SVM solver's coordinate
     order is seeded with ``seed`` (``random_state``; numpy's global generator is not touched)."""
-    records = [r for r in records if r.get("outcome") in OUTCOME_SCORE]
+    records = _graded_only(records)
     if not records:
         return None
-    u = _matrix(records, "utilities", float)
-    y = outcome_array(records)
-    groups = np.array([r["qid"] for r in records])
-    model = UDCGTheta(variant=variant, C=C, C_grid=None if C_grid is None else tuple(C_grid), cv=cv,
-                      cv_score=cv_score, random_state=seed)
     try:
-        return model.fit(u, y, groups, relevance=_matrix(records, "relevant", bool))
+        return fit_model(_matrix(records, "utilities", float), outcome_array(records), np.array([r.qid for r in records]),
+                         _matrix(records, "relevant", bool), variant, C, C_grid, cv, cv_score, random_state=seed)
     except InputError:
         return None
 
@@ -190,39 +173,27 @@ def theta_cv_table(models: dict[str, UDCGTheta]) -> Table:
 # ---------------------------------------------------------------- correlation (Tables 3 and 4)
 
 
-def correlation_rows(records: Sequence[dict], names: Sequence[str]) -> tuple[ContextRows, int]:
-    """ContextRows for ``correlation_table``: only graded contexts, metrics in ``names`` order,
-    NA as NaN (module docstring). Returns the rows and the number of NA values."""
-    graded = [r for r in records if r.get("outcome") in OUTCOME_SCORE]
-    rows = ContextRows([], [], [], [])
-    n_na = 0
-    for r in graded:
-        metrics = {}
-        for n in names:
-            v = r["metrics"].get(n)
-            n_na += v is None
-            metrics[n] = float("nan") if v is None else v
-        rows.where.append(f"{r.get('study', 'main')}:{r['cid']}")
-        rows.raw.append({"metrics": metrics})
-        rows.qid.append(r["qid"])
-        rows.fields.append({"outcome": r["outcome"]})
-    return rows, n_na
+def _graded_values(graded: Sequence[ContextRecord], names: Sequence[str]) -> tuple[dict[str, np.ndarray], int]:
+    """{metric: value per graded context, NA as NaN (module docstring)}, and the number of NA values."""
+    values = {n: np.array([r.metrics[n] for r in graded], dtype=float) for n in names}  # None -> NaN
+    return values, sum(int(np.isnan(v).sum()) for v in values.values())
 
 
-def _present(records: Sequence[dict], names: Sequence[str]) -> list[str]:
+def _present(records: Sequence[ContextRecord], names: Sequence[str]) -> list[str]:
     """The metrics every record carries (absent ones, e.g. an unfitted UDCG_theta, are left out)."""
-    return [n for n in names if records and all(n in r.get("metrics", {}) for r in records)]
+    return [n for n in names if records and all(n in (r.metrics or {}) for r in records)]
 
 
-def per_question_rows(records: Sequence[dict], names: Sequence[str], constant_metric: str) -> list[dict]:
+def per_question_rows(records: Sequence[ContextRecord], names: Sequence[str], constant_metric: str) -> list[dict]:
     """The per-question values behind ``correlate``: one row per (metric, question) with rho,
     tau_b, pair_acc (None where undefined) and the status code of ``correlation.per_question``."""
     names = _present(records, names)
-    rows, _ = correlation_rows(records, names)
-    if not rows.qid or not names:
+    graded = _graded_only(records)
+    if not graded or not names:
         return []
-    values = {n: np.array([r["metrics"][n] for r in rows.raw], dtype=float) for n in names}
-    qids, stats, status = per_question_values(rows, values, constant_metric)
+    values, _ = _graded_values(graded, names)
+    qids, stats, status = per_question_values(values, outcome_array(graded), np.array([r.qid for r in graded]),
+                                              constant_metric)
     out = []
     for n in names:
         for i, q in enumerate(qids):
@@ -231,28 +202,30 @@ def per_question_rows(records: Sequence[dict], names: Sequence[str], constant_me
     return out
 
 
-def circular_metrics(records: Sequence[dict], names: Sequence[str]) -> tuple[str, ...]:
+def circular_metrics(records: Sequence[ContextRecord], names: Sequence[str]) -> tuple[str, ...]:
     """The metrics whose score is computed from the graded answer itself: eRAG on one-passage
     contexts (its single-passage answer is the context's answer, so it predicts its own outcome)."""
-    if records and all(len(r["relevant"]) == 1 for r in records):
+    if records and all(r.k == 1 for r in records):
         return tuple(n for n in names if n.split("@")[0] == "eRAG")  # names as canonicalised by the config
     return ()
 
 
-def correlate(records: Sequence[dict], names: Sequence[str], baseline: str | None, constant_metric: str,
+def correlate(records: Sequence[ContextRecord], names: Sequence[str], baseline: str | None, constant_metric: str,
               n_boot: int, seed: int, title: str) -> tuple[Table, dict]:
     """Mean per-question Spearman (and Kendall tau-b, pairwise accuracy) of each metric with the
     outcomes, bootstrap intervals, paired p-values against ``baseline``: the paper's Table 3
     layout; circular metrics (``circular_metrics``) flagged. Metrics absent from every record
     (e.g. UDCG_theta when none could be fitted) are left out. Returns the table and notes."""
     names = _present(records, names)
-    rows, n_na = correlation_rows(records, names)
-    notes = {"contexts": len(rows), "ungraded_contexts": len(records) - len(rows), "na_values": n_na,
-             "questions": len(set(rows.qid))}
-    if not rows.qid or not names:
+    graded = _graded_only(records)
+    values, n_na = _graded_values(graded, names)
+    notes = {"contexts": len(graded), "ungraded_contexts": len(records) - len(graded), "na_values": n_na,
+             "questions": len({r.qid for r in graded})}
+    if not graded or not names:
         return Table(["metric"], title=title + " (no graded contexts)"), notes
-    table = correlation_table(rows, None, baseline if baseline in names else None, constant_metric=constant_metric,
-                              n_boot=n_boot, seed=seed, title=title, circular=circular_metrics(records, names))
+    table = correlation_table_of(values, outcome_array(graded), np.array([r.qid for r in graded]),
+                                 baseline if baseline in names else None, constant_metric=constant_metric,
+                                 n_boot=n_boot, seed=seed, title=title, circular=circular_metrics(records, names))
     return table, notes
 
 
@@ -305,9 +278,9 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, 2.0 * tail)
 
 
-def _graded(records: Sequence[dict]) -> dict[str, str]:
+def _graded(records: Sequence[ContextRecord]) -> dict[str, str]:
     """{qid: outcome} of the graded records."""
-    return {r["qid"]: r["outcome"] for r in records if r.get("outcome") in OUTCOME_SCORE}
+    return {r.qid: r.outcome for r in _graded_only(records)}
 
 
 def _paired_p(a: dict[str, str], b: dict[str, str], label: str) -> float:
@@ -319,30 +292,30 @@ def _paired_p(a: dict[str, str], b: dict[str, str], label: str) -> float:
     return mcnemar_exact(sum(x and not y for x, y in pairs), sum(y and not x for x, y in pairs))
 
 
-def position_table(records: Sequence[dict], k: int) -> Table:
+def position_table(records: Sequence[ContextRecord], k: int) -> Table:
     """Fig. 1's data: per position of the single relevant passage (1-based), the outcome shares
     (%) over questions, the 95% Wilson interval of the correct share, the exact McNemar p-value of
     correct-or-not against position 1 on the questions answered at both, and the mean of each
     position-sensitive metric."""
-    names = [n for n in POSITION_METRICS if records and all(n in r["metrics"] for r in records)]
+    names = _present(records, POSITION_METRICS)
     table = Table(["position", "n_questions", *OUTCOME_LABELS, "correct_low", "correct_high", "p_vs_1", *names],
                   title=f"Fig. 1: one relevant passage moved through k = {k} positions among irrelevant ones")
-    by_pos: dict[int, list[dict]] = {}
+    by_pos: dict[int, list[ContextRecord]] = {}
     for r in records:
-        by_pos.setdefault(int(np.flatnonzero(r["relevant"])[0]) + 1, []).append(r)
+        by_pos.setdefault(r.relevant.index(True) + 1, []).append(r)
     graded = {pos: _graded(rs) for pos, rs in by_pos.items()}
     for pos in range(1, k + 1):
         rs, outcomes = by_pos.get(pos, []), graded.get(pos, {})
-        means = {n: float(np.mean([r["metrics"][n] for r in rs])) if rs else float("nan") for n in names}
+        means = {n: float(np.mean([r.metrics[n] for r in rs])) if rs else float("nan") for n in names}
         low, high = ((100.0 * b for b in wilson_interval(sum(o == "correct" for o in outcomes.values()), len(outcomes), Z95))
                      if outcomes else (float("nan"), float("nan")))
         p_vs_1 = _paired_p(outcomes, graded.get(1, {}), "correct")
-        table.add(position=pos, n_questions=len(rs), **_shares([r.get("outcome") for r in rs]),
+        table.add(position=pos, n_questions=len(rs), **_shares([r.outcome for r in rs]),
                   correct_low=low, correct_high=high, p_vs_1=p_vs_1, **means)
     return table
 
 
-def oracle_table(records: Sequence[dict], k: int, reference: str = "binary") -> Table:
+def oracle_table(records: Sequence[ContextRecord], k: int, reference: str = "binary") -> Table:
     """Table 2: outcome shares (%) when the reader gets the best k pooled passages by each
     selection, the share of those contexts holding >= 1 relevant passage, and the exact McNemar
     p-values of answering correctly and of answering wrongly against the ``reference`` selection,
@@ -350,14 +323,14 @@ def oracle_table(records: Sequence[dict], k: int, reference: str = "binary") -> 
     table = Table(["selection", "n_questions", *OUTCOME_LABELS, "with_relevant", "p_correct", "p_wrong"],
                   title=f"Table 2: oracle choice of {k} pooled passages: correct / abstained / wrong (%); "
                         f"p: exact McNemar against {reference}")
-    by_sel: dict[str, list[dict]] = {}
+    by_sel: dict[str, list[ContextRecord]] = {}
     for r in records:
-        by_sel.setdefault(r["cid"].rsplit(":oracle-", 1)[-1], []).append(r)
+        by_sel.setdefault(r.cid.rsplit(":oracle-", 1)[-1], []).append(r)
     graded = {sel: _graded(rs) for sel, rs in by_sel.items()}
     ref = graded.get(reference)
     for sel, rs in by_sel.items():
-        with_rel = 100.0 * float(np.mean([any(r["relevant"]) for r in rs]))
+        with_rel = 100.0 * float(np.mean([any(r.relevant) for r in rs]))
         ps = {f"p_{lab}": (_paired_p(graded[sel], ref, lab) if ref is not None and sel != reference else float("nan"))
               for lab in ("correct", "wrong")}
-        table.add(selection=sel, n_questions=len(rs), **_shares([r.get("outcome") for r in rs]), with_relevant=with_rel, **ps)
+        table.add(selection=sel, n_questions=len(rs), **_shares([r.outcome for r in rs]), with_relevant=with_rel, **ps)
     return table

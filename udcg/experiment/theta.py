@@ -1,11 +1,71 @@
-"""UDCG_theta models as files: the fitted model's ``to_dict`` as JSON, read back with every field checked."""
+"""UDCG_theta models: fitted on graded contexts (one k), and as files (the fitted model's ``to_dict``
+as JSON, read back with every field checked)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
+from udcg.errors import InputError
+from udcg.io.contexts import ContextRows
 from udcg.io.files import atomic_write_json, read_json
+from udcg.io.tables import Table
 from udcg.metrics.udcg import UDCGTheta
+
+
+def fit_model(u: np.ndarray, y: np.ndarray, groups: np.ndarray, relevance: np.ndarray | None, variant: str = "full",
+              C: float | str = 0.01, C_grid: Sequence[float] | None = None, cv: int = 5, cv_score: str = "spearman",
+              random_state: int | None = 0) -> UDCGTheta:
+    """UDCG_theta fitted on utilities ``u`` (contexts, k), outcome scores ``y`` and question ids
+    ``groups`` (``relevance`` is read by the binary variant only). ``random_state`` seeds the SVM
+    solver's coordinate order; numpy's global generator is never touched."""
+    model = UDCGTheta(variant=variant, C=C, C_grid=None if C_grid is None else tuple(C_grid), cv=cv,
+                      cv_score=cv_score, random_state=random_state)
+    return model.fit(u, y, groups, relevance=relevance if variant == "binary" else None)
+
+
+def training_set(rows: ContextRows, k: int | None, source: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(utilities, outcome scores, question ids, relevance) of the contexts of ``source`` with
+    exactly ``k`` passages (None: the only k present); every context needs utilities and those
+    used an outcome."""
+    ks = np.array([len(f.get("utilities", [])) for f in rows.fields])
+    if (ks == 0).any():
+        i = int(np.flatnonzero(ks == 0)[0])
+        raise InputError(f"{rows.where[i]}: no utilities (annotate first: udcg annotate)")
+    k = k or (int(ks[0]) if len(set(ks)) == 1 else None)
+    if k is None:
+        raise InputError(f"{source}: contexts have several k ({sorted(set(ks.tolist()))}); choose one with --k")
+    idx = np.flatnonzero(ks == k)
+    if len(idx) == 0:
+        raise InputError(f"{source}: --k {k}: no context has exactly {k} passages (choose a k from {sorted(set(ks.tolist()))})")
+    u = np.asarray([rows.fields[i]["utilities"] for i in idx])
+    y = rows.outcome_scores()[idx]
+    groups = np.asarray([rows.qid[i] for i in idx])
+    rel = np.asarray([rows.fields[i]["relevant"] for i in idx], dtype=bool)
+    return u, y, groups, rel
+
+
+def weights_table(model: UDCGTheta) -> Table:
+    """The fitted weights per position, titled with what they were fitted on."""
+    table = Table(["position", "alpha", "beta"], title=f"UDCG_theta ({model.variant}, k={model.k_}, C = {model.C_:g}) "
+                  f"from {model.n_queries_} questions, {model.n_pairs_} pairs")
+    for i, (a, b) in enumerate(zip(model.alpha_, model.beta_), start=1):
+        table.add(position=i, alpha=float(a), beta=float(b))
+    return table
+
+
+def validation_curve_table(model: UDCGTheta) -> Table | None:
+    """The mean held-out score per C when C was chosen by cross-validation (else None)."""
+    cv = model.cv_results_
+    if not cv:
+        return None
+    column = f"mean held-out {cv['score']}"
+    table = Table(["C", column, "chosen"], title=f"validation curve ({cv['folds']} folds grouped by question)")
+    for C, mean in zip(cv["C"], cv["mean"]):
+        table.add(**{"C": C, column: float("nan") if mean is None else mean, "chosen": "*" if C == model.C_ else ""})
+    return table
 
 
 def save_theta(model: UDCGTheta, path: str | Path) -> None:

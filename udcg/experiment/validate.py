@@ -1,7 +1,9 @@
 """``udcg validate``: the paper's end-to-end experiment, resumable, from one config.
 
-Steps (each writes its records into the run folder; model work goes through caches under
-``cache/``, so a killed run restarts without recomputing finished chunks):
+Steps (each writes its records into the run folder; model work goes through the one resumable
+runner, ``udcg.runs``, and caches under ``cache/``, so a killed run restarts without recomputing
+finished chunks; every model step, the reader's and the LLM judges', is cut into chunks of
+``reader.chunk_size`` requests, and ``reader.batch_size`` is the reader's prompts per forward pass):
 
 1. pools       candidate pools per question (data set ranking, BM25 or dense) + relevance
 2. passages    p_abs of every pooled passage alone (annotation), its single-passage answer
@@ -38,11 +40,12 @@ from pathlib import Path
 
 from udcg.experiment.theta import load_theta, save_theta
 from udcg.version import __version__
-from udcg.experiment import reporting, steps, studies
+from udcg.experiment import context_records, judging, questions, reporting, steps, studies
 from udcg.experiment.config import Config, to_yaml
 from udcg.experiment.paths import portable
 from udcg.io.files import atomic_write_json, atomic_write_jsonl, atomic_write_text
-from udcg.records import Question
+from udcg.llm.lazy import LazyBackend
+from udcg.records import ContextRecord, Question
 from udcg.io.tables import Table
 
 SETBASED = ("RA-nWG", "PROC", "%PROC", "N-Recall4+", "N-Recall5", "Precision4+", "Harm")
@@ -87,14 +90,14 @@ class _Models:
         r = cfg.reader
         self._others = dict(given or {})
         self.reader = self._others.setdefault(
-            r.model, steps.LazyBackend(r.model, threads=r.threads, device=r.device, dtype=r.dtype, batch_size=r.batch_size))
+            r.model, LazyBackend(r.model, threads=r.threads, device=r.device, dtype=r.dtype, batch_size=r.batch_size))
         self._device, self._dtype, self._threads = r.device, r.dtype, r.threads
 
     def judge(self, model: str | None):
         if model in (None, "rules"):
             return None
         if model not in self._others:
-            self._others[model] = steps.LazyBackend(model, threads=self._threads, device=self._device, dtype=self._dtype)
+            self._others[model] = LazyBackend(model, threads=self._threads, device=self._device, dtype=self._dtype)
         return self._others[model]
 
     def load_seconds(self) -> dict[str, float]:
@@ -115,11 +118,11 @@ def run_validation(cfg: Config, progress: steps.Progress | None = None, backends
     t_start = time.perf_counter()
 
     with timer.step("pools") as t:
-        pooled, notes["pool_stats"] = steps.cached_pools(cfg, run_dir)
+        pooled, notes["pool_stats"] = questions.cached_pools(cfg, run_dir)
         if cfg.pool.relevance_judge:
-            pooled, notes["relevance_unparseable_kept_rule_label"] = steps.judge_relevance(
+            pooled, notes["relevance_unparseable_kept_rule_label"] = judging.judge_relevance(
                 pooled, models.judge(cfg.pool.relevance_judge), cfg, run_dir, progress)
-        atomic_write_jsonl(run_dir / "pools.jsonl", [steps.pool_record(q) for q in pooled])
+        atomic_write_jsonl(run_dir / "pools.jsonl", [questions.pool_record(q) for q in pooled])
         t["questions"] = len(pooled)
     by_qid = {q.qid: q for q in pooled}
 
@@ -131,7 +134,7 @@ def run_validation(cfg: Config, progress: steps.Progress | None = None, backends
         groups, notes["contexts"] = _build_contexts(cfg, pooled, scores, split)
 
     with timer.step("answers") as t:
-        keys = list(dict.fromkeys(steps.context_key(r["qid"], r["pids"]) for rs in groups.values() for r in rs))
+        keys = list(dict.fromkeys(steps.context_key(r.qid, r.pids) for rs in groups.values() for r in rs))
         # a question's contexts batched together, in question order (as the published runs were answered)
         rank = {q.qid: i for i, q in enumerate(pooled)}
         pending = sorted((k for k in keys if k not in single_keys), key=lambda k: rank[steps.split_key(k)[0]])
@@ -142,24 +145,21 @@ def run_validation(cfg: Config, progress: steps.Progress | None = None, backends
         answers.update({k: single_keys[k] for k in keys if k in single_keys})
 
     with timer.step("outcomes"):
-        items = steps.answer_items(by_qid, keys, answers)
-        outcomes, notes["grading"] = steps.grade_answers(items, models.judge(cfg.grading.judge), cfg, run_dir, progress)
-        for rs in groups.values():
-            for r in rs:
-                key = steps.context_key(r["qid"], r["pids"])
-                r["answer"], (r["outcome"], note) = answers[key], outcomes[key]
-                if note:
-                    r["outcome_note"] = note
+        items = judging.answer_items(by_qid, keys, answers)
+        outcomes, notes["grading"] = judging.grade_answers(items, models.judge(cfg.grading.judge), cfg, run_dir, progress)
+        groups = {name: [context_records.answered(r, answers[key], outcomes[key].label, outcomes[key].note)
+                         for r in rs for key in [steps.context_key(r.qid, r.pids)]] for name, rs in groups.items()}
         atomic_write_jsonl(run_dir / "answers.jsonl", [
-            {"qid": steps.split_key(k)[0], "pids": steps.split_key(k)[1], "answer": answers[k], "outcome": outcomes[k][0],
-             **({"note": outcomes[k][1]} if outcomes[k][1] else {})} for k in keys])
+            {"qid": steps.split_key(k)[0], "pids": steps.split_key(k)[1], "answer": answers[k], "outcome": outcomes[k].label,
+             **({"note": outcomes[k].note} if outcomes[k].note else {})} for k in keys])
 
     with timer.step("metrics"):
-        _metrics(cfg, groups, run_dir, notes)
-        _write_contexts(run_dir, groups)
+        groups = _metrics(cfg, groups, run_dir, notes)
+        lines = {name: [context_records.to_json(r) for r in rs] for name, rs in groups.items()}
+        _write_contexts(run_dir, lines)
 
     with timer.step("report"):  # from the data as written, as `udcg report` rebuilds it
-        reporting.write_data(run_dir, groups, notes)
+        reporting.write_data(run_dir, lines, notes)
         tables, notes, per_question = reporting.report(run_dir, run_dir, published)
         reporting.write_per_question(run_dir, per_question)
 
@@ -198,8 +198,8 @@ def _passage_scores(cfg: Config, pooled: list[Question], models: _Models, run_di
                                                      cfg.reader.prompt_version, cfg.reader.chunk_size, progress)
     grades, grade_note = ({}, "")
     if names & set(SETBASED):
-        grades, grade_note = steps.grade_passages(pooled, models.judge(cfg.metrics.grades), cfg, run_dir, progress)
-    scores: dict[str, dict[str, studies.PassageScore]] = {}
+        grades, grade_note = judging.grade_passages(pooled, models.judge(cfg.metrics.grades), cfg, run_dir, progress)
+    scores: dict[str, dict[str, context_records.PassageScore]] = {}
     rows = []
     for q in pooled:
         scores[q.qid] = {}
@@ -210,9 +210,9 @@ def _passage_scores(cfg: Config, pooled: list[Question], models: _Models, run_di
             if answer is not None:
                 erag = (rules.token_f1(answer, q.answers) if cfg.metrics.erag_score == "f1"
                         else float(rules.answer_outcome(answer, q.answers, "contains") == "correct"))
-            s = studies.PassageScore(relevant=bool(p.relevant), p_abs=annotations[f"{q.qid}\t{p.pid}"].p_abs,
-                                     contains=contains_answer(p.text, q.answers), grade=grades.get((q.qid, p.pid)),
-                                     erag=erag, answer_ll=loglik.get(key))
+            s = context_records.PassageScore(relevant=bool(p.relevant), p_abs=annotations[f"{q.qid}\t{p.pid}"].p_abs,
+                                             contains=contains_answer(p.text, q.answers), grade=grades.get((q.qid, p.pid)),
+                                             erag=erag, answer_ll=loglik.get(key))
             scores[q.qid][p.pid] = s
             rows.append({"qid": q.qid, "pid": p.pid, "rank": rank, "relevant": s.relevant, "p_abs": s.p_abs,
                          "utility": s.utility, "contains": s.contains, "grade": s.grade, "answer": answer,
@@ -236,11 +236,12 @@ def _build_contexts(cfg: Config, pooled: list[Question], scores: dict, split: di
             grades = [scores[q.qid][p.pid].grade for p in q.passages]
             corpus = [grades.count(g) for g in range(1, 6)] if None not in grades else None
             n_rel = sum(scores[q.qid][p.pid].relevant for p in q.passages)
-            out.append(studies.context_record(q.qid, ctx.cid, study, split[q.qid], ctx.pids, scores[q.qid], n_rel, corpus))
+            out.append(context_records.context_record(q.qid, ctx.cid, study, split[q.qid], ctx.pids, scores[q.qid], n_rel,
+                                                      corpus))
         return out
 
     by_qid = {q.qid: q for q in pooled}
-    groups: dict[str, list[dict]] = {}
+    groups: dict[str, list[ContextRecord]] = {}
     main, notes["main"] = sample_all_contexts(pooled, k=c.k, n_contexts=c.n_contexts, pool_size=size, seed=cfg.seed, balance=c.balance)
     groups["main"] = records(order_passages(main, c.order, cfg.seed), "main")
     for k in sorted(set(cfg.studies.k_values) - {c.k}):
@@ -250,7 +251,7 @@ def _build_contexts(cfg: Config, pooled: list[Question], scores: dict, split: di
         groups[f"k{k}"] = records(order_passages(ctxs, c.order, cfg.seed), f"k{k}")
     if cfg.studies.positions:
         groups["positions"] = records([x for q in pooled for x in position_contexts(q, k=c.k, pool_size=size)], "positions")
-        notes["positions"] = {"questions": len({r["qid"] for r in groups["positions"]})}
+        notes["positions"] = {"questions": len({r.qid for r in groups["positions"]})}
     if cfg.studies.oracle:
         ok = min(cfg.studies.oracle_k, size)
         selections = {"binary": lambda s: float(s.relevant), "erag": lambda s: s.erag, "utility": lambda s: s.utility}
@@ -264,8 +265,9 @@ def _build_contexts(cfg: Config, pooled: list[Question], scores: dict, split: di
     return groups, notes
 
 
-def _metrics(cfg: Config, groups: dict[str, list[dict]], run_dir: Path, notes: dict) -> dict:
-    """Fit (or load) UDCG_theta per k on the train questions and score every group."""
+def _metrics(cfg: Config, groups: dict[str, list[ContextRecord]], run_dir: Path, notes: dict
+             ) -> dict[str, list[ContextRecord]]:
+    """Fit (or load) UDCG_theta per k on the train questions; every group scored."""
     from udcg.metrics.udcg import UDCGTheta
 
     names = list(cfg.metrics.names)
@@ -280,7 +282,7 @@ def _metrics(cfg: Config, groups: dict[str, list[dict]], run_dir: Path, notes: d
                 source = Path(cfg.theta.from_run) / "theta" / f"{v}-k{k}.json"
                 model = load_theta(source) if source.is_file() else None
             else:
-                model = studies.fit_theta([r for r in groups[group] if r["split"] == "train"], v, cfg.theta.C, cfg.seed,
+                model = studies.fit_theta([r for r in groups[group] if r.split == "train"], v, cfg.theta.C, cfg.seed,
                                           cfg.theta.C_grid, cfg.theta.cv_folds, cfg.theta.cv_score)
             if model is None:
                 path.unlink(missing_ok=True)  # no stale model from an earlier run
@@ -289,17 +291,12 @@ def _metrics(cfg: Config, groups: dict[str, list[dict]], run_dir: Path, notes: d
                 thetas[k][v] = model
     notes["theta"] = {f"k{k}": sorted(t) for k, t in thetas.items()}
     notes["theta_C"] = {f"{v}-k{k}": m.C_ for k, t in thetas.items() for v, m in t.items()}
-    for group, records in groups.items():
-        by_k: dict[int, list[dict]] = {}
-        for r in records:  # an oracle context from a pool shorter than oracle_k is shorter too
-            by_k.setdefault(len(r["relevant"]), []).append(r)
-        for k, same_k in by_k.items():
-            studies.score_records(same_k, names, cfg.metrics.gamma, cfg.metrics.n_relevant, thetas.get(k, {}),
-                                  ablations=(group == "main"))
-    return thetas
+    return {group: studies.score_each_k(records, names, cfg.metrics.gamma, cfg.metrics.n_relevant, thetas,
+                                        ablations=(group == "main")) for group, records in groups.items()}
 
 
 def _write_contexts(run_dir: Path, groups: dict[str, list[dict]]) -> None:
+    """The contexts-file lines of every group: main in contexts.jsonl, the studies under studies/."""
     atomic_write_jsonl(run_dir / "contexts.jsonl", groups["main"])
     for name, records in groups.items():
         if name != "main":

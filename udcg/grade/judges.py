@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol, Union
+from typing import ClassVar, Protocol, Union
 
 from udcg.errors import BackendError, InputError
 from udcg.grade import rules, templates
@@ -27,10 +27,26 @@ from udcg.records import Outcome
 log = logging.getLogger(__name__)
 
 
+class _ItemId:
+    """``item_id``: the value of the field an item type names in ``ID_FIELD``, which is also that
+    id's key in the judgement records ("pid" or "cid")."""
+
+    __slots__ = ()
+    ID_FIELD: ClassVar[str]
+
+    @property
+    def item_id(self) -> str:
+        return getattr(self, self.ID_FIELD)
+
+
+# The two items share qid/question/answers but keep their own field order: callers build them
+# positionally as (qid, pid|cid, question, answers, ...), which a shared dataclass base (whose
+# fields would come first) cannot keep.
 @dataclass(frozen=True, slots=True)
-class PassageItem:
+class PassageItem(_ItemId):
     """One (question, passage) pair to judge for relevance or a utility grade."""
 
+    ID_FIELD: ClassVar[str] = "pid"
     qid: str
     pid: str
     question: str
@@ -38,25 +54,18 @@ class PassageItem:
     text: str
     title: str = ""
 
-    @property
-    def item_id(self) -> str:
-        return self.pid
-
 
 @dataclass(frozen=True, slots=True)
-class AnswerItem:
+class AnswerItem(_ItemId):
     """One predicted answer (for context ``cid`` of question ``qid``) to grade."""
 
+    ID_FIELD: ClassVar[str] = "cid"
     qid: str
     cid: str
     question: str
     answers: tuple[str, ...]
     answer: str
     context_has_relevant: bool | None = None
-
-    @property
-    def item_id(self) -> str:
-        return self.cid
 
 
 Item = Union[PassageItem, AnswerItem]
@@ -66,15 +75,20 @@ Item = Union[PassageItem, AnswerItem]
 class Task:
     name: str
     choices: Choices
-    id_field: str  # "pid" or "cid"
+    item_type: type[PassageItem | AnswerItem]  # what the task judges
+
+    @property
+    def id_field(self) -> str:
+        """The records' key for the item id: "pid" or "cid"."""
+        return self.item_type.ID_FIELD
 
 
 TASKS: dict[str, Task] = {
     "relevance": Task("relevance", Choices({"A": "relevant", "B": "irrelevant"},
-                                           {"A": "RELEVANT", "B": "IRRELEVANT"}), "pid"),
-    "grade": Task("grade", Choices({str(g): g for g in (5, 4, 3, 2, 1)}, {}), "pid"),
+                                           {"A": "RELEVANT", "B": "IRRELEVANT"}), PassageItem),
+    "grade": Task("grade", Choices({str(g): g for g in (5, 4, 3, 2, 1)}, {}), PassageItem),
     "answer": Task("answer", Choices({"A": "correct", "B": "wrong", "C": "abstained"},
-                                     {"A": "CORRECT", "B": "INCORRECT", "C": "ABSTAINED"}), "cid"),
+                                     {"A": "CORRECT", "B": "INCORRECT", "C": "ABSTAINED"}), AnswerItem),
 }
 
 
@@ -123,7 +137,7 @@ class Judge(Protocol):
 
 
 def _check_items(task: Task, items: Sequence[Item]) -> None:
-    kind = AnswerItem if task.name == "answer" else PassageItem
+    kind = task.item_type
     for it in items:
         if not isinstance(it, kind):
             raise TypeError(f"the {task.name} judge takes {kind.__name__}s, got {type(it).__name__}")
@@ -146,7 +160,7 @@ def require_context(judgements: list[Judgement], items: Sequence[Item]) -> list[
 
 def to_outcomes(judgements: Sequence[Judgement], items: Sequence[AnswerItem]) -> list[Outcome]:
     """The answer judgements as ``udcg.records.Outcome`` records (label None = unparseable)."""
-    return [Outcome(qid=it.qid, cid=it.cid, answer=it.answer, label=j.label, error=j.error)
+    return [Outcome(qid=it.qid, cid=it.cid, answer=it.answer, label=j.label, error=j.error, note=j.note)
             for j, it in zip(judgements, items, strict=True)]
 
 

@@ -1,8 +1,9 @@
 """Resumable judging: inputs, the cache-backed run loop, the summary, and writing labels back.
 
-Finished judgements go to an append-only cache (``udcg.io.AppendCache``) keyed by (qid, pid) or
-(qid, cid) as they complete; a killed run restarts without redoing them, and the final output is
-written atomically from the cache, in input order, identical to an uninterrupted run.
+Judging runs through the one resumable runner (``udcg.runs``): chunks of ``chunk_size`` items cut
+from the whole input, each finished chunk appended to the cache keyed by (qid, pid) or (qid, cid)
+in one write; a killed run restarts without redoing them, and the final output is written
+atomically from the cache, in input order, identical to an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from udcg import runs
 from udcg.errors import InputError
 from udcg.grade.judges import AnswerItem, Item, Judge, PassageItem, Task
 from udcg.io.cache import AppendCache
@@ -63,22 +65,18 @@ def check_answers(items: Sequence[Item], task: Task, where: str) -> None:
 
 
 def item_key(item: Item) -> str:
-    return f"{item.qid}\t{item.item_id}"
+    return runs.key(item.qid, item.item_id)
 
 
-def _check_cached(cache: AppendCache, judge: Judge, prompt_id: str) -> None:
+def _check_labels(cache: AppendCache, judge: Judge) -> None:
+    """Every cached label is one of the task's, or null (unparseable)."""
     allowed = list(judge.task.choices.labels.values())
     for key, rec in cache.done.items():
         label = rec.get("label", "(missing)")
         if label is not None and (isinstance(label, bool) or label not in allowed):
-            raise InputError(f"{cache.path}: item {key.replace(chr(9), ' / ')!r}: cached label {label!r} is not one of the "
+            raise InputError(f"{cache.path}: item {runs.shown_key(key)!r}: cached label {label!r} is not one of the "
                              f"{judge.task.name} task's ({', '.join(map(str, allowed))}) or null (the cache was edited: "
                              "delete that line to judge the item again)")
-        if rec.get("judge") != judge.name or rec.get("prompt_version") != prompt_id or rec.get("task") != judge.task.name:
-            raise InputError(
-                f"{cache.path}: the cache holds {rec.get('task')} judgements by {rec.get('judge')!r} "
-                f"({rec.get('prompt_version')}), not {judge.task.name} by {judge.name!r} ({prompt_id}); "
-                "delete the cache or write to another output")
 
 
 def run_judge(judge: Judge, items: Sequence[Item], cache_path: str | Path, chunk_size: int = 8,
@@ -86,27 +84,21 @@ def run_judge(judge: Judge, items: Sequence[Item], cache_path: str | Path, chunk
     """Judge every item not yet in the cache, ``chunk_size`` at a time, and return all records in
     input order. ``progress(n)`` is called with the number of items finished (cached ones first).
     ``redo_unparseable`` judges again the cached items whose reply could not be parsed."""
-    if chunk_size < 1:
-        raise InputError(f"batch size must be >= 1, got {chunk_size}")
     keys = [item_key(it) for it in items]
     if len(set(keys)) != len(keys):
         dup = next(k for k, n in Counter(keys).items() if n > 1)
-        raise InputError(f"duplicate item {dup.replace(chr(9), ' / ')!r} (ids must be unique per question)")
-    prompt_id = getattr(judge, "prompt_id", judge.prompt_version)
+        raise InputError(f"duplicate item {runs.shown_key(dup)!r} (ids must be unique per question)")
+    expect = {"task": judge.task.name, "judge": judge.name,
+              "prompt_version": getattr(judge, "prompt_id", judge.prompt_version)}
+
+    def compute(chunk: list[Item]) -> list[dict]:
+        return [j.to_record(judge.task) for j in judge.judge(chunk)]
+
     with AppendCache(cache_path) as cache:
-        _check_cached(cache, judge, prompt_id)
-        todo = {k for k in keys if k not in cache or (redo_unparseable and cache.get(k)["label"] is None)}
-        if progress and len(items) > len(todo):
-            progress(len(items) - len(todo))
-        # Fixed chunks of the whole input, written in one append: a restarted run judges a chunk
-        # with the same batch mates as an uninterrupted one, so a batched model gives the same replies.
-        for start in range(0, len(items), chunk_size):
-            chunk = [it for it, k in zip(items[start : start + chunk_size], keys[start : start + chunk_size]) if k in todo]
-            if not chunk:
-                continue
-            cache.append_many([{"key": item_key(it), **j.to_record(judge.task)} for it, j in zip(chunk, judge.judge(chunk))])
-            if progress:
-                progress(len(chunk))
+        _check_labels(cache, judge)
+        runs.check_provenance(cache, expect)
+        runs.run(cache, list(zip(keys, items)), compute, chunk_size, progress=progress,
+                 redo=(lambda rec: rec["label"] is None) if redo_unparseable else None)
         return [{k: v for k, v in cache.get(key).items() if k != "key"} for key in keys]
 
 

@@ -155,7 +155,7 @@ def _cut(fields: dict, k_cut: int | None, where: str = "") -> dict:
     if k_cut is None:
         return fields
     depth = max((len(v) for name, v in fields.items() if name in _LISTS and isinstance(v, list)), default=0)
-    if depth < k_cut:  # a context shorter than k is a different k: UDCG divides by k (DESIGN §2)
+    if depth < k_cut:  # a context shorter than k is a different k: UDCG divides by k
         raise InputError(f"{where}: the context has {depth} passages, fewer than --k {k_cut} "
                          f"(use --k {depth} or less, or leave out --k to score whole contexts)")
     return {n: (v[:k_cut] if n in _LISTS and isinstance(v, list) else v) for n, v in fields.items()}

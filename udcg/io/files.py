@@ -225,16 +225,22 @@ def check_output_path(path: str | Path, flag: str = "-o", folder: bool = False) 
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write text to path via a temporary file in the same folder and an atomic rename. Refuses
-    to replace anything but a regular file (``check_output_path``); an OS error is an InputError."""
+    """Write text (UTF-8, \\n line ends) to path via a temporary file in the same folder and an
+    atomic rename. Refuses to replace anything but a regular file (``check_output_path``); an OS
+    error is an InputError."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """``atomic_write_text`` for bytes (e.g. a gzip file)."""
     path = check_output_path(path, "output")
     try:
-        _atomic_write(path, text)
+        _atomic_write(path, data)
     except OSError as e:
         raise InputError(f"{path}: cannot write: {e.strerror or e} (check the folder, its permissions and free space)") from None
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def _atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):  # left by a run killed mid-write
         stale.unlink(missing_ok=True)
@@ -242,8 +248,8 @@ def _atomic_write(path: Path, text: str) -> None:
     # Mode 0666 filtered by the process umask (the usual permissions, without touching the umask).
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -1,7 +1,13 @@
 """Readers that turn the shared QA data sets into ``Question`` records, and the packaged sample.
 
-Each loader reads one file shape (see ``../shared/data/README.md``) and returns questions whose
-``passages`` keep the file's order. Relevance follows what the file knows:
+``load_dataset`` takes a packaged sample (``popqa-sample``, ``authors-sample``: files of
+``udcg/data``, found with ``importlib.resources``), a shared data set by name (``popqa``, ``nq``,
+``squad`` …: a folder under the shared data folder, given as ``data_dir`` or ``$UDCG_DATA_DIR``;
+there is no default), a Hugging Face data set (``hf:NAME[:CONFIG]``, rows in the authors' format,
+loaded with ``datasets``), or a file or folder path.
+
+Each loader reads one file shape (the shared data folder's README describes them) and returns
+questions whose ``passages`` keep the file's order. Relevance follows what the file knows:
 
 =====================  ===================================================================
 loader                 ``Passage.relevant``
@@ -27,7 +33,8 @@ from importlib import resources
 from pathlib import Path
 
 from udcg.errors import InputError
-from udcg.io.authors import read_authors
+from udcg.io import hf as hfdata
+from udcg.io.authors import question_from_authors, read_authors
 from udcg.io.loaders import (ContainmentChecker, unique_qids, label_by_containment, load_dpr, load_nomiracl,
                           load_nq_open_gold, load_nq_pon, load_popqa, load_squad)
 from udcg.text import contains_answer
@@ -81,10 +88,33 @@ def dataset_names() -> tuple[str, ...]:
     return (*sorted(_ALIASES), *_FOLDERS, *SAMPLES, *_SAMPLE_ALIASES)
 
 
-def default_data_dir() -> Path:
-    """``$UDCG_DATA_DIR``, else ``../shared/data`` beside the source checkout (development only)."""
+def default_data_dir() -> Path | None:
+    """The shared data folder named by ``$UDCG_DATA_DIR`` (None when it is not set)."""
     env = os.environ.get(DATA_DIR_ENV)
-    return Path(env) if env else Path(__file__).resolve().parents[3] / "shared" / "data"
+    return Path(env) if env else None
+
+
+def shared_data_dir(name: str, data_dir: str | Path | None = None) -> Path:
+    """The folder of the shared data sets for data set ``name``: ``data_dir``, else
+    ``$UDCG_DATA_DIR``; neither is an ``InputError`` naming the fix."""
+    folder = Path(data_dir) if data_dir else default_data_dir()
+    if folder is None:
+        raise InputError(f"{name}: a shared data set, but no shared data folder is given (set {DATA_DIR_ENV}=FOLDER "
+                         f"or data.data_dir: FOLDER in the config, FOLDER holding {_ALIASES.get(name, name)}/)")
+    return folder
+
+
+def load_hub(source: str, limit: int | None = None) -> list[Question]:
+    """Questions from a Hugging Face data set (``hf:NAME[:CONFIG]``, its ``test`` split or its only
+    one) whose rows are in the authors' format (question, answers, passages)."""
+    table = hfdata.pick(hfdata.load(source), "test", source)
+    questions = []
+    for where, row in itertools.islice(hfdata.rows(table, source), limit):
+        if "passages" not in row:
+            raise InputError(f"{where}: no 'passages' (a hub data set of questions needs rows in the authors' format: "
+                             "question, answers, passages; or save the data to a file in a shape udcg reads)")
+        questions.append(question_from_authors(row, where))
+    return unique_qids(questions, Path(source))
 
 
 def _loader_for_file(path: Path) -> Callable[..., list[Question]]:
@@ -113,16 +143,18 @@ def load_dataset(name_or_path: str | Path, limit: int | None = None, data_dir: s
     name = str(name_or_path)
     if name in SAMPLES or name in _SAMPLE_ALIASES:
         return list(itertools.islice(load_sample(_SAMPLE_ALIASES.get(name, name)), limit))
+    if name.startswith(hfdata.HUB_PREFIX):
+        return load_hub(name, limit)
     path = Path(name_or_path)
     if not path.exists():
         folder = _ALIASES.get(name, name)
         if folder not in _FOLDERS:
             raise InputError(f"{name}: no such file or folder, and not a known data set (known: "
                              f"{', '.join(sorted(_ALIASES))}, {', '.join(SAMPLES)})")
-        path = Path(data_dir) if data_dir else default_data_dir()
-        path = path / folder
+        path = shared_data_dir(name, data_dir) / folder
         if not path.is_dir():
-            raise InputError(f"{path}: data set folder not found (set {DATA_DIR_ENV} or pass data_dir)")
+            raise InputError(f"{path}: data set folder not found (point {DATA_DIR_ENV} or data.data_dir at the "
+                             f"folder that holds {folder}/)")
     if path.is_file():
         return _loader_for_file(path)(path, limit=limit)
     if not path.is_dir():  # a FIFO, a device (/dev/zero), a socket: reading it could block or never end
@@ -141,5 +173,6 @@ def load_dataset(name_or_path: str | Path, limit: int | None = None, data_dir: s
 
 __all__ = [
     "label_by_containment", "load_popqa", "load_nq_open_gold", "load_nq_pon", "load_squad", "load_nomiracl",
-    "load_dpr", "load_dataset", "ContainmentChecker", "dataset_names", "default_data_dir", "sample_path", "example_path", "load_sample", "contains_answer", "DATA_DIR_ENV",
+    "load_dpr", "load_dataset", "load_hub", "ContainmentChecker", "dataset_names", "default_data_dir",
+    "shared_data_dir", "sample_path", "example_path", "load_sample", "contains_answer", "DATA_DIR_ENV",
 ]

@@ -219,12 +219,15 @@ def _convert(gguf: Path, out: Path) -> None:
 
 
 def _make_readable(folder: Path) -> None:
-    """mkdtemp/mkstemp create owner-only entries; give the cache the usual permissions."""
-    umask = os.umask(0)
-    os.umask(umask)
-    folder.chmod(0o777 & ~umask)
+    """mkdtemp/mkstemp create owner-only entries; give the cache the usual permissions (0666/0777
+    filtered by the process umask, read from a probe file rather than by changing the umask)."""
+    probe = folder / ".umask-probe"
+    probe.mkdir(0o777)  # created as 0777 minus the umask
+    allowed = probe.stat().st_mode & 0o777
+    probe.rmdir()
+    folder.chmod(allowed)
     for f in folder.iterdir():
-        f.chmod(0o666 & ~umask)
+        f.chmod(0o666 & allowed)
 
 
 def local_dir(alias: str) -> Path:

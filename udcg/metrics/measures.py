@@ -27,6 +27,8 @@ from typing import Any
 
 from udcg.errors import InputError
 
+UTILITY_NAMES = ("UDCG", "UDCG_theta")
+SETBASED_NAMES = ("RA-nWG", "PROC", "%PROC", "N-Recall4+", "N-Recall5", "Precision4+", "Harm")
 # name -> (cutoff: "required" | "optional" | "none", {param: default})
 _REL = {"rel": 1}
 SPECS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -41,22 +43,14 @@ SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     "nDCG": ("optional", {"dcg": "log2"}),
     "ERR": ("optional", {"max_grade": 4}),
     "AUC-PR": ("optional", _REL),
-    "UDCG": ("optional", {}),
-    "UDCG_theta": ("optional", {}),
-    "RA-nWG": ("optional", {}),
-    "PROC": ("optional", {}),
-    "%PROC": ("optional", {}),
-    "N-Recall4+": ("optional", {}),
-    "N-Recall5": ("optional", {}),
-    "Precision4+": ("optional", {}),
-    "Harm": ("optional", {}),
+    **{name: ("optional", {}) for name in (*UTILITY_NAMES, *SETBASED_NAMES)},  # no parameter
     "eRAG": ("none", {}),
     "ANSWER_PROB": ("none", {}),
     "containment": ("optional", {}),
 }
 CLASSICAL = frozenset(("P", "R", "F1", "Success", "RR", "AP", "Rprec", "DCG", "nDCG", "ERR", "AUC-PR"))
-UTILITY = frozenset(("UDCG", "UDCG_theta"))
-SETBASED = frozenset(("RA-nWG", "PROC", "%PROC", "N-Recall4+", "N-Recall5", "Precision4+", "Harm"))
+UTILITY = frozenset(UTILITY_NAMES)
+SETBASED = frozenset(SETBASED_NAMES)
 DCG_CHOICES = ("log2", "exp-log2")
 
 _ALIASES = {name.lower(): name for name in SPECS} | {

@@ -15,10 +15,11 @@ import math
 import numpy as np
 
 from udcg.errors import InputError
+from udcg.metrics.measures import SETBASED_NAMES
 
+SETBASED = SETBASED_NAMES  # the family's names, in the grammar's order
 BASE = np.array([0.0, 0.0, 0.1, 0.5, 1.0])  # b_1 .. b_5
 FALLBACK = np.array([0.0, 0.0, 0.2, 1.0, 1.0])  # w_1 .. w_5 when the pool has no grade 5
-SETBASED = ("RA-nWG", "PROC", "%PROC", "N-Recall4+", "N-Recall5", "Precision4+", "Harm")
 
 
 def rarity_weights(counts: np.ndarray, alpha: float = 1.0, cap4: float = 1.0, cap3: float = 0.25) -> np.ndarray:

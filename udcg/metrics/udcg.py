@@ -1,7 +1,7 @@
 """UDCG (paper Eq. 4) and UDCG_theta (Eq. 3) — pure functions of utilities, no model.
 
 Utilities come as a matrix ``u`` of shape (n_contexts, k): row = context, column = prompt position,
-u = R * (1 - p_abs) in [-1, 1] (records.utility).
+u = (2R - 1) * (1 - p_abs) in [-1, 1] (Eq. 2, ``utilities_from``; the one place it is written).
 """
 
 from __future__ import annotations
@@ -55,10 +55,15 @@ def udcg(utilities: object, gamma: float = GAMMA) -> np.ndarray:
 
 
 def utilities_from(relevant: object, p_abs: object) -> np.ndarray:
-    """Eq. 2 vectorised: u = (2R - 1) * (1 - p_abs)."""
+    """Eq. 2 vectorised: u = (2R - 1) * (1 - p_abs), R = 1 for a relevant passage, 0 otherwise."""
     r = np.asarray(relevant, dtype=bool)
     p = np.asarray(p_abs, dtype=float)
     return np.where(r, 1.0, -1.0) * (1.0 - p)
+
+
+def utility(relevant: bool, p_abs: float) -> float:
+    """Eq. 2 for one passage (``utilities_from`` on a scalar), as a Python float."""
+    return float(utilities_from(relevant, p_abs))
 
 
 # ---------------------------------------------------------------- UDCG_theta

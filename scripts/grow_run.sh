@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Grow a `udcg validate` run in chunks of questions, across sessions and machines.
+#
+#   scripts/grow_run.sh CONFIG LIMIT [LIMIT ...]      e.g. scripts/grow_run.sh configs/nq-qwen0.5b.yaml 10 20 30
+#
+# The run folder is runs/<name> (name from the config). Before the first chunk, a run folder without
+# a cache gets the committed caches back from docs/results/<name>/cache/*.jsonl.gz; after every
+# chunk, the run's caches are gzipped into that folder again, so committing docs/results/<name>/cache
+# keeps every finished model call. A chunk is `udcg validate CONFIG --set data.limit=LIMIT`: a larger
+# limit keeps the smaller one's questions (data.select first, or a seeded permutation cut), so only
+# the new questions cost model time. Data: $UDCG_DATA_DIR (default ../shared/data). Threads: $UDCG_THREADS (default: torch's choice). Stop between
+# chunks: touch runs/<name>/STOP.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export UDCG_DATA_DIR=${UDCG_DATA_DIR:-../shared/data}  # the shared data sets the published configs name
+config=$1; shift
+name=$(.venv/bin/python -c "import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))['name'])" "$config")
+run=runs/$name
+saved=docs/results/$name/cache
+mkdir -p "$run/cache"
+if [ -d "$saved" ] && [ -z "$(ls -A "$run/cache")" ]; then
+  for f in "$saved"/*.jsonl.gz "$saved"/*.json; do
+    [ -e "$f" ] || continue
+    case $f in *.gz) gunzip -c "$f" > "$run/cache/$(basename "${f%.gz}")" ;; *) cp "$f" "$run/cache/" ;; esac
+  done
+  echo "restored $(ls "$run/cache" | wc -l) cache files from $saved"
+fi
+threads=()
+[ -n "${UDCG_THREADS:-}" ] && threads=(--set "reader.threads=$UDCG_THREADS")
+for limit in "$@"; do
+  [ -e "$run/STOP" ] && { echo "stopped by $run/STOP"; exit 0; }
+  echo "=== $(date +%T) $name: data.limit=$limit"
+  HF_HUB_OFFLINE=1 .venv/bin/udcg validate "$config" -o "$run" --set "data.limit=$limit" "${threads[@]}" --no-progress
+  mkdir -p "$saved"
+  for f in "$run"/cache/*.jsonl; do gzip -n -c "$f" > "$saved/$(basename "$f").gz.tmp" && mv "$saved/$(basename "$f").gz.tmp" "$saved/$(basename "$f").gz"; done
+  cp "$run"/cache/*.json "$saved/" 2>/dev/null || true
+  echo "=== $(date +%T) $name: $limit questions done; caches saved in $saved"
+done

@@ -1,0 +1,50 @@
+"""A backend loaded on first use, so a rerun whose model work is all cached loads no model."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from udcg.llm.base import GenerationParams
+
+
+class LazyBackend:
+    """Forwards the ``udcg.llm.base.Backend`` calls (and ``read``) to the backend of ``model``,
+    loaded by ``udcg.llm.registry.load_backend(model, **options)`` on the first call. ``threads``
+    sets torch's thread count just before the load (for a machine shared with other jobs);
+    ``load_seconds`` is how long the load took (0 until then)."""
+
+    def __init__(self, model: str, threads: int | None = None, **options: object) -> None:
+        self.model, self.options, self._backend, self.threads = model, options, None, threads
+        self.name = Path(model).name if Path(model).expanduser().is_dir() else model
+        self.load_seconds = 0.0
+
+    def _get(self):
+        if self._backend is None:
+            from udcg.llm.registry import load_backend
+
+            t0 = time.perf_counter()
+            if self.threads:
+                import torch
+
+                torch.set_num_threads(self.threads)
+            self._backend = load_backend(self.model, **self.options)
+            self.load_seconds = time.perf_counter() - t0
+            self.name = self._backend.name
+        return self._backend
+
+    def next_token_logprobs(self, chats, candidates):
+        return self._get().next_token_logprobs(chats, candidates)
+
+    def continuation_logprobs(self, requests):
+        return self._get().continuation_logprobs(requests)
+
+    def generate(self, chats, params=GenerationParams()):
+        return self._get().generate(chats, params)
+
+    def can_read(self) -> bool:
+        """Whether the model (loaded now) is a ``udcg.llm.base.PromptReader``."""
+        return callable(getattr(self._get(), "read", None))
+
+    def read(self, chats, candidates, continuations, max_new_tokens=32):
+        return self._get().read(chats, candidates, continuations, max_new_tokens)

@@ -1,0 +1,163 @@
+"""The one resumable runner every model step uses: requests in, records in an append-only cache out.
+
+A request is ``(key, payload)``; its finished record is one line ``{"key": key, **body}`` of a
+``udcg.io.cache.AppendCache``. One policy for every step (annotation, judging, answers, per-passage
+reads):
+
+- **keys** name content, not positions: ``key(*parts)`` joins the parts with tabs
+  (``qid<TAB>pid``, ``qid<TAB>pid1<TAB>pid2…``, ``qid<TAB>cid``);
+- **provenance**: a cache holds the settings that made each record (model, prompt, estimator, …);
+  ``check_provenance`` refuses a cache made with other settings, naming both and the fix;
+- **chunks** are cut from the whole request list, in order, never from what is cached, so a chunk
+  always has the same batch mates: a killed run, restarted, computes its unfinished chunks exactly
+  as an uninterrupted run did. A chunk is computed when any of its records is missing, and then its
+  missing records only (work already done is never redone, so a run grown by questions, runs or a
+  study costs only its new records); they are appended in one ``append_many`` (one fsync). A chunk
+  torn by a kill (a short last line) is cut off on open and computed again;
+- **progress** ``progress(n)``: n requests done (the cached ones first, then chunk by chunk);
+- **stats** ``RunStats``: requests, records computed in this run, seconds spent computing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from udcg.errors import BackendError, InputError
+from udcg.io.cache import AppendCache
+
+T = TypeVar("T")
+
+
+def key(*parts: str) -> str:
+    """The cache key of a request: its parts (question id, passage ids, …) joined by tabs."""
+    return "\t".join(parts)
+
+
+def split_key(k: str) -> list[str]:
+    """The parts of a key (the inverse of ``key``)."""
+    return k.split("\t")
+
+
+def shown_key(k: str) -> str:
+    """A key as a message shows it: ``q1 / d1``."""
+    return " / ".join(split_key(k))
+
+
+# ---------------------------------------------------------------- provenance
+
+
+def _settings(values: Mapping[str, object]) -> str:
+    return ", ".join(f"{name}={value!r}" for name, value in values.items())
+
+
+def check_provenance(cache: AppendCache, expect: Mapping[str, object]) -> None:
+    """Refuse a cache with a record made with other settings than ``expect`` (every record holds
+    these fields): the error names the cache, both settings and the fix."""
+    expect = dict(expect)
+    for rec in cache.done.values():
+        found = {name: rec.get(name) for name in expect}
+        if found != expect:
+            raise InputError(f"{cache.path}: cache made with {_settings(found)}, this run uses {_settings(expect)}; "
+                             "use the same settings, another output, or delete that cache file")
+
+
+def open_cache(path: str | Path, expect: Mapping[str, object] | None = None) -> AppendCache:
+    """The cache at ``path`` (created if absent), checked against ``expect`` when given."""
+    cache = AppendCache(path)
+    if expect is not None:
+        try:
+            check_provenance(cache, expect)
+        except InputError:
+            cache.close()
+            raise
+    return cache
+
+
+# ---------------------------------------------------------------- the run
+
+
+class Cache(Protocol):
+    """What the runner needs of a cache (``AppendCache``, or several seen as one)."""
+
+    path: Path
+
+    def __contains__(self, key: str) -> bool: ...
+    def get(self, key: str) -> dict | None: ...
+    def append_many(self, records: list[dict]) -> None: ...
+
+
+@dataclass
+class RunStats:
+    requests: int = 0  # distinct requests
+    computed: int = 0  # records computed in this run
+    seconds: float = 0.0  # time spent computing them
+
+    def summary(self) -> dict:
+        """``{requests, computed, seconds, per_second}`` (seconds rounded; per_second None if none)."""
+        return {"requests": self.requests, "computed": self.computed, "seconds": round(self.seconds, 3),
+                "per_second": round(self.computed / self.seconds, 3) if self.seconds > 0 else None}
+
+
+class Unfinished(Exception):
+    """Raised by a compute function whose chunk finished only in part (an API request that failed
+    after its retries): ``bodies`` holds one record body per payload, None where unfinished. The
+    runner keeps the finished ones, then stops with ``error``."""
+
+    def __init__(self, bodies: Sequence[dict | None], error: Exception) -> None:
+        super().__init__(str(error))
+        self.bodies, self.error = list(bodies), error
+
+
+def chunks(items: Sequence[T], size: int) -> list[list[T]]:
+    """``items`` cut in order into chunks of ``size`` (the last one shorter)."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise InputError(f"chunk size {size!r}: must be a positive integer")
+    return [list(items[i:i + size]) for i in range(0, len(items), size)]
+
+
+def run(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[list[T]], Sequence[dict]],
+        chunk_size: int, *, progress: Callable[[int], object] | None = None,
+        redo: Callable[[dict], bool] | None = None) -> RunStats:
+    """Compute every request missing from ``cache``, chunk by chunk (module docstring); return stats.
+
+    ``compute(payloads)`` returns one record body per payload, in order (the runner adds ``key``
+    first). A key given twice is computed once. ``redo(record)``: cached records to compute again
+    (e.g. unparseable judgements); their new record is appended and replaces the old one on load."""
+    def missing(k: str) -> bool:
+        return k not in cache or (redo is not None and redo(cache.get(k)))
+
+    first: dict[str, T] = {}
+    for k, payload in requests:
+        first.setdefault(k, payload)
+    unique = list(first.items())
+    stats = RunStats(requests=len(unique))
+    parts = chunks(unique, chunk_size)
+    todos = [[(k, p) for k, p in part if missing(k)] for part in parts]
+    if progress is not None and len(unique) > sum(map(len, todos)):
+        progress(len(unique) - sum(map(len, todos)))
+    for todo in todos:
+        if not todo:
+            continue
+        t0 = time.perf_counter()
+        try:
+            bodies, error = list(compute([p for _, p in todo])), None
+        except Unfinished as e:
+            bodies, error = e.bodies, e.error
+        stats.seconds += time.perf_counter() - t0
+        if len(bodies) != len(todo):
+            raise BackendError(f"{len(bodies)} results for {len(todo)} requests (a model step returns one per request)")
+        records = [{"key": k, **body} for (k, _), body in zip(todo, bodies) if body is not None]
+        if records:
+            cache.append_many(records)
+        stats.computed += len(records)
+        if error is not None:
+            finished = sum(k in cache for k, _ in unique)
+            raise BackendError(f"{error}; {finished} of {len(unique)} records are finished and kept in {cache.path} "
+                               "(rerun the same command to resume)") from None
+        if progress is not None:
+            progress(len(todo))
+    return stats
