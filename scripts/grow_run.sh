@@ -4,9 +4,9 @@
 #   scripts/grow_run.sh CONFIG LIMIT [LIMIT ...]      e.g. scripts/grow_run.sh configs/nq-qwen0.5b.yaml 10 20 30
 #
 # The run folder is runs/<name> (name from the config). Before the first chunk, a run folder without
-# a cache gets the committed caches back from docs/results/<name>/cache/*.jsonl.gz; after every
-# chunk, the run's caches are gzipped into that folder again, so committing docs/results/<name>/cache
-# keeps every finished model call. A chunk is `udcg validate CONFIG --set data.limit=LIMIT`: a larger
+# a cache gets the published caches back from docs/results/<name>/cache/*.jsonl.gz; after every
+# chunk, the run is published to docs/results/<name> (scripts/publish_run.py: report, tables, data/,
+# and the caches gzipped), so committing that folder keeps every finished model call. A chunk is `udcg validate CONFIG --set data.limit=LIMIT`: a larger
 # limit keeps the smaller one's questions (data.select first, or a seeded permutation cut), so only
 # the new questions cost model time. Data: $UDCG_DATA_DIR (default ../shared/data). Threads: $UDCG_THREADS (default: torch's choice). Stop between
 # chunks: touch runs/<name>/STOP.
@@ -31,8 +31,6 @@ for limit in "$@"; do
   [ -e "$run/STOP" ] && { echo "stopped by $run/STOP"; exit 0; }
   echo "=== $(date +%T) $name: data.limit=$limit"
   HF_HUB_OFFLINE=1 .venv/bin/udcg validate "$config" -o "$run" --set "data.limit=$limit" "${threads[@]}" --no-progress
-  mkdir -p "$saved"
-  for f in "$run"/cache/*.jsonl; do gzip -n -c "$f" > "$saved/$(basename "$f").gz.tmp" && mv "$saved/$(basename "$f").gz.tmp" "$saved/$(basename "$f").gz"; done
-  cp "$run"/cache/*.json "$saved/" 2>/dev/null || true
-  echo "=== $(date +%T) $name: $limit questions done; caches saved in $saved"
+  .venv/bin/python scripts/publish_run.py "$run" "docs/results/$name"
+  echo "=== $(date +%T) $name: $limit questions done; published in docs/results/$name"
 done

@@ -1,7 +1,9 @@
 """Copy the shareable part of a ``udcg validate`` run folder (report, tables, figures, resolved
 config, summary, timings, fitted UDCG_theta models, and ``data/``: the gzipped per-context and
 per-passage data from which ``udcg report`` rebuilds every table and figure) to a folder meant for
-the repository, leaving out the model caches and the plain JSONL copies of the data.
+the repository, leaving out the plain JSONL copies of the data. The model caches go along gzipped
+(``cache/*.jsonl.gz``, fixed gzip headers), so the run can be grown later on another machine:
+``scripts/grow_run.sh`` restores them into ``runs/<name>/cache/`` before its first chunk.
 
     python scripts/publish_run.py runs/popqa-qwen0.5b docs/results/popqa-qwen0.5b
 
@@ -11,6 +13,7 @@ The destination is replaced as a whole: it is built beside itself and renamed in
 from __future__ import annotations
 
 import argparse
+import gzip
 import shutil
 import sys
 from pathlib import Path
@@ -34,6 +37,14 @@ def publish(run_dir: Path, dest: Path) -> list[Path]:
     for name in KEEP_DIRS:
         if (run_dir / name).is_dir():
             shutil.copytree(run_dir / name, tmp / name)
+    for cache in sorted((run_dir / "cache").glob("*")):
+        if cache.name.startswith("pools."):  # the pools are rebuilt from the data in seconds (and are in data/)
+            continue
+        (tmp / "cache").mkdir(exist_ok=True)
+        if cache.suffix == ".jsonl":
+            (tmp / "cache" / (cache.name + ".gz")).write_bytes(gzip.compress(cache.read_bytes(), compresslevel=9, mtime=0))
+        elif cache.suffix == ".json":
+            shutil.copy2(cache, tmp / "cache" / cache.name)
     old = dest.with_name(dest.name + ".old")
     if dest.exists():
         dest.rename(old)

@@ -3,8 +3,10 @@ all questions (no UDCG_theta) and over the test questions, one column each.
 
     python scripts/results_table.py docs/results/popqa-qwen0.5b:PopQA docs/results/nq-qwen0.5b:NQ
 
-Each cell: mean per-question Spearman rho, the 95% bootstrap interval for UDCG, UDCG_theta, nDCG and
-the column's best (bold), and the paired-bootstrap p against UDCG.
+Each cell: mean per-question Spearman rho with its 95% bootstrap interval, the mean Kendall tau-b and
+the pairwise ordering accuracy (ties count half), and the paired permutation p against UDCG after
+Holm's correction over the table's comparisons. Bold: the table's best by mean rho (its ``best``
+column: a circular metric is never best); "circular" marks eRAG where it scores its own outcome.
 """
 
 from __future__ import annotations
@@ -16,30 +18,37 @@ from pathlib import Path
 ROWS = (("UDCG", "**UDCG**"), ("UDCG_theta", "UDCG_θ (trained on the other questions)"), ("nDCG", "nDCG"),
         ("RR", "RR (MRR)"), ("AP", "AP (MAP)"), ("P", "P (precision)"), ("RA-nWG", "RA-nWG@5"),
         ("eRAG", "eRAG"), ("ANSWER_PROB", "ANSWER_PROB"))
-WITH_INTERVAL = {"UDCG", "UDCG_theta", "nDCG"}
 
 
 def _p(p: float) -> str:
-    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}" if p < 0.1 else f"p = {p:.2f}"
+    return "p_Holm < 0.001" if p < 0.001 else f"p_Holm = {p:.3f}" if p < 0.1 else f"p_Holm = {p:.2f}"
+
+
+def _num(v: object) -> str:
+    return "NA" if v is None else f"{v:.3f}"
 
 
 def column(table: list[dict]) -> tuple[dict[str, str], int, int]:
     """{metric: cell}, questions with a rho, and all questions (rho counted + no rho)."""
     rows = {r["metric"]: r for r in table}
-    best = max(rows.values(), key=lambda r: r["mean_rho"])["metric"]
     cells = {}
     for name, _ in ROWS:
         r = rows.get(name)
         if r is None:
             cells[name] = "—"
             continue
-        cell = f"**{r['mean_rho']:.3f}**" if name == best else f"{r['mean_rho']:.3f}"
-        if name in WITH_INTERVAL or name == best:
-            cell += f" [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
-        if name == best:
-            cell += " (best)"
-        if r["p_vs_baseline"] is not None and name != "UDCG":
-            cell += f", {_p(r['p_vs_baseline'])}"
+        rho = _num(r["mean_rho"])
+        cell = f"**{rho}**" if r.get("best") == "*" else rho
+        cell += f" [{_num(r['ci_low'])}, {_num(r['ci_high'])}]"
+        if r.get("mean_tau_b") is not None:
+            cell += f"; τ_b {_num(r['mean_tau_b'])}"
+        if r.get("pair_acc") is not None:
+            cell += f"; acc {_num(r['pair_acc'])}"
+        if r.get("circular") == "yes":
+            cell += " (circular)"
+        p = r.get("p_holm")
+        if p is not None and name != "UDCG":
+            cell += f"; {_p(p)}"
         cells[name] = cell
     n_rho = rows["UDCG"]["n_questions"]
     return cells, n_rho, n_rho + rows["UDCG"]["no_rho_outcome"]

@@ -10,6 +10,8 @@ passage to passage, and equal files prove something.
   passages completes with every passage present and a file byte-identical to a fault-free run.
 - A persistent failure stops with one clear line after the retry budget, keeps every finished
   passage, and the rerun completes, asking the server only for the rest.
+- ``--model openai:NAME`` (with --api-base, or the base URL from the environment) writes the bare
+  name's file byte for byte and resumes its cache.
 """
 
 from __future__ import annotations
@@ -148,3 +150,32 @@ def test_persistent_failure_stops_clearly_and_resumes(boosted_server, clean_run,
     capsys.readouterr()
     assert asked == len(keys) - len(kept), "the rerun must ask only for the passages not finished"
     assert p_abs_by_key(out) == {k: clean_values[k] for k in keys}
+
+
+def test_openai_scheme_writes_what_the_bare_name_writes(boosted_server, clean_run, tmp_path, monkeypatch, capsys):
+    """``--model openai:NAME`` goes through the registry's openai scheme; with --api-base, or with the
+    base URL from $UDCG_OPENAI_BASE_URLS, it writes the bare name's file byte for byte, and it resumes
+    a cache the bare name made without asking the server anything."""
+    src, _, clean, _ = clean_run
+
+    def argv(out: Path, url: str | None) -> list[str]:
+        args = annotate_argv(src, out, url or "")
+        args[args.index(MODEL)] = f"openai:{MODEL}"
+        if url is None:
+            at = args.index("--api-base")
+            del args[at:at + 2]
+        return args
+
+    assert main(argv(tmp_path / "scheme.json", boosted_server.url)) == 0
+    assert (tmp_path / "scheme.json").read_bytes() == clean
+    monkeypatch.setenv("UDCG_OPENAI_BASE_URLS", boosted_server.url)
+    assert main(argv(tmp_path / "env.json", None)) == 0
+    assert (tmp_path / "env.json").read_bytes() == clean
+
+    resumed = tmp_path / "resumed.json"
+    Path(f"{resumed}.cache.jsonl").write_bytes(Path(f"{src.parent / 'clean.json'}.cache.jsonl").read_bytes())
+    with FaultProxy(boosted_server.url) as proxy:
+        assert main(argv(resumed, proxy.url)) == 0
+        assert proxy.faults() == [], "every passage is in the bare name's cache"
+    assert resumed.read_bytes() == clean
+    capsys.readouterr()

@@ -5,23 +5,23 @@ from __future__ import annotations
 import argparse
 import sys
 
+from udcg.commands._parser import command
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("annotate", help="p(NO-RESPONSE) and utility per passage, for one LLM (resumable)",
-                       description="Give every (question, passage) its abstention probability p_abs for one "
-                       "reader LLM, alone in the paper's prompt, and its utility u = R * (1 - p_abs). Writes "
-                       "the authors' models_info[<model>].no_res_prob plus our record (estimator, interval, "
-                       "samples, prompt version). Relevance R comes from is_relevant, else answer containment. "
-                       "Resumable: rerun the same command after a crash; finished passages are not recomputed.",
-                       epilog="examples:\n"
-                       "  udcg annotate --corpus BEIR_DIR --run bm25.trec --run dense.trec --depth 5 \\\n"
-                       "      --model qwen2.5-coder-0.5b -o utilities     # your runs: the union of their top-5\n"
-                       "  udcg annotate data.json -o annotated.json --model qwen2.5-coder-0.5b\n"
-                       "  udcg annotate ../shared/data/popqa-contriever-100/popqa_longtail_w_gs_example.jsonl \\\n"
-                       "      --limit 10 -o popqa10.jsonl --model qwen2.5-coder-0.5b --estimator sequence\n"
-                       "  OPENAI_API_KEY=... udcg annotate data.json -o out.json --api-base https://api.openai.com/v1 \\\n"
-                       "      --model gpt-4o-mini --estimator sampling --samples 20 --temperature 1.0 --target-width 0.2",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command(sub, "annotate", help="p(NO-RESPONSE) and utility per passage, for one LLM (resumable)",
+                description="""Give every (question, passage) its abstention probability p_abs for one reader LLM,
+                alone in the paper's prompt, and its utility u = R * (1 - p_abs). Writes the authors'
+                models_info[<model>].no_res_prob plus our record (estimator, interval, samples, prompt version).
+                Relevance R comes from is_relevant, else answer containment. Resumable: rerun the same command
+                after a crash; finished passages are not recomputed.""",
+                examples=[("udcg annotate --corpus BEIR_DIR --run bm25.trec --run dense.trec --depth 5 \\\n"
+                           "      --model qwen2.5-coder-0.5b -o utilities     # your runs: the union of their top-5"),
+                          "udcg annotate data.json -o annotated.json --model qwen2.5-coder-0.5b",
+                          ("udcg annotate ../shared/data/popqa-contriever-100/popqa_longtail_w_gs_example.jsonl \\\n"
+                           "      --limit 10 -o popqa10.jsonl --model qwen2.5-coder-0.5b --estimator sequence"),
+                          ("OPENAI_API_KEY=... udcg annotate data.json -o out.json --api-base https://api.openai.com/v1 \\\n"
+                           "      --model gpt-4o-mini --estimator sampling --samples 20 --temperature 1.0 --target-width 0.2")])
     p.add_argument("input", nargs="?", help="authors' JSON/JSONL, or a QA data set file (PopQA, NQ, SQuAD, ...); "
                    "leave out with --run")
     p.add_argument("-o", "--output", required=True, help="output (.json = JSON list, else JSONL), authors' format; "
@@ -38,20 +38,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       help="relevance of a retrieved pair the qrels do not judge (default irrelevant)")
     runs.add_argument("--judge", default="rules", help="with --unjudged judge: rules (answer containment) or a model")
     p.add_argument("--model", required=True, help="offline alias (smollm2-135m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b), "
-                   "a Hugging Face id or local directory, or the API's model name with --api-base")
+                   "a Hugging Face id or local directory, openai:MODEL, or the API's model name with --api-base")
     p.add_argument("--estimator", default=None, choices=("first-token", "sequence", "sampling", "api-logprobs"),
-                   help="default: first-token (paper parity) for local models, api-logprobs with --api-base")
+                   help="default: first-token (paper parity) for local models, api-logprobs for an API model "
+                   "(openai:MODEL or --api-base)")
     p.add_argument("--prompt", default="udcg-code-v1", help="reader prompt version (udcg-code-v1 = the authors' code; paper-fig4-v1)")
     p.add_argument("--limit", type=int, default=None, help="only the first N questions")
-    p.add_argument("--api-base", default=None, help="OpenAI-compatible base URL(s), comma-separated (round-robin)")
+    p.add_argument("--api-base", default=None, help="OpenAI-compatible base URL(s), comma-separated (round-robin); "
+                   "without it, openai:MODEL uses $UDCG_OPENAI_BASE_URLS, else $OPENAI_BASE_URL, else OpenAI's API")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     p.add_argument("--concurrency", type=int, default=8, help="API requests in flight")
     p.add_argument("--rpm", type=float, default=None, help="API requests-per-minute limit")
     p.add_argument("--timeout", type=float, default=60.0, help="API: seconds to wait for one response (default 60)")
     p.add_argument("--max-retries", type=int, default=5, help="API: retries per request after the first attempt, "
                    "with exponential backoff and Retry-After (default 5); then the run stops, keeping finished work")
-    p.add_argument("--device", default="auto", help="cpu, cuda, auto")
-    p.add_argument("--dtype", default="float32", help="float32, bfloat16, float16")
+    p.add_argument("--device", default=None, help="cpu, cuda, auto")  # None: auto, and lets an API model refuse it
+    p.add_argument("--dtype", default=None, help="float32, bfloat16, float16")  # None: float32
     p.add_argument("--batch-size", type=int, default=None,
                    help="prompts per forward pass of a local model (default: by a token budget)")
     p.add_argument("--chunk-size", type=int, default=32, help="passages per cached, fsynced unit of work (default 32)")
@@ -63,16 +65,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def load_backend(args: argparse.Namespace):
-    if args.api_base:
-        from udcg.llm.openai_backend import OpenAIBackend
+def _api_model(args: argparse.Namespace) -> str | None:
+    """``openai:MODEL`` when the reader is behind an OpenAI-compatible API (a model written so, or
+    any model name with --api-base), else None."""
+    if args.model.startswith("openai:"):
+        return args.model
+    return f"openai:{args.model}" if args.api_base else None
 
-        return OpenAIBackend(args.model, [u.strip() for u in args.api_base.split(",") if u.strip()],
-                             api_key_env=args.api_key_env, max_concurrency=args.concurrency,
-                             requests_per_minute=args.rpm, timeout=args.timeout, max_retries=args.max_retries)
+
+def load_backend(args: argparse.Namespace):
     from udcg.llm.registry import load_backend as load
 
-    return load(args.model, device=args.device, dtype=args.dtype, batch_size=args.batch_size)
+    api = _api_model(args)
+    if api is None:
+        return load(args.model, device=args.device or "auto", dtype=args.dtype or "float32", batch_size=args.batch_size)
+    urls = {"base_urls": [u.strip() for u in args.api_base.split(",") if u.strip()]} if args.api_base else {}
+    return load(api, **urls, api_key_env=args.api_key_env, max_concurrency=args.concurrency,
+                requests_per_minute=args.rpm, timeout=args.timeout, max_retries=args.max_retries)
+
+
+# Options of a local model that an API model refuses: (flag, attribute, why).
+_LOCAL_ONLY = (("--batch-size", "batch_size",
+                "it has no forward pass to batch (set the cached unit of work with --chunk-size)"),
+               ("--device", "device", "the server chooses its device (leave out --device)"),
+               ("--dtype", "dtype", "the server chooses its dtype (leave out --dtype)"))
 
 
 def _config(args: argparse.Namespace):
@@ -84,7 +100,11 @@ def _config(args: argparse.Namespace):
                         ("--samples", args.samples), ("--depth", args.depth)):
         if value is not None and value < 1:  # checked before any model loads
             raise InputError(f"{flag} {value}: must be a positive integer")
-    estimator = args.estimator or ("api-logprobs" if args.api_base else "first-token")
+    api = _api_model(args) is not None
+    for flag, value, why in _LOCAL_ONLY:
+        if api and getattr(args, value) is not None:
+            raise InputError(f"{flag} {getattr(args, value)}: {args.model!r} is an API model, {why}")
+    estimator = args.estimator or ("api-logprobs" if api else "first-token")
     return AnnotateConfig(estimator=estimator, prompt_version=check_version(args.prompt), chunk_size=args.chunk_size,
                           n_samples=args.samples, temperature=args.temperature, target_width=args.target_width,
                           seed=args.seed)
@@ -132,12 +152,11 @@ def _run_runs(args: argparse.Namespace) -> int:
 
 
 def _model_name(args: argparse.Namespace) -> str:
-    """The name the backend will report, known before it loads (so a finished folder needs no model)."""
-    if args.api_base:
-        return args.model
+    """The name the backend will report, known before it loads (so a finished folder needs no model):
+    the bare model name for an API model, with or without openai: before it."""
     from udcg.llm.registry import backend_name
 
-    return backend_name(args.model)
+    return backend_name(_api_model(args) or args.model)
 
 
 def run(args: argparse.Namespace) -> int:

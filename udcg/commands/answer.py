@@ -5,21 +5,21 @@ from __future__ import annotations
 import argparse
 import sys
 
+from udcg.commands._parser import command
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("answer", help="the reader LLM's answer to each run's top-k context (resumable)",
-                       description="Show the reader each run's top-k documents for each query, in rank order, in the "
-                       "project's reader prompt, and record its greedy answer. The output is a contexts JSONL (qid, "
-                       "cid = run name, pids, relevant, utilities, n_relevant) that is also the input of `udcg judge "
-                       "answer`; the judged file feeds `udcg fit-theta` and `udcg correlate`. Resumable: rerun the "
-                       "same command after a crash; contexts already answered (by any run) are not asked again.",
-                       epilog="examples:\n"
-                       "  udcg answer --corpus BEIR_DIR --run bm25.trec --run dense.trec --k 5 \\\n"
-                       "      --model qwen2.5-coder-0.5b --utilities utilities -o answers.jsonl\n"
-                       "  udcg judge answer answers.jsonl -o judged.jsonl --judge rules --require-relevant-context\n"
-                       "  udcg fit-theta judged.jsonl --k 5 -o theta.json\n"
-                       "  udcg correlate judged.jsonl --metrics UDCG,nDCG,P,RR --baseline UDCG",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command(sub, "answer", help="the reader LLM's answer to each run's top-k context (resumable)",
+                description="""Show the reader each run's top-k documents for each query, in rank order, in the
+                project's reader prompt, and record its greedy answer. The output is a contexts JSONL (qid, cid =
+                run name, pids, relevant, utilities, n_relevant) that is also the input of `udcg judge answer`;
+                the judged file feeds `udcg fit-theta` and `udcg correlate`. Resumable: rerun the same command
+                after a crash; contexts already answered (by any run) are not asked again.""",
+                examples=[("udcg answer --corpus BEIR_DIR --run bm25.trec --run dense.trec --k 5 \\\n"
+                           "      --model qwen2.5-coder-0.5b --utilities utilities -o answers.jsonl"),
+                          "udcg judge answer answers.jsonl -o judged.jsonl --judge rules --require-relevant-context",
+                          "udcg fit-theta judged.jsonl --k 5 -o theta.json",
+                          "udcg correlate judged.jsonl --metrics UDCG,nDCG,P,RR --baseline UDCG"])
     p.add_argument("--run", action="append", default=[], required=True, help="TREC run file (repeatable)")
     p.add_argument("--corpus", required=True, help="BEIR folder, corpus JSONL/Parquet, a datasets folder, or hf:NAME")
     p.add_argument("--queries", help="queries file (default: the BEIR folder's)")

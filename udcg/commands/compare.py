@@ -5,21 +5,21 @@ from __future__ import annotations
 import argparse
 import sys
 
+from udcg.commands._parser import command
+
 FORMATS = {".md": "markdown", ".csv": "csv", ".json": "json", ".tex": "latex"}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compare", help="compare runs: means, 95%% intervals, paired tests, Holm correction",
-                       description="Score every run on the same queries and compare them: one row per run with the "
-                       "mean and a 95%% bootstrap interval of each measure, a paired test between every pair of runs "
-                       "(default: sign-flip permutation test, exact up to 20 queries) and Holm's correction over the "
-                       "whole table; a run's superscript letters name the runs it beats (Holm p < alpha).",
-                       epilog="examples:\n"
-                       "  udcg compare --run bm25.trec --run dense.trec --qrels qrels.tsv --utilities utilities \\\n"
-                       "      --metrics UDCG@5,nDCG@5,P@5\n"
-                       "  udcg compare --run a.trec --run b.trec --run c.trec --qrels q.tsv --metrics nDCG@10,AP "
-                       "--test t -o table.tex",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command(sub, "compare", help="compare runs: means, 95%% intervals, paired tests, Holm correction",
+                description="""Score every run on the same queries and compare them: one row per run with the mean
+                and a 95% bootstrap interval of each measure, a paired test between every pair of runs (default:
+                sign-flip permutation test, exact up to 20 queries) and Holm's correction over the whole table; a
+                run's superscript letters name the runs it beats (Holm p < alpha).""",
+                examples=[("udcg compare --run bm25.trec --run dense.trec --qrels qrels.tsv --utilities utilities \\\n"
+                           "      --metrics UDCG@5,nDCG@5,P@5"),
+                          ("udcg compare --run a.trec --run b.trec --run c.trec --qrels q.tsv --metrics nDCG@10,AP "
+                           "--test t -o table.tex")])
     p.add_argument("--run", action="append", default=[], required=True, help="TREC run file (give two or more)")
     p.add_argument("--qrels", help="qrels: TREC (qid 0 docid rel) or BEIR TSV; needed for classical measures")
     p.add_argument("--utilities", help="utilities for UDCG@k: the udcg annotate --run folder, or a file")

@@ -5,17 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 
+from udcg.commands._parser import command
 
-DESCRIPTION = ("Per question, Spearman's rho between a metric's ranking of its contexts and their outcomes (correct > "
-               "abstained > wrong, ties shared); mean over questions with a bootstrap interval, questions without a rho "
-               "counted, paired p-values (sign-flip permutation test by default) against a baseline metric with their "
-               "Holm correction, and the pooled correlation.")
-EPILOG = "example:\n  udcg correlate scored.jsonl --metrics UDCG,nDCG@5,RR,AP --baseline UDCG -o table.md"
+DESCRIPTION = """Per question, Spearman's rho between a metric's ranking of its contexts and their outcomes
+(correct > abstained > wrong, ties shared); mean over questions with a bootstrap interval, questions without a rho
+counted, paired p-values (sign-flip permutation test by default) against a baseline metric with their Holm
+correction, and the pooled correlation."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("correlate", help="Spearman of each metric with answer outcomes, per question",
-                       description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command(sub, "correlate", help="Spearman of each metric with answer outcomes, per question",
+                description=DESCRIPTION,
+                examples=["udcg correlate scored.jsonl --metrics UDCG,nDCG@5,RR,AP --baseline UDCG -o table.md"])
     p.add_argument("input", help="contexts JSONL with outcomes (and metrics, or the fields to compute them)")
     p.add_argument("--metrics", default=None, help="metrics to compare (default: every metric in the file's 'metrics')")
     p.add_argument("--baseline", default=None, help="metric the others are tested against (paired test; default UDCG, "

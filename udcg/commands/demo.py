@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import argparse
 
+from udcg.commands._parser import command
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from udcg.commands.validate import add_run_options
 
-    p = sub.add_parser("demo", help="a small end-to-end validation on the packaged sample (about 5 minutes on a 2-core CPU)",
-                       description="Run `udcg validate` on the packaged demo config (udcg/data/demo.yaml): 6 PopQA "
-                       "questions, pools of 10, contexts of k = 3, Qwen2.5-Coder-0.5B. Prints the Table 3; the "
-                       "report lands in ./runs/demo (or --output). Rerun to resume.",
-                       epilog="examples:\n  udcg demo\n  udcg demo -o /tmp/demo --set reader.model=smollm2-135m",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command(sub, "demo", help="a small end-to-end validation on the packaged sample (about 5 minutes on a 2-core CPU)",
+                description="""Run `udcg validate` on the packaged demo config (udcg/data/demo.yaml): 6 PopQA
+                questions, pools of 10, contexts of k = 3, Qwen2.5-Coder-0.5B. Prints the Table 3; the report
+                lands in ./runs/demo (or --output). Rerun to resume.""",
+                examples=["udcg demo", "udcg demo -o /tmp/demo --set reader.model=smollm2-135m"])
     add_run_options(p)
     p.set_defaults(func=run)
 

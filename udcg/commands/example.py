@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from udcg.commands._parser import command
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("example", help="copy the packaged example collection (BEIR folder + 3 runs) to a folder",
-                       description="Copy the packaged nq-example folder: corpus.jsonl (299 Wikipedia passages), "
-                       "queries.jsonl (20 NQ questions with answers), qrels/test.tsv and runs/{bm25,dense,hybrid}.trec.",
-                       epilog="example:\n  udcg example nq-example && ls nq-example/runs",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command(sub, "example", help="copy the packaged example collection (BEIR folder + 3 runs) to a folder",
+                description="""Copy the packaged nq-example folder: corpus.jsonl (299 Wikipedia passages),
+                queries.jsonl (20 NQ questions with answers), qrels/test.tsv and runs/{bm25,dense,hybrid}.trec.""",
+                examples=["udcg example nq-example && ls nq-example/runs"])
     p.add_argument("folder", nargs="?", default="nq-example", help="where to copy it (default ./nq-example); "
                    "must not exist yet")
     p.set_defaults(func=run)

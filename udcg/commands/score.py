@@ -5,20 +5,21 @@ from __future__ import annotations
 import argparse
 import sys
 
+from udcg.commands._parser import command
+
 DEFAULT_METRICS = "UDCG,nDCG,P,Success,RR,AP"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("score", help="add metric values to contexts, or evaluate a TREC run",
-                       description="Score contexts (the authors' JSON/JSONL, or a contexts JSONL) with every "
-                       "metric asked for, keeping all input fields (and the authors' udcg[<model>] field); or, "
-                       "with --run/--qrels, write per-query values as qid<TAB>measure<TAB>value.",
-                       epilog="examples:\n  udcg score data.json -o scored.json --gamma 0.333\n"
-                       "  udcg score contexts.jsonl -o scored.jsonl --metrics UDCG,nDCG@5,RA-nWG@5 --k 5\n"
-                       "  udcg score --run run.txt --qrels qrels.txt --metrics P@5,nDCG@10,RR -o per_query.tsv\n"
-                       "  udcg score --run bm25.trec --run dense.trec --qrels qrels.tsv --utilities utilities \\\n"
-                       "      --metrics UDCG@5,nDCG@5,P@5 -o per_query.tsv",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command(sub, "score", help="add metric values to contexts, or evaluate a TREC run",
+                description="""Score contexts (the authors' JSON/JSONL, or a contexts JSONL) with every metric
+                asked for, keeping all input fields (and the authors' udcg[<model>] field); or, with
+                --run/--qrels, write per-query values as qid<TAB>measure<TAB>value.""",
+                examples=["udcg score data.json -o scored.json --gamma 0.333",
+                          "udcg score contexts.jsonl -o scored.jsonl --metrics UDCG,nDCG@5,RA-nWG@5 --k 5",
+                          "udcg score --run run.txt --qrels qrels.txt --metrics P@5,nDCG@10,RR -o per_query.tsv",
+                          ("udcg score --run bm25.trec --run dense.trec --qrels qrels.tsv --utilities utilities \\\n"
+                           "      --metrics UDCG@5,nDCG@5,P@5 -o per_query.tsv")])
     p.add_argument("input", nargs="?", help="authors' JSON/JSONL or contexts JSONL")
     p.add_argument("-o", "--output", required=True, help="output file (.json = JSON list, else JSONL; TSV for --run)")
     p.add_argument("--metrics", default=None, help=f"comma-separated (default {DEFAULT_METRICS}, + RA-nWG when grades exist)")

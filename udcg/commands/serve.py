@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import argparse
 
+from udcg.commands._parser import command
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "serve",
-        help="serve a local model over an OpenAI-compatible HTTP API",
-        description="Serve a local model at /v1/chat/completions and /v1/models (OpenAI wire format: messages, "
-        "temperature, top_p, max_tokens, n, seed, stop, logprobs, top_logprobs), so any OpenAI-compatible "
-        "client, udcg's own --backend openai included, can use it. Model calls run one at a time.",
-        epilog="examples:\n  udcg serve --model smollm2-135m --port 8000\n"
-        "  UDCG_SERVE_KEY=... udcg serve --model qwen2.5-coder-0.5b --host 0.0.0.0 --api-key-env UDCG_SERVE_KEY",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command(sub, "serve", help="serve a local model over an OpenAI-compatible HTTP API",
+                description="""Serve a local model at /v1/chat/completions and /v1/models (OpenAI wire format:
+                messages, temperature, top_p, max_tokens, n, seed, stop, logprobs, top_logprobs), so any
+                OpenAI-compatible client, udcg's own --backend openai included, can use it. Model calls run one at
+                a time.""",
+                examples=["udcg serve --model smollm2-135m --port 8000",
+                          "UDCG_SERVE_KEY=... udcg serve --model qwen2.5-coder-0.5b --host 0.0.0.0 --api-key-env UDCG_SERVE_KEY"])
     p.add_argument("--model", required=True, help="offline alias (smollm2-135m, qwen2.5-coder-0.5b, ...), HF model id or local path")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")

@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-EPILOG = """examples:
-  udcg validate configs/smoke.yaml                         tiny run (SmolLM2-135M), under two minutes on CPU
-  udcg validate configs/popqa-qwen0.5b.yaml -o runs/popqa  the shared PopQA set with Qwen2.5-Coder-0.5B
-  udcg validate configs/nq-qwen0.5b.yaml --set data.limit=20 --set studies.k_values=[1,5]
+from udcg.commands._parser import command
 
-A killed run resumes when the same command is run again: finished model work is read from
+EXAMPLES = ["udcg validate configs/smoke.yaml                         tiny run (SmolLM2-135M), under two minutes on CPU",
+            "udcg validate configs/popqa-qwen0.5b.yaml -o runs/popqa  the shared PopQA set with Qwen2.5-Coder-0.5B",
+            "udcg validate configs/nq-qwen0.5b.yaml --set data.limit=20 --set studies.k_values=[1,5]"]
+NOTES = """A killed run resumes when the same command is run again: finished model work is read from
 RUN/cache/ and not recomputed. reader.batch_size is the prompts per forward pass; reader.chunk_size
 the requests per cached, fsynced unit of every model step of the run (the reader's and the LLM
 judges'). Every key of the config can be overridden with --set SECTION.KEY=VALUE
@@ -19,11 +19,11 @@ judges'). Every key of the config can be overridden with --set SECTION.KEY=VALUE
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("validate", help="the paper's end-to-end experiment from a YAML config (resumable)",
-                       description="Build candidate pools, annotate utilities, sample balanced contexts, generate "
-                       "and grade answers, score every metric and report which one follows answer accuracy "
-                       "(the paper's Tables 2-4 and Figs. 1-2).",
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command(sub, "validate", help="the paper's end-to-end experiment from a YAML config (resumable)",
+                description="""Build candidate pools, annotate utilities, sample balanced contexts, generate and
+                grade answers, score every metric and report which one follows answer accuracy (the paper's Tables
+                2-4 and Figs. 1-2).""",
+                examples=EXAMPLES, notes=NOTES)
     p.add_argument("config", help="YAML config (e.g. configs/smoke.yaml)")
     add_run_options(p)
     p.set_defaults(func=run)

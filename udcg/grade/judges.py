@@ -39,31 +39,32 @@ class _ItemId:
         return getattr(self, self.ID_FIELD)
 
 
-# The two items share qid/question/answers but keep their own field order: callers build them
-# positionally as (qid, pid|cid, question, answers, ...), which a shared dataclass base (whose
-# fields would come first) cannot keep.
-@dataclass(frozen=True, slots=True)
-class PassageItem(_ItemId):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Item(_ItemId):
+    """What every judged item carries: the question and its acceptable answers. Keyword-only, as
+    are the items built on it (``PassageItem(qid=..., pid=..., ...)``)."""
+
+    qid: str
+    question: str
+    answers: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PassageItem(_Item):
     """One (question, passage) pair to judge for relevance or a utility grade."""
 
     ID_FIELD: ClassVar[str] = "pid"
-    qid: str
     pid: str
-    question: str
-    answers: tuple[str, ...]
     text: str
     title: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class AnswerItem(_ItemId):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnswerItem(_Item):
     """One predicted answer (for context ``cid`` of question ``qid``) to grade."""
 
     ID_FIELD: ClassVar[str] = "cid"
-    qid: str
     cid: str
-    question: str
-    answers: tuple[str, ...]
     answer: str
     context_has_relevant: bool | None = None
 

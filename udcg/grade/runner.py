@@ -47,7 +47,8 @@ def read_answer_items(path: str | Path) -> list[AnswerItem]:
         if (qid, cid) in seen:
             raise InputError(f"{where}: duplicate (qid, cid) = ({qid!r}, {cid!r}), first at {seen[qid, cid]} (make cid unique per question)")
         seen[qid, cid] = where
-        items.append(AnswerItem(qid, cid, question, tuple(answers), answer, has_rel))
+        items.append(AnswerItem(qid=qid, cid=cid, question=question, answers=tuple(answers), answer=answer,
+                                 context_has_relevant=has_rel))
     return items
 
 
