@@ -203,13 +203,10 @@ def test_gzipped_inputs_load(tmp_path, capsys, monkeypatch):
     packed.write_bytes(gzip.compress(plain.read_bytes()))
     assert load_questions(str(packed))[0] == load_questions(str(plain))[0]
 
-    class Fixed:
-        name = "fixed"
+    from tests.conftest import ScriptedBackend
 
-        def next_token_logprobs(self, chats, candidates):
-            return [{c: -1.0 for c in candidates} for _ in chats]
-
-    monkeypatch.setattr(registry, "load_backend", lambda *a, **kw: Fixed())
+    fixed = ScriptedBackend(first=lambda chat, candidates: {c: -1.0 for c in candidates}, name="fixed")
+    monkeypatch.setattr(registry, "load_backend", lambda *a, **kw: fixed)
     assert main(["annotate", str(packed), "-o", str(tmp_path / "out.json"), "--model", "fixed", "--no-progress"]) == 0
     assert len(json.loads((tmp_path / "out.json").read_text())) == len(json.loads(AUTHORS.read_text()))
     contexts = tmp_path / "contexts.jsonl.gz"
