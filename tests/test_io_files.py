@@ -49,16 +49,20 @@ def test_jsonl_errors_name_their_line_and_blank_lines_keep_the_count(tmp_path):
         list(iter_jsonl(path))
 
 
+def refused(reader, path, content: str | bytes, pattern: str) -> None:
+    """Write ``content`` to ``path``; ``reader(path)`` must refuse it with an error matching ``pattern``."""
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    with pytest.raises(InputError, match=pattern):
+        reader(path)
+
+
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
 def test_nan_and_infinity_are_refused_with_line_and_field(tmp_path, constant):
-    path = tmp_path / "scores.jsonl"
-    path.write_text(f'{{"qid": "q1", "p_abs": 0.5}}\n{{"qid": "q2", "note": "NaN, Infinity", "p_abs": {constant}}}\n')
-    with pytest.raises(InputError, match=rf"scores.jsonl:2: field 'p_abs' = {constant} is not valid JSON"):
-        read_records(path)
-    whole = tmp_path / "scores.json"
-    whole.write_text(f'{{\n  "qid": "q1",\n  "values": [1.0,\n    {constant}]\n}}\n')
-    with pytest.raises(InputError, match=rf"scores.json:4: field 'values' = {constant} is not valid JSON"):
-        read_json(whole)
+    refused(read_records, tmp_path / "scores.jsonl",
+            f'{{"qid": "q1", "p_abs": 0.5}}\n{{"qid": "q2", "note": "NaN, Infinity", "p_abs": {constant}}}\n',
+            rf"scores.jsonl:2: field 'p_abs' = {constant} is not valid JSON")
+    refused(read_json, tmp_path / "scores.json", f'{{\n  "qid": "q1",\n  "values": [1.0,\n    {constant}]\n}}\n',
+            rf"scores.json:4: field 'values' = {constant} is not valid JSON")
 
 
 def test_the_words_nan_and_infinity_inside_strings_are_text(tmp_path):
@@ -100,14 +104,9 @@ def test_unreadable_inputs_are_named(tmp_path):
         read_text(tmp_path / "missing.json")
     with pytest.raises(InputError, match="is a directory, not a file"):
         read_text(tmp_path)
-    empty = tmp_path / "empty.jsonl"
-    empty.write_bytes(b"")
-    with pytest.raises(InputError, match="empty.jsonl: the file is empty"):
-        read_text(empty)
-    latin = tmp_path / "latin.jsonl"
-    latin.write_bytes(b'{"a": "x"}\n{"a": "caf\xe9"}\n')
-    with pytest.raises(InputError, match=r"latin.jsonl:2: bytes that are not UTF-8 at offset 21"):
-        read_text(latin)
+    refused(read_text, tmp_path / "empty.jsonl", b"", "empty.jsonl: the file is empty")
+    refused(read_text, tmp_path / "latin.jsonl", b'{"a": "x"}\n{"a": "caf\xe9"}\n',
+            r"latin.jsonl:2: bytes that are not UTF-8 at offset 21")
 
 
 def test_gzip_files_read_as_their_plain_text(tmp_path):
