@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                 examples=[("udcg annotate --corpus BEIR_DIR --run bm25.trec --run dense.trec --depth 5 \\\n"
                            "      --model qwen2.5-coder-0.5b -o utilities     # your runs: the union of their top-5"),
                           "udcg annotate data.json -o annotated.json --model qwen2.5-coder-0.5b",
-                          ("udcg annotate ../shared/data/popqa-contriever-100/popqa_longtail_w_gs_example.jsonl \\\n"
+                          ("udcg annotate popqa_longtail_w_gs_example.jsonl \\\n"
                            "      --limit 10 -o popqa10.jsonl --model qwen2.5-coder-0.5b --estimator sequence"),
                           ("OPENAI_API_KEY=... udcg annotate data.json -o out.json --api-base https://api.openai.com/v1 \\\n"
                            "      --model gpt-4o-mini --estimator sampling --samples 20 --temperature 1.0 --target-width 0.2")])

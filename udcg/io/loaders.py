@@ -1,4 +1,4 @@
-"""Readers for the shared QA data sets, one per file shape (see ``../shared/data/README.md``), and
+"""Readers for the shared QA data sets (PopQA, NQ-open, SQuAD, NoMIRACL, DPR files), one per file shape, and
 relevance by answer containment. ``udcg.io.sources`` is the public entry point (it re-exports these
 and finds the right reader for a name, folder or file); the table of what each reader sets as
 ``Passage.relevant`` is in its docstring. Malformed input raises ``InputError`` naming file:line
