@@ -15,8 +15,6 @@ context's three scores and its outcome), from which the table can be re-derived.
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import sys
 from pathlib import Path
 
@@ -24,17 +22,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from udcg.experiment.context_records import from_json  # noqa: E402
 from udcg.experiment.correlate import correlation_table_of  # noqa: E402
+from udcg.experiment.reporting import finite, read_groups, write_jsonl_gz  # noqa: E402
 from udcg.experiment.theta import load_theta  # noqa: E402
-from udcg.io.files import atomic_write_bytes, atomic_write_json, atomic_write_text  # noqa: E402
+from udcg.io.files import atomic_write_json, atomic_write_text  # noqa: E402
 from udcg.records import OUTCOME_SCORE  # noqa: E402
 
 
 def test_contexts(run: Path, k: int) -> list:
-    with gzip.open(run / "data" / "contexts.jsonl.gz", "rt", encoding="utf-8") as f:
-        records = [from_json(json.loads(line), f"{run}/data/contexts.jsonl.gz:{i}") for i, line in enumerate(f, 1)]
-    return [r for r in records if r.study == "main" and r.split == "test" and r.k == k and r.outcome in OUTCOME_SCORE]
+    return [r for r in read_groups(run)["main"] if r.split == "test" and r.k == k and r.outcome in OUTCOME_SCORE]
 
 
 def direction(source: Path, target: Path, k: int, n_boot: int, seed: int) -> tuple[object, list[dict]]:
@@ -77,11 +73,11 @@ def main(argv: list[str] | None = None) -> int:
         tables.append(table)
         rows += per_context
     args.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(args.out / "table.md", "\n\n".join(t.markdown(3) for t in tables) + "\n")
+    markdown = "\n\n".join(t.markdown(3) for t in tables)
+    atomic_write_text(args.out / "table.md", markdown + "\n")
     atomic_write_json(args.out / "table.json", [{"title": t.title, "rows": t.records()} for t in tables])
-    data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode()
-    atomic_write_bytes(args.out / "per-context.jsonl.gz", gzip.compress(data, mtime=0))
-    print("\n\n".join(t.markdown(3) for t in tables))
+    write_jsonl_gz(args.out / "per-context.jsonl.gz", (finite(r) for r in rows))
+    print(markdown)
     return 0
 
 
