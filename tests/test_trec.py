@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -320,3 +321,14 @@ def test_bench_script_runs_small():
     assert lines[-1].startswith("ratio: ") and float(lines[-1].split()[1]) > 0
     worst = next(line for line in lines if line.startswith("max |ours - pytrec_eval|"))
     assert float(worst.rsplit(" ", 1)[1]) < 1e-9
+
+
+def test_the_metrics_layer_orders_a_ranking_as_the_trec_writer_does():
+    """metrics may not import io, so trec_eval's order lives in both; they must agree."""
+    from udcg.metrics.gains import ranked_docids as metrics_order
+
+    rng = random.Random(7)
+    for _ in range(200):
+        scores = {f"d{rng.randrange(50)}": rng.choice([1.0, 1.0000001, 0.5, -2.0, rng.uniform(-3, 3)])
+                  for _ in range(rng.randrange(1, 12))}
+        assert metrics_order(scores) == ranked_docids(scores)
