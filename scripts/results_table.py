@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 
 ROWS = (("UDCG", "**UDCG**"), ("UDCG_theta", "UDCG_θ (trained on the other questions)"), ("nDCG", "nDCG"),
-        ("RR", "RR (MRR)"), ("AP", "AP (MAP)"), ("P", "P (precision)"), ("RA-nWG", "RA-nWG@5"),
+        ("RR", "RR (MRR)"), ("AP", "AP (MAP)"), ("P", "P (precision)"), ("Success", "Success (a relevant passage)"),
+        ("RA-nWG", "RA-nWG@5"),
         ("eRAG", "eRAG"), ("ANSWER_PROB", "ANSWER_PROB"))
 
 
