@@ -17,8 +17,7 @@ from pathlib import Path
 
 ROWS = (("UDCG", "**UDCG**"), ("UDCG_theta", "UDCG_θ (trained on the other questions)"), ("nDCG", "nDCG"),
         ("RR", "RR (MRR)"), ("AP", "AP (MAP)"), ("P", "P (precision)"), ("Success", "Success (a relevant passage)"),
-        ("RA-nWG", "RA-nWG@5"),
-        ("eRAG", "eRAG"), ("ANSWER_PROB", "ANSWER_PROB"))
+        ("RA-nWG", "RA-nWG@5"), ("eRAG", "eRAG"), ("ANSWER_PROB", "ANSWER_PROB"))
 
 
 def _p(p: float) -> str:
