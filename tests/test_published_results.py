@@ -37,3 +37,19 @@ def test_the_theta_transfer_table_rebuilds(tmp_path):
     assert module.main([str(RESULTS / "nq-qwen0.5b"), str(RESULTS / "popqa-qwen0.5b"), "--out", str(tmp_path)]) == 0
     for name in ("table.md", "table.json", "per-context.jsonl.gz"):
         assert (tmp_path / name).read_bytes() == (published / name).read_bytes(), name
+
+
+def test_the_readme_results_table_matches_the_published_runs(monkeypatch):
+    """Each row of the README's results table is what ``results_table.py --summary`` reads off the run."""
+    root = RESULTS.parents[1]
+    spec = importlib.util.spec_from_file_location("results_table", root / "scripts" / "results_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.chdir(root)
+    rows = [line.strip() for line in (root / "README.md").read_text().splitlines()
+            if line.strip().startswith("| [") and "/report.md) |" in line]
+    assert rows, "the README has no results table"
+    for row in rows:
+        label, link = row[3:].split("](", 1)
+        folder = Path(link.split("/report.md)", 1)[0])
+        assert row == module.summary_row(folder, label), folder

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import importlib.util
 import json
 import subprocess
 import sys
@@ -38,3 +40,27 @@ def test_one_column_per_table_best_in_bold_and_holm_p_against_udcg(tmp_path):
     assert rows["UDCG_θ (trained on the other questions)"] == ["—", "**0.700** [0.600, 0.800]; p_Holm = 0.30"]
     assert rows["eRAG"][0] == "0.700 [0.600, 0.800] (circular); p_Holm = 0.030"  # higher rho, never best
     assert rows["AP (MAP)"] == ["—", "—"]
+
+
+def test_summary_row_reads_outcome_shares_and_the_best_classical_metric(tmp_path):
+    run = tmp_path / "run"
+    (run / "tables").mkdir(parents=True)
+    (run / "data").mkdir()
+    full = lambda metric, rho, tau, acc, p=None: {  # noqa: E731
+        **_row(metric, rho, p, n=9, none=1, tau=tau, acc=acc), "p_tau_b_holm": None if p is None else 0.0123,
+        "p_pair_acc_holm": None if p is None else 1.0}
+    (run / "tables" / "table3-all.json").write_text(json.dumps(
+        [full("UDCG", 0.5, 0.4, 0.75), full("eRAG", 0.9, 0.8, 0.9, 0.01), full("nDCG", 0.61, 0.5, 0.8, 0.02),
+         full("P", 0.6, 0.55, 0.7, 0.3), {**full("AP", 0.0, 0.0, 0.0, 0.5), "mean_rho": None}]))
+    outcomes = ["correct"] * 3 + ["abstained"] * 2 + ["wrong"] * 3
+    studies = ["main"] * 8 + ["positions"] * 4
+    with gzip.open(run / "data" / "contexts.jsonl.gz", "wt") as fh:
+        for i, study in enumerate(studies):
+            fh.write(json.dumps({"study": study, "outcome": outcomes[i] if study == "main" else "correct"}) + "\n")
+    spec = importlib.util.spec_from_file_location("results_table", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    # 3/8 correct = 38%, 2/8 abstained = 25%; eRAG is not classical; nDCG beats P on rho; NA rho skipped.
+    assert module.summary_row(run, "Toy") == (
+        f"| [Toy]({run.as_posix()}/report.md) | 10 | 38% / 25% | 0.500 / 0.400 / 0.750 | "
+        "nDCG 0.610 / 0.500 / 0.800 | 0.060 / 0.012 / 1.00 |")
