@@ -31,8 +31,13 @@ ROWS = (("UDCG", "**UDCG**"), ("UDCG_theta", "UDCG_θ (trained on the other ques
 CLASSICAL = {"nDCG": "nDCG", "RR": "MRR", "AP": "MAP", "P": "P", "Success": "Success"}
 
 
+def _pv(p: float | None) -> str:
+    """A p-value with three decimals below 0.1, two above."""
+    return "NA" if p is None else f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
+
+
 def _p(p: float) -> str:
-    return "p_Holm < 0.001" if p < 0.001 else f"p_Holm = {p:.3f}" if p < 0.1 else f"p_Holm = {p:.2f}"
+    return "p_Holm < 0.001" if p < 0.001 else f"p_Holm = {_pv(p)}"
 
 
 def _num(v: object) -> str:
@@ -63,10 +68,6 @@ def column(table: list[dict]) -> tuple[dict[str, str], int, int]:
         cells[name] = cell
     n_rho = rows["UDCG"]["n_questions"]
     return cells, n_rho, n_rho + rows["UDCG"]["no_rho_outcome"]
-
-
-def _pv(p: float | None) -> str:
-    return "NA" if p is None else f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
 
 
 def summary_row(folder: Path, label: str) -> str:

@@ -10,6 +10,7 @@ Session-scoped, built once per test run and only when a test asks for them:
   127.0.0.1 at a free port in a background thread; ``.url`` is the OpenAI ``base_url``.
 
 ``free_port()`` returns a port nothing listens on (for subprocess servers).
+``load_script("name")`` imports ``scripts/name.py`` as a module (the scripts are not a package).
 ``ScriptedBackend`` (import it: ``from tests.conftest import ScriptedBackend, Call``) is the suite's
 one fake model: it scripts a model's replies deterministically for unit tests of the code around
 the model, and logs every call.
@@ -19,11 +20,14 @@ Nothing here reaches a model hub (HF_HUB_OFFLINE=1).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -38,6 +42,15 @@ if os.path.isdir(_SHARED_DATA):
     os.environ.setdefault("UDCG_DATA_DIR", _SHARED_DATA)
 
 TINY_SERVED_NAME = "tiny-llama"
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def load_script(name: str) -> ModuleType:
+    """``scripts/<name>.py`` imported as a module, for the tests that call a script's functions."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def free_port() -> int:

@@ -4,12 +4,12 @@ check_run; the packaged nq-example and its generator."""
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import load_script
 from udcg.io.beir import Collection, check_run, read_collection
 from udcg.errors import InputError
 from udcg.records import Passage, Question
@@ -262,10 +262,7 @@ def test_packaged_example_reads_and_its_runs_check():
                     reason="shared data folder is absent")
 def test_make_example_regenerates_the_packaged_folder_byte_for_byte(tmp_path):
     pytest.importorskip("bm25s")
-    spec = importlib.util.spec_from_file_location(
-        "make_example", Path(__file__).resolve().parents[1] / "scripts/make_example.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("make_example")
     assert module.main(["--data-dir", str(default_data_dir()), "--out", str(tmp_path)]) == 0
     packaged = sorted(p.relative_to(example_path()) for p in example_path().rglob("*") if p.is_file())
     assert packaged == sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())

@@ -3,11 +3,11 @@ each validate run under docs/results/ (``udcg report``) and the UDCG_theta trans
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import load_script
 from udcg.cli import main
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
@@ -31,9 +31,7 @@ def test_the_theta_transfer_table_rebuilds(tmp_path):
     published = RESULTS / "theta-transfer"
     if not (published / "table.md").is_file():
         pytest.skip("no published transfer table")
-    spec = importlib.util.spec_from_file_location("theta_transfer", RESULTS.parents[1] / "scripts" / "theta_transfer.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("theta_transfer")
     assert module.main([str(RESULTS / "nq-qwen0.5b"), str(RESULTS / "popqa-qwen0.5b"), "--out", str(tmp_path)]) == 0
     for name in ("table.md", "table.json", "per-context.jsonl.gz"):
         assert (tmp_path / name).read_bytes() == (published / name).read_bytes(), name
@@ -42,9 +40,7 @@ def test_the_theta_transfer_table_rebuilds(tmp_path):
 def test_the_readme_results_table_matches_the_published_runs(monkeypatch):
     """Each row of the README's results table is what ``results_table.py --summary`` reads off the run."""
     root = RESULTS.parents[1]
-    spec = importlib.util.spec_from_file_location("results_table", root / "scripts" / "results_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("results_table")
     monkeypatch.chdir(root)
     rows = [line.strip() for line in (root / "README.md").read_text().splitlines()
             if line.strip().startswith("| [") and "/report.md) |" in line]

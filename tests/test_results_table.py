@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.conftest import load_script
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "results_table.py"
 
@@ -57,9 +58,7 @@ def test_summary_row_reads_outcome_shares_and_the_best_classical_metric(tmp_path
     with gzip.open(run / "data" / "contexts.jsonl.gz", "wt") as fh:
         for i, study in enumerate(studies):
             fh.write(json.dumps({"study": study, "outcome": outcomes[i] if study == "main" else "correct"}) + "\n")
-    spec = importlib.util.spec_from_file_location("results_table", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("results_table")
     # 3/8 correct = 38%, 2/8 abstained = 25%; eRAG is not classical; nDCG beats P on rho; NA rho skipped.
     assert module.summary_row(run, "Toy") == (
         f"| [Toy]({run.as_posix()}/report.md) | 10 | 38% / 25% | 0.500 / 0.400 / 0.750 | "

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import load_script
 from udcg.io import sources as ds
 from udcg.errors import InputError
 from udcg.text import contains_answer
@@ -320,11 +321,7 @@ def test_authors_sample_is_their_file_and_its_udcg_values_reproduce():
 
 @needs_shared
 def test_make_sample_regenerates_the_packaged_file_byte_for_byte(tmp_path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("make_sample", Path(__file__).resolve().parents[1] / "scripts/make_sample.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("make_sample")
     out = tmp_path / "popqa-sample.jsonl"
     assert module.main(["--data-dir", str(SHARED), "--out", str(out)]) == 0
     assert out.read_bytes() == ds.sample_path("popqa-sample.jsonl").read_bytes()
