@@ -114,18 +114,20 @@ def _run_runs(args: argparse.Namespace) -> int:
     from udcg.experiment.run_scores import named_runs
     from udcg.io.beir import check_run, read_collection
     from udcg.errors import InputError
-    from udcg.experiment.own_runs import annotate_runs
+    from udcg.experiment.own_runs import annotate_runs, run_docids
     from udcg.progress import bar, follow_libraries
     from udcg.io.trec import read_run
 
     if args.input or not args.corpus:
         raise InputError("with --run give --corpus (a BEIR folder or corpus file) and no INPUT file")
     cfg = _config(args)
-    collection = read_collection(args.corpus, queries=args.queries, qrels=args.qrels, answers=args.answers)
     paths = named_runs(args.run)
     runs = {name: read_run(path) for name, path in paths.items()}
+    collection = read_collection(args.corpus, queries=args.queries, qrels=args.qrels, answers=args.answers,
+                                 docids=run_docids(runs, args.depth))  # only the documents annotated
     for name, run in runs.items():
-        check_run(run, collection, str(paths[name]))
+        check_run(run, collection, str(paths[name]), depth=args.depth)
+    print(collection.scan.line(), file=sys.stderr)
     follow_libraries(not args.no_progress)
     bars = []
 

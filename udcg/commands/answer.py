@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from udcg.experiment.run_scores import named_runs, read_utilities
     from udcg.io.beir import check_run, read_collection
     from udcg.errors import InputError
-    from udcg.experiment.own_runs import answer_contexts, context_record, run_contexts
+    from udcg.experiment.own_runs import answer_contexts, context_record, run_contexts, run_docids
     from udcg.experiment.steps import context_key
     from udcg.io.files import atomic_write_jsonl
     from udcg.llm.registry import backend_name, load_backend
@@ -74,11 +74,14 @@ def run(args: argparse.Namespace) -> int:
     cache = Path(args.cache) if args.cache else output.with_name(output.name + ".cache.jsonl")
     if cache.resolve() == output.resolve():
         raise InputError(f"{output}: the output and the cache are one file (choose another --cache)")
-    collection = read_collection(args.corpus, queries=args.queries, qrels=args.qrels, answers=args.answers)
     paths = named_runs(args.run)
     runs = {name: read_run(path) for name, path in paths.items()}
+    depth = max(args.k, args.depth) if args.samples else args.k  # the documents the contexts are made of
+    collection = read_collection(args.corpus, queries=args.queries, qrels=args.qrels, answers=args.answers,
+                                 docids=run_docids(runs, depth))
     for name, run_ in runs.items():
-        check_run(run_, collection, str(paths[name]))
+        check_run(run_, collection, str(paths[name]), depth=depth)
+    print(collection.scan.line(), file=sys.stderr)
     utilities = read_utilities(args.utilities) if args.utilities else None
     contexts, short = run_contexts(runs, collection, args.k, samples=args.samples, depth=args.depth, seed=args.seed)
     for name, count in short.items():

@@ -50,6 +50,12 @@ def run_pairs(runs: Mapping[str, Run], depth: int) -> dict[str, list[str]]:
     return {qid: list(docs) for qid, docs in pairs.items()}
 
 
+def run_docids(runs: Mapping[str, Run], depth: int) -> set[str]:
+    """The documents of the runs' top-``depth``: all a command reads from the corpus (annotate: its
+    --depth; answer: --k, or the larger of --k and --depth with --samples)."""
+    return {docid for docids in run_pairs(runs, depth).values() for docid in docids}
+
+
 def _judge_unjudged(missing: list[tuple[str, str]], collection: Collection, judge, cache_path: Path,
                     progress: Callable[[int], None] | None) -> dict[tuple[str, str], tuple[bool, str]]:
     from udcg.grade.judges import PassageItem

@@ -15,7 +15,7 @@ import re
 import secrets
 import stat
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Set
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +25,13 @@ MAX_FILE_BYTES = 2 * 1024**3
 MAX_GZIP_RATIO = 100  # text compresses 3-20x; a gzip that expands more is a bomb or not data
 # No reader's context holds more: a longer passage is a whole document pasted into one field.
 MAX_PASSAGE_CHARS = 1_000_000
+MAX_LINE_BYTES = 64 * 1024**2  # one line of a streamed file; a longer one is no record (nor MAX_PASSAGE_CHARS)
 
 
 # ---------------------------------------------------------------- reading
 
 
-def _check_readable(path: Path) -> os.stat_result:
+def _check_readable(path: Path, whole: bool = True) -> os.stat_result:
     try:
         st = path.stat()
     except FileNotFoundError:
@@ -43,7 +44,7 @@ def _check_readable(path: Path) -> os.stat_result:
         raise InputError(f"{path}: is {_file_kind(st.st_mode)}, not a regular file (save the data to a file and give its path)")
     if st.st_size == 0:
         raise InputError(f"{path}: the file is empty (expected JSON or JSONL records)")
-    if st.st_size > MAX_FILE_BYTES:
+    if whole and st.st_size > MAX_FILE_BYTES:
         raise InputError(f"{path}: {st.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit (split the file)")
     return st
 
@@ -90,6 +91,30 @@ def read_text(path: str | Path) -> str:
         raise InputError(f"{path}:{line}: bytes that are not UTF-8 at offset {e.start} (re-save the file as UTF-8)") from None
 
 
+def stream_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
+    """(line number, raw line) of a regular file read piece by piece (no MAX_FILE_BYTES limit); a ``.gz``
+    decompressed as it is read, the gzip-bomb ratio (``_read_gzip``) bounding the stream."""
+    path = Path(path)
+    size = _check_readable(path, whole=False).st_size
+    gz = path.suffix == ".gz"
+    limit, total, line_no = max(64 * 1024**2, MAX_GZIP_RATIO * size) if gz else None, 0, 0
+    try:
+        with gzip.open(path, "rb") if gz else open(path, "rb") as f:
+            while line := f.readline(MAX_LINE_BYTES + 1):
+                line_no += 1
+                total += len(line)
+                if len(line) > MAX_LINE_BYTES:
+                    raise InputError(f"{path}:{line_no}: a line of more than {MAX_LINE_BYTES:,} bytes (one record per "
+                                     "line; split the document into passages of a few hundred words)")
+                if limit is not None and total > limit:
+                    raise InputError(f"{path}: decompresses to more than {limit:,} bytes ({size:,} compressed; the limit "
+                                     f"is {MAX_GZIP_RATIO}x the compressed size, at least 64 MiB): not a data file")
+                yield line_no, line
+    except (OSError, EOFError, zlib.error) as e:
+        raise InputError(f"{path}: cannot read as gzip: {e} (compress the file again with gzip)" if gz else
+                         f"{path}: cannot read: {getattr(e, 'strerror', None) or e} (check its permissions)") from None
+
+
 def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not valid JSON (write a finite number or null)")
 
@@ -106,6 +131,8 @@ def _parse_int(text: str) -> int:
 # A JSON string (skipped whole), a bare NaN / Infinity / -Infinity, or an over-long integer, outside strings.
 _STRING_OR_CONSTANT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)|(?<![\d.eE+-])(-?\d{%d,})(?![\d.eE])' % (MAX_INT_DIGITS + 1))
 _KEY = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:')
+# The value of an id key a scan can read without parsing: a plain string (group 1) or an integer (group 2).
+_ID_VALUE = re.compile(rb'"([^"\\]*)"|(-?(?:0|[1-9][0-9]*))(?![0-9.eE])')
 
 
 def _constant_error(text: str, where: str, first_line: int | None = None) -> InputError:
@@ -153,12 +180,16 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line; every line must be a JSON object."""
     path = Path(path)
     for line_no, line in enumerate(read_text(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        obj = _loads(line, str(path), line_no)
-        if not isinstance(obj, dict):
-            raise InputError(f"{path}:{line_no}: expected a JSON object, got {type(obj).__name__} (one object per line)")
-        yield line_no, obj
+        if line.strip():
+            yield line_no, parse_record(line, str(path), line_no)
+
+
+def parse_record(line: str, where: str, line_no: int) -> dict:
+    """One JSONL line that must hold a JSON object, with ``where:line_no`` errors."""
+    obj = _loads(line, where, line_no)
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}:{line_no}: expected a JSON object, got {type(obj).__name__} (one object per line)")
+    return obj
 
 
 def read_records(path: str | Path) -> list[tuple[str, dict]]:
@@ -189,6 +220,81 @@ def read_records(path: str | Path) -> list[tuple[str, dict]]:
     if not out:
         raise InputError(f"{path}: only blank lines (expected JSON or JSONL records)")
     return out
+
+
+# ---------------------------------------------------------------- the wanted records of a large JSONL file
+
+
+class JsonlScan:
+    """The records of a streamed JSONL file whose id (first non-null of ``id_fields``, an integer as its
+    string) is in ``keep``. A line whose id shows unparsed (a whole ``{...}``, one id key at top level,
+    no ``{`` before it, a plain string or integer) is parsed only if kept; others are parsed, yielded if
+    kept or without a readable id (the caller locates the error); one that is no JSON object is the
+    error if it holds (or seems to) a kept id, else counted in ``skipped`` (``first_skipped``). After
+    ``rows()``: ``scanned`` (records), ``nbytes`` (decompressed), ``seen`` (the ids of ``watch`` met)."""
+
+    def __init__(self, path: str | Path, id_fields: tuple[str, ...], keep: Set[str], watch: Set[str] = frozenset()):
+        self.path, self.id_fields, self.keep, self.watch = Path(path), id_fields, keep, watch
+        self.scanned, self.nbytes, self.seen, self.skipped, self.first_skipped = 0, 0, set(), 0, ""
+        names = b"|".join(re.escape(f.encode()) for f in id_fields)
+        self._first = re.compile(rb'\s*\{\s*"(' + names + rb')"\s*:\s*')  # the usual line: the id key opens it
+        self._key = re.compile(rb'"(' + names + rb')"\s*:\s*')
+        self._loose = re.compile(rb'"(?:' + names + rb')"\s*:\s*"?([^"\\\s,}]+)')
+        self._top, self._tail = id_fields[0].encode(), os.path.commonprefix([f[::-1] for f in id_fields])[::-1].encode() + b'"'
+
+    def _fast_id(self, line: bytes) -> bytes | None:
+        """The id, or None (parse it). A duplicate top-level ``id_fields[0]`` key is read by the first."""
+        key = self._first.match(line)
+        if key is None:
+            key = self._key.search(line)
+            if key is None or not line.lstrip().startswith(b"{") or line.find(b"{", line.find(b"{") + 1, key.start()) >= 0:
+                return None
+        value = _ID_VALUE.match(line, key.end())
+        if value is None or not (line.endswith(b"}\n") or line.rstrip().endswith(b"}")) or (
+                key.group(1) != self._top and line.find(self._tail, value.end()) >= 0 and self._key.search(line, value.end())):
+            return None
+        return value.group(1) if value.group(1) is not None else value.group(2)
+
+    def rows(self) -> Iterator[tuple[str, dict]]:
+        keep, watch, fast_id, nbytes, scanned = {d.encode() for d in self.keep}, {d.encode() for d in self.watch}, \
+            self._fast_id, 0, 0
+        for line_no, line in stream_lines(self.path):
+            nbytes += len(line)
+            if line.isspace():
+                continue
+            scanned += 1
+            docid = fast_id(line)
+            if docid is None:
+                obj = self._parse(line, line_no, keep)
+                yield from self.kept(f"{self.path}:{line_no}", obj) if obj is not None else ()
+                continue
+            if docid in watch:
+                self.seen.add(docid.decode())
+            if docid in keep:
+                yield f"{self.path}:{line_no}", self._parse(line, line_no, None)
+        self.nbytes, self.scanned = nbytes, scanned
+
+    def kept(self, where: str, obj: dict) -> Iterator[tuple[str, dict]]:
+        """``(where, obj)`` if its id is kept or unreadable (for records read otherwise, e.g. a JSON list)."""
+        value = next((obj[f] for f in self.id_fields if obj.get(f) is not None), None)
+        docid = value if isinstance(value, str) else str(value) if type(value) is int else None
+        self.seen.update({docid} & self.watch)
+        if docid is None or docid in self.keep:
+            yield where, obj
+
+    def _parse(self, line: bytes, line_no: int, keep: Set[bytes] | None) -> Any:
+        """The line's object; unreadable: the error if ``keep`` is None or holds its id, else None, counted."""
+        try:
+            return parse_record(line.rstrip(b"\r\n").decode("utf-8"), str(self.path), line_no)
+        except (InputError, UnicodeDecodeError) as e:
+            e = InputError(f"{self.path}:{line_no}: bytes that are not UTF-8 at column {e.start + 1} (re-save "
+                           "the file as UTF-8)") if isinstance(e, UnicodeDecodeError) else e
+            guess = self._loose.search(line)
+            if keep is None or (guess is not None and guess.group(1) in keep):
+                raise e from None
+            self.skipped += 1
+            self.first_skipped = self.first_skipped or str(e)
+            return None
 
 
 # ---------------------------------------------------------------- writing

@@ -4,17 +4,24 @@
 ``datasets`` is imported inside each function (it is heavy), so ``import udcg`` stays fast. Every
 failure to read becomes an ``InputError`` naming the source and the fix. Rows are located as
 ``<source>: row <i>`` (0-based, as ``datasets`` indexes them): a table has no lines.
+
+A Parquet file is read with ``pyarrow`` in record batches (nothing is written into the Hugging Face
+cache). ``TableScan`` reads a table batch by batch and keeps only the rows whose id is wanted, so a
+corpus of millions of rows is never held whole: a Parquet file through ``pyarrow``, a
+``save_to_disk`` folder (or a hub data set) through its Arrow files, read as streams rather than
+memory-mapped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence, Set
 from pathlib import Path
 from typing import Any
 
 from udcg.errors import InputError
 
 HUB_PREFIX = "hf:"
+BATCH_ROWS = 8192
 
 
 def _reason(e: BaseException) -> str:
@@ -34,8 +41,8 @@ def is_saved_dataset(path: Path) -> bool:
 
 
 def load(source: str | Path) -> Any:
-    """The ``Dataset`` or ``DatasetDict`` behind ``source``: ``hf:NAME[:CONFIG]``, a Parquet file,
-    or a ``save_to_disk`` folder."""
+    """The ``Dataset`` or ``DatasetDict`` behind ``source``: ``hf:NAME[:CONFIG]`` or a ``save_to_disk``
+    folder (a Parquet file: ``TableScan``)."""
     import datasets
 
     text = str(source)
@@ -52,13 +59,10 @@ def load(source: str | Path) -> Any:
                              "folder)") from None
     path = Path(source)
     try:
-        if path.is_dir():
-            return datasets.load_from_disk(str(path))
-        return datasets.load_dataset("parquet", data_files=str(path), split="train")
+        return datasets.load_from_disk(str(path))
     except _errors() as e:
-        what = "a datasets save_to_disk folder" if path.is_dir() else "Parquet"
-        raise InputError(f"{path}: cannot read as {what} ({_reason(e)}) (check the file, or write it again "
-                         "with datasets' save_to_disk / to_parquet)") from None
+        raise InputError(f"{path}: cannot read as a datasets save_to_disk folder ({_reason(e)}) (check the folder, "
+                         "or write it again with datasets' save_to_disk)") from None
 
 
 def splits(data: Any) -> tuple[str, ...]:
@@ -85,3 +89,96 @@ def rows(table: Any, source: str) -> Iterator[tuple[str, dict]]:
     """(location, row) for each row of a ``Dataset``."""
     for i, row in enumerate(table):
         yield f"{source}: row {i}", row
+
+
+# ---------------------------------------------------------------- tables read batch by batch
+
+
+def _parquet_batches(path: Path) -> Iterator[Any]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        yield from pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS)
+    except (OSError, ValueError, pa.ArrowException) as e:
+        raise InputError(f"{path}: cannot read as Parquet ({_reason(e)}) (check the file, or write it again with "
+                         "pyarrow or datasets' to_parquet)") from None
+
+
+def _dataset_batches(table: Any) -> Iterator[Any]:
+    """A ``Dataset``'s record batches: its Arrow files read as streams (``save_to_disk`` writes them
+    without an indices mapping), else its in-memory table."""
+    import pyarrow as pa
+
+    files = [f["filename"] for f in table.cache_files]
+    if not files or getattr(table, "_indices", None) is not None:
+        yield from table.with_format("arrow").iter(batch_size=BATCH_ROWS)
+        return
+    for name in files:
+        try:
+            with pa.OSFile(name, "rb") as f:
+                yield from pa.ipc.open_stream(f)
+        except (OSError, ValueError, pa.ArrowException) as e:
+            raise InputError(f"{name}: cannot read as an Arrow file ({_reason(e)}) (write the data set again with "
+                             "datasets' save_to_disk)") from None
+
+
+def _ids(batch: Any, id_columns: Sequence[str]) -> Any:
+    """Each row's id as a string: the first non-null of ``id_columns`` (null where none is, or where
+    an id column cannot be read as a string)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = []
+    for name in (n for n in id_columns if n in batch.schema.names):
+        try:
+            columns.append(pc.cast(batch.column(name), pa.string()))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # a list, struct...: let the caller locate the error
+            return pa.nulls(batch.num_rows, pa.string())
+    if not columns:
+        return pa.nulls(batch.num_rows, pa.string())
+    return pc.coalesce(*columns) if len(columns) > 1 else columns[0]
+
+
+class TableScan:
+    """The rows of a table (a Parquet file, a ``save_to_disk`` folder, ``hf:NAME``) read batch by
+    batch. With ``keep``, only rows whose id (``_ids``) is in ``keep``, plus rows without a readable
+    id (the caller's checks locate their error). Memory holds one batch and the kept rows. After
+    ``rows()``: ``scanned`` (rows read), ``nbytes`` (bytes of the files read) and ``seen`` (the ids
+    of ``watch`` met)."""
+
+    def __init__(self, source: str | Path, role: str, id_columns: Sequence[str] = (),
+                 keep: Set[str] | None = None, watch: Set[str] = frozenset()):
+        self.source, self.role, self.id_columns = source, role, tuple(id_columns)
+        self.keep, self.watch = keep, watch
+        self.scanned, self.nbytes, self.seen = 0, 0, set()
+
+    def _batches(self) -> Iterator[Any]:
+        text = str(self.source)
+        path = Path(self.source)
+        if not text.startswith(HUB_PREFIX) and not path.is_dir():
+            self.nbytes = path.stat().st_size
+            return _parquet_batches(path)
+        table = pick(load(self.source), self.role, text)
+        self.nbytes = sum(Path(f["filename"]).stat().st_size for f in table.cache_files)
+        return _dataset_batches(table)
+
+    def rows(self) -> Iterator[tuple[str, dict]]:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        keep = None if self.keep is None else pa.array(sorted(self.keep), pa.string())
+        watch = pa.array(sorted(self.watch), pa.string())
+        for batch in self._batches():
+            start, self.scanned = self.scanned, self.scanned + batch.num_rows
+            if keep is None:
+                chosen = np.arange(batch.num_rows)
+            else:
+                ids = _ids(batch, self.id_columns)
+                if len(watch):
+                    self.seen.update(pc.filter(ids, pc.is_in(ids, value_set=watch)).to_pylist())
+                mask = pc.or_(pc.is_in(ids, value_set=keep), pc.is_null(ids))
+                chosen = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+            for i, row in zip(chosen, batch.take(pa.array(chosen, pa.int64())).to_pylist(), strict=True):
+                yield f"{self.source}: row {start + int(i)}", row
