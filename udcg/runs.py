@@ -14,13 +14,22 @@ reads):
   missing records only (work already done is never redone, so a run grown by questions, runs or a
   study costs only its new records); they are appended in one ``append_many`` (one fsync). A chunk
   torn by a kill (a short last line) is cut off on open and computed again;
+- **in parallel** (``parallel`` > 1, for an API model that keeps that many requests in flight):
+  the missing records are cut into small pieces that worker threads compute at once, so the
+  backend's window of requests in flight stays full across pieces (no barrier between chunks).
+  Finished records go to the cache as each piece finishes (written and flushed: a kill -9 loses
+  only the pieces in flight), fsynced every ``chunk_size`` records or ``SYNC_SECONDS``. Requests to
+  an API are independent of their batch mates, so pieces need no fixed composition. After a
+  failure no new piece starts; the finished ones are kept and the error names the resume;
 - **progress** ``progress(n)``: n requests done (the cached ones first, then chunk by chunk);
 - **stats** ``RunStats``: requests, records computed in this run, seconds spent computing.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +39,8 @@ from udcg.errors import BackendError, InputError
 from udcg.io.cache import AppendCache
 
 T = TypeVar("T")
+SYNC_SECONDS = 1.0  # in parallel runs, finished records are fsynced at least this often
+_WORKERS = 4  # threads of a parallel run; each computes pieces of about 2 x window / _WORKERS items
 
 
 def key(*parts: str) -> str:
@@ -87,7 +98,7 @@ class Cache(Protocol):
 
     def __contains__(self, key: str) -> bool: ...
     def get(self, key: str) -> dict | None: ...
-    def append_many(self, records: list[dict]) -> None: ...
+    def append_many(self, records: list[dict], sync: bool = True) -> None: ...
 
 
 @dataclass
@@ -121,12 +132,14 @@ def chunks(items: Sequence[T], size: int) -> list[list[T]]:
 
 def run(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[list[T]], Sequence[dict]],
         chunk_size: int, *, progress: Callable[[int], object] | None = None,
-        redo: Callable[[dict], bool] | None = None) -> RunStats:
+        redo: Callable[[dict], bool] | None = None, parallel: int = 1) -> RunStats:
     """Compute every request missing from ``cache``, chunk by chunk (module docstring); return stats.
 
     ``compute(payloads)`` returns one record body per payload, in order (the runner adds ``key``
     first). A key given twice is computed once. ``redo(record)``: cached records to compute again
-    (e.g. unparseable judgements); their new record is appended and replaces the old one on load."""
+    (e.g. unparseable judgements); their new record is appended and replaces the old one on load.
+    ``parallel``: requests the model keeps in flight (``parallelism(backend)``); above 1, pieces are
+    computed by worker threads at once (module docstring)."""
     def missing(k: str) -> bool:
         return k not in cache or (redo is not None and redo(cache.get(k)))
 
@@ -139,6 +152,10 @@ def run(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[list
     todos = [[(k, p) for k, p in part if missing(k)] for part in parts]
     if progress is not None and len(unique) > sum(map(len, todos)):
         progress(len(unique) - sum(map(len, todos)))
+    if parallel > 1:
+        _run_parallel(cache, [item for todo in todos for item in todo], compute, chunk_size, parallel, progress, stats,
+                      unique)
+        return stats
     for todo in todos:
         if not todo:
             continue
@@ -148,16 +165,86 @@ def run(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[list
         except Unfinished as e:
             bodies, error = e.bodies, e.error
         stats.seconds += time.perf_counter() - t0
-        if len(bodies) != len(todo):
-            raise BackendError(f"{len(bodies)} results for {len(todo)} requests (a model step returns one per request)")
-        records = [{"key": k, **body} for (k, _), body in zip(todo, bodies) if body is not None]
+        records = _records(todo, bodies)
         if records:
             cache.append_many(records)
         stats.computed += len(records)
         if error is not None:
-            finished = sum(k in cache for k, _ in unique)
-            raise BackendError(f"{error}; {finished} of {len(unique)} records are finished and kept in {cache.path} "
-                               "(rerun the same command to resume)") from None
+            _stop(error, cache, unique)
         if progress is not None:
             progress(len(todo))
     return stats
+
+
+def parallelism(backend: object) -> int:
+    """How many requests ``backend`` keeps in flight: its ``concurrent_requests`` (API backends),
+    else 1 (a local model computes one batch at a time)."""
+    value = getattr(backend, "concurrent_requests", 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 1 else 1
+
+
+def _records(todo: list[tuple[str, T]], bodies: Sequence[dict | None]) -> list[dict]:
+    if len(bodies) != len(todo):
+        raise BackendError(f"{len(bodies)} results for {len(todo)} requests (a model step returns one per request)")
+    return [{"key": k, **body} for (k, _), body in zip(todo, bodies) if body is not None]
+
+
+def _stop(error: Exception, cache: Cache, unique: list[tuple[str, T]]):
+    finished = sum(k in cache for k, _ in unique)
+    raise BackendError(f"{error}; {finished} of {len(unique)} records are finished and kept in {cache.path} "
+                       "(rerun the same command to resume)") from None
+
+
+def _run_parallel(cache: Cache, todo: list[tuple[str, T]], compute: Callable[[list[T]], Sequence[dict]],
+                  chunk_size: int, parallel: int, progress: Callable[[int], object] | None, stats: RunStats,
+                  unique: list[tuple[str, T]]) -> None:
+    """Worker threads compute pieces of ``todo`` at once; records are appended as pieces finish."""
+    if not todo:
+        return
+    piece = max(1, -(-2 * parallel // _WORKERS))
+    pieces = iter(chunks(todo, piece))
+    lock = threading.Lock()
+    state = {"unsynced": 0, "synced_at": time.monotonic(), "error": None}
+
+    def finish(part: list[tuple[str, T]], bodies: Sequence[dict | None], error: BaseException | None) -> None:
+        with lock:  # one writer at a time; the network work of the other threads goes on
+            records = _records(part, bodies)
+            if records:
+                state["unsynced"] += len(records)
+                due = state["unsynced"] >= chunk_size or time.monotonic() - state["synced_at"] >= SYNC_SECONDS
+                cache.append_many(records, sync=due)
+                if due:
+                    state["unsynced"], state["synced_at"] = 0, time.monotonic()
+            stats.computed += len(records)
+            if error is not None and state["error"] is None:
+                state["error"] = error
+            if progress is not None:
+                progress(len(part))
+
+    def worker() -> None:
+        while True:
+            with lock:
+                part = None if state["error"] is not None else next(pieces, None)
+            if part is None:
+                return
+            try:
+                bodies, error = list(compute([p for _, p in part])), None
+            except Unfinished as e:
+                bodies, error = e.bodies, e.error
+            except BaseException as e:  # anything else stops the run; the finished pieces stay
+                bodies, error = [None] * len(part), e
+            finish(part, bodies, error)
+
+    t0 = time.perf_counter()
+    workers = min(_WORKERS, -(-len(todo) // piece))
+    with ThreadPoolExecutor(workers, thread_name_prefix="udcg-runner") as pool:
+        for future in [pool.submit(worker) for _ in range(workers)]:
+            future.result()
+    stats.seconds += time.perf_counter() - t0
+    if state["unsynced"]:
+        cache.append_many([], sync=True)
+    error = state["error"]
+    if isinstance(error, BackendError):
+        _stop(error, cache, unique)
+    if error is not None:
+        raise error

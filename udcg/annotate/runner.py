@@ -128,7 +128,7 @@ def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfi
 
     with runs.open_cache(cache_path, provenance(backend.name, cfg)) as cache:
         ran = runs.run(cache, [(annotation_key(q.qid, p.pid), (q, p)) for q, p in items], compute, cfg.chunk_size,
-                       progress=progress)
+                       progress=progress, parallel=runs.parallelism(backend))
         done = cached_annotations(cache)
     stats = AnnotateStats(n_passages=len(items), n_computed=ran.computed, seconds=ran.seconds)
     for a in done.values():

@@ -79,7 +79,7 @@ def generate_cached(backend, requests: Sequence[tuple[str, Chat]], cache_path: P
         return [{"answer": a[0].strip(), **expect} for a in backend.generate(chats, params)]
 
     with runs.open_cache(cache_path, expect) as cache, progress(_distinct(requests), desc, "prompt") as bar:
-        stats = runs.run(cache, requests, compute, chunk_size, progress=bar.update)
+        stats = runs.run(cache, requests, compute, chunk_size, progress=bar.update, parallel=runs.parallelism(backend))
         return {key: cache.get(key)["answer"] for key, _ in requests}, stats.summary()
 
 
@@ -135,11 +135,13 @@ class _PassageCaches:
     def get(self, key: str) -> dict | None:
         return None
 
-    def append_many(self, records: list[dict]) -> None:
+    def append_many(self, records: list[dict], sync: bool = True) -> None:
         for name, cache in self._caches.items():
+            if cache is None:
+                continue
             new = [{"key": r["key"], **r[name]} for r in records if self._takes(name, r["key"]) and r["key"] not in cache]
-            if new:
-                cache.append_many(new)
+            if new or sync:
+                cache.append_many(new, sync=sync)
 
 
 def read_passages(pooled: list[Question], backend, cfg: Config, run_dir: Path, progress: Progress,

@@ -99,7 +99,7 @@ def run_judge(judge: Judge, items: Sequence[Item], cache_path: str | Path, chunk
         _check_labels(cache, judge)
         runs.check_provenance(cache, expect)
         runs.run(cache, list(zip(keys, items)), compute, chunk_size, progress=progress,
-                 redo=(lambda rec: rec["label"] is None) if redo_unparseable else None)
+                 parallel=runs.parallelism(getattr(judge, "backend", None)), redo=(lambda rec: rec["label"] is None) if redo_unparseable else None)
         return [{k: v for k, v in cache.get(key).items() if k != "key"} for key in keys]
 
 

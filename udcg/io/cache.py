@@ -63,11 +63,15 @@ class AppendCache:
         os.fsync(self._f.fileno())
         self.done[record[self.key_field]] = record
 
-    def append_many(self, records: list[dict]) -> None:
-        """Append several records in one write and one fsync (a chunk of finished work)."""
-        self._f.write("".join(dumps(r) + "\n" for r in records))
-        self._f.flush()
-        os.fsync(self._f.fileno())
+    def append_many(self, records: list[dict], sync: bool = True) -> None:
+        """Append several records in one write and one fsync (a chunk of finished work). With
+        ``sync=False`` the write is flushed to the operating system (it survives a kill -9 of this
+        process) and fsynced by a later call with ``sync=True`` (an empty one syncs only)."""
+        if records:
+            self._f.write("".join(dumps(r) + "\n" for r in records))
+            self._f.flush()
+        if sync:
+            os.fsync(self._f.fileno())
         for r in records:
             self.done[r[self.key_field]] = r
 

@@ -33,6 +33,16 @@ class LazyBackend:
             self.name = self._backend.name
         return self._backend
 
+    @property
+    def concurrent_requests(self) -> int:
+        """Requests the backend keeps in flight (``udcg.runs.parallelism``): an API backend's window
+        (loading one costs nothing), 1 for a local model, which is not loaded to say so."""
+        from udcg.llm.registry import is_api
+
+        if self._backend is None and not is_api(self.model):
+            return 1
+        return getattr(self._get(), "concurrent_requests", 1)
+
     def next_token_logprobs(self, chats, candidates):
         return self._get().next_token_logprobs(chats, candidates)
 

@@ -6,12 +6,13 @@
   ``first_token_logprobs`` says so in a per-chat note.
 - ``continuation_logprobs``: needs open weights; raises ``BackendError``.
 
-Requests go through the ``openai`` SDK (``AsyncOpenAI``: connections, timeouts, typed errors), run
-concurrently under a concurrency bound and an optional requests-per-minute pace. Retries are ours,
-not the SDK's (its ``max_retries`` is 0): its retries stay on one base URL, and ours go to the next
-one, so a fleet of servers can share one corpus past a dead member; they count against the pace;
-and a ``Retry-After`` (read from the SDK error's ``response``) longer than ``max_retry_after`` fails
-the request at once. Retried: 429 / 408 / 409 / 5xx, timeouts, dropped connections and bodies that
+Requests go out through one keep-alive connection pool and one event loop per backend
+(``udcg.llm.openai_transport``: the SDK's httpx client class, a JSON body built once per prompt),
+shared by every call, thread and base URL, under one backend-wide window of ``max_concurrency``
+requests in flight and an optional requests-per-minute pace. Calls from several threads at once
+(the runner's workers) share the window, so it stays full across chunks of work. Retries go to
+the next base URL, so a fleet of servers can share one corpus past a dead member; they count
+against the pace; and a ``Retry-After`` longer than ``max_retry_after`` fails the request at once. Retried: 429 / 408 / 409 / 5xx, timeouts, dropped connections and bodies that
 are not JSON, with exponential backoff. Results are per item: the ``*_each`` methods return a value
 or a ``BackendError`` per chat and can report each result as it arrives (``on_result``), so one
 failed request never loses the finished ones. The API key is read from the environment for every
@@ -23,7 +24,6 @@ Payload building and response parsing are pure functions (``udcg.llm.openai_wire
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import itertools
 import json
 import logging
@@ -38,6 +38,7 @@ from typing import Any
 
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams
+from udcg.llm.openai_transport import Transport, http_module
 from udcg.llm.openai_wire import (backoff_delay, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
                                   parse_answers, parse_first_top_logprobs, retry_after_seconds)
 from udcg.redact import redact, url_secrets
@@ -45,8 +46,8 @@ from udcg.redact import redact, url_secrets
 log = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({408, 409, 429})  # plus every 5xx
-# The SDK client needs a key to start; every request overrides it (_auth_header), so it is never sent.
-_KEY_SENT_PER_REQUEST = "sent-per-request"
+_JSON = {"Content-Type": "application/json"}
+DEFAULT_CONCURRENCY = 64  # requests in flight: a vLLM/SGLang server batches them; a rate-limited API answers 429s, retried
 
 
 # ---------------------------------------------------------------- backend
@@ -115,7 +116,7 @@ class OpenAIBackend:
         *,
         name: str | None = None,
         api_key_env: str = "OPENAI_API_KEY",
-        max_concurrency: int = 8,
+        max_concurrency: int = DEFAULT_CONCURRENCY,
         requests_per_minute: float | None = None,
         timeout: float = 60.0,
         max_retries: int = 5,
@@ -149,6 +150,15 @@ class OpenAIBackend:
         self._rng = random.Random(jitter_seed)
         self._pacer = _Pacer(requests_per_minute)
         self._url_turn = itertools.count()
+        self._endpoints = tuple(_endpoint(u, "chat/completions") for u in self.base_urls)
+        self._transport = Transport(max_concurrency, timeout)
+        self._http = http_module()
+        self._gate: asyncio.Semaphore | None = None
+
+    @property
+    def concurrent_requests(self) -> int:
+        """Requests this backend keeps in flight (``udcg.runs`` runs that many items at once)."""
+        return self.max_concurrency
 
     def __repr__(self) -> str:
         return redact(f"OpenAIBackend(model={self.model!r}, base_urls={list(self.base_urls)!r}, api_key_env={self.api_key_env!r})")
@@ -220,51 +230,49 @@ class OpenAIBackend:
 
     # ------------------------------------------------------------ transport
 
+    def close(self) -> None:
+        """Close the connection pool and its event-loop thread (a later call opens them again)."""
+        self._transport.close()
+
     def _run_all(self, items: list[list[dict]], parse: Callable[[list[dict]], Any], on_result) -> list[Any]:
-        """Post every item's payloads (concurrently across items); parse each item's bodies."""
+        """Post every item's payloads (concurrently across items, under the backend-wide window);
+        parse each item's bodies."""
         if not items:
             return []
-        coro = self._post_all(items, parse, on_result)
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(coro)
-        # Called from inside an event loop (a notebook): run ours in a worker thread.
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            return pool.submit(asyncio.run, coro).result()
+        return self._transport.run(self._post_all(items, parse, on_result))
 
     async def _post_all(self, items: list[list[dict]], parse, on_result) -> list[Any]:
-        import openai
-
-        gate = asyncio.Semaphore(self.max_concurrency)
-        timeout = openai.Timeout(self.timeout, connect=min(self.timeout, 10.0))
         results: list[Any] = [None] * len(items)
-        # One connection pool per call (an event loop's connections die with it), one client per
-        # base URL over it. The SDK's retries are off: ours go to the next base URL (see _post).
-        # The client holds no key: each request carries the one in the environment (_auth_header).
-        async with openai.AsyncOpenAI(base_url=self.base_urls[0], api_key=_KEY_SENT_PER_REQUEST, timeout=timeout,
-                                      max_retries=0) as first:
-            clients = [first, *(first.with_options(base_url=url) for url in self.base_urls[1:])]
+        todo = iter(range(len(items)))
 
-            async def one(i: int) -> None:
-                async with gate:
-                    try:
-                        results[i] = parse([await self._post(clients, payload) for payload in items[i]])
-                    except BackendError as e:  # parse errors quote the body, which a server may fill with the key
-                        results[i] = BackendError(redact(str(e), self._secrets()))
+        async def worker() -> None:
+            for i in todo:  # one shared iterator: each worker takes the next item when it is free
+                try:
+                    results[i] = parse([await self._post(payload) for payload in items[i]])
+                except BackendError as e:  # parse errors quote the body, which a server may fill with the key
+                    results[i] = BackendError(redact(str(e), self._secrets()))
                 if on_result is not None:
                     on_result(i, results[i])
 
-            await asyncio.gather(*(one(i) for i in range(len(items))))
+        await asyncio.gather(*(worker() for _ in range(min(self.max_concurrency, len(items)))))
         return results
 
-    async def _post(self, clients: list, payload: dict) -> dict:
-        """POST one payload, each attempt to the next base URL; the JSON body or a scrubbed BackendError."""
+    def _window(self) -> asyncio.Semaphore:
+        """The backend-wide bound on requests in flight (created on the transport's loop)."""
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(self.max_concurrency)
+        return self._gate
+
+    async def _post(self, payload: dict) -> dict:
+        """POST one payload, each attempt to the next base URL; the JSON body or a scrubbed BackendError.
+        The body is serialised once, whatever the number of attempts."""
+        content = json.dumps(payload, separators=(",", ":")).encode()
         problem = ""
         for attempt in range(self.max_retries + 1):
-            turn = next(self._url_turn) % len(clients)
+            turn = next(self._url_turn) % len(self.base_urls)
             await self._pacer.wait()
-            body, problem, retry_after = await self._attempt(clients[turn], f"{self.base_urls[turn]}/chat/completions", payload)
+            async with self._window():
+                body, problem, retry_after = await self._attempt(self._endpoints[turn], content)
             if not problem:
                 return body
             if attempt == self.max_retries:
@@ -277,34 +285,41 @@ class OpenAIBackend:
             await asyncio.sleep(delay)
         raise BackendError(redact(f"{problem} (gave up after {self.max_retries + 1} attempts)", self._secrets()))
 
-    async def _attempt(self, client, url: str, payload: dict) -> tuple[Any, str, float | None]:
+    async def _attempt(self, url: str, content: bytes) -> tuple[Any, str, float | None]:
         """One POST: (body, "", None), or (None, what went wrong, the Retry-After in seconds or None)
         when it may be retried. A status that retrying cannot fix raises a scrubbed BackendError."""
-        import openai
-
+        http = self._http
         try:
-            raw = await client.chat.completions.with_raw_response.create(**payload, extra_headers=self._auth_header())
-        except openai.APITimeoutError:
+            response = await self._transport.client().post(url, content=content, headers=self._headers())
+        except http.TimeoutException:
             return None, f"POST {url}: timed out after {self.timeout:g}s", None
-        except openai.APIConnectionError as e:
+        except http.HTTPError as e:
             cause = e.__cause__ or e
             return None, f"POST {url}: connection failed ({type(cause).__name__}: {cause})", None
-        except openai.APIStatusError as e:
-            problem = f"POST {url}: HTTP {e.status_code}: {_error_text(e)}"
-            if not _retryable(e.status_code):
-                raise BackendError(redact(problem + _hint(e.status_code, self.api_key_env), self._secrets())) from None
-            return None, problem, retry_after_seconds(e.response.headers.get("retry-after"))
+        status = response.status_code
+        if status >= 400:
+            problem = f"POST {url}: HTTP {status}: {_error_text(response)}"
+            if not _retryable(status):
+                raise BackendError(redact(problem + _hint(status, self.api_key_env), self._secrets())) from None
+            return None, problem, retry_after_seconds(response.headers.get("retry-after"))
         try:  # the body as sent (the parsers read the wire format, top_logprobs included)
-            return json.loads(raw.content), "", None
+            return json.loads(response.content), "", None
         except ValueError:  # a cut or garbled body (a proxy, a server restart): retried like a 5xx
-            return None, f"POST {url}: HTTP 200 but the body is not JSON: {raw.text[:200]!r}", None
+            return None, f"POST {url}: HTTP {status} but the body is not JSON: {response.text[:200]!r}", None
 
-    def _auth_header(self) -> dict[str, Any]:
-        """The key, read from the environment now, as this request's Authorization header (none when unset)."""
-        import openai
-
+    def _headers(self) -> dict[str, str]:
+        """This request's headers: JSON, and the key read from the environment now (none when unset)."""
         key = os.environ.get(self.api_key_env) or ""
-        return {"Authorization": f"Bearer {key}" if key else openai.Omit()}
+        if key:
+            return {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
+        return _JSON
+
+
+def _endpoint(base_url: str, path: str) -> str:
+    """``base_url`` + ``/path``, with a query string (``?key=...``, a form some providers use) kept
+    after the path, where the server reads it."""
+    head, sep, query = base_url.partition("?")
+    return f"{head.rstrip('/')}/{path}{sep}{query}"
 
 
 def _check_positive(field: str, value, integer: bool = False) -> None:
@@ -325,12 +340,19 @@ def _hint(status: int, api_key_env: str) -> str:
     return ""
 
 
-def _error_text(error) -> str:
-    """The server's message in an SDK ``APIStatusError`` (its ``body`` is the JSON's ``error`` object, or the text)."""
-    message = error.body.get("message") if isinstance(error.body, dict) else error.body
-    if isinstance(message, str) and message.strip():
-        return message[:300]
-    return error.response.reason_phrase
+def _error_text(response) -> str:
+    """The server's message in an error response: the JSON's ``error.message`` (OpenAI), ``message``
+    or ``detail``, else the start of the text, else the reason phrase."""
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        body = None
+    message = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(message, dict):
+        message = message.get("message") or message.get("detail")
+    if not isinstance(message, str) or not message.strip():
+        message = response.text.strip() if body is None else ""
+    return message[:300] if message else response.reason_phrase
 
 
 def _raise_on_errors(results: list[Any], what: str) -> list[Any]:

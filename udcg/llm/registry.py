@@ -66,6 +66,11 @@ def load_backend(name: str, **kw: Any) -> Backend:
     return HFBackend(name, **kw)
 
 
+def is_api(name: str) -> bool:
+    """Whether ``name`` is served through a scheme (``openai:MODEL``, a registered one), not loaded in-process."""
+    return isinstance(name, str) and _scheme(name) is not None
+
+
 def backend_name(name: str) -> str:
     """The name a backend loaded by ``load_backend(name)`` records next to its results, known
     without loading it: the alias, the folder's name, the hub id, or the model after ``scheme:``."""

@@ -1,0 +1,171 @@
+"""Is udcg's API client the bottleneck? `udcg annotate --run` against a local OpenAI-compatible server,
+beside a minimal raw async client posting the same payloads to the same server, in the same run.
+
+    python scripts/bench_api.py [--queries 1000] [--depth 10] [--latency 0.2] [--concurrency 256]
+
+Two settings, each a fresh server (``scripts/instant_openai_server.py``, its own process):
+
+1. **instant**: the server answers at once; udcg at its default settings (no flag tuning) and the
+   baseline at the same number of requests in flight (udcg's default ``--concurrency``);
+2. **latency**: every answer waits ``--latency`` seconds; both at ``--concurrency`` in flight,
+   against the ideal ``concurrency / latency``.
+
+udcg: the real command (`udcg annotate --corpus C --run R --depth D --model openai:bench --api-base
+URL -o OUT`) in a subprocess; its rate is what it prints, pairs computed per second of model time
+(the runner with prompts, estimator and fsynced cache; the fixed start-up and corpus read are
+printed apart). Its client CPU per pair is the child's CPU time over the pairs. Baseline: a child
+that builds every payload dict first (outside the timing), then posts them with ``concurrency``
+workers on one AsyncClient (the httpx the SDK is built on), keep-alive, serialising each body with
+``json.dumps`` as it posts and ``json.loads``-ing each answer. Last line: ``ratio: X``,
+udcg / baseline, the worse of the two settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+UDCG = [sys.executable, "-m", "udcg"]
+WORDS = ("river city war album film born river season team king church song party village station army school "
+         "university county league district novel island company family series game record state world").split()
+
+BASELINE = r'''
+import asyncio, json, sys, time
+from udcg.llm.openai_transport import http_module
+from udcg.llm.openai_wire import logprobs_payload
+from udcg.annotate.prompt import reader_chat
+
+url, concurrency, data = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+queries = {json.loads(l)["_id"]: json.loads(l)["text"] for l in open(f"{data}/queries.jsonl")}
+corpus = {}
+for line in open(f"{data}/corpus.jsonl"):
+    d = json.loads(line); corpus[d["_id"]] = d["text"]
+pairs = [l.split()[:3:2] for l in open(f"{data}/run.trec")]
+payloads = [logprobs_payload("bench", reader_chat(queries[q], [corpus[d]], "udcg-code-v1"), 20) for q, d in pairs]
+http = http_module()
+
+async def main():
+    todo = iter(payloads)
+    async with http.AsyncClient(limits=http.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
+                                timeout=60) as client:
+        async def worker():
+            for payload in todo:
+                r = await client.post(url, content=json.dumps(payload).encode(), headers={"Content-Type": "application/json"})
+                json.loads(r.content)
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return time.perf_counter() - t0
+
+seconds = asyncio.run(main())
+print(json.dumps({"requests": len(payloads), "seconds": seconds}))
+'''
+
+
+def make_data(folder: Path, queries: int, depth: int, seed: int = 0) -> int:
+    """A BEIR folder (corpus.jsonl, queries.jsonl) and a run whose top-``depth`` are distinct documents."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "queries.jsonl", "w") as q, open(folder / "corpus.jsonl", "w") as c, open(folder / "run.trec", "w") as r:
+        for i in range(queries):
+            q.write(json.dumps({"_id": f"q{i}", "text": "what " + " ".join(rng.choices(WORDS, k=8)) + "?",
+                                "metadata": {"answers": [rng.choice(WORDS)]}}) + "\n")
+            for j in range(depth):
+                doc = f"d{i}-{j}"
+                c.write(json.dumps({"_id": doc, "title": rng.choice(WORDS).title(),
+                                    "text": " ".join(rng.choices(WORDS, k=90))}) + "\n")
+                r.write(f"q{i} Q0 {doc} {j + 1} {depth - j} bench\n")
+    return queries * depth
+
+
+class Server:
+    def __init__(self, latency: float):
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "instant_openai_server.py"),
+                                      "--latency", str(latency)], stdout=subprocess.PIPE, text=True)
+        self.url = f"http://127.0.0.1:{self.proc.stdout.readline().split()[1]}/v1"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def _child_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_udcg(data: Path, url: str, out: Path, depth: int, concurrency: int | None) -> dict:
+    cmd = [*UDCG, "annotate", "--corpus", str(data), "--run", str(data / "run.trec"), "--depth", str(depth),
+           "--model", "openai:bench", "--api-base", url, "-o", str(out), "--no-progress"]
+    if concurrency is not None:
+        cmd += ["--concurrency", str(concurrency)]
+    cpu0, t0 = _child_cpu(), time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    wall, cpu = time.perf_counter() - t0, _child_cpu() - cpu0
+    if done.returncode:
+        raise SystemExit(f"udcg annotate failed ({done.returncode}): {done.stderr.strip()[-800:]}")
+    m = re.search(r"new pairs annotated: (\d+).*?model time ([\d.]+) s", done.stderr, re.S)
+    if m is None:
+        raise SystemExit(f"udcg annotate printed no model time: {done.stderr.strip()[-800:]}")
+    pairs, seconds = int(m.group(1)), float(m.group(2))
+    return {"pairs": pairs, "model_seconds": seconds, "wall": wall, "rate": pairs / seconds, "cpu_ms_per_pair": 1000 * cpu / pairs}
+
+
+def run_baseline(data: Path, url: str, concurrency: int) -> dict:
+    done = subprocess.run([sys.executable, "-c", BASELINE, f"{url}/chat/completions", str(concurrency), str(data)],
+                          capture_output=True, text=True, check=True)
+    out = json.loads(done.stdout)
+    return {**out, "rate": out["requests"] / out["seconds"]}
+
+
+def default_concurrency() -> int:
+    from udcg.llm.openai_backend import DEFAULT_CONCURRENCY
+
+    return DEFAULT_CONCURRENCY
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--queries", type=int, default=1000)
+    ap.add_argument("--depth", type=int, default=10)
+    ap.add_argument("--latency", type=float, default=0.2)
+    ap.add_argument("--concurrency", type=int, default=256, help="in flight in the latency setting")
+    args = ap.parse_args()
+    ratios = []
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "data"
+        pairs = make_data(data, args.queries, args.depth)
+        print(f"{pairs:,} pairs ({args.queries:,} queries x depth {args.depth}); 2 processes: server, client")
+        settings = [("instant", 0.0, None, default_concurrency()), (f"{args.latency:g} s latency", args.latency,
+                                                                     args.concurrency, args.concurrency)]
+        for i, (name, latency, flag, inflight) in enumerate(settings):
+            with Server(latency) as server:
+                base = run_baseline(data, server.url, inflight)
+            with Server(latency) as server:
+                ours = run_udcg(data, server.url, Path(tmp) / f"out{i}", args.depth, flag)
+            ratio = ours["rate"] / base["rate"]
+            ratios.append(ratio)
+            print(f"{name} ({inflight} in flight): udcg {ours['rate']:.0f} pairs/s ({ours['pairs']:,} pairs in "
+                  f"{ours['model_seconds']:.2f} s of model time, {ours['wall']:.2f} s wall with start-up and corpus read; "
+                  f"client CPU {ours['cpu_ms_per_pair']:.2f} ms/pair), baseline {base['rate']:.0f} req/s, ratio {ratio:.2f}")
+            if latency:
+                ideal = inflight / latency
+                print(f"  ideal concurrency/latency = {ideal:.0f}/s: udcg at {ours['rate'] / ideal:.0%}, baseline at "
+                      f"{base['rate'] / ideal:.0%}")
+    print(f"ratio: {min(ratios):.2f}")
+
+
+if __name__ == "__main__":
+    main()
