@@ -4,11 +4,16 @@ the ``score --run``, ``compare``, ``annotate --run`` and ``answer`` commands.
 
 Queries follow ir_measures' policy: those of the qrels (a qrels query missing from a run is an
 empty ranking); without qrels (UDCG only), the union of the runs' queries.
+
+The qrels, utilities and UDCG_theta model are read (and checked) first, so a bad one fails before
+a long run is read. A run given as a file is read as columns (``udcg.io.trec_columns``,
+``udcg.experiment.run_tables``): the same values as the dict path, for runs of millions of lines; a
+run given as a dict takes the dict path (``udcg.metrics.evaluate.run_table``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +21,9 @@ from typing import Any
 import numpy as np
 
 from udcg.errors import InputError
+from udcg.experiment.run_tables import columns_table, run_queries
 from udcg.experiment.theta import load_theta
+from udcg.io.trec_columns import RunColumns
 from udcg.metrics.evaluate import (UtilityOptions, as_measures, check_inputs, evaluate_table, run_table,
                                    utility_coverage, utility_depth)
 from udcg.metrics.measures import UTILITY, Measure
@@ -31,6 +38,19 @@ def _read_run(run: Run | str | Path, what: str = "run") -> Run:
 
     if isinstance(run, (str, Path)):
         return read_run(run)
+    return _check_run(run, what)
+
+
+def _load_run(run: Run | str | Path, what: str = "run") -> Run | RunColumns:
+    """A run file as columns (the fast path for long runs); a dict as it is."""
+    from udcg.io.trec_columns import read_run_columns
+
+    if isinstance(run, (str, Path)):
+        return read_run_columns(run)
+    return _check_run(run, what)
+
+
+def _check_run(run: Any, what: str) -> Run:
     if not isinstance(run, Mapping):
         raise InputError(f"{what}: give a {{qid: {{docid: score}}}} dict or a TREC run file path, got {type(run).__name__}")
     return run
@@ -103,29 +123,30 @@ def score_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | N
     wanted = _measures(metrics)
     if not runs:
         raise InputError("no runs given")
-    loaded = {name: _read_run(run, f"run {name!r}") for name, run in runs.items()}
     qrels_d = _read_qrels(qrels)
     needs_utility = any(m.name in UTILITY for m in wanted)
     util = read_utilities(utilities, model, prompt_version) if needs_utility or utilities is not None else None
     check_inputs(wanted, qrels_d, util)
     if isinstance(theta, (str, Path)):
         theta = load_theta(theta)
-    queries = qrels_d if qrels_d is not None else {q: {} for run in loaded.values() for q in run}
+    loaded = {name: _load_run(run, f"run {name!r}") for name, run in runs.items()}
+    queries = qrels_d if qrels_d is not None else {q: {} for run in loaded.values() for q in run_queries(run)}
     out = {}
     for name, run in loaded.items():
         opts = UtilityOptions(gamma=gamma, theta=theta, unannotated=unannotated, where=f"run {name!r}")
-        table = run_table(run, queries, util if needs_utility else None, utility_depth(wanted))
+        make = columns_table if isinstance(run, RunColumns) else run_table
+        table = make(run, queries, util if needs_utility else None, utility_depth(wanted))
         values = {str(m): v for m, v in evaluate_table(table, wanted, opts).items()}
-        scores = RunScores(name, table.qids, values, notes=_notes(run, queries, table, wanted))
+        scores = RunScores(name, table.qids, values, notes=_notes(run_queries(run), queries, table, wanted))
         if needs_utility:
             scores.coverage = {m.cutoff: utility_coverage(table, m.cutoff) for m in wanted if m.name in UTILITY}
         out[name] = scores
     return out
 
 
-def _notes(run: Run, queries: Run, table, wanted: list[Measure]) -> list[str]:
+def _notes(run_qids: Iterable[str], queries: Run, table, wanted: list[Measure]) -> list[str]:
     notes = []
-    skipped = sum(q not in queries for q in run)
+    skipped = sum(q not in queries for q in run_qids)
     if skipped:
         notes.append(f"{skipped} run queries have no qrels and are not scored (ir_measures/trec_eval policy)")
     empty = int((table.depth == 0).sum())

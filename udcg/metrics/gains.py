@@ -5,6 +5,10 @@ Ranking follows trec_eval: score as a 32-bit float descending, then docid descen
 those of the qrels, in qrels order; a qrels query missing from the run is an empty ranking, and a
 run query without qrels is skipped (logged). The walk over the dicts runs in C when the optional
 extension ``udcg.metrics._walk`` is built (``_walk.c``), else in Python, with the same values.
+
+``row_table`` builds the same table from rows (query index, score, relevance per line of a run
+file), the kernel of the columnar path (``udcg.experiment.run_tables``); ``ranked_rows`` is its
+ranking: one stable sort of a (query, float32 score) key, then docid order among ties only.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import gc
 import logging
 import math
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 
@@ -172,3 +176,58 @@ def _gain_table(run, qrels, extra, extra_default: float = 0.0, extra_depth: int 
     all_judged = _all_values(judged, int(q_lengths.sum()), "qrels relevance")
     ideal = np.sort(_scatter(all_judged, q_lengths, 0.0, np.float64), axis=1)[:, ::-1]
     return GainTable(qids, gains, ideal, more, q_lengths, lengths)
+
+
+def flat_values(maps: Sequence[Mapping[str, float]], what: str) -> tuple[np.ndarray, np.ndarray]:
+    """(number of values per map, every value concatenated in map and dict order), checked as the
+    dict walk checks them (``what``: every value must be a finite number)."""
+    lengths = np.fromiter(map(len, maps), np.int64, len(maps))
+    return lengths, _all_values(list(maps), int(lengths.sum()), what)
+
+
+def row_table(qids: Sequence[str], query: np.ndarray, scores: np.ndarray, relevance: np.ndarray,
+              judged_lengths: np.ndarray, judged_values: np.ndarray, docid_rank: Callable[[np.ndarray], np.ndarray],
+              extra: Mapping[str, np.ndarray] | None = None, *, extra_default: float = 0.0,
+              extra_depth: int | None = None) -> GainTable:
+    """The GainTable of a run given as rows (the kernel under the columnar path; ``gain_table``
+    gives the same table from dicts). Row r ranks a document with ``scores[r]`` for query
+    ``qids[query[r]]`` (``query[r] < 0``: a run query without qrels, skipped), judged
+    ``relevance[r]`` (0 if unjudged), with ``extra[name][r]``; a query's rows are in run order.
+    ``judged_lengths[i]`` / ``judged_values`` hold every judged value of query i (concatenated,
+    query by query). ``docid_rank(rows)`` gives integers that order the given rows by docid
+    descending, smallest first; it is asked only about rows whose float32 scores tie."""
+    n = len(qids)
+    query = np.asarray(query)
+    rows = ranked_rows(query, _finite(np.asarray(scores, dtype=np.float64), "run scores"), n, docid_rank)
+    lengths = np.bincount(query[rows], minlength=n).astype(np.int64)
+    gains = _scatter(np.asarray(relevance, dtype=np.float64)[rows], lengths, 0.0, np.float64)
+    more = {name: np.ascontiguousarray(_scatter(np.asarray(values, dtype=np.float64)[rows], lengths, extra_default,
+                                                np.float64)[:, :extra_depth])
+            for name, values in (extra or {}).items()}
+    ideal = np.sort(_scatter(judged_values, judged_lengths, 0.0, np.float64), axis=1)[:, ::-1]
+    return GainTable(tuple(qids), gains, ideal, more, np.asarray(judged_lengths, dtype=np.int64), lengths)
+
+
+def ranked_rows(query: np.ndarray, scores: np.ndarray, n: int, docid_rank: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """The rows with ``query >= 0`` (all ``< n``), query by query (0 first), each query in trec_eval order:
+    float32 score descending, then ``docid_rank`` ascending. One stable sort of a 64-bit key (query,
+    score), in linear time when the run is written query by query, best first; then the rows of
+    equal keys (ties) are re-ordered by docid."""
+    rows = np.flatnonzero(query >= 0)
+    q = query[rows]
+    if q.size and (q[1:] < q[:-1]).any():  # queries interleaved, or not in qids order: group them first
+        by_query = np.argsort(q.astype(np.uint16) if n <= 1 << 16 else q, kind="stable")
+        rows, q = rows[by_query], q[by_query]
+    with np.errstate(over="ignore"):  # a score beyond float32 is +-inf to trec_eval too
+        bits = (scores[rows].astype(np.float32) + np.float32(0.0)).view(np.uint32)  # + 0: -0.0 ties 0.0
+    descending = np.where(bits >> np.uint32(31), bits, bits ^ np.uint32(0x7FFFFFFF))  # larger float, smaller key
+    key = (q.astype(np.uint64) << np.uint64(32)) | descending.astype(np.uint64)
+    order = np.argsort(key, kind="stable")
+    rows, key = rows[order], key[order]
+    pairs = np.flatnonzero(key[1:] == key[:-1])  # rows p and p + 1 tie
+    if pairs.size:
+        tied = np.union1d(pairs, pairs + 1)
+        segment = np.cumsum(~np.isin(tied - 1, pairs))  # a run of equal keys
+        by_docid = np.lexsort((np.asarray(docid_rank(rows[tied])), segment))
+        rows[tied] = rows[tied[by_docid]]
+    return rows

@@ -1,0 +1,218 @@
+"""TREC run files read column by column (pyarrow's CSV reader), for runs of millions of lines.
+
+``read_run_columns(path)`` returns the same run as ``udcg.io.trec.read_run`` as columns: the
+query of each line (an index into the run's qids, in order of first appearance), its docid and its
+score, lines in file order. It is the fast path of ``udcg score --run`` and ``udcg compare``.
+
+The fast path takes a file only when pyarrow splits it exactly as ``str.split()`` does: one
+delimiter (single spaces, or single tabs: the first line decides), no other whitespace (a ``\\r``
+only in ``\\r\\n``), no empty field, six fields per line, UTF-8 without a BOM, finite scores and no
+(qid, docid) twice. Anything else (a file with two spaces somewhere, a bad line, a ``.gz`` that is
+not plain, ...) is read by ``read_run``, line by line: a valid file gives the same run, a bad one
+the same located error (file:line, field, fix).
+
+Duplicates are found with a 64-bit hash of (query, docid) per line; two equal hashes send the file
+to ``read_run``, which decides exactly.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from udcg.errors import InputError
+from udcg.io.files import MAX_FILE_BYTES, read_text
+from udcg.io.trec import read_run
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+log = logging.getLogger(__name__)
+
+COLUMNS = ("qid", "Q0", "docid", "rank", "score", "tag")
+BLOCK_BYTES = 1 << 24  # pyarrow parses the file in blocks of this size (one arrow chunk each)
+# ASCII whitespace str.split() splits on, besides the delimiter, "\n" and a "\r" of "\r\n"
+_OTHER_SPACE = (b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\x1f")
+# Non-ASCII whitespace or line breaks (str.split / str.splitlines) and the BOM
+_UNICODE_SPACE = re.compile(r"[^\S\t\n\r ]|\A\ufeff")
+
+
+@dataclass(frozen=True, eq=False)
+class RunColumns:
+    """A run as columns: line ``i`` ranks ``docids[i]`` with ``scores[i]`` for query
+    ``qids[query[i]]``. ``qids`` are in order of first appearance; lines in file order."""
+
+    qids: tuple[str, ...]
+    query: np.ndarray  # int32 per line
+    docids: pa.ChunkedArray  # arrow strings, one per line
+    scores: np.ndarray  # float64 per line
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    @classmethod
+    def from_run(cls, run: Mapping[str, Mapping[str, float]]) -> RunColumns:
+        """The columns of a ``{qid: {docid: score}}`` dict (queries and documents in dict order)."""
+        import pyarrow as pa
+
+        lengths = np.fromiter(map(len, run.values()), np.int64, len(run))
+        query = np.repeat(np.arange(len(run), dtype=np.int32), lengths)
+        docids = pa.chunked_array([pa.array([d for docs in run.values() for d in docs], pa.string())])
+        scores = np.fromiter((s for docs in run.values() for s in docs.values()), np.float64, int(lengths.sum()))
+        return cls(tuple(run), query, docids, scores)
+
+    def to_run(self) -> dict[str, dict[str, float]]:
+        """Back to ``{qid: {docid: score}}`` (slow: one Python object per line; for tests and small runs)."""
+        run: dict[str, dict[str, float]] = {qid: {} for qid in self.qids}
+        for q, docid, score in zip(self.query.tolist(), self.docids.to_pylist(), self.scores.tolist()):
+            run[self.qids[q]][docid] = score
+        return run
+
+
+def read_run_columns(path: str | Path) -> RunColumns:
+    """The run of ``path`` as columns: pyarrow's CSV reader when the file is plain (module doc),
+    else ``read_run`` (same run, or the same located error)."""
+    try:
+        columns = _fast_columns(Path(path))
+    except ImportError:  # pyarrow missing: the line-by-line reader does it all
+        columns = None
+    return columns if columns is not None else RunColumns.from_run(read_run(path))
+
+
+def _file_bytes(path: Path) -> bytes | None:
+    """The bytes of a plain regular file under the size limit; a ``.gz`` decompressed; None when
+    ``read_run`` should look at the file (it then names the problem)."""
+    try:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode) or not 0 < st.st_size <= MAX_FILE_BYTES:
+            return None
+        if path.suffix == ".gz":
+            return read_text(path).encode("utf-8")
+        return path.read_bytes()
+    except (OSError, InputError):  # read_run reads it again and names the problem
+        return None
+
+
+def _plain(data: bytes) -> bytes | None:
+    """The delimiter (b" " or b"\\t") when pyarrow splits ``data`` as ``str.split()`` would (the
+    module doc), else None."""
+    head = data[:65536].lstrip(b"\r\n")
+    first = head.partition(b"\n")[0]
+    delimiter, other = (b"\t", b" ") if b"\t" in first else (b" ", b"\t")
+    if data.find(other) >= 0 or any(data.find(ch) >= 0 for ch in _OTHER_SPACE):
+        return None
+    if data.find(b"\r") >= 0 and data.count(b"\r") != data.count(b"\r\n"):
+        return None
+    if not data.isascii():
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if _UNICODE_SPACE.search(text):
+            return None
+    return delimiter
+
+
+def _fast_columns(path: Path) -> RunColumns | None:
+    data = _file_bytes(path)
+    if data is None:
+        return None
+    delimiter = _plain(data)
+    if delimiter is None:
+        log.debug("%s: not a plain single-delimiter file; read line by line", path)
+        return None
+    table = _parse(data, delimiter.decode())
+    del data
+    if table is None or table.num_rows == 0:
+        return None
+    return _columns(table, path)
+
+
+def _parse(data: bytes, delimiter: str) -> Any:
+    """The six fields as arrow columns (score as float64), or None when a line does not have six."""
+    import pyarrow as pa
+    import pyarrow.csv as csv
+
+    text, binary = pa.string(), pa.binary()
+    try:
+        return csv.read_csv(
+            pa.py_buffer(data),
+            read_options=csv.ReadOptions(column_names=list(COLUMNS), block_size=BLOCK_BYTES),
+            parse_options=csv.ParseOptions(delimiter=delimiter, quote_char=False, double_quote=False, escape_char=False,
+                                           newlines_in_values=False, ignore_empty_lines=True),
+            convert_options=csv.ConvertOptions(
+                column_types={"qid": text, "Q0": binary, "docid": text, "rank": binary, "score": pa.float64(),
+                              "tag": binary},
+                null_values=[], strings_can_be_null=False, quoted_strings_can_be_null=False))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowIndexError) as e:
+        log.debug("pyarrow cannot read the run (%s); read line by line", str(e).splitlines()[0] if str(e) else e)
+        return None
+
+
+def _columns(table: Any, path: Path) -> RunColumns | None:
+    import pyarrow.compute as pc
+
+    for name in ("qid", "Q0", "docid", "rank", "tag"):  # an empty field: two delimiters in a row
+        if pc.min(pc.binary_length(table.column(name))).as_py() == 0:
+            log.debug("%s: an empty %s field; read line by line", path, name)
+            return None
+    scores = table.column("score").to_numpy()
+    if not np.isfinite(scores).all():
+        return None
+    encoded = pc.dictionary_encode(table.column("qid")).combine_chunks()
+    query = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    docids = table.column("docid")
+    if _has_twice(query, docids):
+        log.debug("%s: a (qid, docid) pair may appear twice; read line by line", path)
+        return None
+    return RunColumns(tuple(encoded.dictionary.to_pylist()), query, docids, scores)
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MASKS = np.array([(1 << (8 * r)) - 1 for r in range(8)] + [2**64 - 1], dtype=np.uint64)
+
+
+def _mix(h: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, in place."""
+    h ^= h >> np.uint64(30)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(27)
+    h *= np.uint64(0x94D049BB133111EB)
+    h ^= h >> np.uint64(31)
+    return h
+
+
+def string_hashes(chunk: Any, seed: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of (seed, string) for each string of an arrow string array, read 8 bytes at a
+    time: equal seeds and strings, equal hashes."""
+    import pyarrow as pa
+
+    _, offsets_buf, data_buf = chunk.buffers()
+    wide = pa.types.is_large_string(chunk.type) or pa.types.is_large_binary(chunk.type)
+    offsets = np.frombuffer(offsets_buf, np.int64 if wide else np.int32)[chunk.offset: chunk.offset + len(chunk) + 1]
+    raw = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    padded = np.zeros(raw.size + 8, np.uint8)
+    padded[: raw.size] = raw
+    words = np.ndarray(shape=(raw.size + 1,), dtype=np.uint64, buffer=padded, strides=(1,))  # a word at every byte
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    h = seed.astype(np.uint64) * _GOLDEN + lengths.astype(np.uint64)
+    for k in range(0, int(lengths.max()) if lengths.size else 0, 8):
+        rows = slice(None) if k == 0 and lengths.min() > 0 else np.flatnonzero(lengths > k)
+        word = words[starts[rows] + k] & _MASKS[np.minimum(lengths[rows] - k, 8)]
+        h[rows] = _mix(h[rows] ^ word)
+    return h
+
+
+def _has_twice(query: np.ndarray, docids: Any) -> bool:
+    """Whether two lines may hold the same (query, docid): equal 64-bit hashes."""
+    bounds = np.cumsum([0] + [len(c) for c in docids.chunks])
+    key = np.concatenate([string_hashes(c, query[bounds[i]: bounds[i + 1]]) for i, c in enumerate(docids.chunks)])
+    key.sort()
+    return bool((key[1:] == key[:-1]).any())
