@@ -7,7 +7,7 @@ the run's top-depth covers a few thousand pairs: memory should follow the pairs,
 It writes (seeded, reused when already there) a BEIR folder under ``--work``: ``corpus.jsonl`` of
 ``--docs`` passages of about 60 words (``_id``, ``title``, ``text``; ``--gz`` for corpus.jsonl.gz),
 ``queries.jsonl`` (with ``metadata.answers``), ``qrels/test.tsv`` (one relevant document per query)
-and ``run.trec`` (``--run-depth`` documents per query, so the top ``--depth`` of ``--queries``
+(``--parquet``: the corpus also as ``corpus.parquet``, which is then the ``--corpus`` given) and ``run.trec`` (``--run-depth`` documents per query, so the top ``--depth`` of ``--queries``
 queries is the pairs annotated). Then it starts ``scripts/instant_openai_server.py`` (answers at
 once, with logprobs) and runs ``udcg annotate ... --model openai:bench --api-base ...`` in a child
 process, a fresh output folder each time; ``--read-only`` runs only the collection read and the
@@ -83,6 +83,22 @@ def write_folder(folder: Path, n_docs: int, n_queries: int, run_depth: int, dept
     return folder / "run.trec"
 
 
+def to_parquet(folder: Path) -> Path:
+    """corpus.jsonl as corpus.parquet, converted 100,000 lines at a time (written once)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = folder / "corpus.parquet"
+    if out.is_file():
+        return out
+    schema = pa.schema([("_id", pa.string()), ("title", pa.string()), ("text", pa.string())])
+    with open(folder / "corpus.jsonl", encoding="utf-8") as f, pq.ParquetWriter(out.with_suffix(".tmp"), schema) as w:
+        while lines := [json.loads(line) for _, line in zip(range(100_000), f)]:
+            w.write_table(pa.Table.from_pylist(lines, schema=schema))
+    out.with_suffix(".tmp").rename(out)
+    return out
+
+
 def start_server() -> tuple[subprocess.Popen, int]:
     server = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "instant_openai_server.py"), "--port", "0"],
                               stdout=subprocess.PIPE, text=True)
@@ -98,14 +114,14 @@ import sys
 from udcg.io.beir import check_run, read_collection
 from udcg.io.trec import read_run
 from udcg.experiment import own_runs
-folder, run_path, depth = sys.argv[1], sys.argv[2], int(sys.argv[3])
+corpus, queries, qrels, run_path, depth = sys.argv[1:4] + [sys.argv[4], int(sys.argv[5])]
 run = read_run(run_path)
 if hasattr(own_runs, "run_docids"):
-    c = read_collection(folder, docids=own_runs.run_docids({"run": run}, depth))
+    c = read_collection(corpus, queries, qrels, docids=own_runs.run_docids({"run": run}, depth))
     check_run(run, c, run_path, depth=depth)
     print(c.scan.line(), file=sys.stderr)
 else:  # a udcg before docids: the whole corpus
-    c = read_collection(folder)
+    c = read_collection(corpus, queries, qrels)
     check_run(run, c, run_path)
 print(f"{len(c.corpus)} documents held", file=sys.stderr)
 """
@@ -138,15 +154,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run-depth", type=int, default=100, help="documents per query in the run (default 100)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--gz", action="store_true", help="write corpus.jsonl.gz")
+    p.add_argument("--parquet", action="store_true", help="read the corpus as corpus.parquet (converted once)")
     p.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "udcg-bench-corpus",
                    help="folder for the generated files (reused when the parameters match)")
     p.add_argument("--read-only", action="store_true", help="measure the collection read and run checks only")
     p.add_argument("--udcg-root", type=Path, default=ROOT, help="the checkout whose udcg runs (default this one)")
     args = p.parse_args(argv)
-    if args.depth > args.run_depth or args.docs < args.run_depth:
-        p.error("--depth must be at most --run-depth, and --docs at least --run-depth")
+    if args.depth > args.run_depth or args.docs < args.run_depth or (args.gz and args.parquet):
+        p.error("--depth must be at most --run-depth, --docs at least --run-depth; --gz or --parquet, not both")
     folder = args.work.resolve() / f"beir-{args.docs}{'-gz' if args.gz else ''}"
     run = write_folder(folder, args.docs, args.queries, args.run_depth, args.depth, args.seed, args.gz)
+    files = [str(to_parquet(folder) if args.parquet else folder), str(folder / "queries.jsonl"),
+             str(folder / "qrels" / "test.tsv")]
     root = args.udcg_root.resolve()  # the child runs there, so that checkout's udcg is imported
     env = {**os.environ, "PYTHONPATH": str(root), "OPENAI_API_KEY": "bench"}
     out_dir = args.work.resolve() / "utilities"
@@ -154,10 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     server = None
     try:
         if args.read_only:
-            result = measure([sys.executable, "-c", READ_ONLY, str(folder), str(run), str(args.depth)], env, root)
+            result = measure([sys.executable, "-c", READ_ONLY, *files, str(run), str(args.depth)], env, root)
         else:
             server, port = start_server()
-            result = measure([sys.executable, "-m", "udcg", "annotate", "--corpus", str(folder), "--run", str(run),
+            result = measure([sys.executable, "-m", "udcg", "annotate", "--corpus", files[0], "--queries", files[1],
+                              "--qrels", files[2], "--run", str(run),
                               "--depth", str(args.depth), "--model", "openai:bench", "--api-base",
                               f"http://127.0.0.1:{port}/v1", "--concurrency", "64", "-o", str(out_dir),
                               "--no-progress"], env, root)
@@ -165,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         if server is not None:
             server.terminate()
             server.wait()
-    result = {"docs": args.docs, "pairs": args.queries * args.depth, "gz": args.gz, "read_only": args.read_only,
+    result = {"docs": args.docs, "pairs": args.queries * args.depth, "gz": args.gz, "parquet": args.parquet,
+              "read_only": args.read_only,
               "udcg_root": str(args.udcg_root), **result}
     for line in result.pop("stderr_tail"):
         print(f"  child: {line}", file=sys.stderr)
