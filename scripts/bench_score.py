@@ -149,15 +149,18 @@ def profile(cmd: list[str], folder: Path) -> None:
     proc = subprocess.run([cmd[0], "-X", "importtime", "-c", "import sys; sys.argv = ['udcg', *sys.argv[1:]]; "
                            "import runpy; runpy.run_module('udcg', run_name='__main__')", *cmd[3:]],
                           capture_output=True, text=True, cwd=ROOT)
-    rows = []
+    rows = []  # (cumulative microseconds, name indented two spaces per import level)
     for line in proc.stderr.splitlines():
-        if line.startswith("import time:") and "|" in line and "self" not in line:
+        if line.startswith("import time:") and "self [us]" not in line:
             _, cumulative, name = line[len("import time:"):].split("|")
-            rows.append((int(cumulative), name.rstrip()))
-    total = sum(c for c, name in rows if not name.startswith(" "))
-    print(f"imports: {total / 1e6:.2f} s in all; the slowest top-level ones:")
-    for cumulative, name in sorted((r for r in rows if not r[1].startswith("  ")), reverse=True)[:12]:
-        print(f"  {cumulative / 1e6:6.3f} s {name.strip()}")
+            rows.append((int(cumulative), name[1:].rstrip()))
+    top = [(c, name) for c, name in rows if not name.startswith(" ")]
+    print(f"imports: {sum(c for c, _ in top) / 1e6:.2f} s in all; the slowest top-level ones, with their slowest parts:")
+    for cumulative, name in sorted(top, reverse=True)[:6]:
+        print(f"  {cumulative / 1e6:6.3f} s {name}")
+    for cumulative, name in sorted((r for r in rows if r[1].startswith("  ") and not r[1].startswith("   ")),
+                                   reverse=True)[:6]:
+        print(f"  {cumulative / 1e6:6.3f} s   {name.strip()} (imported by a module above)")
     heavy = [name.strip() for _, name in rows if name.strip().split(".")[0] in ("torch", "transformers")]
     print("torch/transformers imported: " + ("yes" if heavy else "no"))
 

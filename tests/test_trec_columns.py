@@ -118,6 +118,8 @@ def test_the_utility_checks_of_the_dict_path(tmp_path):
                 make(run, QRELS, bad, 3)
     # a bad value of a document outside the run is not read (as on the dict path)
     same_table(*both_tables(path, QRELS, {"q2": {"nowhere": "x", "a": 0.5}}, 3))
+    # keys that are not strings match nothing, as on the dict path
+    same_table(*both_tables(path, {"q2": {1: 2, "a": 1}, 7: {"a": 1}}, {"q2": {2: 0.5, "b": 0.1}}, 3))
 
 
 def test_row_table_hand_computed():
@@ -157,6 +159,8 @@ def test_row_table_hand_computed():
     "1 Q0 d1 1 2.5 t\n1 Q0 d\xa02 2 2 t\n",  # a no-break space splits for Python: seven fields
     "1 Q0 d1 1 2.5 t\n1 Q0 d\u20282 2 2 t\n",  # a Unicode line separator
     "1 Q0 d1 1 2 t\n1 Q0 d\x0c2 2 1 t\n",  # a form feed ends a line for Python
+    "1 Q0 d1 1 2 t\n1 Q0 d\r2 2 1 t\n",  # so does a lone carriage return
+    "1\tQ0\td1\t1\t2\tt\n1\tQ0\td 2\t2\t1\tt\n",  # a space in a tab-separated file
     "\ufeff1 Q0 d1 1 2 t\n1 Q0 d2 2 x t\n",  # BOM, then a bad score
     "\n\n", "   \n", "",
 ])

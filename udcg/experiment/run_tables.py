@@ -65,7 +65,8 @@ def _entries(columns: RunColumns, query: np.ndarray, maps: list[Mapping[str, Any
     out = np.full(len(columns), -1, dtype=np.int64)
     if not lengths.sum() or not len(columns):
         return out
-    encoded = pc.dictionary_encode(pa.array([docid for m in maps for docid in m], pa.string()))
+    # a key that is not a string never matches a run's docid (as on the dict path); "" is no docid
+    encoded = pc.dictionary_encode(pa.array([d if isinstance(d, str) else "" for m in maps for d in m], pa.string()))
     n_docs = len(encoded.dictionary)
     keys = np.repeat(np.arange(len(maps), dtype=np.int64), lengths) * n_docs + encoded.indices.to_numpy()
     by_key = np.argsort(keys, kind="stable")
