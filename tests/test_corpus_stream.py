@@ -288,3 +288,22 @@ def test_filtered_read_of_random_lines_equals_the_full_read_restricted(tmp_path)
         needed = set(rng.sample(sorted(full.corpus), 10)) | {"n3", "m", "zz", "absent"}
         part = read_collection(folder, docids=needed)
         assert dict(part.corpus) == _restricted(full, needed), seed
+
+
+def test_table_rows_with_an_unreadable_id_are_read_for_their_error_and_no_others(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "q.jsonl").write_text(json.dumps(QUERIES[0]) + "\n")
+    n = 20_000
+    pq.write_table(pa.table({"_id": [f"d{i}" for i in range(n)], "docid": [{"k": i} for i in range(n)],
+                             "text": [f"t {i}" for i in range(n)]}), tmp_path / "struct.parquet", row_group_size=5_000)
+    part = read_collection(tmp_path / "struct.parquet", tmp_path / "q.jsonl", docids={"d7", "d19999"})
+    assert sorted(part.corpus) == ["d19999", "d7"]  # the lesser id column is never consulted
+    pq.write_table(pa.table({"_id": [None, None], "id": [{"k": 1}, None], "docid": ["a", "b"], "text": ["x", "y"]}),
+                   tmp_path / "bad.parquet")
+    with pytest.raises(InputError, match=r"bad.parquet: row 0: field 'id' = \{'k': 1\} must be a string or an int"):
+        read_collection(tmp_path / "bad.parquet", tmp_path / "q.jsonl", docids={"b"})
+    pq.write_table(pa.table({"_id": [1.5, 2.5], "text": ["x", "y"]}), tmp_path / "float.parquet")
+    with pytest.raises(InputError, match=r"float.parquet: row 0: field '_id' = 1.5 must be a string or an int"):
+        read_collection(tmp_path / "float.parquet", tmp_path / "q.jsonl", docids={"b"})

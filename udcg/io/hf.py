@@ -126,20 +126,22 @@ def _dataset_batches(table: Any) -> Iterator[Any]:
 
 
 def _ids(batch: Any, id_columns: Sequence[str]) -> Any:
-    """Each row's id as a string: the first non-null of ``id_columns`` (null where none is, or where
-    an id column cannot be read as a string)."""
+    """Each row's id as a string: its first non-null of ``id_columns``; null where none is, or where
+    that one holds no string or integer (the caller reads those rows and locates the error)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    columns = []
-    for name in (n for n in id_columns if n in batch.schema.names):
-        try:
-            columns.append(pc.cast(batch.column(name), pa.string()))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # a list, struct...: let the caller locate the error
-            return pa.nulls(batch.num_rows, pa.string())
+    def readable(t: Any) -> bool:
+        return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t) or (
+            pa.types.is_dictionary(t) and readable(t.value_type))
+
+    unreadable, null = pa.scalar("\0", pa.string()), pa.scalar(None, pa.string())
+    columns = [pc.cast(col, pa.string()) if readable(col.type) else pc.if_else(pc.is_valid(col), unreadable, null)
+               for col in (batch.column(n) for n in id_columns if n in batch.schema.names)]
     if not columns:
         return pa.nulls(batch.num_rows, pa.string())
-    return pc.coalesce(*columns) if len(columns) > 1 else columns[0]
+    ids = pc.coalesce(*columns) if len(columns) > 1 else columns[0]
+    return pc.if_else(pc.equal(ids, unreadable), null, ids)
 
 
 class TableScan:
