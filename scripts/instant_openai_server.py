@@ -7,7 +7,8 @@ fixed ``--latency``), so what a benchmark measures is the client, not a model.
 returns a first-token top list in which ``NO``'s log-probability is a deterministic function of
 the prompt (so utilities differ between pairs); otherwise ``n`` answers (one with ``--ignore-n``, as
 servers without ``n`` do), some of them ``NO-RESPONSE``. ``--no-logprobs`` drops the logprobs field
-(a server without logprobs). It prints ``ready <port>`` on stdout once listening.
+(a server without logprobs). ``GET /stats`` returns what it saw: requests, connections opened and
+the most requests in flight at once. It prints ``ready <port>`` on stdout once listening.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import math
 
 _OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
 _NOT_FOUND = b'{"error": {"message": "not found"}}'
+STATS = {"requests": 0, "connections": 0, "in_flight": 0, "max_in_flight": 0}
 
 
 def _fraction(text: str, salt: str) -> float:
@@ -47,6 +49,7 @@ def _answer(body: dict, args: argparse.Namespace) -> dict:
 
 
 async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, args: argparse.Namespace) -> None:
+    STATS["connections"] += 1
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -57,9 +60,21 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, arg
                 if name.strip().lower() == "content-length":
                     length = int(value)
             raw = await reader.readexactly(length) if length else b""
-            if args.latency:
-                await asyncio.sleep(args.latency)
-            if request_line.split(" ")[1].rstrip("/").endswith("/chat/completions"):
+            path = request_line.split(" ")[1].rstrip("/")
+            if path.endswith("/stats"):
+                out = json.dumps(STATS).encode()
+                writer.write(_OK % len(out) + out)
+                await writer.drain()
+                continue
+            STATS["requests"] += 1
+            STATS["in_flight"] += 1
+            STATS["max_in_flight"] = max(STATS["max_in_flight"], STATS["in_flight"])
+            try:
+                if args.latency:
+                    await asyncio.sleep(args.latency)
+            finally:
+                STATS["in_flight"] -= 1
+            if path.endswith("/chat/completions"):
                 out = json.dumps(_answer(json.loads(raw), args)).encode()
                 writer.write(_OK % len(out) + out)
             else:

@@ -9,6 +9,8 @@ from udcg.commands._parser import command
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    from udcg.llm.openai_backend import DEFAULT_CONCURRENCY
+
     p = command(sub, "annotate", help="p(NO-RESPONSE) and utility per passage, for one LLM (resumable)",
                 description="""Give every (question, passage) its abstention probability p_abs for one reader LLM,
                 alone in the paper's prompt, and its utility u = R * (1 - p_abs). Writes the authors'
@@ -47,7 +49,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--api-base", default=None, help="OpenAI-compatible base URL(s), comma-separated (round-robin); "
                    "without it, openai:MODEL uses $UDCG_OPENAI_BASE_URLS, else $OPENAI_BASE_URL, else OpenAI's API")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
-    p.add_argument("--concurrency", type=int, default=8, help="API requests in flight")
+    p.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
+                   help=f"API requests in flight, over every base URL (default {DEFAULT_CONCURRENCY})")
     p.add_argument("--rpm", type=float, default=None, help="API requests-per-minute limit")
     p.add_argument("--timeout", type=float, default=60.0, help="API: seconds to wait for one response (default 60)")
     p.add_argument("--max-retries", type=int, default=5, help="API: retries per request after the first attempt, "
@@ -180,4 +183,6 @@ def run(args: argparse.Namespace) -> int:
         annotations, stats = annotate(questions, backend, cfg, f"{args.output}.cache.jsonl", progress.update)
     summary = write_annotated(args.output, questions, raw, annotations, cfg, backend.name, stats)
     print(summary, file=sys.stderr)
+    for note in getattr(backend, "notes", {}).values():  # what was found out about an API server
+        print(f"server: {note}", file=sys.stderr)
     return 0

@@ -109,12 +109,14 @@ class AnnotateRunsReport:
     sources: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     model_loaded: bool = False
+    server_notes: dict[str, str] = field(default_factory=dict)  # found out about an API server (it ignores n, ...)
 
     def lines(self, out: str | Path) -> list[str]:
         src = ", ".join(f"{k} {v}" for k, v in sorted(self.sources.items()))
         return [f"pairs in the runs' top-depth: {self.pairs}; new pairs annotated: {self.computed}; already in "
                 f"{out}: {self.reused}" + ("" if self.model_loaded else " (no model loaded)"),
                 f"relevance of these pairs: {src}",
+                *(f"server: {note}" for note in self.server_notes.values()),
                 f"utility file now holds {self.total} pairs"
                 + (f"; model time {self.seconds:.1f} s ({self.computed / self.seconds:.2f} pairs/s)"
                    if self.seconds > 0 else "")]
@@ -168,13 +170,15 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
         done, stats = annotate(_questions(pairs, collection), backend, cfg, out / store.ANNOTATIONS,
                                progress(report.pairs, f"annotate {model}") if progress else None)
         report.computed, report.seconds = stats.n_computed, time.perf_counter() - t0
+        report.server_notes = dict(getattr(backend, "notes", {}))
     records = _merged_records(out, done, rel, model, cfg)
     report.total = len(records)
     runs_meta = {**meta.get("runs", {}), **{name: {"depth": depth, "queries": len(run)} for name, run in runs.items()}}
     store.write_utilities(out, records, {
         "model": model, "estimator": cfg.estimator, "prompt_version": cfg.prompt_version, "udcg_version": __version__,
         "collection": collection.source, "runs": runs_meta, "pairs": len(records), "unjudged": unjudged,
-        "relevance_sources": _count_sources(records)})
+        "relevance_sources": _count_sources(records),
+        **({"server_notes": report.server_notes} if report.server_notes else {})})
     return report
 
 

@@ -40,7 +40,7 @@ from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams
 from udcg.llm.openai_transport import Transport, http_module
 from udcg.llm.openai_wire import (backoff_delay, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
-                                  parse_answers, parse_first_top_logprobs, retry_after_seconds)
+                                  parse_choices, parse_first_top_logprobs, retry_after_seconds)
 from udcg.redact import redact, url_secrets
 
 log = logging.getLogger(__name__)
@@ -154,6 +154,7 @@ class OpenAIBackend:
         self._transport = Transport(max_concurrency, timeout)
         self._http = http_module()
         self._gate: asyncio.Semaphore | None = None
+        self.notes: dict[str, str] = {}  # what was found out about the server (e.g. it ignores n)
 
     @property
     def concurrent_requests(self) -> int:
@@ -195,15 +196,32 @@ class OpenAIBackend:
         on_result: Callable[[int, Any], None] | None = None,
     ) -> list[list[str] | BackendError]:
         """Like ``generate`` but per item: each entry is the answers or the ``BackendError``.
-        More than ``max_n_per_request`` answers per chat are asked for in several requests."""
-        sizes = [min(self.max_n_per_request, params.n - start) for start in range(0, params.n, self.max_n_per_request)]
-        chunks = [replace(params, n=size, seed=chunk_seed(params.seed, c)) for c, size in enumerate(sizes)]
-        items = [[chat_payload(self.model, chat, p) for p in chunks] for chat in chats]
+        More than ``max_n_per_request`` answers per chat are asked for in several requests, the c-th
+        with seed ``chunk_seed(seed, c)``. A server that ignores ``n`` (one answer where more were
+        asked: ``transformers serve``, llama.cpp) is found out at its first such answer, once; from
+        then on every answer is its own request, seeded the same way (``notes["n"]`` says so)."""
 
-        def parse(bodies: list[dict]) -> list[str]:
-            return [a for body, p in zip(bodies, chunks, strict=True) for a in parse_answers(body, p.n)]
+        async def answers(chat: Chat) -> list[str]:
+            out: list[str] = []
+            while len(out) < params.n:
+                size = 1 if "n" in self.notes else min(self.max_n_per_request, params.n - len(out))
+                request = replace(params, n=size, seed=chunk_seed(params.seed, len(out) if "n" in self.notes else
+                                                                  len(out) // self.max_n_per_request))
+                got = parse_choices(await self._post(chat_payload(self.model, chat, request)))
+                if len(got) == 1 and size > 1:
+                    self._n_ignored(size)
+                elif len(got) != size:
+                    raise BackendError(f"the server returned {len(got)} answers, asked for n={size}")
+                out.extend(got)
+            return out
 
-        return self._run_all(items, parse, on_result)
+        return self._run_jobs([(lambda chat=chat: answers(chat)) for chat in chats], on_result)
+
+    def _n_ignored(self, asked: int) -> None:
+        if "n" not in self.notes:
+            self.notes["n"] = (f"the server answered n={asked} with one answer (it ignores 'n'): "
+                               "every answer was asked for in its own request, seeded apart")
+            log.warning("%s: %s", self.name, self.notes["n"])
 
     def first_token_logprobs(self, chats: Sequence[Chat], candidates: Sequence[str]) -> list[ApiLogprobs]:
         return _raise_on_errors(self.first_token_logprobs_each(chats, candidates), "first_token_logprobs")
@@ -226,7 +244,7 @@ class OpenAIBackend:
                     notes.append(note)
             return ApiLogprobs(found, "; ".join(notes), top)
 
-        return self._run_all(items, parse, on_result)
+        return self._run_jobs([(lambda item=item: self._post_parsed(item, parse)) for item in items], on_result)
 
     # ------------------------------------------------------------ transport
 
@@ -234,27 +252,30 @@ class OpenAIBackend:
         """Close the connection pool and its event-loop thread (a later call opens them again)."""
         self._transport.close()
 
-    def _run_all(self, items: list[list[dict]], parse: Callable[[list[dict]], Any], on_result) -> list[Any]:
-        """Post every item's payloads (concurrently across items, under the backend-wide window);
-        parse each item's bodies."""
-        if not items:
-            return []
-        return self._transport.run(self._post_all(items, parse, on_result))
+    async def _post_parsed(self, payloads: list[dict], parse: Callable[[list[dict]], Any]) -> Any:
+        return parse([await self._post(payload) for payload in payloads])
 
-    async def _post_all(self, items: list[list[dict]], parse, on_result) -> list[Any]:
-        results: list[Any] = [None] * len(items)
-        todo = iter(range(len(items)))
+    def _run_jobs(self, jobs: list[Callable[[], Any]], on_result) -> list[Any]:
+        """Run every job (an async callable: one item's requests and parsing) concurrently under the
+        backend-wide window; each result or ``BackendError`` in input order, reported as it arrives."""
+        if not jobs:
+            return []
+        return self._transport.run(self._each(jobs, on_result))
+
+    async def _each(self, jobs: list[Callable[[], Any]], on_result) -> list[Any]:
+        results: list[Any] = [None] * len(jobs)
+        todo = iter(range(len(jobs)))
 
         async def worker() -> None:
             for i in todo:  # one shared iterator: each worker takes the next item when it is free
                 try:
-                    results[i] = parse([await self._post(payload) for payload in items[i]])
+                    results[i] = await jobs[i]()
                 except BackendError as e:  # parse errors quote the body, which a server may fill with the key
                     results[i] = BackendError(redact(str(e), self._secrets()))
                 if on_result is not None:
                     on_result(i, results[i])
 
-        await asyncio.gather(*(worker() for _ in range(min(self.max_concurrency, len(items)))))
+        await asyncio.gather(*(worker() for _ in range(min(self.max_concurrency, len(jobs)))))
         return results
 
     def _window(self) -> asyncio.Semaphore:

@@ -50,6 +50,14 @@ def _choices(body: Any) -> list:
 
 def parse_answers(body: Any, n: int) -> list[str]:
     """The ``n`` answers of a chat-completions response, in choice-index order."""
+    answers = parse_choices(body)
+    if len(answers) != n:
+        raise BackendError(f"the server returned {len(answers)} answers, asked for n={n} (does it support the 'n' parameter?)")
+    return answers
+
+
+def parse_choices(body: Any) -> list[str]:
+    """Every answer of a chat-completions response, in choice-index order."""
     choices = sorted(_choices(body), key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)
     answers = []
     for c in choices:
@@ -59,8 +67,6 @@ def parse_answers(body: Any, n: int) -> list[str]:
         if not isinstance(content, str):
             raise BackendError(f"malformed response: choices[].message.content is {type(content).__name__}, not text")
         answers.append(content)
-    if len(answers) != n:
-        raise BackendError(f"the server returned {len(answers)} answers, asked for n={n} (does it support the 'n' parameter?)")
     return answers
 
 
@@ -69,7 +75,8 @@ def parse_first_top_logprobs(body: Any) -> dict[str, float]:
     choice = _choices(body)[0]
     content = ((choice.get("logprobs") or {}) if isinstance(choice, dict) else {}).get("content")
     if not isinstance(content, list) or not content:
-        raise BackendError("the response has no logprobs.content (does the server support logprobs/top_logprobs?)")
+        raise BackendError("the response has no logprobs.content: this server returns no chat log-probabilities "
+                           "(use --estimator sampling, which needs only answers, or a server with logprobs, e.g. vLLM or SGLang)")
     first = content[0]
     top = first.get("top_logprobs") or [] if isinstance(first, dict) else []
     out: dict[str, float] = {}

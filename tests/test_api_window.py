@@ -1,0 +1,88 @@
+"""The API client keeps its window full across pieces of work and its connections alive, against a
+real server on 127.0.0.1 (``scripts/instant_openai_server.py`` with a fixed latency), and the
+parallel runner keeps every finished record when a piece fails."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from udcg import runs
+from udcg.errors import BackendError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def latency_server():
+    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "instant_openai_server.py"), "--latency", "0.05"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        port = proc.stdout.readline().split()[1]
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def _stats(url: str) -> dict:
+    with urllib.request.urlopen(f"{url}/stats") as r:
+        return json.loads(r.read())
+
+
+def test_the_window_stays_full_across_chunks_on_one_set_of_connections(latency_server, tmp_path):
+    from udcg.annotate.runner import AnnotateConfig, annotate
+    from udcg.llm.openai_backend import OpenAIBackend
+    from udcg.records import Passage, Question
+
+    questions = [Question(qid=f"q{i}", text=f"question {i}?", answers=("a",),
+                          passages=tuple(Passage(pid=f"d{j}", text=f"passage {i} {j}") for j in range(10)))
+                 for i in range(30)]
+    backend = OpenAIBackend("bench", latency_server, max_concurrency=16)
+    try:
+        # chunks of 4: a runner with a barrier per chunk would never have more than 4 requests in flight
+        done, stats = annotate(questions, backend, AnnotateConfig(estimator="api-logprobs", chunk_size=4),
+                               tmp_path / "cache.jsonl")
+    finally:
+        backend.close()
+    seen = _stats(latency_server)
+    assert stats.n_computed == len(done) == 300 and seen["requests"] == 300
+    assert seen["max_in_flight"] == 16, seen  # the whole window, not a chunk
+    assert seen["connections"] - 1 <= 16, seen  # kept alive across pieces (the 1 is this /stats request)
+    lines = (tmp_path / "cache.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["key"] for line in lines) == sorted(done)  # each record once
+
+
+def test_a_parallel_run_computes_each_request_once_and_keeps_finished_work_on_failure(tmp_path):
+    from udcg.io.cache import AppendCache
+
+    calls, lock = [], threading.Lock()
+
+    def compute(items: list[int]) -> list[dict]:
+        with lock:
+            calls.append(list(items))
+        if 57 in items:
+            raise BackendError("item 57 failed")
+        return [{"value": i * i} for i in items]
+
+    requests = [(f"k{i}", i) for i in range(200)] + [("k3", 3)]  # a key given twice is computed once
+    with AppendCache(tmp_path / "c.jsonl") as cache:
+        with pytest.raises(BackendError, match=r"item 57 failed; \d+ of 200 records are finished and kept"):
+            runs.run(cache, requests, compute, chunk_size=10, parallel=8)
+        kept = dict(cache.done)
+    computed = [i for part in calls for i in part]
+    assert len(computed) == len(set(computed))  # nothing twice
+    assert "k57" not in kept and kept and all(kept[k]["value"] == int(k[1:]) ** 2 for k in kept)
+    assert len(kept) < 200  # no new piece after the failure
+    with AppendCache(tmp_path / "c.jsonl") as cache:  # resume: only what is missing, then all done
+        calls.clear()
+        stats = runs.run(cache, [(k, i) for k, i in requests if i != 57], compute, chunk_size=10, parallel=8)
+        assert stats.computed == 199 - len(kept)
+        assert sorted(i for part in calls for i in part) == sorted(int(k[1:]) for k in set(f"k{i}" for i in range(200))
+                                                                    if k not in kept and k != "k57")
