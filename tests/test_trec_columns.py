@@ -164,7 +164,9 @@ def test_row_table_hand_computed():
     "\ufeff1 Q0 d1 1 2 t\n1 Q0 d2 2 x t\n",  # BOM, then a bad score
     "\n\n", "   \n", "",
 ])
-def test_bad_files_give_the_same_located_error(tmp_path, text):
+@pytest.mark.parametrize("scan_bytes", [trec_columns.SCAN_BYTES, 1, 3])  # checks across block boundaries
+def test_bad_files_give_the_same_located_error(tmp_path, monkeypatch, text, scan_bytes):
+    monkeypatch.setattr(trec_columns, "SCAN_BYTES", scan_bytes)
     path = write(tmp_path, "run.trec", text)
     with pytest.raises(InputError) as theirs:
         read_run(path)
@@ -194,9 +196,13 @@ def test_bad_bytes_and_missing_files_give_the_same_error(tmp_path):
     "\n\n1 Q0 é1 1 2 t\n\n1 Q0 d2 2 1_0 t",  # blank lines, UTF-8, a Python-only number, no final newline
     "\ufeff1 Q0 d1 1 2 t\n",  # a BOM is part of the first qid for Python
 ])
-def test_irregular_but_valid_files_read_the_same(tmp_path, text):
+@pytest.mark.parametrize("scan_bytes", [trec_columns.SCAN_BYTES, 1, 3])
+def test_irregular_but_valid_files_read_the_same(tmp_path, monkeypatch, text, scan_bytes):
+    monkeypatch.setattr(trec_columns, "SCAN_BYTES", scan_bytes)
     path = write(tmp_path, "run.trec", text)
     same_run(read_run_columns(path), read_run(path))
+    if "\r\n" in text:
+        assert fast(path) is not None, "CRLF files take the fast path"
 
 
 def test_gzipped_run(tmp_path):
@@ -269,13 +275,16 @@ def run_files(draw):
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(lines=run_files(), delimiter=st.sampled_from([" ", "\t"]), data=st.data())
-def test_random_runs_same_tables_as_the_dict_path(tmp_path, lines, delimiter, data):
-    text = "".join(f"{q}{delimiter}Q0{delimiter}{d}{delimiter}{i}{delimiter}{s!r}{delimiter}t\n"
+@given(lines=run_files(), delimiter=st.sampled_from([" ", "\t"]), newline=st.sampled_from(["\n", "\r\n"]),
+       scan_bytes=st.sampled_from([1 << 22, 2, 5]), data=st.data())
+def test_random_runs_same_tables_as_the_dict_path(tmp_path, lines, delimiter, newline, scan_bytes, data):
+    text = "".join(f"{q}{delimiter}Q0{delimiter}{d}{delimiter}{i}{delimiter}{s!r}{delimiter}t{newline}"
                    for i, (q, d, s) in enumerate(lines))
     path = write(tmp_path, "run.trec", text)
     run = read_run(path)
-    assert fast(path) is not None, "a plain file takes the fast path"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(trec_columns, "SCAN_BYTES", scan_bytes)  # the checks across block boundaries
+        assert fast(path) is not None, "a plain file takes the fast path"
     same_run(read_run_columns(path), run)
     qids = ["1", "2", "10", "q", "é", "z"]
     qrels = data.draw(st.dictionaries(st.sampled_from(qids), st.dictionaries(st.sampled_from(IDS + ["nowhere"]),

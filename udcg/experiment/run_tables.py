@@ -35,15 +35,17 @@ def columns_table(columns: RunColumns, qrels: Table | None, utilities: Table | N
     queries = qrels if qrels is not None else {qid: {} for qid in columns.qids}
     qids = tuple(queries)
     index = {qid: i for i, qid in enumerate(qids)}
-    to_table = np.fromiter((index.get(qid, -1) for qid in columns.qids), np.int64, len(columns.qids))
-    query = to_table[columns.query] if len(columns) else np.zeros(0, np.int64)
+    to_table = np.fromiter((index.get(qid, -1) for qid in columns.qids), np.int32, len(columns.qids))
+    query = to_table[columns.query] if len(columns) else np.zeros(0, np.int32)
     unjudged = int((to_table < 0).sum())
     if unjudged:
         log.info("%d run queries have no qrels and are not scored (ir_measures/trec_eval policy)", unjudged)
     judged = [queries[qid] for qid in qids]
     judged_lengths, judged_values = flat_values(judged, "qrels relevance")
     entry = _entries(columns, query, judged, judged_lengths)
-    relevance = np.where(entry >= 0, judged_values[entry], 0.0) if judged_values.size else np.zeros(len(columns))
+    relevance = np.zeros(len(columns))
+    judged_rows = np.flatnonzero(entry >= 0)
+    relevance[judged_rows] = judged_values[entry[judged_rows]]
     extra = None
     if utilities is not None:
         extra = {"utility": _utility_column(columns, query, qids, utilities)}
@@ -62,7 +64,7 @@ def _entries(columns: RunColumns, query: np.ndarray, maps: list[Mapping[str, Any
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    out = np.full(len(columns), -1, dtype=np.int64)
+    out = np.full(len(columns), -1, dtype=np.int32 if lengths.sum() < 1 << 31 else np.int64)
     if not lengths.sum() or not len(columns):
         return out
     # a key that is not a string never matches a run's docid (as on the dict path); "" is no docid
@@ -73,7 +75,7 @@ def _entries(columns: RunColumns, query: np.ndarray, maps: list[Mapping[str, Any
     keys = keys[by_key]
     doc = pc.fill_null(pc.index_in(columns.docids, value_set=encoded.dictionary), -1).to_numpy()
     rows = np.flatnonzero((doc >= 0) & (query >= 0))
-    row_keys = query[rows] * n_docs + doc[rows]
+    row_keys = query[rows].astype(np.int64) * n_docs + doc[rows]
     at = np.minimum(np.searchsorted(keys, row_keys), len(keys) - 1)
     hit = keys[at] == row_keys
     out[rows[hit]] = by_key[at[hit]]
@@ -87,11 +89,13 @@ def _utility_column(columns: RunColumns, query: np.ndarray, qids: tuple[str, ...
     lengths = np.fromiter(map(len, maps), np.int64, len(maps))
     values = np.fromiter((_number(v) for m in maps for v in m.values()), np.float64, int(lengths.sum()))
     entry = _entries(columns, query, maps, lengths)
-    if np.isnan(values[entry[entry >= 0]]).any():
+    found = np.flatnonzero(entry >= 0)
+    if np.isnan(values[entry[found]]).any():
         bad = np.fromiter((_number(v, None) is None for m in maps for v in m.values()), bool, values.size)
-        if bad[entry[entry >= 0]].any():
+        if bad[entry[found]].any():
             raise InputError("utility: every value must be a number (fix the dict or the file it came from)")
-    out = np.where(entry >= 0, values[entry], math.nan) if values.size else np.full(len(columns), math.nan)
+    out = np.full(len(columns), math.nan)
+    out[found] = values[entry[found]]
     if np.isinf(out).any():
         raise InputError("utility: NaN or inf values (give finite numbers)")
     return out

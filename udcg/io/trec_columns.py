@@ -17,11 +17,13 @@ to ``read_run``, which decides exactly.
 
 from __future__ import annotations
 
+import codecs
 import logging
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,8 +40,9 @@ log = logging.getLogger(__name__)
 
 COLUMNS = ("qid", "Q0", "docid", "rank", "score", "tag")
 BLOCK_BYTES = 1 << 24  # pyarrow parses the file in blocks of this size (one arrow chunk each)
-# Non-ASCII whitespace or line breaks (str.split / str.splitlines) and the BOM
-_UNICODE_SPACE = re.compile(r"[^\S\t\n\r ]|\A\ufeff")
+SCAN_BYTES = 1 << 22  # the checks before it read the file in blocks of this size
+# Non-ASCII whitespace or line breaks (str.split / str.splitlines)
+_UNICODE_SPACE = re.compile(r"[^\S\t\n\r ]")
 
 
 @dataclass(frozen=True, eq=False)
@@ -84,83 +87,133 @@ def read_run_columns(path: str | Path) -> RunColumns:
     return columns if columns is not None else RunColumns.from_run(read_run(path))
 
 
-def _file_bytes(path: Path) -> bytes | None:
-    """The bytes of a plain regular file under the size limit; a ``.gz`` decompressed; None when
-    ``read_run`` should look at the file (it then names the problem)."""
+def _fast_columns(path: Path) -> RunColumns | None:
+    source = _source(path)
+    if source is None:
+        return None
+    try:
+        delimiter = _plain(_blocks(source))
+    except OSError:
+        return None
+    if delimiter is None:
+        log.debug("%s: not a plain single-delimiter file; read line by line", path)
+        return None
+    table = _parse(source, delimiter)
+    if table is None or table.num_rows == 0:
+        return None
+    columns = _columns(table, path)
+    del table
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()  # the parser's buffers and the qid column, back to the system
+    return columns
+
+
+def _source(path: Path) -> Path | bytes | None:
+    """A plain regular file under the size limit (its path: pyarrow reads it itself, a block at a
+    time); a ``.gz``, decompressed; None when ``read_run`` should look at the file (it then names
+    the problem)."""
     try:
         st = path.stat()
         if not stat.S_ISREG(st.st_mode) or not 0 < st.st_size <= MAX_FILE_BYTES:
             return None
-        if path.suffix == ".gz":
-            return read_text(path).encode("utf-8")
-        return path.read_bytes()
-    except (OSError, InputError):  # read_run reads it again and names the problem
+        return read_text(path).encode("utf-8") if path.suffix == ".gz" else path
+    except (OSError, InputError):
         return None
 
 
-def _plain(data: bytes) -> bytes | None:
-    """The delimiter (b" " or b"\\t") when pyarrow splits ``data`` as ``str.split()`` would (the
-    module doc), else None. Control bytes are counted with numpy, 4 MiB at a time."""
-    head = data[:65536].lstrip(b"\r\n")
-    delimiter = b"\t" if b"\t" in head.partition(b"\n")[0] else b" "
-    arr = np.frombuffer(data, np.uint8)
-    crlf = False
-    for i in range(0, arr.size, 1 << 22):
-        chunk = arr[i: i + (1 << 22)]
-        allowed = np.count_nonzero(chunk == 10)  # below 32: "\n", the tab delimiter, "\r\n" and NUL
-        if delimiter == b"\t":
-            allowed += np.count_nonzero(chunk == 9)
-            if np.count_nonzero(chunk == 32):
-                return None
-        control = np.count_nonzero(chunk < 32)
-        if control != allowed:  # NUL (not whitespace) or "\r"
-            crlf = True
-            if control != allowed + np.count_nonzero(chunk == 13) + np.count_nonzero(chunk == 0):
-                return None
-    if crlf and data.count(b"\r") != data.count(b"\r\n"):
+def _blocks(source: Path | bytes) -> Iterator[bytes]:
+    if isinstance(source, bytes):
+        yield from (source[i: i + SCAN_BYTES] for i in range(0, len(source), SCAN_BYTES))
+        return
+    with open(source, "rb") as f:
+        while block := f.read(SCAN_BYTES):
+            yield block
+
+
+def _plain(blocks: Iterator[bytes]) -> bytes | None:
+    """The delimiter (b" " or b"\\t", as on the first line) when pyarrow splits the file as
+    ``str.split()`` would, else None: below byte 32 only "\\n", the delimiter, "\\r\\n" and NUL; no
+    empty field (a delimiter at the start or end of a line, or two in a row); UTF-8 without a BOM
+    or other whitespace. Read a block at a time; the bytes are counted with numpy."""
+    head, first = b"", []
+    for block in blocks:  # up to the end of the first line (64 KiB at most)
+        first.append(block)
+        head += block
+        if b"\n" in head.lstrip(b"\r\n") or len(head) > 1 << 16:
+            break
+    if not head or head.startswith(codecs.BOM_UTF8):
         return None
-    if not data.isascii():
+    delimiter = 9 if b"\t" in head.lstrip(b"\r\n").partition(b"\n")[0] else 32
+    previous, carriage, decoder = 10, False, None
+    for block in chain(first, blocks):
+        arr = np.frombuffer(block, np.uint8)
+        ok, carriage = _plain_block(arr, delimiter, previous, carriage)
+        if not ok:
+            return None
+        previous = int(arr[-1])
+        if not block.isascii():
+            decoder = decoder or codecs.getincrementaldecoder("utf-8")()
+            try:
+                if _UNICODE_SPACE.search(decoder.decode(block)):
+                    return None
+            except UnicodeDecodeError:
+                return None
+    if carriage or previous == delimiter:
+        return None
+    if decoder is not None:
         try:
-            text = data.decode("utf-8")
+            decoder.decode(b"", final=True)
         except UnicodeDecodeError:
             return None
-        if _UNICODE_SPACE.search(text):
-            return None
-    return delimiter
+    return bytes([delimiter])
 
 
-def _fast_columns(path: Path) -> RunColumns | None:
-    data = _file_bytes(path)
-    if data is None:
-        return None
-    delimiter = _plain(data)
-    if delimiter is None:
-        log.debug("%s: not a plain single-delimiter file; read line by line", path)
-        return None
-    table = _parse(data, delimiter.decode())
-    del data
-    if table is None or table.num_rows == 0:
-        return None
-    return _columns(table, path)
+def _plain_block(arr: np.ndarray, delimiter: int, previous: int, carriage: bool) -> tuple[bool, bool]:
+    """(whether the block passes, whether it ends with "\\r"), given the byte before it
+    (``previous``: 10 at the start of the file) and whether that byte was a "\\r"."""
+    newline, split = arr == 10, arr == delimiter
+    allowed = np.count_nonzero(newline) + (np.count_nonzero(split) if delimiter == 9 else 0)
+    if delimiter == 9 and np.count_nonzero(arr == 32):
+        return False, False
+    control = np.count_nonzero(arr < 32)
+    ends = newline
+    if control != allowed:  # "\r" or NUL (not whitespace), or another control byte
+        cr = arr == 13
+        if control != allowed + np.count_nonzero(cr) + np.count_nonzero(arr == 0):
+            return False, False
+        if (cr[:-1] & ~newline[1:]).any():  # a lone "\r" ends a line for Python
+            return False, False
+        ends = newline | cr
+    if carriage and not newline[0]:
+        return False, False
+    # an empty field: a delimiter after a line break or a delimiter, or before a line break
+    if split[0] and previous in (delimiter, 10, 13) or ends[0] and previous == delimiter:
+        return False, False
+    if (split[:-1] & (split[1:] | ends[1:])).any() or (ends[:-1] & split[1:]).any():
+        return False, False
+    return True, bool(ends is not newline and arr[-1] == 13)
 
 
-def _parse(data: bytes, delimiter: str) -> Any:
-    """The six fields as arrow columns (score as float64), or None when a line does not have six."""
+def _parse(source: Path | bytes, delimiter: bytes) -> Any:
+    """qid, docid and score (float64) as arrow columns, or None when a line does not have six fields."""
     import pyarrow as pa
     import pyarrow.csv as csv
 
-    text, binary = pa.string(), pa.binary()
+    options = dict(
+        read_options=csv.ReadOptions(column_names=list(COLUMNS), block_size=BLOCK_BYTES),
+        parse_options=csv.ParseOptions(delimiter=delimiter.decode(), quote_char=False, double_quote=False,
+                                       escape_char=False, newlines_in_values=False, ignore_empty_lines=True),
+        convert_options=csv.ConvertOptions(
+            include_columns=["qid", "docid", "score"],
+            column_types={"qid": pa.string(), "docid": pa.string(), "score": pa.float64()},
+            null_values=[], strings_can_be_null=False, quoted_strings_can_be_null=False))
     try:
-        return csv.read_csv(
-            pa.py_buffer(data),
-            read_options=csv.ReadOptions(column_names=list(COLUMNS), block_size=BLOCK_BYTES),
-            parse_options=csv.ParseOptions(delimiter=delimiter, quote_char=False, double_quote=False, escape_char=False,
-                                           newlines_in_values=False, ignore_empty_lines=True),
-            convert_options=csv.ConvertOptions(
-                column_types={"qid": text, "Q0": binary, "docid": text, "rank": binary, "score": pa.float64(),
-                              "tag": binary},
-                null_values=[], strings_can_be_null=False, quoted_strings_can_be_null=False))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowIndexError) as e:
+        if isinstance(source, bytes):
+            return csv.read_csv(pa.py_buffer(source), **options)
+        with pa.OSFile(str(source)) as f:  # no decompression by extension: the bytes as read_run reads them
+            return csv.read_csv(f, **options)
+    except (OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowIndexError) as e:
         log.debug("pyarrow cannot read the run (%s); read line by line", str(e).splitlines()[0] if str(e) else e)
         return None
 
@@ -168,10 +221,6 @@ def _parse(data: bytes, delimiter: str) -> Any:
 def _columns(table: Any, path: Path) -> RunColumns | None:
     import pyarrow.compute as pc
 
-    for name in ("qid", "Q0", "docid", "rank", "tag"):  # an empty field: two delimiters in a row
-        if pc.min(pc.binary_length(table.column(name))).as_py() == 0:
-            log.debug("%s: an empty %s field; read line by line", path, name)
-            return None
     scores = table.column("score").to_numpy()
     if not np.isfinite(scores).all():
         return None

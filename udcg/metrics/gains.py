@@ -209,22 +209,37 @@ def row_table(qids: Sequence[str], query: np.ndarray, scores: np.ndarray, releva
 
 
 def ranked_rows(query: np.ndarray, scores: np.ndarray, n: int, docid_rank: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """The rows with ``query >= 0`` (all ``< n``), query by query (0 first), each query in trec_eval order:
-    float32 score descending, then ``docid_rank`` ascending. One stable sort of a 64-bit key (query,
-    score), in linear time when the run is written query by query, best first; then the rows of
-    equal keys (ties) are re-ordered by docid."""
-    rows = np.flatnonzero(query >= 0)
-    q = query[rows]
+    """The rows with ``query >= 0`` (all ``< n``), query by query (0 first), each query in trec_eval
+    order: float32 score descending, then ``docid_rank`` ascending. One stable sort of a 64-bit key
+    (query, score), in linear time when the run is written query by query, best first; then the
+    rows of equal keys (ties) are re-ordered by docid."""
+    kept = query >= 0
+    rows = None if kept.all() else np.flatnonzero(kept)  # None: every row
+    del kept
+    q = query if rows is None else query[rows]
     if q.size and (q[1:] < q[:-1]).any():  # queries interleaved, or not in qids order: group them first
         by_query = np.argsort(q.astype(np.uint16) if n <= 1 << 16 else q, kind="stable")
-        rows, q = rows[by_query], q[by_query]
+        rows = by_query if rows is None else rows[by_query]
+        q = query[rows]
     with np.errstate(over="ignore"):  # a score beyond float32 is +-inf to trec_eval too
-        bits = (scores[rows].astype(np.float32) + np.float32(0.0)).view(np.uint32)  # + 0: -0.0 ties 0.0
-    descending = np.where(bits >> np.uint32(31), bits, bits ^ np.uint32(0x7FFFFFFF))  # larger float, smaller key
-    key = (q.astype(np.uint64) << np.uint64(32)) | descending.astype(np.uint64)
+        bits = (scores if rows is None else scores[rows]).astype(np.float32)
+    bits += np.float32(0.0)  # -0.0 ties 0.0
+    bits = bits.view(np.uint32)
+    flip = bits >> np.uint32(31)  # larger float, smaller key: flip the magnitude of non-negative floats
+    flip -= np.uint32(1)
+    flip &= np.uint32(0x7FFFFFFF)
+    bits ^= flip
+    del flip
+    key = q.astype(np.uint64)
+    key <<= np.uint64(32)
+    np.bitwise_or(key, bits, out=key)
+    del bits, q
     order = np.argsort(key, kind="stable")
-    rows, key = rows[order], key[order]
+    rows = order if rows is None else rows[order]
+    key = key[order]
+    del order
     pairs = np.flatnonzero(key[1:] == key[:-1])  # rows p and p + 1 tie
+    del key
     if pairs.size:
         tied = np.union1d(pairs, pairs + 1)
         segment = np.cumsum(~np.isin(tied - 1, pairs))  # a run of equal keys
