@@ -7,9 +7,10 @@ score, lines in file order. It is the fast path of ``udcg score --run`` and ``ud
 The fast path takes a file only when pyarrow splits it exactly as ``str.split()`` does: one
 delimiter (single spaces, or single tabs: the first line decides), no other whitespace (a ``\\r``
 only in ``\\r\\n``), no empty field, six fields per line, UTF-8 without a BOM, finite scores and no
-(qid, docid) twice. Anything else (a file with two spaces somewhere, a bad line, a ``.gz`` that is
-not plain, ...) is read by ``read_run``, line by line: a valid file gives the same run, a bad one
-the same located error (file:line, field, fix).
+(qid, docid) twice. The checks read the file 4 MiB at a time (a ``.gz`` is decompressed first, with
+``read_text``'s limits); pyarrow then parses it itself, 16 MiB at a time. Anything else (a file
+with two spaces somewhere, a bad line, ...) is read by ``read_run``, line by line: a valid file
+gives the same run, a bad one the same located error (file:line, field, fix).
 
 Duplicates are found with a 64-bit hash of (query, docid) per line; two equal hashes send the file
 to ``read_run``, which decides exactly.
