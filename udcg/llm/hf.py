@@ -198,15 +198,35 @@ class HFBackend:
         n_last = [max(1, len(t)) for t in targets]
         return self._score(seqs, n_last, lambda i, lp: [float(lp[j, t]) for j, t in enumerate(targets[i])])
 
-    def generate(self, chats: Sequence[Chat], params: GenerationParams = GenerationParams()) -> list[list[str]]:
+    def generate(self, chats: Sequence[Chat], params: GenerationParams = GenerationParams(),
+                 on_text: Callable[[int, int, str], None] | None = None) -> list[list[str]]:
+        """``Backend.generate``. ``on_text(i, j, text)``, when given, is told answer j to chat i so far
+        (decoded, not yet cut at a stop string nor stripped) after each of its tokens; a greedy
+        decoding serves all n answers and is told as j = 0 (how ``udcg serve`` streams)."""
         check_params(params)
-        seqs = self._encode_all(chats)
+        return self._answers(self._encode_all(chats), params, on_text, strip=True)
+
+    def complete(self, prompts: Sequence[Sequence[int]], params: GenerationParams = GenerationParams(),
+                 on_text: Callable[[int, int, str], None] | None = None) -> list[list[str]]:
+        """``params.n`` continuations of each prompt given as token ids (no chat template), decoded as
+        ``generate`` does but with their whitespace kept: prompt text + continuation is what the
+        model wrote (legacy text completions). ``on_text`` as in ``generate``."""
+        check_params(params)
+        seqs = [list(p) for p in prompts]
+        for i, ids in enumerate(seqs):
+            if not ids or (self.max_positions and len(ids) > self.max_positions):
+                raise InputError(f"prompt {i}: {len(ids)} tokens (give 1 to {self.max_positions or 'any'} tokens)")
+        return self._answers(seqs, params, on_text, strip=False)
+
+    def _answers(self, seqs: list[list[int]], params: GenerationParams, on_text: Callable | None, strip: bool) -> list[list[str]]:
         if params.temperature == 0:  # greedy: every answer to a chat is the same
-            return [[t] * params.n for t in self._generate_rows(seqs, [None] * len(seqs), params)]
+            tell = None if on_text is None else (lambda r, text: on_text(r, 0, text))
+            return [[t] * params.n for t in self._generate_rows(seqs, [None] * len(seqs), params, tell=tell, strip=strip)]
         rows = [(i, j) for i in range(len(seqs)) for j in range(params.n)]
         seeds = [answer_seed(params.seed, seqs[i], j) for i, j in rows]
+        tell = None if on_text is None else (lambda r, text: on_text(*rows[r], text))
         out: list[list[str]] = [[] for _ in seqs]
-        for (i, _), text in zip(rows, self._generate_rows([seqs[i] for i, _ in rows], seeds, params)):
+        for (i, _), text in zip(rows, self._generate_rows([seqs[i] for i, _ in rows], seeds, params, tell=tell, strip=strip)):
             out[i].append(text)
         return out
 
@@ -267,10 +287,12 @@ class HFBackend:
     # ------------------------------------------------------------ decoding
 
     def _generate_rows(self, seqs: list[list[int]], seeds: list[int | None], params: GenerationParams,
-                       on_prompt: Callable[[list[int], tuple], None] | None = None) -> list[str]:
+                       on_prompt: Callable[[list[int], tuple], None] | None = None,
+                       tell: Callable[[int, str], None] | None = None, strip: bool = True) -> list[str]:
         """Answers to token sequences; ``on_prompt(rows, state)`` sees each decoding batch's prompt
         pass (the sequences' indices, then logits at the last position, cache, mask, positions)
-        before decoding starts, and must leave the cache as it found it."""
+        before decoding starts, and must leave the cache as it found it; ``tell(i, text)`` sees
+        sequence i's text grow."""
         import torch
 
         texts = [""] * len(seqs)
@@ -288,14 +310,16 @@ class HFBackend:
                 state = states[0] if len(states) == 1 else join_states(states, p, self.model.config)
                 if on_prompt is not None:
                     on_prompt(rows, state)
-                for i, text in zip(rows, self._decode(state, [seeds[i] for i in rows], params)):
+                told = None if tell is None else (lambda b, text, rows=rows: tell(rows[b], text))
+                for i, text in zip(rows, self._decode(state, [seeds[i] for i in rows], params, told, strip)):
                     texts[i] = text
         return texts
 
     def _waves(self, batches: list[list[int]], lengths: list[int]) -> list[list[list[int]]]:
         return decoding_waves(batches, lengths, self.batch_size, self.device.startswith("cuda"))
 
-    def _decode(self, state: tuple, seeds: list[int | None], params: GenerationParams) -> list[str]:
+    def _decode(self, state: tuple, seeds: list[int | None], params: GenerationParams,
+                tell: Callable[[int, str], None] | None = None, strip: bool = True) -> list[str]:
         """Decode from a prompt pass's state (logits at the last position, cache, mask, positions)."""
         import torch
 
@@ -310,7 +334,10 @@ class HFBackend:
                 if tokens[b] in self.stop_ids:
                     continue
                 new[a].append(tokens[b])
-                if params.stop and cut_at_stop(self.tokenizer.decode(new[a], skip_special_tokens=True), params.stop)[1]:
+                text = self.tokenizer.decode(new[a], skip_special_tokens=True) if params.stop or tell else ""
+                if tell is not None:
+                    tell(a, text)
+                if params.stop and cut_at_stop(text, params.stop)[1]:
                     continue
                 still.append(b)
             if not still or step == params.max_new_tokens - 1:
@@ -325,4 +352,5 @@ class HFBackend:
             ids = torch.tensor([[new[a][-1]] for a in active], device=self.device)
             logits = self.model(input_ids=ids, attention_mask=mask.to(self.device), position_ids=last[:, None].to(self.device),
                                 past_key_values=cache, use_cache=True, logits_to_keep=1).logits
-        return [cut_at_stop(self.tokenizer.decode(ids, skip_special_tokens=True), params.stop)[0].strip() for ids in new]
+        texts = [cut_at_stop(self.tokenizer.decode(ids, skip_special_tokens=True), params.stop)[0] for ids in new]
+        return [t.strip() for t in texts] if strip else texts
