@@ -131,7 +131,7 @@ def run_baseline(data: Path, url: str, concurrency: int) -> dict:
 
 
 def default_concurrency() -> int:
-    from udcg.llm.openai_backend import DEFAULT_CONCURRENCY
+    from udcg.llm.openai_wire import DEFAULT_CONCURRENCY
 
     return DEFAULT_CONCURRENCY
 

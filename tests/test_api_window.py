@@ -86,3 +86,30 @@ def test_a_parallel_run_computes_each_request_once_and_keeps_finished_work_on_fa
         assert stats.computed == 199 - len(kept)
         assert sorted(i for part in calls for i in part) == sorted(int(k[1:]) for k in set(f"k{i}" for i in range(200))
                                                                     if k not in kept and k != "k57")
+
+
+def test_two_annotate_processes_on_one_folder_compute_each_pair_once(latency_server, tmp_path):
+    """The second process waits for the first (the cache is locked while open), then finds its work
+    done: the server is asked once per pair, both commands succeed, and the outputs are identical."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from bench_api import make_data
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    data = tmp_path / "data"
+    pairs = make_data(data, 40, 5)
+    out = tmp_path / "utilities"
+    cmd = [sys.executable, "-m", "udcg", "annotate", "--corpus", str(data), "--run", str(data / "run.trec"), "--depth",
+           "5", "--model", "openai:bench", "--api-base", latency_server, "--concurrency", "4", "-o", str(out),
+           "--no-progress"]
+    first = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    deadline = 100
+    while not (out / "annotations.jsonl").exists() and deadline:  # the first holds the lock, the second waits
+        deadline -= 1
+        __import__("time").sleep(0.05)
+    second = subprocess.run(cmd, capture_output=True, text=True)
+    first_err = first.communicate()[1]
+    assert first.returncode == 0 and second.returncode == 0, (first_err, second.stderr)
+    assert _stats(latency_server)["requests"] == pairs  # each pair computed once
+    assert "another udcg process is writing" in second.stderr
+    assert "new pairs annotated: 0" in second.stderr

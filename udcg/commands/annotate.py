@@ -9,7 +9,7 @@ from udcg.commands._parser import command
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from udcg.llm.openai_backend import DEFAULT_CONCURRENCY
+    from udcg.llm.openai_wire import DEFAULT_CONCURRENCY
 
     p = command(sub, "annotate", help="p(NO-RESPONSE) and utility per passage, for one LLM (resumable)",
                 description="""Give every (question, passage) its abstention probability p_abs for one reader LLM,

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import logging
 import os
+import threading
 from pathlib import Path
 
 from udcg.errors import InputError
 from udcg.io.files import _parse_int, _reject_constant, check_output_path, dumps
+
+log = logging.getLogger(__name__)
+_HELD: dict[Path, int] = {}  # caches this process holds the lock of -> how many open handles
+_HELD_LOCK = threading.Lock()
 
 
 class AppendCache:
@@ -15,6 +22,10 @@ class AppendCache:
 
     Each record is one line, flushed and fsynced as it completes. On open, a torn last line (the
     process died mid-write) is cut off; every complete line is kept.
+
+    One writer process at a time: the cache is locked (``flock``) while open. A second process that
+    opens it waits until the first closes it, then reads what the first finished, so two commands on
+    one output folder never compute a record twice. Handles within one process share the lock.
     """
 
     def __init__(self, path: str | Path, key_field: str = "key") -> None:
@@ -23,16 +34,33 @@ class AppendCache:
         self.done: dict[str, dict] = {}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            if self.path.exists():
-                self._load()
             self._f = open(self.path, "a", encoding="utf-8")
+            self._key = self._lock()
+            self._load()
         except OSError as e:
             raise InputError(f"{self.path}: cannot open the cache: {e.strerror or e} (check the folder and its permissions)") from None
+
+    def _lock(self) -> Path:
+        key = self.path.resolve()
+        with _HELD_LOCK:
+            if _HELD.get(key):
+                _HELD[key] += 1
+                return key
+            try:
+                fcntl.flock(self._f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                log.warning("%s: another udcg process is writing this cache; waiting for it to finish (its finished "
+                            "work is reused, not computed again)", self.path)
+                fcntl.flock(self._f.fileno(), fcntl.LOCK_EX)
+            _HELD[key] = 1
+            return key
 
     def _load(self) -> None:
         """Every complete line must be a JSON object with a string key: a bad one is named, never
         skipped (skipping would silently redo or lose work). Only a torn last line is cut off."""
         raw = self.path.read_bytes()
+        if not raw:
+            return
         good = 0
         for line_no, line in enumerate(raw.splitlines(keepends=True), start=1):
             if not line.endswith(b"\n"):
@@ -76,6 +104,13 @@ class AppendCache:
             self.done[r[self.key_field]] = r
 
     def close(self) -> None:
+        if self._f.closed:
+            return
+        with _HELD_LOCK:
+            _HELD[self._key] -= 1
+            if not _HELD[self._key]:
+                del _HELD[self._key]
+                fcntl.flock(self._f.fileno(), fcntl.LOCK_UN)
         self._f.close()
 
     def __enter__(self) -> AppendCache:

@@ -6,20 +6,20 @@ temporary file beside the target and renames it, so an interrupted run never lea
 
 from __future__ import annotations
 
-import glob
 import gzip
 import json
 import math
 import os
 import re
-import secrets
 import stat
 import zlib
-from collections.abc import Iterable, Iterator, Set
+from collections.abc import Iterator, Set
 from pathlib import Path
 from typing import Any
 
 from udcg.errors import InputError
+from udcg.io.writing import (_file_kind, atomic_write_bytes, atomic_write_json, atomic_write_jsonl,  # noqa: F401
+                             atomic_write_text, check_output_path, dumps)
 
 MAX_FILE_BYTES = 2 * 1024**3
 MAX_GZIP_RATIO = 100  # text compresses 3-20x; a gzip that expands more is a bomb or not data
@@ -47,12 +47,6 @@ def _check_readable(path: Path, whole: bool = True) -> os.stat_result:
     if whole and st.st_size > MAX_FILE_BYTES:
         raise InputError(f"{path}: {st.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit (split the file)")
     return st
-
-
-def _file_kind(mode: int) -> str:
-    kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-             (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"))
-    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def _read_gzip(path: Path, compressed_size: int) -> bytes:
@@ -295,85 +289,6 @@ class JsonlScan:
             self.skipped += 1
             self.first_skipped = self.first_skipped or str(e)
             return None
-
-
-# ---------------------------------------------------------------- writing
-
-
-def check_output_path(path: str | Path, flag: str = "-o", folder: bool = False) -> Path:
-    """Refuse, before any work, an output path udcg must not replace: anything that exists and is
-    not a regular file (a directory, symbolic link, device, FIFO, socket; with ``folder``: anything
-    but a directory), a path under a file, or a folder that cannot be written."""
-    path = Path(path)
-    try:
-        st = path.lstat()
-    except (FileNotFoundError, NotADirectoryError):
-        st = None
-    except OSError as e:
-        raise InputError(f"{flag} {path}: cannot use this output path: {e.strerror or e}") from None
-    if st is not None:
-        if folder and not stat.S_ISDIR(st.st_mode):
-            raise InputError(f"{flag} {path}: is {_file_kind(st.st_mode)}, not a folder (give a new or existing folder)")
-        if not folder and not stat.S_ISREG(st.st_mode):
-            fix = "give a file path inside it, e.g. " + str(path / "out.jsonl") if stat.S_ISDIR(st.st_mode) else \
-                "udcg replaces its outputs, so it writes only to regular files or new paths; give another path"
-            raise InputError(f"{flag} {path}: is {_file_kind(st.st_mode)}, not a regular file ({fix})")
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        if parent.is_symlink():
-            raise InputError(f"{flag} {path}: folder {parent} is a broken symbolic link (fix the link or give another path)")
-        parent = parent.parent
-    if not parent.is_dir():
-        raise InputError(f"{flag} {path}: {parent} is a file, not a folder (give a path inside a folder)")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"{flag} {path}: cannot write into folder {parent} (permission denied; give a writable folder)")
-    return path
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write text (UTF-8, \\n line ends) to path via a temporary file in the same folder and an
-    atomic rename. Refuses to replace anything but a regular file (``check_output_path``); an OS
-    error is an InputError."""
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """``atomic_write_text`` for bytes (e.g. a gzip file)."""
-    path = check_output_path(path, "output")
-    try:
-        _atomic_write(path, data)
-    except OSError as e:
-        raise InputError(f"{path}: cannot write: {e.strerror or e} (check the folder, its permissions and free space)") from None
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):  # left by a run killed mid-write
-        stale.unlink(missing_ok=True)
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-    # Mode 0666 filtered by the process umask (the usual permissions, without touching the umask).
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, allow_nan=False)
-
-
-def atomic_write_json(path: str | Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, ensure_ascii=False, allow_nan=False, indent=2) + "\n")
-
-
-def atomic_write_jsonl(path: str | Path, rows: Iterable[Any]) -> None:
-    atomic_write_text(path, "".join(dumps(r) + "\n" for r in rows))
 
 
 # ---------------------------------------------------------------- field checks

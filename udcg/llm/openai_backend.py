@@ -39,7 +39,7 @@ from typing import Any
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams
 from udcg.llm.openai_transport import Transport, http_module
-from udcg.llm.openai_wire import (backoff_delay, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
+from udcg.llm.openai_wire import (DEFAULT_CONCURRENCY, backoff_delay, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
                                   parse_choices, parse_first_top_logprobs, retry_after_seconds)
 from udcg.redact import redact, url_secrets
 
@@ -47,7 +47,6 @@ log = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({408, 409, 429})  # plus every 5xx
 _JSON = {"Content-Type": "application/json"}
-DEFAULT_CONCURRENCY = 64  # requests in flight: a vLLM/SGLang server batches them; a rate-limited API answers 429s, retried
 
 
 # ---------------------------------------------------------------- backend

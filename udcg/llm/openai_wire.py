@@ -11,6 +11,8 @@ from typing import Any
 from udcg.errors import BackendError
 from udcg.llm.base import Chat, GenerationParams
 
+DEFAULT_CONCURRENCY = 64  # requests in flight: a vLLM/SGLang server batches them; a rate-limited API answers 429s, retried
+
 
 def chat_payload(model: str, chat: Chat, params: GenerationParams) -> dict:
     """The request body asking for ``params.n`` answers to one chat."""

@@ -1,0 +1,121 @@
+"""Writing outputs: the output-path check, atomic writes (a temporary file locked while written,
+fsync, rename) and compact JSON. Re-exported by ``udcg.io.files``."""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import json
+import os
+import secrets
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from udcg.errors import InputError
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def check_output_path(path: str | Path, flag: str = "-o", folder: bool = False) -> Path:
+    """Refuse, before any work, an output path udcg must not replace: anything that exists and is
+    not a regular file (a directory, symbolic link, device, FIFO, socket; with ``folder``: anything
+    but a directory), a path under a file, or a folder that cannot be written."""
+    path = Path(path)
+    try:
+        st = path.lstat()
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+    except OSError as e:
+        raise InputError(f"{flag} {path}: cannot use this output path: {e.strerror or e}") from None
+    if st is not None:
+        if folder and not stat.S_ISDIR(st.st_mode):
+            raise InputError(f"{flag} {path}: is {_file_kind(st.st_mode)}, not a folder (give a new or existing folder)")
+        if not folder and not stat.S_ISREG(st.st_mode):
+            fix = "give a file path inside it, e.g. " + str(path / "out.jsonl") if stat.S_ISDIR(st.st_mode) else \
+                "udcg replaces its outputs, so it writes only to regular files or new paths; give another path"
+            raise InputError(f"{flag} {path}: is {_file_kind(st.st_mode)}, not a regular file ({fix})")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        if parent.is_symlink():
+            raise InputError(f"{flag} {path}: folder {parent} is a broken symbolic link (fix the link or give another path)")
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"{flag} {path}: {parent} is a file, not a folder (give a path inside a folder)")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"{flag} {path}: cannot write into folder {parent} (permission denied; give a writable folder)")
+    return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write text (UTF-8, \\n line ends) to path via a temporary file in the same folder and an
+    atomic rename. Refuses to replace anything but a regular file (``check_output_path``); an OS
+    error is an InputError."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """``atomic_write_text`` for bytes (e.g. a gzip file)."""
+    path = check_output_path(path, "output")
+    try:
+        _atomic_write(path, data)
+    except OSError as e:
+        raise InputError(f"{path}: cannot write: {e.strerror or e} (check the folder, its permissions and free space)") from None
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Temporary file (locked while written), fsync, rename. Temporaries no process holds were left
+    by a run killed mid-write and are removed; another process's write in progress is left alone."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        _remove_if_unheld(stale)
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        # Mode 0666 filtered by the process umask (the usual permissions, without touching the umask).
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.fstat(fd).st_nlink:  # not removed by another process's cleanup before the lock
+            break
+        os.close(fd)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+            os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _remove_if_unheld(tmp: Path) -> None:
+    try:
+        fd = os.open(tmp, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        tmp.unlink(missing_ok=True)
+    except OSError:  # held: another process is writing it now
+        pass
+    finally:
+        os.close(fd)
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, allow_nan=False)
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, ensure_ascii=False, allow_nan=False, indent=2) + "\n")
+
+
+def atomic_write_jsonl(path: str | Path, rows: Iterable[Any]) -> None:
+    atomic_write_text(path, "".join(dumps(r) + "\n" for r in rows))
+
+
