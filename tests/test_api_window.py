@@ -113,3 +113,42 @@ def test_two_annotate_processes_on_one_folder_compute_each_pair_once(latency_ser
     assert _stats(latency_server)["requests"] == pairs  # each pair computed once
     assert "another udcg process is writing" in second.stderr
     assert "new pairs annotated: 0" in second.stderr
+
+
+def test_editing_one_passage_recomputes_exactly_that_pair(latency_server, tmp_path):
+    """The cache is keyed by what the reader saw: after one corpus text is edited, a rerun asks the
+    server for that one pair, says so, and writes its new utility; the others are reused."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from bench_api import make_data
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    data = tmp_path / "data"
+    make_data(data, 10, 3)
+    out = tmp_path / "utilities"
+    cmd = [sys.executable, "-m", "udcg", "annotate", "--corpus", str(data), "--run", str(data / "run.trec"), "--depth",
+           "3", "--model", "openai:bench", "--api-base", latency_server, "-o", str(out), "--no-progress"]
+    assert subprocess.run(cmd, capture_output=True, text=True).returncode == 0
+    before = {(r["qid"], r["docid"]): r["p_abs"] for r in map(json.loads, (out / "utilities.jsonl").read_text().splitlines())}
+    asked = _stats(latency_server)["requests"]
+    lines = (data / "corpus.jsonl").read_text().splitlines()
+    doc = json.loads(lines[4])
+    doc["text"] = "an edited passage about something else entirely"
+    lines[4] = json.dumps(doc)
+    (data / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    rerun = subprocess.run(cmd, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    assert _stats(latency_server)["requests"] == asked + 1
+    assert "new pairs annotated: 1" in rerun.stderr and "recomputed 1 changed pairs" in rerun.stderr
+    after = {(r["qid"], r["docid"]): r["p_abs"] for r in map(json.loads, (out / "utilities.jsonl").read_text().splitlines())}
+    changed = {pair for pair in before if before[pair] != after[pair]}
+    assert changed == {("q1", doc["_id"])}  # the server's p_abs depends on the prompt: the new text gives a new value
+    again = subprocess.run(cmd, capture_output=True, text=True)  # and a third run computes nothing
+    assert "new pairs annotated: 0" in again.stderr and _stats(latency_server)["requests"] == asked + 1
+
+
+def test_ids_that_hold_the_key_separator_never_share_a_key():
+    assert runs.key("a\tb", "c") != runs.key("a", "b\tc")
+    for parts in [("a\tb", "c"), ("a", "b\tc"), ("x\\y", "z\\t"), ("q1", "d1")]:
+        assert runs.split_key(runs.key(*parts)) == list(parts)
+    assert runs.key("q1", "d1") == "q1\td1"  # plain ids keep the key older caches hold

@@ -156,7 +156,7 @@ def test_cli_refusals(tmp_path, capsys):
     assert main(["judge", "relevance", str(noans), "-o", str(tmp_path / "r.jsonl")]) == 2
     assert "without 'answers'" in capsys.readouterr().err
     assert main(["judge", "relevance", str(path), "-o", str(path)]) == 2
-    assert "overwrite the input" in capsys.readouterr().err
+    assert "an output never replaces an input" in capsys.readouterr().err
 
 
 def test_cli_batch_size_is_the_forward_pass_and_chunk_size_the_cache_unit(tmp_path, capsys, fake_registry):

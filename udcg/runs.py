@@ -5,7 +5,13 @@ A request is ``(key, payload)``; its finished record is one line ``{"key": key, 
 reads):
 
 - **keys** name content, not positions: ``key(*parts)`` joins the parts with tabs
-  (``qid<TAB>pid``, ``qid<TAB>pid1<TAB>pid2…``, ``qid<TAB>cid``);
+  (``qid<TAB>pid``, ``qid<TAB>pid1<TAB>pid2…``, ``qid<TAB>cid``); a tab or backslash inside an id
+  is escaped (``\t``, ``\\``), so two different id lists never share a key (ids without them, all
+  ids of older caches, keep their key);
+- **what the model saw**: with ``fingerprint(payload)`` (a hash of the rendered prompt), each record
+  holds it as ``input``; a cached record whose ``input`` differs (the question, passage or corpus
+  text was edited) is computed again and counted (``RunStats.changed``). Records of caches made
+  before fingerprints have no ``input`` and are used as they are;
 - **provenance**: a cache holds the settings that made each record (model, prompt, estimator, …);
   ``check_provenance`` refuses a cache made with other settings, naming both and the fix;
 - **chunks** are cut from the whole request list, in order, never from what is cached, so a chunk
@@ -27,6 +33,9 @@ reads):
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -39,18 +48,28 @@ from udcg.errors import BackendError, InputError
 from udcg.io.cache import AppendCache
 
 T = TypeVar("T")
+_ESCAPED = re.compile(r"\\(t|\\)")
 SYNC_SECONDS = 1.0  # in parallel runs, finished records are fsynced at least this often
 _WORKERS = 4  # threads of a parallel run; each computes pieces of about 2 x window / _WORKERS items
 
 
 def key(*parts: str) -> str:
-    """The cache key of a request: its parts (question id, passage ids, …) joined by tabs."""
-    return "\t".join(parts)
+    """The cache key of a request: its parts (question id, passage ids, …) joined by tabs, a tab or
+    backslash inside a part escaped."""
+    return "\t".join(p.replace("\\", "\\\\").replace("\t", "\\t") if ("\t" in p or "\\" in p) else p for p in parts)
 
 
 def split_key(k: str) -> list[str]:
     """The parts of a key (the inverse of ``key``)."""
-    return k.split("\t")
+    if "\\" not in k:
+        return k.split("\t")
+    return [_ESCAPED.sub(lambda m: "\t" if m.group(1) == "t" else "\\", part) for part in k.split("\t")]
+
+
+def fingerprint(obj: object) -> str:
+    """A short hash of what a model is shown (a chat, a prompt): the ``input`` field of a record."""
+    text = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
 def shown_key(k: str) -> str:
@@ -105,6 +124,7 @@ class Cache(Protocol):
 class RunStats:
     requests: int = 0  # distinct requests
     computed: int = 0  # records computed in this run
+    changed: int = 0  # of them, cached records computed again because what the model sees changed
     seconds: float = 0.0  # time spent computing them
 
     def summary(self) -> dict:
@@ -132,29 +152,39 @@ def chunks(items: Sequence[T], size: int) -> list[list[T]]:
 
 def run(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[list[T]], Sequence[dict]],
         chunk_size: int, *, progress: Callable[[int], object] | None = None,
-        redo: Callable[[dict], bool] | None = None, parallel: int = 1) -> RunStats:
+        redo: Callable[[dict], bool] | None = None, parallel: int = 1,
+        fingerprint: Callable[[T], str] | None = None) -> RunStats:
     """Compute every request missing from ``cache``, chunk by chunk (module docstring); return stats.
 
     ``compute(payloads)`` returns one record body per payload, in order (the runner adds ``key``
     first). A key given twice is computed once. ``redo(record)``: cached records to compute again
     (e.g. unparseable judgements); their new record is appended and replaces the old one on load.
     ``parallel``: requests the model keeps in flight (``parallelism(backend)``); above 1, pieces are
-    computed by worker threads at once (module docstring)."""
-    def missing(k: str) -> bool:
-        return k not in cache or (redo is not None and redo(cache.get(k)))
-
+    computed by worker threads at once. ``fingerprint``: what the model sees, per payload (module
+    docstring)."""
     first: dict[str, T] = {}
     for k, payload in requests:
         first.setdefault(k, payload)
     unique = list(first.items())
     stats = RunStats(requests=len(unique))
+    prints = {k: fingerprint(p) for k, p in unique} if fingerprint is not None else {}
+
+    def missing(k: str) -> bool:
+        if k not in cache:
+            return True
+        rec = cache.get(k)
+        if prints and rec is not None and rec.get("input", prints[k]) != prints[k]:
+            stats.changed += 1
+            return True
+        return redo is not None and redo(rec)
+
     parts = chunks(unique, chunk_size)
     todos = [[(k, p) for k, p in part if missing(k)] for part in parts]
     if progress is not None and len(unique) > sum(map(len, todos)):
         progress(len(unique) - sum(map(len, todos)))
     if parallel > 1:
         _run_parallel(cache, [item for todo in todos for item in todo], compute, chunk_size, parallel, progress, stats,
-                      unique)
+                      unique, prints)
         return stats
     for todo in todos:
         if not todo:
@@ -165,7 +195,7 @@ def run(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[list
         except Unfinished as e:
             bodies, error = e.bodies, e.error
         stats.seconds += time.perf_counter() - t0
-        records = _records(todo, bodies)
+        records = _records(todo, bodies, prints)
         if records:
             cache.append_many(records)
         stats.computed += len(records)
@@ -183,9 +213,11 @@ def parallelism(backend: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 1 else 1
 
 
-def _records(todo: list[tuple[str, T]], bodies: Sequence[dict | None]) -> list[dict]:
+def _records(todo: list[tuple[str, T]], bodies: Sequence[dict | None], prints: Mapping[str, str]) -> list[dict]:
     if len(bodies) != len(todo):
         raise BackendError(f"{len(bodies)} results for {len(todo)} requests (a model step returns one per request)")
+    if prints:
+        return [{"key": k, "input": prints[k], **body} for (k, _), body in zip(todo, bodies) if body is not None]
     return [{"key": k, **body} for (k, _), body in zip(todo, bodies) if body is not None]
 
 
@@ -197,7 +229,7 @@ def _stop(error: Exception, cache: Cache, unique: list[tuple[str, T]]):
 
 def _run_parallel(cache: Cache, todo: list[tuple[str, T]], compute: Callable[[list[T]], Sequence[dict]],
                   chunk_size: int, parallel: int, progress: Callable[[int], object] | None, stats: RunStats,
-                  unique: list[tuple[str, T]]) -> None:
+                  unique: list[tuple[str, T]], prints: Mapping[str, str]) -> None:
     """Worker threads compute pieces of ``todo`` at once; records are appended as pieces finish."""
     if not todo:
         return
@@ -208,7 +240,7 @@ def _run_parallel(cache: Cache, todo: list[tuple[str, T]], compute: Callable[[li
 
     def finish(part: list[tuple[str, T]], bodies: Sequence[dict | None], error: BaseException | None) -> None:
         with lock:  # one writer at a time; the network work of the other threads goes on
-            records = _records(part, bodies)
+            records = _records(part, bodies, prints)
             if records:
                 state["unsynced"] += len(records)
                 due = state["unsynced"] >= chunk_size or time.monotonic() - state["synced_at"] >= SYNC_SECONDS

@@ -38,6 +38,7 @@ class AnnotateConfig:
 class AnnotateStats:
     n_passages: int = 0
     n_computed: int = 0
+    n_changed: int = 0  # cached pairs computed again: the question or passage text changed
     seconds: float = 0.0
     notes: dict[str, int] = field(default_factory=dict)
 
@@ -53,7 +54,7 @@ def annotation_key(qid: str, pid: str) -> str:
 
 def cached_annotations(cache: AppendCache) -> dict[str, Annotation]:
     """Every finished annotation of a cache, ``{annotation_key: Annotation}``."""
-    return {k: Annotation(**{f: v for f, v in rec.items() if f != "key"}) for k, rec in cache.done.items()}
+    return {k: Annotation(**{f: v for f, v in rec.items() if f not in ("key", "input")}) for k, rec in cache.done.items()}
 
 
 def _estimate(backend: Backend, chats: list, cfg: AnnotateConfig) -> list:
@@ -106,6 +107,23 @@ def annotation_body(q: Question, p, model: str, cfg: AnnotateConfig, estimate) -
     return asdict(a)
 
 
+def shown(q: Question, p, prompt_version: str) -> str:
+    """The fingerprint of what the reader is shown for one pair (its rendered chat)."""
+    from udcg.annotate.prompt import reader_chat
+
+    return runs.fingerprint(reader_chat(q.text, [p.text], prompt_version))
+
+
+def to_compute(cache: AppendCache, questions: Sequence[Question], cfg: AnnotateConfig) -> int:
+    """Pairs ``annotate`` would compute: not in the cache, or cached for another text (no model needed to say)."""
+    count = 0
+    for q in questions:
+        for p in q.passages:
+            rec = cache.get(annotation_key(q.qid, p.pid))
+            count += rec is None or rec.get("input", None) not in (None, shown(q, p, cfg.prompt_version))
+    return count
+
+
 def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfig, cache_path: str | Path,
              progress: Callable[[int], None] | None = None) -> tuple[dict[str, Annotation], AnnotateStats]:
     """Annotate every passage; returns {qid<TAB>pid: Annotation} and run statistics."""
@@ -115,6 +133,9 @@ def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfi
     if cfg.estimator not in estimator_names():
         raise InputError(f"--estimator {cfg.estimator!r}: unknown (choose one of {', '.join(estimator_names())})")
     items = [(q, p) for q in questions for p in q.passages]
+
+    def seen(item: tuple[Question, object]) -> str:  # what the reader is shown: the rendered chat
+        return shown(item[0], item[1], cfg.prompt_version)
 
     def compute(chunk: list[tuple[Question, object]]) -> list[dict | None]:
         # A chunk cut by a failed API request keeps its finished passages (the rest is computed on resume).
@@ -128,9 +149,9 @@ def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfi
 
     with runs.open_cache(cache_path, provenance(backend.name, cfg)) as cache:
         ran = runs.run(cache, [(annotation_key(q.qid, p.pid), (q, p)) for q, p in items], compute, cfg.chunk_size,
-                       progress=progress, parallel=runs.parallelism(backend))
+                       progress=progress, parallel=runs.parallelism(backend), fingerprint=seen)
         done = cached_annotations(cache)
-    stats = AnnotateStats(n_passages=len(items), n_computed=ran.computed, seconds=ran.seconds)
+    stats = AnnotateStats(n_passages=len(items), n_computed=ran.computed, n_changed=ran.changed, seconds=ran.seconds)
     for a in done.values():
         if a.note:
             stats.notes[a.note] = stats.notes.get(a.note, 0) + 1

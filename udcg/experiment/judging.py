@@ -70,7 +70,7 @@ def grade_answers(items: list, judge_backend, cfg: Config, run_dir: Path,
                          require_relevant_context=g.require_relevant_context)
         with progress(len(items), f"judge answers ({judge_backend.name})", "answer") as bar:
             records = run_judge(judge, items, run_dir / "cache" / "judge-answer.jsonl", cfg.reader.chunk_size, bar.update)
-    out = {key(it.qid, it.cid): Outcome(qid=it.qid, cid=it.cid, answer=it.answer, label=r["label"],
+    out = {key(it.qid, *split_key(it.cid)): Outcome(qid=it.qid, cid=it.cid, answer=it.answer, label=r["label"],
                                         error=r.get("error", ""), note=r.get("note", ""))
            for it, r in zip(items, records, strict=True)}
     return out, judge.name + (" (correct needs a relevant passage in the context)" if g.require_relevant_context else "")

@@ -16,12 +16,12 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from udcg.version import __version__
 from udcg.annotate import utilities as store
-from udcg.annotate.runner import AnnotateConfig, annotate, annotation_key, cached_annotations, provenance
+from udcg.annotate.runner import AnnotateConfig, annotate, annotation_key, cached_annotations, provenance, to_compute
 from udcg.io.beir import Collection
 from udcg.errors import InputError
 from udcg.io.files import read_json
@@ -104,6 +104,7 @@ def relevance(pairs: Mapping[str, Sequence[str]], collection: Collection, unjudg
 class AnnotateRunsReport:
     pairs: int = 0  # pairs of this call's runs
     computed: int = 0  # annotated by the model in this call
+    changed: int = 0  # of them, pairs cached for another question or passage text, computed again
     reused: int = 0  # already in the output folder
     total: int = 0  # pairs in the utility file now
     sources: dict[str, int] = field(default_factory=dict)
@@ -114,7 +115,8 @@ class AnnotateRunsReport:
     def lines(self, out: str | Path) -> list[str]:
         src = ", ".join(f"{k} {v}" for k, v in sorted(self.sources.items()))
         return [f"pairs in the runs' top-depth: {self.pairs}; new pairs annotated: {self.computed}; already in "
-                f"{out}: {self.reused}" + ("" if self.model_loaded else " (no model loaded)"),
+                f"{out}: {self.reused}" + ("" if self.model_loaded else " (no model loaded)")
+                + (f"; recomputed {self.changed} changed pairs (their text differs from the cached one)" if self.changed else ""),
                 f"relevance of these pairs: {src}",
                 *(f"server: {note}" for note in self.server_notes.values()),
                 f"utility file now holds {self.total} pairs"
@@ -157,8 +159,9 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
     rel = relevance(pairs, collection, unjudged, judge_factory=judge_factory, judge_cache=out / "judgements.jsonl",
                     progress=progress(sum(map(len, pairs.values())), "judge relevance") if progress else None)
     report = AnnotateRunsReport(pairs=len(rel), sources=dict(Counter(source for _, source in rel.values())))
+    questions = _questions(pairs, collection)
     with open_cache(out / store.ANNOTATIONS, provenance(model, cfg)) as cache:
-        todo = sum(annotation_key(q, d) not in cache for q, d in rel)
+        todo = to_compute(cache, questions, cfg)
         done = cached_annotations(cache)
     report.reused = report.pairs - todo
     if todo:
@@ -167,9 +170,9 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
         if backend.name != model:
             raise InputError(f"the backend is named {backend.name!r}, not {model!r}")
         t0 = time.perf_counter()
-        done, stats = annotate(_questions(pairs, collection), backend, cfg, out / store.ANNOTATIONS,
+        done, stats = annotate(questions, backend, cfg, out / store.ANNOTATIONS,
                                progress(report.pairs, f"annotate {model}") if progress else None)
-        report.computed, report.seconds = stats.n_computed, time.perf_counter() - t0
+        report.computed, report.changed, report.seconds = stats.n_computed, stats.n_changed, time.perf_counter() - t0
         report.server_notes = dict(getattr(backend, "notes", {}))
     records = _merged_records(out, done, rel, model, cfg)
     report.total = len(records)
@@ -200,6 +203,25 @@ def _merged_records(out: Path, done: Mapping[str, Annotation], rel: Mapping[tupl
 
 
 # ---------------------------------------------------------------- contexts of runs, for answers
+
+
+def select_queries(runs: Mapping[str, Run], collection: Collection, where: Mapping[str, str], queries_source: str,
+                   limit: int | None = None) -> tuple[dict[str, Run], Collection]:
+    """Check that every run query is one of the collection's queries (the error names
+    ``queries_source``, the queries file the user gave, and ``where[run]``, the run file); with
+    ``limit``, keep the first ``limit`` queries of the queries file (file order, as ``annotate
+    --limit``) and the runs' rankings for them."""
+    for name, run in runs.items():
+        unknown = [qid for qid in run if qid not in collection.queries]
+        if unknown:
+            raise InputError(f"{where[name]}: {len(unknown)} of {len(run)} run queries are not in the queries of "
+                             f"{queries_source}, e.g. {unknown[0]!r} (give the queries this run was made for, or "
+                             "remove those queries from the run)")
+    if limit is None:
+        return dict(runs), collection
+    kept = dict(list(collection.queries.items())[:limit])
+    collection = replace(collection, queries=kept, qrels={q: r for q, r in collection.qrels.items() if q in kept})
+    return {name: {q: docs for q, docs in run.items() if q in kept} for name, run in runs.items()}, collection
 
 
 @dataclass(frozen=True)

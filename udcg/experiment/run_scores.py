@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from numbers import Real
 from pathlib import Path
 from typing import Any
 
@@ -53,14 +54,36 @@ def _load_run(run: Run | str | Path, what: str = "run") -> Run | RunColumns:
 def _check_run(run: Any, what: str) -> Run:
     if not isinstance(run, Mapping):
         raise InputError(f"{what}: give a {{qid: {{docid: score}}}} dict or a TREC run file path, got {type(run).__name__}")
-    return run
+    return _check_nested(run, what, "score")
+
+
+def _check_nested(table: Mapping, what: str, value: str) -> Mapping:
+    """A ``{qid: {docid: value}}`` dict: every query maps to a dict (a list of docids has no values)."""
+    for qid, docs in table.items():
+        if not isinstance(docs, Mapping):
+            raise InputError(f"{what}: query {str(qid)[:80]!r} maps to a {type(docs).__name__}, not a {{docid: {value}}} "
+                             f"dict (e.g. {{'q1': {{'d1': 1.0}}}})")
+    return table
+
+
+def _check_utilities(utilities: Mapping) -> Mapping:
+    """Every utility of a dict a number in [-1, 1], as in a utilities file (u = (2R - 1)(1 - p_abs))."""
+    _check_nested(utilities, "utilities", "utility")
+    for qid, docs in utilities.items():
+        for docid, u in docs.items():
+            if isinstance(u, bool) or not isinstance(u, Real) or not -1.0 <= u <= 1.0:
+                raise InputError(f"utilities: the utility of ({str(qid)[:80]!r}, {str(docid)[:80]!r}) is {str(u)[:40]}, "
+                                 "not a number in [-1, 1] (a utility is (2R - 1)(1 - p_abs))")
+    return utilities
 
 
 def _read_qrels(qrels: Run | str | Path | None) -> Run | None:
     from udcg.io.trec import read_qrels
 
-    if qrels is None or isinstance(qrels, Mapping):
+    if qrels is None:
         return qrels
+    if isinstance(qrels, Mapping):
+        return _check_nested(qrels, "qrels", "relevance")
     if isinstance(qrels, (str, Path)):
         return read_qrels(qrels)
     raise InputError(f"qrels: give a {{qid: {{docid: relevance}}}} dict or a qrels file path, got {type(qrels).__name__}")
@@ -84,11 +107,16 @@ def read_utilities(utilities: Any, model: str | None = None, prompt_version: str
         if model or prompt_version:
             raise InputError("a plain utilities dict does not say which model made it; give the annotate folder "
                              "to check it, or leave out model/prompt")
-        return utilities
+        return _check_utilities(utilities)
     raise InputError(f"utilities: give a {{qid: {{docid: utility}}}} dict, a folder or a file, got {type(utilities).__name__}")
 
 
 def _measures(metrics: Sequence[str | Measure] | str) -> list[Measure]:
+    if isinstance(metrics, Measure):
+        metrics = [metrics]
+    if not isinstance(metrics, (str, Sequence, set, frozenset)):
+        raise InputError(f"metrics: give a list of measures (['UDCG@5', 'nDCG@5']) or a comma-separated string, "
+                         f"got {type(metrics).__name__}")
     out = as_measures(metrics)
     if not out:
         raise InputError("metrics: no measures given (e.g. ['UDCG@5', 'nDCG@5'])")
@@ -134,17 +162,28 @@ def score_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | N
     out = {}
     for name, run in loaded.items():
         opts = UtilityOptions(gamma=gamma, theta=theta, unannotated=unannotated, where=f"run {name!r}")
-        make = columns_table if isinstance(run, RunColumns) else run_table
-        table = make(run, queries, util if needs_utility else None, utility_depth(wanted))
+        ties: dict = {}
+        if isinstance(run, RunColumns):
+            table = columns_table(run, queries, util if needs_utility else None, utility_depth(wanted), ties)
+        else:
+            table = run_table(run, queries, util if needs_utility else None, utility_depth(wanted))
+            ties["queries"] = _tied_queries(run, queries)
         values = {str(m): v for m, v in evaluate_table(table, wanted, opts).items()}
-        scores = RunScores(name, table.qids, values, notes=_notes(run_queries(run), queries, table, wanted))
+        scores = RunScores(name, table.qids, values,
+                           notes=_notes(run_queries(run), queries, table, wanted, ties.get("queries", 0)))
         if needs_utility:
             scores.coverage = {m.cutoff: utility_coverage(table, m.cutoff) for m in wanted if m.name in UTILITY}
         out[name] = scores
     return out
 
 
-def _notes(run_qids: Iterable[str], queries: Run, table, wanted: list[Measure]) -> list[str]:
+def _tied_queries(run: Run, queries: Run) -> int:
+    """Scored queries of a dict run with two equal scores (as trec_eval compares them, float32)."""
+    return sum(len(set(np.asarray(list(docs.values()), np.float64).astype(np.float32).tolist())) < len(docs)
+               for qid, docs in run.items() if qid in queries and docs)
+
+
+def _notes(run_qids: Iterable[str], queries: Run, table, wanted: list[Measure], tied: int = 0) -> list[str]:
     notes = []
     skipped = sum(q not in queries for q in run_qids)
     if skipped:
@@ -158,6 +197,9 @@ def _notes(run_qids: Iterable[str], queries: Run, table, wanted: list[Measure]) 
         if short:
             notes.append(f"{short} queries have fewer than {cutoffs[-1]} documents (UDCG@{cutoffs[-1]} reads their "
                          "shorter context; P@k still divides by k)")
+    if tied:
+        notes.append(f"{tied} queries have tied scores: ranked as trec_eval ranks them (score, then docid descending), "
+                     "not by the file's rank column")
     return notes
 
 

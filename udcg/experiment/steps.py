@@ -79,7 +79,8 @@ def generate_cached(backend, requests: Sequence[tuple[str, Chat]], cache_path: P
         return [{"answer": a[0].strip(), **expect} for a in backend.generate(chats, params)]
 
     with runs.open_cache(cache_path, expect) as cache, progress(_distinct(requests), desc, "prompt") as bar:
-        stats = runs.run(cache, requests, compute, chunk_size, progress=bar.update, parallel=runs.parallelism(backend))
+        stats = runs.run(cache, requests, compute, chunk_size, progress=bar.update, parallel=runs.parallelism(backend),
+                         fingerprint=runs.fingerprint)
         return {key: cache.get(key)["answer"] for key, _ in requests}, stats.summary()
 
 

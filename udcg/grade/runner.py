@@ -66,6 +66,8 @@ def check_answers(items: Sequence[Item], task: Task, where: str) -> None:
 
 
 def item_key(item: Item) -> str:
+    if getattr(item, "ID_FIELD", None) == "cid":  # a context id is udcg's own key of its passage ids (or a run name)
+        return runs.key(item.qid, *runs.split_key(item.item_id))
     return runs.key(item.qid, item.item_id)
 
 
@@ -78,6 +80,14 @@ def _check_labels(cache: AppendCache, judge: Judge) -> None:
             raise InputError(f"{cache.path}: item {runs.shown_key(key)!r}: cached label {label!r} is not one of the "
                              f"{judge.task.name} task's ({', '.join(map(str, allowed))}) or null (the cache was edited: "
                              "delete that line to judge the item again)")
+
+
+def _shown(judge: Judge):
+    """What the judge is shown of an item: its rendered prompt (an LLM judge), else the item itself."""
+    prompt = getattr(judge, "prompt", None)
+    if callable(prompt):
+        return lambda item: runs.fingerprint(prompt(item))
+    return lambda item: runs.fingerprint(repr(item))
 
 
 def run_judge(judge: Judge, items: Sequence[Item], cache_path: str | Path, chunk_size: int = 8,
@@ -99,8 +109,8 @@ def run_judge(judge: Judge, items: Sequence[Item], cache_path: str | Path, chunk
         _check_labels(cache, judge)
         runs.check_provenance(cache, expect)
         runs.run(cache, list(zip(keys, items)), compute, chunk_size, progress=progress,
-                 parallel=runs.parallelism(getattr(judge, "backend", None)), redo=(lambda rec: rec["label"] is None) if redo_unparseable else None)
-        return [{k: v for k, v in cache.get(key).items() if k != "key"} for key in keys]
+                 parallel=runs.parallelism(getattr(judge, "backend", None)), fingerprint=_shown(judge), redo=(lambda rec: rec["label"] is None) if redo_unparseable else None)
+        return [{k: v for k, v in cache.get(key).items() if k not in ("key", "input")} for key in keys]
 
 
 def summarize(records: Sequence[dict]) -> dict:
