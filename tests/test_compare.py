@@ -1,4 +1,5 @@
-"""Run comparison: means, intervals, paired tests with one Holm family, and the rendered reports."""
+"""Run comparison: means, intervals, paired tests with Holm per measure, and the rendered reports
+(families, difference intervals and detectable differences: tests/test_compare_families.py)."""
 
 import csv
 import io
@@ -34,16 +35,19 @@ def test_cells_pairs_and_beats(toy, cmp):
     assert cmp.runs == ("bm25", "dense|x", "hybrid") and cmp.measures == ("nDCG@10", "RR")
     cell = cmp.cells["hybrid"]["RR"]
     assert cell.n == 59 and cell.mean == pytest.approx(np.nanmean(toy["hybrid"]["RR"]))
-    assert (cell.low, cell.high) == bootstrap_ci(toy["hybrid"]["RR"], 500)
-    assert len(cmp.pairs) == 3 * 2  # run pairs x measures: one Holm family
-    assert [t.p_holm for t in cmp.pairs] == pytest.approx(list(holm([t.p for t in cmp.pairs])))
+    full = cmp.cells["bm25"]["RR"]  # no NaN: the same resamples as bootstrap_ci's
+    assert (full.low, full.high) == pytest.approx(bootstrap_ci(toy["bm25"]["RR"], 500), abs=1e-12)
+    assert len(cmp.pairs) == 3 * 2  # run pairs x measures, Holm within each measure
+    for m in cmp.measures:
+        family = [t for t in cmp.pairs if t.measure == m]
+        assert [t.p_holm for t in family] == pytest.approx(list(holm([t.p for t in family])))
     first = cmp.pairs[0]
     assert (first.measure, first.run_a, first.run_b) == ("nDCG@10", "bm25", "dense|x")
     assert first.p == paired_test(toy["bm25"]["nDCG@10"], toy["dense|x"]["nDCG@10"], n_resamples=999)
     assert first.diff == pytest.approx(-0.2, abs=0.01) and first.significant
     assert cmp.beats["dense|x"] == {"nDCG@10": ["bm25", "hybrid"], "RR": ["bm25", "hybrid"]}
     assert cmp.beats["bm25"] == {"nDCG@10": [], "RR": []} and cmp.beats["hybrid"] == {"nDCG@10": [], "RR": []}
-    assert cmp.correction == "holm" and cmp.test == "permutation" and cmp.n_resamples == 999
+    assert cmp.correction == "measure" and cmp.test == "permutation" and cmp.n_resamples == 999
 
 
 def test_other_tests_and_determinism(toy, cmp):
@@ -61,8 +65,9 @@ def test_markdown(cmp):
     row_b = lines[3]
     assert row_b.startswith(r"| b | dense\|x | **") and row_b.count("ᵃᶜ") == 2  # beats a and c, bold best
     assert "| nDCG@10 | bm25 | dense\\|x |" in text and "| yes |" in text and "| no |" in text
-    assert "Test: paired sign-flip permutation test" in lines[-1] and "holm over 6 comparisons" in lines[-1]
-    assert "alpha = 0.05" in lines[-1] and "n queries = 60" in lines[-1]
+    footer = text[text.index("Test:"):]
+    assert "Test: paired sign-flip permutation test" in footer and "Holm within each measure" in footer
+    assert "3 comparisons per family" in footer and "alpha = 0.05" in footer and "n queries = 60" in lines[-1]
 
 
 def test_csv_parses_back(cmp):
@@ -78,7 +83,7 @@ def test_csv_parses_back(cmp):
 def test_json_parses_back(cmp):
     data = json.loads(format_comparison(cmp, "json"))
     assert data == json.loads(json.dumps(cmp.to_dict()))
-    assert data["labels"] == {"bm25": "a", "dense|x": "b", "hybrid": "c"} and data["correction"] == "holm"
+    assert data["labels"] == {"bm25": "a", "dense|x": "b", "hybrid": "c"} and data["correction"] == "measure"
     assert data["beats"]["dense|x"]["RR"] == ["bm25", "hybrid"] and len(data["pairs"]) == 6
     assert data["cells"]["hybrid"]["RR"]["n"] == 59
 

@@ -17,6 +17,7 @@ empty ranking); without qrels (UDCG only), the union of the runs' queries.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from udcg import bounds
 from udcg.errors import InputError
 from udcg.experiment.run_scores import DEFAULT_METRICS, Run, RunScores, named_runs, read_utilities, score_runs
 from udcg.metrics.measures import Measure
@@ -32,12 +34,36 @@ from udcg.metrics.udcg import GAMMA, UDCGTheta, check_utilities, udcg as _udcg_m
 __all__ = ["DEFAULT_METRICS", "Run", "RunScores", "compare", "evaluate", "named_runs", "read_utilities", "score_runs", "udcg"]
 
 log = logging.getLogger(__name__)
+# The numeric arguments of the entry points, each in its range as on the command line (udcg.bounds).
+_BOUNDS = {"gamma": bounds.WEIGHT, "alpha": bounds.LEVEL, "n_resamples": bounds.RESAMPLES, "n_boot": bounds.RESAMPLES,
+           "seed": bounds.SEED}
+
+
+def _bounded(func):
+    """``func`` with its numeric keyword arguments checked against ``_BOUNDS`` first (one line naming
+    the argument and its range, before any file is read)."""
+    @functools.wraps(func)
+    def checked(*args, **kwargs):
+        for name, value in kwargs.items():
+            if name in _BOUNDS:
+                bounds.check_value(name, value, _BOUNDS[name])
+        return func(*args, **kwargs)
+
+    return checked
 
 
 def udcg(utilities: Any, gamma: float = GAMMA) -> float | np.ndarray:
     """UDCG (Eq. 4) of one context (a list of utilities in prompt order) -> a float, or of a
     (contexts, k) matrix -> one value per row."""
-    arr = np.asarray(utilities, dtype=float)
+    try:
+        arr = np.asarray(utilities) if not isinstance(utilities, (str, bytes, Mapping)) else None
+    except ValueError:  # lists of different lengths
+        arr = None
+    if arr is None or arr.dtype.kind not in "iuf":
+        raise InputError(f"utilities: give a list of numbers (one context) or a list of equal-length lists of numbers "
+                         f"(contexts x k), got {type(utilities).__name__}"
+                         f"{' of unequal lengths or non-numbers' if isinstance(utilities, (list, tuple)) else ''}")
+    arr = arr.astype(float)
     values = _udcg_matrix(check_utilities(arr), gamma)
     return float(values[0]) if arr.ndim == 1 else values
 
@@ -50,6 +76,7 @@ def _frame(rows: Any, index: str | list[str]):
     return pd.DataFrame(rows).set_index(index)
 
 
+@_bounded
 def evaluate(run: Run | str | Path, qrels: Run | str | Path | None = None, *, utilities: Any = None,
              metrics: Sequence[str | Measure] | str = DEFAULT_METRICS, gamma: float = GAMMA,
              theta: UDCGTheta | str | Path | None = None, unannotated: str = "error", per_query: bool = False,
@@ -68,22 +95,30 @@ def evaluate(run: Run | str | Path, qrels: Run | str | Path | None = None, *, ut
     return _frame([{"measure": m, "mean": v} for m, v in means.items()], "measure") if as_frame else means
 
 
+@_bounded
 def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: Run | str | Path | None = None, *,
             utilities: Any = None, metrics: Sequence[str | Measure] | str = DEFAULT_METRICS, gamma: float = GAMMA,
             theta: UDCGTheta | str | Path | None = None, unannotated: str = "error", test: str = "permutation",
-            alpha: float = 0.05, n_resamples: int = 10_000, n_boot: int = 10_000, seed: int = 0,
-            model: str | None = None, prompt_version: str | None = None):
-    """Every run's mean and 95% interval per measure, a paired test between every pair of runs and
-    Holm's correction over the whole table (``udcg.metrics.compare.Comparison``: ``.format(fmt)``,
-    ``.to_dict()``, ``.to_frame()``). ``runs`` is ``{name: run}`` or a list of run files (named
-    by file name)."""
-    from udcg.metrics.compare import compare_scores
+            alpha: float = 0.05, correction: str = "measure", power: float = 0.8, n_resamples: int = 10_000,
+            n_boot: int = 10_000, seed: int = 0, answers: str | Path | None = None, model: str | None = None,
+            prompt_version: str | None = None):
+    """Every run's mean and 95% interval per measure; for every pair of runs the mean paired
+    difference with its interval (the same resampled queries), its minimum detectable difference
+    at ``power`` and a paired test, Holm-corrected within each measure (``correction="measure"``;
+    ``"table"``: over every pair x measure; ``"none"``). ``answers``: a judged answers file
+    (``udcg answer`` + ``udcg judge answer``) adds correct / abstained / wrong rows for the runs.
+    Returns a ``udcg.metrics.compare.Comparison``: ``.format(fmt)``, ``.to_dict()``,
+    ``.to_frame()`` (runs), ``.to_frame("pairs")``, ``.to_frames()``. ``runs`` is ``{name: run}``
+    or a list of run files (named by file name)."""
+    from udcg.experiment.run_compare import compare_runs
 
     if not isinstance(runs, Mapping):
         runs = named_runs(runs)
-    if len(runs) < 2:
-        raise InputError(f"compare needs at least two runs, got {len(runs)}")
-    scores = score_runs(runs, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
-                        unannotated=unannotated, model=model, prompt_version=prompt_version)
-    return compare_scores({name: s.values for name, s in scores.items()}, test=test, alpha=alpha,
-                          n_resamples=n_resamples, n_boot=n_boot, seed=seed)
+    cmp, scores = compare_runs(runs, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
+                               unannotated=unannotated, model=model, prompt_version=prompt_version, answers=answers,
+                               test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
+                               correction=correction, power=power)
+    for s in scores.values():
+        for note in s.notes:
+            log.warning("%s: %s", s.name, note)
+    return cmp

@@ -1,4 +1,5 @@
-"""udcg compare: several runs side by side, with paired tests and Holm's correction (ranx style)."""
+"""udcg compare: several runs side by side, with paired differences, their intervals and detectable
+differences, paired tests and Holm's correction per measure (ranx style); judged answers optional."""
 
 from __future__ import annotations
 
@@ -11,22 +12,34 @@ FORMATS = {".md": "markdown", ".csv": "csv", ".json": "json", ".tex": "latex"}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = command(sub, "compare", help="compare runs: means, 95%% intervals, paired tests, Holm correction",
+    p = command(sub, "compare", help="compare runs: means, 95%% intervals, paired differences, tests, Holm per measure",
                 description="""Score every run on the same queries and compare them: one row per run with the mean
-                and a 95% bootstrap interval of each measure, a paired test between every pair of runs (default:
-                sign-flip permutation test, exact up to 20 queries) and Holm's correction over the whole table; a
-                run's superscript letters name the runs it beats (Holm p < alpha).""",
+                and a 95% bootstrap interval of each measure; for every pair of runs the mean paired difference with
+                its interval (from the same resampled queries), the minimum detectable difference (MDD: the true
+                difference the test would detect with 80% power (--power), estimated from the spread of the paired
+                differences) and a paired test (default: sign-flip permutation test, exact up to 20 queries), with
+                Holm's correction over the run pairs of each measure (--correction). A run's superscript letters
+                name the runs it beats (adjusted p < alpha). --answers adds the correct / abstained / wrong rates of
+                the runs' judged answers as three more rows, with the same tests.""",
                 examples=[("udcg compare --run bm25.trec --run dense.trec --qrels qrels.tsv --utilities utilities \\\n"
                            "      --metrics UDCG@5,nDCG@5,P@5"),
+                          ("udcg compare --run bm25.trec --run dense.trec --qrels qrels.tsv --utilities utilities \\\n"
+                           "      --metrics UDCG@5,nDCG@5 --answers judged.jsonl"),
                           ("udcg compare --run a.trec --run b.trec --run c.trec --qrels q.tsv --metrics nDCG@10,AP "
-                           "--test t -o table.tex")])
+                           "--test t --correction table -o table.tex")])
     p.add_argument("--run", action="append", default=[], required=True, help="TREC run file (give two or more)")
     p.add_argument("--qrels", help="qrels: TREC (qid 0 docid rel) or BEIR TSV; needed for classical measures")
     p.add_argument("--utilities", help="utilities for UDCG@k: the udcg annotate --run folder, or a file")
     p.add_argument("--metrics", default="UDCG@5,nDCG@5,P@5,RR@5", help="measures (default UDCG@5,nDCG@5,P@5,RR@5)")
     p.add_argument("--test", default="permutation", choices=("permutation", "t", "wilcoxon"),
                    help="paired test (default permutation: sign flips, exact for n <= 20)")
-    p.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm's correction (default 0.05)")
+    p.add_argument("--correction", default="measure", choices=("measure", "table", "none"),
+                   help="the Holm family: measure (default: the run pairs of each measure), table (every run pair x "
+                   "every measure) or none (raw p)")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level after the correction (default 0.05)")
+    p.add_argument("--power", type=float, default=0.8, help="power of the minimum detectable difference (default 0.8)")
+    p.add_argument("--answers", help="judged answers (udcg answer, then udcg judge answer): adds each run's correct / "
+                   "abstained / wrong rates, matched by cid = run file name")
     p.add_argument("--n-resamples", type=int, default=10_000, help="random sign flips when n > 20 (default 10000)")
     p.add_argument("--n-boot", type=int, default=10_000, help="bootstrap resamples for the intervals (default 10000)")
     p.add_argument("--seed", type=int, default=0)
@@ -45,24 +58,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from udcg.experiment.run_scores import named_runs, score_runs
     from udcg.errors import InputError
+    from udcg.experiment.run_compare import compare_runs
+    from udcg.experiment.run_scores import named_runs
     from udcg.io.files import atomic_write_text
-    from udcg.metrics.compare import compare_scores, format_comparison
+    from udcg.metrics.compare import format_comparison
 
     if len(args.run) < 2:
         raise InputError(f"--run: compare needs two or more runs, got {len(args.run)} (use udcg score for one)")
-    if not 0 < args.alpha < 1:
-        raise InputError(f"--alpha {args.alpha}: must be between 0 and 1 (e.g. 0.05)")
+    for flag, value, example in (("--alpha", args.alpha, "0.05"), ("--power", args.power, "0.8")):
+        if not 0 < value < 1:
+            raise InputError(f"{flag} {value}: must be between 0 and 1 (e.g. {example})")
     for flag, value in (("--n-resamples", args.n_resamples), ("--n-boot", args.n_boot)):
         if value < 100:
             raise InputError(f"{flag} {value}: must be at least 100 (default 10000)")
     fmt = args.format or (FORMATS.get(Path(args.output).suffix.lower(), "markdown") if args.output else "markdown")
-    scores = score_runs(named_runs(args.run), args.qrels, utilities=args.utilities, metrics=args.metrics,
-                        gamma=args.gamma, theta=args.theta, unannotated=args.unannotated, model=args.model,
-                        prompt_version=args.prompt)
-    cmp = compare_scores({name: s.values for name, s in scores.items()}, test=args.test, alpha=args.alpha,
-                         n_resamples=args.n_resamples, n_boot=args.n_boot, seed=args.seed)
+    cmp, scores = compare_runs(named_runs(args.run), args.qrels, utilities=args.utilities, metrics=args.metrics,
+                               gamma=args.gamma, theta=args.theta, unannotated=args.unannotated, model=args.model,
+                               prompt_version=args.prompt, answers=args.answers, test=args.test, alpha=args.alpha,
+                               n_resamples=args.n_resamples, n_boot=args.n_boot, seed=args.seed,
+                               correction=args.correction, power=args.power)
     text = format_comparison(cmp, fmt)
     if args.output:
         atomic_write_text(args.output, text)

@@ -32,13 +32,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="a question whose outcomes differ but whose metric is constant: rho = 0 (default) or excluded")
     p.add_argument("--n-boot", type=int, default=10_000, help="bootstrap resamples for the intervals")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("-o", "--output", default=None, help="write the table (.md, .csv or .json)")
+    p.add_argument("--full", action="store_true", help="print every column (intervals and raw/Holm p of rho, tau-b "
+                   "and pairwise accuracy, pooled rho, counts); default: metric, rho [95%% CI], p vs baseline (Holm), "
+                   "tau-b, pairwise accuracy")
+    p.add_argument("-o", "--output", default=None, help="write the full table (.md, .csv or .json), whatever --full")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from udcg.errors import InputError
-    from udcg.experiment.correlate import check_stored_baseline, choose_baseline, correlation_table
+    from udcg.experiment.correlate import check_stored_baseline, choose_baseline, compact_table, correlation_table
     from udcg.experiment.scoring import read_contexts
     from udcg.experiment.theta import load_theta
 
@@ -54,7 +57,11 @@ def run(args: argparse.Namespace) -> int:
     theta = load_theta(args.theta) if args.theta else None
     table = correlation_table(rows, args.metrics, baseline, args.gamma, theta, args.constant_metric,
                               args.n_boot, args.seed, test=args.test, n_resamples=args.n_resamples)
-    print(table.markdown(3))
+    if args.full:
+        print(table.markdown(3))
+    else:
+        print(compact_table(table, baseline if baseline in {r["metric"] for r in table.rows} else None).markdown(3))
+        print("(the compact view: every column with --full, and always in -o FILE)", file=sys.stderr)
     if args.output:
         table.write(args.output)
     return 0

@@ -14,7 +14,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = command(sub, "score", help="add metric values to contexts, or evaluate a TREC run",
                 description="""Score contexts (the authors' JSON/JSONL, or a contexts JSONL) with every metric
                 asked for, keeping all input fields (and the authors' udcg[<model>] field); or, with
-                --run/--qrels, write per-query values as qid<TAB>measure<TAB>value.""",
+                --run/--qrels, write per-query values as qid<TAB>measure<TAB>value (with several runs,
+                run<TAB>qid<TAB>measure<TAB>value) and print each run's means in the same layout, qid = all
+                (trec_eval's name for the mean row).""",
                 examples=["udcg score data.json -o scored.json --gamma 0.333",
                           "udcg score contexts.jsonl -o scored.jsonl --metrics UDCG,nDCG@5,RA-nWG@5 --k 5",
                           "udcg score --run run.txt --qrels qrels.txt --metrics P@5,nDCG@10,RR -o per_query.tsv",
@@ -68,7 +70,7 @@ def _run_trec(args: argparse.Namespace) -> int:
     atomic_write_text(args.output, text)
     for name, s in scores.items():
         for measure, mean in s.means().items():
-            print(f"{name}\t" * several + f"{measure}\tall\t{mean!r}")
+            print(f"{name}\t" * several + f"all\t{measure}\t{mean!r}")  # the written rows' layout, qid = all
         for k, (annotated, total) in s.coverage.items():
             print(f"{name}: annotated@{k if k is not None else 'all'} = {annotated}/{total}", file=sys.stderr)
         for note in s.notes:

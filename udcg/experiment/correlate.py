@@ -158,3 +158,30 @@ def correlation_table_of(values: dict[str, np.ndarray], outcome: np.ndarray, gro
             row[best_col] = "*" if row["metric"] == best else ""
     table.rows.sort(key=lambda r: -r["mean_rho"] if np.isfinite(r["mean_rho"]) else np.inf)
     return table
+
+
+COMPACT_COLUMNS = ["metric", "rho [95% CI]", "p vs baseline (Holm)", "tau_b", "pairwise accuracy"]
+
+
+def _p_text(p: float, digits: int) -> str:
+    return "—" if not np.isfinite(p) else f"{p:.{digits}f}"
+
+
+def compact_table(table: Table, baseline: str | None, digits: int = 3) -> Table:
+    """The few columns a reader looks at first: per metric the mean per-question Spearman rho with
+    its interval, the raw and Holm p of rho against ``baseline``, the mean Kendall tau-b and the
+    pairwise ordering accuracy (``correlation_table_of``'s rows, in its order; circular metrics
+    keep their flag). The full table has every interval and p of every statistic."""
+    p_column = f"p vs {baseline} (Holm)" if baseline else COMPACT_COLUMNS[2]
+    circular = "circular" in table.columns
+    out = Table(["metric", *(["circular"] if circular else []), "rho [95% CI]", p_column, "tau_b",
+                 "pairwise accuracy"], title=table.title)
+    for r in table.rows:
+        rho = "NA" if not np.isfinite(r["mean_rho"]) else (
+            f"{r['mean_rho']:.{digits}f} [{r['ci_low']:.{digits}f}, {r['ci_high']:.{digits}f}]"
+            if np.isfinite(r["ci_low"]) else f"{r['mean_rho']:.{digits}f}")
+        p = "—" if not np.isfinite(r["p_vs_baseline"]) else (f"{_p_text(r['p_vs_baseline'], digits)} "
+                                                             f"({_p_text(r['p_holm'], digits)})")
+        out.add(metric=r["metric"], **({"circular": r["circular"]} if circular else {}), **{
+            "rho [95% CI]": rho, p_column: p, "tau_b": r["mean_tau_b"], "pairwise accuracy": r["pair_acc"]})
+    return out

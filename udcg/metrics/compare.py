@@ -1,31 +1,51 @@
 """Compare retrieval runs on per-query scores: means with bootstrap intervals, paired tests
-between every pair of runs, Holm correction over the whole table, ranx-style reports.
+between every pair of runs with their paired differences, intervals and minimum detectable
+differences, Holm's correction over a chosen family, ranx-style reports.
 
-``compare_scores`` returns a ``Comparison`` (data); ``format_comparison`` renders it as Markdown,
-CSV, JSON or LaTeX. One family for the correction: every pair of runs x every measure.
+``compare_scores`` returns a ``Comparison`` (data); ``format_comparison``
+(``udcg.metrics.compare_report``) renders it as Markdown, CSV, JSON or LaTeX.
+
+- **Families** (``correction``): ``"measure"`` (default) — Holm over the run pairs of each measure,
+  one family per measure, as IR evaluation compares systems on one measure at a time (adding a
+  measure changes no other measure's adjusted p); ``"table"`` — Holm over every run pair x every
+  measure; ``"none"`` — raw p against ``alpha``. NaN p-values are outside every family.
+- **Intervals**: one set of resampled queries (``stats.bootstrap_means``, seeded) gives every run's
+  interval of the mean and every pair's interval of the mean paired difference, over the queries
+  where the values are defined; without NaNs a pair's resampled difference is the difference of the
+  two runs' resampled means.
+- **Minimum detectable difference** (MDD) of a pair: ``stats.min_detectable_difference`` at
+  ``power`` (0.8) and the family's strictest Holm level alpha / m (m = comparisons in the pair's
+  family; alpha with ``correction="none"``), so a true difference this large is detected with at
+  least that power whatever the other p-values. An estimate from the spread of the paired
+  differences.
+- **Permutation test cost**: exact enumeration (n <= ``EXACT_MAX_N`` queries) unless the table's
+  2^n sums would exceed ``EXACT_BUDGET`` (about a second here); then every pair uses
+  ``n_resamples`` seeded random sign flips and the report says so.
+
 Run A *beats* run B on a measure when the paired mean difference A - B (over the queries where
-both are defined) is positive and the Holm-corrected p is below ``alpha``; without NaNs that
+both are defined) is positive and the adjusted p is below ``alpha``; without NaNs that
 difference is the difference of the two means.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 
 import numpy as np
 
 from udcg.errors import InputError
-from udcg.metrics.stats import EXACT_MAX_N, TESTS, bootstrap_ci, holm, paired_test
+from udcg.metrics.compare_report import CSV_COLUMNS, FORMATS, footer_lines, format_comparison, label_of_test, labels_of
+from udcg.metrics.stats import (EXACT_MAX_N, TESTS, bootstrap_means, holm, min_detectable_difference,
+                                paired_test, percentile_interval)
 
-FORMATS = ("markdown", "csv", "json", "latex")
-CSV_COLUMNS = ("kind", "measure", "run", "run_b", "mean", "low", "high", "n", "beats", "diff", "p", "p_holm",
-               "significant")
+__all__ = ["CORRECTIONS", "CSV_COLUMNS", "EXACT_BUDGET", "FORMATS", "Cell", "Comparison", "PairTest",
+           "compare_scores", "format_comparison"]
+
+CORRECTIONS = ("measure", "table", "none")
+EXACT_BUDGET = 1 << 24  # sign-flip sums of the exact tests of one table: 16 pairs at n = 20, about a second
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +63,12 @@ class PairTest:
     run_b: str
     diff: float  # mean of a - b over the queries where both are defined
     p: float
-    p_holm: float
+    p_holm: float  # Holm-adjusted within the pair's family; NaN with correction "none"
     significant: bool
+    low: float = float("nan")  # percentile bootstrap interval of the mean paired difference
+    high: float = float("nan")
+    n: int = 0  # queries where both are defined
+    mdd: float = float("nan")  # minimum detectable difference (module docstring)
 
 
 @dataclass(frozen=True)
@@ -60,53 +84,69 @@ class Comparison:
     cells: dict[str, dict[str, Cell]]  # run -> measure -> cell
     pairs: tuple[PairTest, ...]  # run pairs in run order, measure by measure
     beats: dict[str, dict[str, list[str]]]  # run -> measure -> runs it significantly beats, in run order
-    correction: str = "holm"
+    correction: str = "measure"  # the family: one of CORRECTIONS
+    family_sizes: dict[str, int] = field(default_factory=dict)  # measure -> comparisons in its family
+    mdd_alpha: dict[str, float] = field(default_factory=dict)  # measure -> the level its MDD is computed at
+    power: float = 0.8
+    exact: bool = True  # permutation test: exact enumeration for n <= EXACT_MAX_N (False: random flips for all)
+    notes: tuple[str, ...] = ()  # extra footer lines (e.g. what the answer-outcome rows are)
+    seed: int = 0
 
     @property
     def labels(self) -> dict[str, str]:
-        return dict(zip(self.runs, _labels(len(self.runs))))
+        return dict(zip(self.runs, labels_of(len(self.runs))))
 
     def to_dict(self) -> dict:
-        """JSON-ready: NaN becomes None."""
+        """JSON-ready: NaN becomes None. ``test_label`` (permutation-exact, -random or -mixed, t,
+        wilcoxon), ``correction`` (the family), ``family_sizes`` and ``footer`` (the report's
+        sentences) say how the p-values were made."""
         return {"runs": list(self.runs), "labels": self.labels, "measures": list(self.measures), "test": self.test,
-                "alpha": self.alpha, "correction": self.correction, "n_resamples": self.n_resamples,
-                "n_boot": self.n_boot, "level": self.level, "n_queries": dict(self.n_queries),
+                "test_label": label_of_test(self), "footer": footer_lines(self),
+                "alpha": self.alpha, "correction": self.correction, "family_sizes": dict(self.family_sizes),
+                "mdd_alpha": dict(self.mdd_alpha), "power": self.power, "exact": self.exact,
+                "n_resamples": self.n_resamples, "n_boot": self.n_boot, "level": self.level, "seed": self.seed,
+                "n_queries": dict(self.n_queries), "notes": list(self.notes),
                 "cells": {r: {m: {"mean": _none(c.mean), "low": _none(c.low), "high": _none(c.high), "n": c.n}
                               for m, c in by_m.items()} for r, by_m in self.cells.items()},
-                "pairs": [{"measure": t.measure, "run_a": t.run_a, "run_b": t.run_b, "diff": _none(t.diff),
-                           "p": _none(t.p), "p_holm": _none(t.p_holm), "significant": t.significant}
-                          for t in self.pairs],
+                "pairs": [self._pair_dict(t) for t in self.pairs],
                 "beats": {r: {m: list(b) for m, b in by_m.items()} for r, by_m in self.beats.items()}}
+
+    def _pair_dict(self, t: PairTest) -> dict:
+        return {"measure": t.measure, "run_a": t.run_a, "run_b": t.run_b, "diff": _none(t.diff),
+                "low": _none(t.low), "high": _none(t.high), "n": t.n, "mdd": _none(t.mdd), "p": _none(t.p),
+                "p_holm": _none(t.p_holm), "significant": t.significant,
+                "family_size": self.family_sizes.get(t.measure, 0)}
 
     def format(self, fmt: str = "markdown", digits: int = 4) -> str:
         """The report as Markdown, CSV, JSON or LaTeX (``format_comparison``)."""
         return format_comparison(self, fmt, digits)
 
-    def to_frame(self):
-        """A pandas DataFrame, one row per (run, measure): mean, low, high, n, beats (needs pandas)."""
+    def to_frame(self, kind: str = "runs"):
+        """A pandas DataFrame (needs pandas). ``"runs"``: one row per (run, measure): mean, low, high,
+        n, beats. ``"pairs"``: one row per (measure, run_a, run_b): diff, its interval low/high, n,
+        mdd, p, p_holm, significant, family_size."""
         try:
             import pandas as pd
         except ImportError:
             raise InputError("to_frame() needs pandas (pip install pandas)") from None
-        rows = [{"run": r, "measure": m, "mean": c.mean, "low": c.low, "high": c.high, "n": c.n,
-                 "beats": ",".join(self.beats[r][m])} for r, by_m in self.cells.items() for m, c in by_m.items()]
-        return pd.DataFrame(rows).set_index(["run", "measure"])
+        if kind == "runs":
+            rows = [{"run": r, "measure": m, "mean": c.mean, "low": c.low, "high": c.high, "n": c.n,
+                     "beats": ",".join(self.beats[r][m])} for r, by_m in self.cells.items() for m, c in by_m.items()]
+            return pd.DataFrame(rows).set_index(["run", "measure"])
+        if kind == "pairs":
+            columns = ["measure", "run_a", "run_b", "diff", "low", "high", "n", "mdd", "p", "p_holm", "significant",
+                       "family_size"]
+            rows = [{k: (float("nan") if v is None else v) for k, v in self._pair_dict(t).items()} for t in self.pairs]
+            return pd.DataFrame(rows, columns=columns).set_index(["measure", "run_a", "run_b"])
+        raise InputError(f"to_frame({kind!r}): choose 'runs' or 'pairs'")
+
+    def to_frames(self) -> dict:
+        """``{"runs": to_frame("runs"), "pairs": to_frame("pairs")}``."""
+        return {"runs": self.to_frame("runs"), "pairs": self.to_frame("pairs")}
 
 
 def _none(x: float) -> float | None:
     return None if math.isnan(x) else float(x)
-
-
-def _labels(n: int) -> list[str]:
-    """a, b, ..., z, aa, ab, ...: spreadsheet-style letters."""
-    out = []
-    for i in range(n):
-        s, i = "", i + 1
-        while i:
-            i, r = divmod(i - 1, 26)
-            s = chr(97 + r) + s
-        out.append(s)
-    return out
 
 
 def _validate(scores: Mapping[str, Mapping[str, object]]) -> tuple[list[str], list[str], dict]:
@@ -132,32 +172,110 @@ def _validate(scores: Mapping[str, Mapping[str, object]]) -> tuple[list[str], li
     return runs, measures, arrays
 
 
-def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "permutation", alpha: float = 0.05,
-                   n_resamples: int = 10_000, seed: int = 0, n_boot: int = 10_000, level: float = 0.95) -> Comparison:
-    """``scores[run][measure]``: per-query values, aligned on the same queries across runs (NaN =
-    undefined for that query). Runs keep the given order, measures the first run's order."""
+def _check_options(test: str, alpha: float, correction: str, power: float, level: float) -> None:
     if test not in TESTS:
         raise InputError(f"compare_scores: test {test!r} is unknown: use one of {', '.join(TESTS)}")
-    if not 0 < alpha < 1:
-        raise InputError(f"compare_scores: alpha = {alpha!r}: use a significance level between 0 and 1 (e.g. 0.05)")
+    if correction not in CORRECTIONS:
+        raise InputError(f"compare_scores: correction {correction!r} is unknown: use one of {', '.join(CORRECTIONS)} "
+                         "(measure: Holm over the run pairs of each measure)")
+    for name, value, example in (("alpha", alpha, "0.05"), ("power", power, "0.8"), ("level", level, "0.95")):
+        if not 0 < value < 1:
+            raise InputError(f"compare_scores: {name} = {value!r}: use a value between 0 and 1 (e.g. {example})")
+
+
+def _exact_fits(differences: list[np.ndarray]) -> bool:
+    """Whether the exact sign-flip tests of these pairs stay within ``EXACT_BUDGET`` sums."""
+    work = sum(1 << len(d) for d in differences if 0 < len(d) <= EXACT_MAX_N and np.any(d))
+    return work <= EXACT_BUDGET
+
+
+def _families(keys: list[str], pvalues: list[float], correction: str) -> tuple[np.ndarray, dict[str, int]]:
+    """Adjusted p per comparison (NaN with "none") and the family size of each measure."""
+    p = np.asarray(pvalues, dtype=float)
+    if correction == "table":
+        size = int(np.count_nonzero(~np.isnan(p)))
+        return holm(p), {k: size for k in keys}
+    adjusted = np.full(len(p), np.nan)
+    sizes = {}
+    for k in dict.fromkeys(keys):
+        idx = [i for i, key in enumerate(keys) if key == k]
+        sizes[k] = int(np.count_nonzero(~np.isnan(p[idx])))
+        if correction == "measure":
+            adjusted[idx] = holm(p[idx])
+    return adjusted, sizes
+
+
+def _intervals(runs: list[str], measures: list[str], arrays: dict, n_boot: int, level: float, seed: int
+               ) -> tuple[dict[tuple[str, str], tuple[float, float]], dict[tuple[str, str, str], tuple[float, float]]]:
+    """Percentile intervals of every run's mean and every pair's mean difference, all from one set
+    of resampled queries per query count (``bootstrap_means``)."""
+    columns: dict[int, list[np.ndarray]] = {}
+    where: dict[tuple, tuple[int, int]] = {}
+
+    def add(key: tuple, values: np.ndarray) -> None:
+        group = columns.setdefault(len(values), [])
+        where[key] = (len(values), len(group))
+        group.append(values)
+
+    for m in measures:
+        for r in runs:
+            add((m, r), arrays[r][m])
+        for a, b in combinations(runs, 2):
+            x, y = arrays[a][m], arrays[b][m]
+            if np.isnan(x).any() or np.isnan(y).any():  # else the resampled difference is a difference of means
+                add((m, a, b), np.where(np.isnan(x) | np.isnan(y), np.nan, x - y))
+    boot = {n: bootstrap_means(np.column_stack(cols), n_boot, seed) if n else np.full((n_boot, len(cols)), np.nan)
+            for n, cols in columns.items()}
+
+    def resampled(key: tuple) -> np.ndarray:
+        n, j = where[key]
+        return boot[n][:, j]
+
+    cell_ci, pair_ci = {}, {}
+    for m in measures:
+        for r in runs:
+            enough = np.count_nonzero(~np.isnan(arrays[r][m])) >= 2
+            cell_ci[m, r] = percentile_interval(resampled((m, r)), level) if enough else (math.nan, math.nan)
+        for a, b in combinations(runs, 2):
+            x, y = arrays[a][m], arrays[b][m]
+            both = np.count_nonzero(~(np.isnan(x) | np.isnan(y)))
+            means = resampled((m, a, b)) if (m, a, b) in where else resampled((m, a)) - resampled((m, b))
+            pair_ci[m, a, b] = percentile_interval(means, level) if both >= 2 else (math.nan, math.nan)
+    return cell_ci, pair_ci
+
+
+def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "permutation", alpha: float = 0.05,
+                   n_resamples: int = 10_000, seed: int = 0, n_boot: int = 10_000, level: float = 0.95,
+                   correction: str = "measure", power: float = 0.8, notes: tuple[str, ...] = ()) -> Comparison:
+    """``scores[run][measure]``: per-query values, aligned on the same queries across runs (NaN =
+    undefined for that query). Runs keep the given order, measures the first run's order. See the
+    module docstring for the families (``correction``), intervals and detectable differences;
+    ``notes`` are extra lines for the report's footer."""
+    _check_options(test, alpha, correction, power, level)
     runs, measures, arrays = _validate(scores)
+    cell_ci, pair_ci = _intervals(runs, measures, arrays, n_boot, level, seed)
     cells = {}
     for run in runs:
         cells[run] = {}
         for m, v in arrays[run].items():
             defined = v[~np.isnan(v)]
-            low, high = bootstrap_ci(defined, n_boot, level, seed)
-            cells[run][m] = Cell(float(defined.mean()) if len(defined) else float("nan"), low, high, len(defined))
-    raw = []  # (measure, a, b, diff, p)
-    for m in measures:
-        for a, b in combinations(runs, 2):
-            x, y = arrays[a][m], arrays[b][m]
-            d = (x - y)[~(np.isnan(x) | np.isnan(y))]
-            raw.append((m, a, b, float(d.mean()) if len(d) else float("nan"),
-                        paired_test(x, y, test, n_resamples, seed)))
-    adjusted = holm([r[4] for r in raw])
-    pairs = tuple(PairTest(m, a, b, diff, p, float(ph), bool(ph < alpha))
-                  for (m, a, b, diff, p), ph in zip(raw, adjusted))
+            cells[run][m] = Cell(float(defined.mean()) if len(defined) else float("nan"), *cell_ci[m, run],
+                                 len(defined))
+    keys = [(m, a, b) for m in measures for a, b in combinations(runs, 2)]
+    diffs = [arrays[a][m] - arrays[b][m] for m, a, b in keys]
+    diffs = [d[~np.isnan(d)] for d in diffs]
+    exact = test != "permutation" or _exact_fits(diffs)
+    pvalues = [paired_test(arrays[a][m], arrays[b][m], test, n_resamples, seed, EXACT_MAX_N if exact else 0)
+               for m, a, b in keys]
+    adjusted, sizes = _families([m for m, _, _ in keys], pvalues, correction)
+    sizes = {m: sizes.get(m, 0) for m in measures}
+    mdd_alpha = {m: alpha / sizes[m] if correction != "none" and sizes[m] > 1 else alpha for m in measures}
+    pairs = []
+    for (m, a, b), d, p, p_adj in zip(keys, diffs, pvalues, adjusted):
+        decisive = p if correction == "none" else p_adj
+        pairs.append(PairTest(m, a, b, float(d.mean()) if len(d) else float("nan"), p, float(p_adj),
+                              bool(decisive < alpha), *pair_ci[m, a, b], len(d),
+                              min_detectable_difference(arrays[a][m], arrays[b][m], mdd_alpha[m], power, test)))
     order = {r: i for i, r in enumerate(runs)}
     beats: dict[str, dict[str, list[str]]] = {r: {m: [] for m in measures} for r in runs}
     for t in pairs:
@@ -168,127 +286,5 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
         for m in by_m:
             by_m[m] = sorted(by_m[m], key=order.__getitem__)
     return Comparison(tuple(runs), tuple(measures), test, float(alpha), int(n_resamples), int(n_boot), float(level),
-                      {m: len(arrays[runs[0]][m]) for m in measures}, cells, pairs, beats)
-
-
-# ---------------------------------------------------------------- rendering
-
-_SUPERSCRIPT = dict(zip("abcdefghijklmnopqrstuvwxyz", "ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖ𐞥ʳˢᵗᵘᵛʷˣʸᶻ"))
-_LATEX_SPECIAL = {c: "\\" + c for c in "&%$#_{}"} | {"~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-                                                     "\\": r"\textbackslash{}"}
-
-
-def _num(x: float, digits: int) -> str:
-    return "NA" if math.isnan(x) else f"{x:.{digits}f}"
-
-
-def _p(p: float, digits: int) -> str:
-    return "NA" if math.isnan(p) else f"< {10.0 ** -digits:.{digits}f}" if p < 10.0 ** -digits else f"{p:.{digits}f}"
-
-
-def _sup(letters: list[str], latex: bool) -> str:
-    if not letters:
-        return ""
-    text = ("" if all(len(s) == 1 for s in letters) else ",").join(letters)
-    if latex:
-        return f"$^{{{text}}}$"
-    return "".join(_SUPERSCRIPT[s] for s in letters) if all(len(s) == 1 for s in letters) else f"^{{{text}}}"
-
-
-def _best(cmp: Comparison, measure: str) -> float:
-    means = [cmp.cells[r][measure].mean for r in cmp.runs if not math.isnan(cmp.cells[r][measure].mean)]
-    return max(means) if means else float("nan")
-
-
-def _cell_text(cmp: Comparison, run: str, measure: str, digits: int, latex: bool) -> str:
-    c, labels = cmp.cells[run][measure], cmp.labels
-    mean = _num(c.mean, digits)
-    if c.mean == _best(cmp, measure):
-        mean = rf"\textbf{{{mean}}}" if latex else f"**{mean}**"
-    ci = "" if math.isnan(c.low) else f" [{_num(c.low, max(2, digits - 2))}, {_num(c.high, max(2, digits - 2))}]"
-    return mean + _sup([labels[r] for r in cmp.beats[run][measure]], latex) + ci
-
-
-def _footer(cmp: Comparison) -> str:
-    test = {"permutation": f"paired sign-flip permutation test (exact for n ≤ {EXACT_MAX_N} queries, else "
-                           f"{cmp.n_resamples:,} random sign flips)",
-            "t": "paired t-test", "wilcoxon": "Wilcoxon signed-rank test"}[cmp.test]
-    sizes = sorted(set(cmp.n_queries.values()))
-    n = str(sizes[0]) if len(sizes) == 1 else ", ".join(f"{m}: {k}" for m, k in cmp.n_queries.items())
-    family = sum(not math.isnan(t.p) for t in cmp.pairs)
-    return (f"Test: {test}; correction: {cmp.correction} over {family} comparisons; alpha = {cmp.alpha:g}; "
-            f"{cmp.level:.0%} percentile bootstrap intervals ({cmp.n_boot:,} resamples); n queries = {n}. "
-            "Letters: the runs a run significantly beats; bold: the best mean.")
-
-
-def _pair_rows(cmp: Comparison, digits: int) -> list[list[str]]:
-    return [[t.measure, t.run_a, t.run_b, _num(t.diff, digits), _p(t.p, digits), _p(t.p_holm, digits),
-             "yes" if t.significant else "no"] for t in cmp.pairs]
-
-
-PAIR_HEADER = ["measure", "run A", "run B", "mean diff (A - B)", "p", "p (Holm)", "significant"]
-
-
-def _markdown(cmp: Comparison, digits: int) -> str:
-    def table(header: list[str], rows: list[list[str]]) -> list[str]:
-        return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-                *("| " + " | ".join(r) + " |" for r in rows)]
-
-    main = [[label, run.replace("|", r"\|"), *(_cell_text(cmp, run, m, digits, False) for m in cmp.measures)]
-            for label, run in zip(_labels(len(cmp.runs)), cmp.runs)]
-    pairs = [[c.replace("|", r"\|") for c in r] for r in _pair_rows(cmp, digits)]
-    return "\n".join([*table(["", "run", *cmp.measures], main), "", *table(PAIR_HEADER, pairs), "",
-                      _footer(cmp)]) + "\n"
-
-
-def _tex(s: str) -> str:
-    return "".join(_LATEX_SPECIAL.get(c, c) for c in s)
-
-
-def _latex(cmp: Comparison, digits: int) -> str:
-    def tabular(spec: str, header: list[str], rows: list[list[str]]) -> list[str]:
-        return [rf"\begin{{tabular}}{{{spec}}}", r"\toprule", " & ".join(header) + r" \\", r"\midrule",
-                *(" & ".join(r) + r" \\" for r in rows), r"\bottomrule", r"\end{tabular}"]
-
-    main = [[label, _tex(run), *(_cell_text(cmp, run, m, digits, True) for m in cmp.measures)]
-            for label, run in zip(_labels(len(cmp.runs)), cmp.runs)]
-    pairs = [[_tex(c) for c in r] for r in _pair_rows(cmp, digits)]
-    return "\n".join([*tabular("ll" + "c" * len(cmp.measures), ["", "run", *map(_tex, cmp.measures)], main), "",
-                      *tabular("lllrrrc", [_tex(h) for h in PAIR_HEADER], pairs), "",
-                      _tex(_footer(cmp)).replace("≤", r"$\leq$")]) + "\n"
-
-
-def _csv_num(x: float) -> str:
-    return "" if math.isnan(x) else repr(float(x))
-
-
-def _csv(cmp: Comparison) -> str:
-    """One rectangular CSV: ``kind`` = "cell" rows (run, measure, mean, low, high, n, beats as
-    space-separated run names) then "pair" rows (measure, run, run_b, diff, p, p_holm, significant).
-    Empty field = not applicable or NA."""
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    w.writeheader()
-    for run in cmp.runs:
-        for m in cmp.measures:
-            c = cmp.cells[run][m]
-            w.writerow({"kind": "cell", "measure": m, "run": run, "mean": _csv_num(c.mean), "low": _csv_num(c.low),
-                        "high": _csv_num(c.high), "n": c.n, "beats": " ".join(cmp.beats[run][m])})
-    for t in cmp.pairs:
-        w.writerow({"kind": "pair", "measure": t.measure, "run": t.run_a, "run_b": t.run_b, "diff": _csv_num(t.diff),
-                    "p": _csv_num(t.p), "p_holm": _csv_num(t.p_holm), "significant": "yes" if t.significant else "no"})
-    return buf.getvalue()
-
-
-def format_comparison(cmp: Comparison, fmt: str = "markdown", digits: int = 4) -> str:
-    """Render as ``fmt`` in ``FORMATS``. Markdown and LaTeX: one row per run labelled a, b, c, ...;
-    a cell is the mean (bold when best), superscript letters of the runs it beats, and the bootstrap
-    interval; then every pairwise comparison; then a footer naming the test, correction, alpha, n.
-    CSV: see ``_csv``. JSON: ``Comparison.to_dict()`` with sorted keys."""
-    if fmt not in FORMATS:
-        raise InputError(f"format {fmt!r} is unknown: use one of {', '.join(FORMATS)}")
-    if fmt == "json":
-        return json.dumps(cmp.to_dict(), sort_keys=True, indent=2) + "\n"
-    if fmt == "csv":
-        return _csv(cmp)
-    return _markdown(cmp, digits) if fmt == "markdown" else _latex(cmp, digits)
+                      {m: len(arrays[runs[0]][m]) for m in measures}, cells, tuple(pairs), beats, correction, sizes,
+                      mdd_alpha, float(power), exact, tuple(notes), int(seed))

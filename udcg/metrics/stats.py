@@ -13,12 +13,22 @@ Conventions (those of ``scipy.stats.permutation_test(..., permutation_type="samp
 - Holm-Bonferroni adjusted p-values are monotone in the raw p and capped at 1; NaN p-values stay
   NaN and are not counted in the family.
 - Intervals are percentile bootstrap intervals of the mean; non-finite values are dropped.
+  ``bootstrap_means`` resamples *queries* (rows) once and gives every column (runs, paired
+  differences) its mean over the same resamples, each over the drawn rows where it is defined.
+- The exact enumeration builds the 2^n sums of sign-flipped differences incrementally and
+  recomputes, as scipy does, only the sums within a tolerance of the observed statistic (the ties
+  that decide the count), so its p equals scipy's while costing about 2^n additions, not n 2^n.
+- ``min_detectable_difference``: the true mean difference a paired test at level ``alpha`` would
+  detect with the given power, from the spread of the observed differences (an estimate: the
+  noncentral t power of the paired t-test; see ``min_detectable_difference``).
 
 Resampling is done in chunks of about ``_CHUNK_ELEMENTS`` numbers, so 20,000 queries x 10,000
 resamples stays within a few tens of MB; the random draws do not depend on the chunk size.
 """
 
 from __future__ import annotations
+
+from functools import lru_cache
 
 import numpy as np
 
@@ -48,6 +58,33 @@ def _count_extreme(d: np.ndarray, signs: np.ndarray, observed: float, gamma: flo
     return int(np.count_nonzero(null <= observed + gamma)), int(np.count_nonzero(null >= observed - gamma))
 
 
+def _exact_counts(d: np.ndarray, observed: float, gamma: float) -> tuple[int, int]:
+    """(null <= observed + gamma, null >= observed - gamma) over all 2^n sign vectors, sign vector
+    k flipping d[i] when bit i of k is set. The sums are built incrementally (2^n additions); a sum
+    farther than ``tol`` from the observed statistic is on its side whatever the rounding, and the
+    few within ``tol`` are recomputed as ``(signs * d).mean(axis=1)``, scipy's own arithmetic."""
+    n = len(d)
+    sums = np.empty(1 << n)
+    sums[0], m = 0.0, 1
+    for x in d:  # sums[:m] hold the sign vectors of d[:i]; those with bit i set go to sums[m:2m]
+        np.subtract(sums[:m], x, out=sums[m:2 * m])
+        sums[:m] += x
+        m *= 2
+    fast = sums / n
+    tol = 1e-9 * float(np.abs(d).sum()) / n  # far above either computation's rounding (n eps sum|d| / n)
+    near = np.abs(fast - observed) <= gamma + tol
+    far = fast[~near]
+    less, greater = int(np.count_nonzero(far < observed)), int(np.count_nonzero(far > observed))
+    ks = np.flatnonzero(near).astype(np.int64)
+    shifts = np.arange(n, dtype=np.int64)
+    rows = max(1, _CHUNK_ELEMENTS // n)
+    for start in range(0, len(ks), rows):
+        signs = 1.0 - 2.0 * ((ks[start:start + rows, None] >> shifts) & 1)
+        lo, hi = _count_extreme(d, signs, observed, gamma)
+        less, greater = less + lo, greater + hi
+    return less, greater
+
+
 def _sign_flip_p(d: np.ndarray, n_resamples: int, seed: int, exact: bool) -> float:
     n = len(d)
     observed = float(d.mean())
@@ -56,12 +93,7 @@ def _sign_flip_p(d: np.ndarray, n_resamples: int, seed: int, exact: bool) -> flo
     less = greater = 0
     if exact:
         total, adjustment = 1 << n, 0
-        shifts = np.arange(n, dtype=np.int64)
-        for start in range(0, total, rows):
-            k = np.arange(start, min(total, start + rows), dtype=np.int64)
-            signs = 1.0 - 2.0 * ((k[:, None] >> shifts) & 1)
-            lo, hi = _count_extreme(d, signs, observed, gamma)
-            less, greater = less + lo, greater + hi
+        less, greater = _exact_counts(d, observed, gamma)
     else:
         total, adjustment = n_resamples, 1
         rng = np.random.default_rng(seed)
@@ -91,14 +123,15 @@ def paired_permutation_test(a: object, b: object, n_resamples: int = 10_000, see
     return _sign_flip_p(d, int(n_resamples), seed, exact=len(d) <= exact_max_n)
 
 
-def paired_test(a: object, b: object, method: str = "permutation", n_resamples: int = 10_000, seed: int = 0) -> float:
+def paired_test(a: object, b: object, method: str = "permutation", n_resamples: int = 10_000, seed: int = 0,
+                exact_max_n: int = EXACT_MAX_N) -> float:
     """Two-sided p of a paired test of 'no difference between a and b': ``method`` is one of
     ``TESTS``: the sign-flip permutation test, Student's paired t (``scipy.stats.ttest_rel``) or
     the Wilcoxon signed-rank test (``scipy.stats.wilcoxon``, zero differences dropped)."""
     if method not in TESTS:
         raise InputError(f"paired test {method!r} is unknown: use one of {', '.join(TESTS)}")
     if method == "permutation":
-        return paired_permutation_test(a, b, n_resamples, seed)
+        return paired_permutation_test(a, b, n_resamples, seed, exact_max_n)
     d = _differences(a, b)
     if len(d) == 0:
         return float("nan")
@@ -149,3 +182,88 @@ def bootstrap_ci(values: object, n_boot: int = 10_000, level: float = 0.95, seed
         means[start:stop] = v[rng.integers(0, n, size=(stop - start, n))].mean(1)
     a = (1 - level) / 2
     return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
+
+
+def bootstrap_means(columns: object, n_boot: int = 10_000, seed: int = 0) -> np.ndarray:
+    """(n_boot, columns) resampled means of the columns of an (n, columns) array over the SAME
+    resamples of its rows: resample b draws n row indices with replacement (``bootstrap_ci``'s
+    stream for n values), and each column's mean is over the drawn rows where it is finite (NaN when
+    none is). A column of per-query values of one run, another of the paired differences of two
+    runs: their intervals come from one set of resampled queries."""
+    _check_resamples(n_boot)
+    x = np.asarray(columns, dtype=float)
+    if x.ndim != 2 or x.shape[0] == 0:
+        raise InputError(f"bootstrap_means: expected an (n queries, columns) array with n >= 1, got shape {x.shape}")
+    n = x.shape[0]
+    finite = np.isfinite(x)
+    k = x.shape[1]
+    # one product gives the resampled sums and, with NaNs, the resampled counts of defined rows
+    stacked = x if finite.all() else np.hstack([np.where(finite, x, 0.0), finite.astype(float)])
+    rng = np.random.default_rng(seed)
+    out = np.empty((n_boot, k))
+    rows = max(1, _CHUNK_ELEMENTS // n)
+    for start in range(0, n_boot, rows):
+        stop = min(n_boot, start + rows)
+        draws = rng.integers(0, n, size=(stop - start, n))  # chunk-invariant stream
+        weights = np.bincount((draws + n * np.arange(stop - start)[:, None]).ravel(),
+                              minlength=(stop - start) * n).reshape(stop - start, n).astype(float)
+        sums = weights @ stacked
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[start:stop] = sums / n if stacked is x else sums[:, :k] / sums[:, k:]
+    return out
+
+
+def percentile_interval(means: object, level: float = 0.95) -> tuple[float, float]:
+    """The percentile interval of resampled means (NaN resamples left out; (nan, nan) if none)."""
+    if not 0 < level < 1:
+        raise InputError(f"level = {level!r}: use a confidence level between 0 and 1 (e.g. 0.95)")
+    m = np.asarray(means, dtype=float)
+    m = m[np.isfinite(m)]
+    if not len(m):
+        return float("nan"), float("nan")
+    a = (1 - level) / 2
+    return float(np.quantile(m, a)), float(np.quantile(m, 1 - a))
+
+
+@lru_cache(maxsize=256)
+def _t_noncentrality(df: int, alpha: float, power: float) -> float:
+    """The noncentrality at which a two-sided t-test with ``df`` degrees of freedom at level
+    ``alpha`` rejects with probability ``power``."""
+    from scipy import optimize, stats as scipy_stats
+
+    crit = scipy_stats.t.ppf(1 - alpha / 2, df)
+
+    def shortfall(nc: float) -> float:
+        lower = scipy_stats.nct.cdf(-crit, df, nc)  # the far tail: tiny, and NaN in scipy's extreme cases
+        return scipy_stats.nct.sf(crit, df, nc) + (0.0 if np.isnan(lower) else lower) - power
+
+    high = crit + scipy_stats.norm.ppf(power) + 1.0
+    while shortfall(high) < 0:
+        high *= 2
+    return float(optimize.brentq(shortfall, 0.0, high, xtol=1e-10))
+
+
+def min_detectable_difference(a: object, b: object, alpha: float = 0.05, power: float = 0.8,
+                              method: str = "permutation") -> float:
+    """The smallest true mean difference of a - b that a two-sided paired test at level ``alpha``
+    would detect with probability ``power`` on as many queries as here, given the spread of the
+    observed differences d (pairs with a NaN dropped): MDD = delta * sd(d) / sqrt(n), delta the
+    noncentrality at which the paired t-test with n - 1 degrees of freedom has that power
+    (about (t_{1-alpha/2} + t_power) * sd / sqrt(n)). An estimate: sd(d) is estimated, and the
+    differences are assumed to shift as a whole. The sign-flip permutation test on the mean is
+    asymptotically the t-test, so it gets the same value; Wilcoxon's is divided by sqrt(3/pi), its
+    asymptotic relative efficiency under normal differences. NaN with fewer than 2 pairs or when
+    the differences do not vary."""
+    if method not in TESTS:
+        raise InputError(f"paired test {method!r} is unknown: use one of {', '.join(TESTS)}")
+    if not 0 < alpha < 1 or not 0 < power < 1:
+        raise InputError(f"alpha = {alpha!r}, power = {power!r}: both must lie between 0 and 1 (e.g. 0.05 and 0.8)")
+    d = _differences(a, b)
+    n = len(d)
+    if n < 2:
+        return float("nan")
+    sd = float(np.std(d, ddof=1))
+    if not sd > 0:
+        return float("nan")
+    mdd = _t_noncentrality(n - 1, float(alpha), float(power)) * sd / np.sqrt(n)
+    return float(mdd / np.sqrt(3 / np.pi) if method == "wilcoxon" else mdd)

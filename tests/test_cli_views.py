@@ -1,0 +1,61 @@
+"""What the commands print: correlate's compact default view (every column with --full and in -o
+files), and score --run's printed means in the layout of its written per-query rows."""
+
+import json
+
+import pytest
+
+from udcg.cli import main
+from udcg.experiment.correlate import COLUMNS
+from udcg.io.sources import example_path
+
+
+def _contexts(path, n_questions=6):
+    rows = []
+    for q in range(n_questions):
+        for c in range(4):
+            rel = [c == j for j in range(3)]
+            rows.append({"qid": f"q{q}", "cid": f"c{c}", "relevant": rel, "p_abs": [0.1 * c, 0.3, 0.5 + 0.05 * q],
+                         "outcome": ["correct", "abstained", "wrong", "wrong"][(c + q) % 4]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _header(out):
+    return next(line for line in out.splitlines() if line.startswith("| metric"))
+
+
+def test_correlate_compact_by_default_full_on_request_and_in_files(tmp_path, capsys):
+    src = tmp_path / "c.jsonl"
+    _contexts(src)
+    args = ["correlate", str(src), "--metrics", "UDCG,nDCG,P", "--n-boot", "100", "--n-resamples", "100"]
+    assert main(args + ["-o", str(tmp_path / "t.json")]) == 0
+    out = capsys.readouterr()
+    assert _header(out.out) == "| metric | rho [95% CI] | p vs UDCG (Holm) | tau_b | pairwise accuracy |"
+    assert "--full" in out.err
+    table = json.loads((tmp_path / "t.json").read_text())
+    assert list(table[0]) == COLUMNS  # the file keeps every column
+    rows = {line.split(" | ")[0].strip("| "): line for line in out.out.splitlines() if line.startswith("| ")}
+    assert "| — |" in rows["UDCG"]  # the baseline has no p against itself
+    by_metric = {r["metric"]: r for r in table}
+    assert f"{by_metric['P']['mean_rho']:.3f} [{by_metric['P']['ci_low']:.3f}, " in rows["P"]
+    assert main(args + ["--full"]) == 0
+    assert _header(capsys.readouterr().out) == "| " + " | ".join(COLUMNS) + " |"
+
+
+def test_score_prints_its_means_in_the_written_layout(tmp_path, capsys):
+    folder = example_path()
+    out = tmp_path / "pq.tsv"
+    for runs in (["bm25"], ["bm25", "dense"]):
+        argv = ["score", *[a for r in runs for a in ("--run", str(folder / "runs" / f"{r}.trec"))],
+                "--qrels", str(folder / "qrels" / "test.tsv"), "--metrics", "P@5,RR", "-o", str(out)]
+        assert main(argv) == 0
+        printed = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+        written = [line.split("\t") for line in out.read_text().splitlines()]
+        width = 3 + (len(runs) > 1)
+        assert {len(r) for r in printed} == {len(r) for r in written} == {width}
+        qid = width - 3
+        assert {r[qid] for r in printed} == {"all"} and {r[qid + 1] for r in printed} == {"P@5", "RR"}
+        assert {r[qid + 1] for r in written} == {"P@5", "RR"}
+        for row in printed:
+            values = [float(w[-1]) for w in written if w[:qid] == row[:qid] and w[qid + 1] == row[qid + 1]]
+            assert float(row[-1]) == pytest.approx(sum(values) / len(values), abs=1e-12)

@@ -1,0 +1,121 @@
+"""``udcg compare`` and ``udcg.compare``: score the runs, add the judged answers' outcome rates when
+given, and compare (``udcg.metrics.compare.compare_scores``).
+
+Answer outcomes (``answers=``: the output of ``udcg answer`` + ``udcg judge answer``, a contexts
+JSONL whose lines hold ``qid``, ``cid`` and ``outcome``): for each compared run, the lines whose
+``cid`` is the run's name (``udcg answer`` names a run's context by the run file's name, as
+``compare`` does; ``sample-i`` contexts and other runs' lines are left out) give per query 1 or 0
+for each of ``correct``, ``abstained`` and ``wrong`` (NaN where the run has no judged answer for
+the query: no context of k documents, or an unparseable judgement). These three rows get the same
+paired tests, intervals, detectable differences and family rule as the metrics.
+
+Refused, with the file and line: a line without ``qid``/``cid``, a file without outcomes (not judged
+yet), an outcome that is not correct/abstained/wrong/null, a duplicate (qid, cid), an answer of a
+compared run for a query that is not compared (the file was made for other queries), and a compared
+run without any judged answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from udcg.errors import InputError
+from udcg.experiment.run_scores import DEFAULT_METRICS, Run, RunScores, score_runs
+from udcg.io.files import read_records
+from udcg.metrics.compare import Comparison, compare_scores
+from udcg.metrics.measures import Measure
+from udcg.metrics.udcg import GAMMA, UDCGTheta
+from udcg.records import OUTCOME_LABELS
+
+FIX = "give the output of `udcg judge answer` on `udcg answer`'s contexts of these runs"
+
+
+def _outcome(obj: dict, where: str) -> str | None:
+    if "outcome" not in obj:
+        raise InputError(f"{where}: no field 'outcome': these answers are not judged yet (run `udcg judge answer "
+                         "ANSWERS -o judged.jsonl` and pass judged.jsonl)")
+    label = obj["outcome"]
+    if label is not None and label not in OUTCOME_LABELS:
+        raise InputError(f"{where}: field 'outcome' = {label!r}: expected one of {', '.join(OUTCOME_LABELS)} or null "
+                         f"({FIX})")
+    return label
+
+
+def answer_rates(path: str | Path, runs: Sequence[str], qids: Sequence[str]
+                 ) -> tuple[dict[str, dict[str, np.ndarray]], str]:
+    """``{run: {"correct"|"abstained"|"wrong": 0/1 per query of qids, NaN = no judged answer}}`` and
+    a footer sentence saying what the rows are and how many queries each run has (module doc)."""
+    position = {q: i for i, q in enumerate(qids)}
+    wanted = set(runs)
+    labels: dict[str, dict[int, str | None]] = {r: {} for r in runs}
+    seen: dict[tuple[str, str], str] = {}
+    cids: dict[str, None] = {}
+    for where, obj in read_records(path):
+        for key in ("qid", "cid"):
+            if not isinstance(obj.get(key), (str, int)) or isinstance(obj.get(key), bool):
+                raise InputError(f"{where}: field {key!r} is missing or not a string ({FIX})")
+        qid, cid = str(obj["qid"]), str(obj["cid"])
+        label = _outcome(obj, where)
+        if (qid, cid) in seen:
+            raise InputError(f"{where}: duplicate (qid, cid) = ({qid!r}, {cid!r}), first at {seen[qid, cid]} "
+                             "(one judged answer per query and run)")
+        seen[qid, cid] = where
+        cids[cid if not cid.startswith("sample-") else "sample-*"] = None
+        if cid not in wanted:
+            continue
+        if qid not in position:
+            raise InputError(f"{where}: query {qid!r} (run {cid!r}) is not among the {len(qids)} compared queries "
+                             "(the qrels' queries): these answers were made for other queries; answer the runs on "
+                             "the compared queries (udcg answer --queries, --limit)")
+        labels[cid][position[qid]] = label
+    for run in runs:
+        if not labels[run]:
+            found = ", ".join(list(cids)[:8]) or "none"
+            raise InputError(f"{path}: no judged answers for run {run!r} (answers are matched by cid = the run file's "
+                             f"name; the file's cids: {found}); run `udcg answer --run` with this run, then `udcg "
+                             "judge answer`, or leave the run out")
+    out: dict[str, dict[str, np.ndarray]] = {}
+    counts = []
+    for run in runs:
+        out[run] = {}
+        for name in OUTCOME_LABELS:
+            v = np.full(len(qids), np.nan)
+            for i, label in labels[run].items():
+                if label is not None:
+                    v[i] = float(label == name)
+            out[run][name] = v
+        unparseable = sum(label is None for label in labels[run].values())
+        counts.append(f"{run} {len(labels[run]) - unparseable} of {len(qids)}"
+                      + (f" ({unparseable} unparseable left out)" if unparseable else ""))
+    note = (f"correct, abstained, wrong: the share of queries whose answer to the run's context, judged in "
+            f"{Path(path).name}, has that outcome (0 or 1 per query); judged queries: {', '.join(counts)}.")
+    return out, note
+
+
+def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | None = None, *,
+                 utilities: Any = None, metrics: Sequence[str | Measure] | str = DEFAULT_METRICS,
+                 gamma: float = GAMMA, theta: UDCGTheta | str | Path | None = None, unannotated: str = "error",
+                 model: str | None = None, prompt_version: str | None = None, answers: str | Path | None = None,
+                 test: str = "permutation", alpha: float = 0.05, n_resamples: int = 10_000, n_boot: int = 10_000,
+                 seed: int = 0, correction: str = "measure", power: float = 0.8
+                 ) -> tuple[Comparison, dict[str, RunScores]]:
+    """The comparison of ``runs`` (``{name: run}``, two or more) and the scores behind it."""
+    if len(runs) < 2:
+        raise InputError(f"compare needs at least two runs, got {len(runs)} (use score for one)")
+    scores = score_runs(runs, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
+                        unannotated=unannotated, model=model, prompt_version=prompt_version)
+    values = {name: dict(s.values) for name, s in scores.items()}
+    notes: tuple[str, ...] = ()
+    if answers is not None:
+        qids = next(iter(scores.values())).qids
+        rates, note = answer_rates(answers, list(scores), qids)
+        for name in values:
+            values[name].update(rates[name])
+        notes = (note,)
+    cmp = compare_scores(values, test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
+                         correction=correction, power=power, notes=notes)
+    return cmp, scores

@@ -1,0 +1,229 @@
+"""Render a ``udcg.metrics.compare.Comparison`` as Markdown, CSV, JSON or LaTeX.
+
+Markdown and LaTeX: one row per run labelled a, b, c, ...; a cell is the mean (bold when best),
+superscript letters of the runs it beats, and the bootstrap interval; then every pairwise
+comparison (mean difference with its interval, minimum detectable difference, p, adjusted p);
+then a footer naming the test, the family and its number of comparisons, alpha, the intervals,
+what the MDD is, and n. CSV: one rectangular table (``_csv``). JSON: ``Comparison.to_dict()``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from typing import TYPE_CHECKING
+
+from udcg.errors import InputError
+from udcg.metrics.stats import EXACT_MAX_N
+
+if TYPE_CHECKING:
+    from udcg.metrics.compare import Comparison
+
+FORMATS = ("markdown", "csv", "json", "latex")
+CSV_COLUMNS = ("kind", "measure", "run", "run_b", "mean", "low", "high", "n", "beats", "diff", "mdd", "p", "p_holm",
+               "significant", "test", "correction", "family_size", "mdd_alpha")
+
+_SUPERSCRIPT = dict(zip("abcdefghijklmnopqrstuvwxyz", "ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖ𐞥ʳˢᵗᵘᵛʷˣʸᶻ"))
+_LATEX_SPECIAL = {c: "\\" + c for c in "&%$#_{}"} | {"~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                                                     "\\": r"\textbackslash{}"}
+
+
+def labels_of(n: int) -> list[str]:
+    """a, b, ..., z, aa, ab, ...: spreadsheet-style letters."""
+    out = []
+    for i in range(n):
+        s, i = "", i + 1
+        while i:
+            i, r = divmod(i - 1, 26)
+            s = chr(97 + r) + s
+        out.append(s)
+    return out
+
+
+def _num(x: float, digits: int) -> str:
+    return "NA" if math.isnan(x) else f"{x:.{digits}f}"
+
+
+def _p(p: float, digits: int) -> str:
+    return "NA" if math.isnan(p) else f"< {10.0 ** -digits:.{digits}f}" if p < 10.0 ** -digits else f"{p:.{digits}f}"
+
+
+def _sup(letters: list[str], latex: bool) -> str:
+    if not letters:
+        return ""
+    text = ("" if all(len(s) == 1 for s in letters) else ",").join(letters)
+    if latex:
+        return f"$^{{{text}}}$"
+    return "".join(_SUPERSCRIPT[s] for s in letters) if all(len(s) == 1 for s in letters) else f"^{{{text}}}"
+
+
+def _best(cmp: Comparison, measure: str) -> float:
+    means = [cmp.cells[r][measure].mean for r in cmp.runs if not math.isnan(cmp.cells[r][measure].mean)]
+    return max(means) if means else float("nan")
+
+
+def _interval(low: float, high: float, digits: int) -> str:
+    return "" if math.isnan(low) else f" [{_num(low, digits)}, {_num(high, digits)}]"
+
+
+def _cell_text(cmp: Comparison, run: str, measure: str, digits: int, latex: bool) -> str:
+    c, labels = cmp.cells[run][measure], cmp.labels
+    mean = _num(c.mean, digits)
+    if c.mean == _best(cmp, measure):
+        mean = rf"\textbf{{{mean}}}" if latex else f"**{mean}**"
+    return mean + _sup([labels[r] for r in cmp.beats[run][measure]], latex) + _interval(c.low, c.high,
+                                                                                         max(2, digits - 2))
+
+
+def label_of_test(cmp: Comparison) -> str:
+    """The test as the CSV names it: permutation-exact, permutation-random, permutation-mixed (exact for
+    the pairs with n <= EXACT_MAX_N queries, random sign flips for the others), t or wilcoxon."""
+    if cmp.test != "permutation":
+        return cmp.test
+    small = [t.n <= EXACT_MAX_N for t in cmp.pairs]
+    if cmp.exact and all(small):
+        return "permutation-exact"
+    return "permutation-random" if not cmp.exact or not any(small) else "permutation-mixed"
+
+
+def _test_text(cmp: Comparison) -> str:
+    if cmp.test == "t":
+        return "paired t-test"
+    if cmp.test == "wilcoxon":
+        return "Wilcoxon signed-rank test"
+    flips = f"{cmp.n_resamples:,} random sign flips, seed {cmp.seed}"
+    if not cmp.exact:
+        return (f"paired sign-flip permutation test, {flips}, for every pair: enumerating all 2^n sign flips of "
+                "this table would take more than about a second")
+    small = [t.n <= EXACT_MAX_N for t in cmp.pairs]
+    if all(small):
+        return "paired sign-flip permutation test, exact (all 2^n sign flips)"
+    if not any(small):
+        return f"paired sign-flip permutation test, {flips} (n > {EXACT_MAX_N} queries)"
+    return f"paired sign-flip permutation test, exact for n ≤ {EXACT_MAX_N} queries, else {flips}"
+
+
+def _per_measure(values: dict[str, object], fmt) -> str:
+    distinct = set(values.values())
+    if len(distinct) == 1:
+        return fmt(next(iter(distinct)))
+    return ", ".join(f"{m}: {fmt(v)}" for m, v in values.items())
+
+
+def family_text(cmp: Comparison) -> str:
+    """The correction, its family and the number of comparisons per family, in words."""
+    sizes = cmp.family_sizes
+    if cmp.correction == "measure":
+        count = _per_measure(sizes, lambda k: f"{k} comparison{'s' * (k != 1)}")
+        return (f"Holm within each measure (family = the run pairs compared on one measure; {len(sizes)} "
+                f"famil{'ies' if len(sizes) != 1 else 'y'}): {count} per family")
+    if cmp.correction == "table":
+        total = next(iter(sizes.values()), 0)
+        return f"Holm over the whole table (one family: every run pair × every measure, {total} comparisons)"
+    return f"none ({sum(sizes.values())} comparisons, each at alpha)"
+
+
+def footer_lines(cmp: Comparison) -> list[str]:
+    sizes = sorted(set(cmp.n_queries.values()))
+    n = str(sizes[0]) if len(sizes) == 1 else ", ".join(f"{m}: {k}" for m, k in cmp.n_queries.items())
+    level = _per_measure(cmp.mdd_alpha, lambda a: f"{a:.4g}")
+    at = ("alpha" if cmp.correction == "none" else
+          "alpha/m (m = comparisons in the pair's family: Holm's strictest step)")
+    spread = "paired-t power" + (", / √(3/π) for Wilcoxon" if cmp.test == "wilcoxon" else "")
+    return [f"Test: {_test_text(cmp)}. Correction: {family_text(cmp)}; alpha = {cmp.alpha:g}.",
+            f"Intervals: {cmp.level:.0%} percentile bootstrap over queries ({cmp.n_boot:,} resamples; the same "
+            "resampled queries for the run means and the paired differences).",
+            f"MDD: the smallest true mean difference this test would detect with {cmp.power:.0%} power at {at} = "
+            f"{level}; an estimate from the spread of the paired differences ({spread}).",
+            f"n queries = {n}. Letters: the runs a run significantly beats; bold: the best mean.",
+            *cmp.notes]
+
+
+def _adjusted_header(cmp: Comparison) -> list[str]:
+    return {"measure": ["p (Holm, per measure)"], "table": ["p (Holm, whole table)"], "none": []}[cmp.correction]
+
+
+def pair_header(cmp: Comparison) -> list[str]:
+    return ["measure", "run A", "run B", f"mean diff (A - B) [{cmp.level:.0%} CI]", f"MDD ({cmp.power:.0%} power)", "p",
+            *_adjusted_header(cmp), "significant"]
+
+
+def _pair_rows(cmp: Comparison, digits: int) -> list[list[str]]:
+    adjusted = bool(_adjusted_header(cmp))
+    return [[t.measure, t.run_a, t.run_b, _num(t.diff, digits) + _interval(t.low, t.high, digits),
+             _num(t.mdd, digits), _p(t.p, digits), *([_p(t.p_holm, digits)] if adjusted else []),
+             "yes" if t.significant else "no"] for t in cmp.pairs]
+
+
+def _markdown(cmp: Comparison, digits: int) -> str:
+    def table(header: list[str], rows: list[list[str]]) -> list[str]:
+        return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+                *("| " + " | ".join(r) + " |" for r in rows)]
+
+    main = [[label, run.replace("|", r"\|"), *(_cell_text(cmp, run, m, digits, False) for m in cmp.measures)]
+            for label, run in zip(labels_of(len(cmp.runs)), cmp.runs)]
+    pairs = [[c.replace("|", r"\|") for c in r] for r in _pair_rows(cmp, digits)]
+    return "\n".join([*table(["", "run", *cmp.measures], main), "", *table(pair_header(cmp), pairs), "",
+                      *footer_lines(cmp)]) + "\n"
+
+
+def _tex(s: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(c, c) for c in s)
+
+
+def _latex(cmp: Comparison, digits: int) -> str:
+    def tabular(spec: str, header: list[str], rows: list[list[str]]) -> list[str]:
+        return [rf"\begin{{tabular}}{{{spec}}}", r"\toprule", " & ".join(header) + r" \\", r"\midrule",
+                *(" & ".join(r) + r" \\" for r in rows), r"\bottomrule", r"\end{tabular}"]
+
+    main = [[label, _tex(run), *(_cell_text(cmp, run, m, digits, True) for m in cmp.measures)]
+            for label, run in zip(labels_of(len(cmp.runs)), cmp.runs)]
+    header = pair_header(cmp)
+    pairs = [[_tex(c) for c in r] for r in _pair_rows(cmp, digits)]
+    footer = [_tex(line).replace("≤", r"$\leq$").replace("×", r"$\times$").replace("√(3/π)", r"$\sqrt{3/\pi}$")
+              for line in footer_lines(cmp)]
+    return "\n".join([*tabular("ll" + "c" * len(cmp.measures), ["", "run", *map(_tex, cmp.measures)], main), "",
+                      *tabular("lll" + "r" * (len(header) - 4) + "c", [_tex(h) for h in header], pairs), "",
+                      *footer]) + "\n"
+
+
+def _csv_num(x: float) -> str:
+    return "" if math.isnan(x) else repr(float(x))
+
+
+def _csv(cmp: Comparison) -> str:
+    """One rectangular CSV: ``kind`` = "cell" rows (run, measure, mean, low, high, n, beats as
+    space-separated run names) then "pair" rows (measure, run, run_b, diff with its interval in
+    low/high, n = queries where both are defined, mdd, p, p_holm, significant, and the test,
+    correction = the family (measure, table, none), family_size and mdd_alpha). Empty field = not
+    applicable or NA."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for run in cmp.runs:
+        for m in cmp.measures:
+            c = cmp.cells[run][m]
+            w.writerow({"kind": "cell", "measure": m, "run": run, "mean": _csv_num(c.mean), "low": _csv_num(c.low),
+                        "high": _csv_num(c.high), "n": c.n, "beats": " ".join(cmp.beats[run][m])})
+    test = label_of_test(cmp)
+    for t in cmp.pairs:
+        w.writerow({"kind": "pair", "measure": t.measure, "run": t.run_a, "run_b": t.run_b, "diff": _csv_num(t.diff),
+                    "low": _csv_num(t.low), "high": _csv_num(t.high), "n": t.n, "mdd": _csv_num(t.mdd),
+                    "p": _csv_num(t.p), "p_holm": _csv_num(t.p_holm), "significant": "yes" if t.significant else "no",
+                    "test": test, "correction": cmp.correction, "family_size": cmp.family_sizes.get(t.measure, 0),
+                    "mdd_alpha": _csv_num(cmp.mdd_alpha.get(t.measure, math.nan))})
+    return buf.getvalue()
+
+
+def format_comparison(cmp: Comparison, fmt: str = "markdown", digits: int = 4) -> str:
+    """Render as ``fmt`` in ``FORMATS`` (module docstring). JSON: ``Comparison.to_dict()`` with
+    sorted keys (the footer's sentences under ``footer``)."""
+    if fmt not in FORMATS:
+        raise InputError(f"format {fmt!r} is unknown: use one of {', '.join(FORMATS)}")
+    if fmt == "json":
+        return json.dumps(cmp.to_dict(), sort_keys=True, indent=2) + "\n"
+    if fmt == "csv":
+        return _csv(cmp)
+    return _markdown(cmp, digits) if fmt == "markdown" else _latex(cmp, digits)
