@@ -23,6 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", action="append", default=[], required=True, help="TREC run file (repeatable)")
     p.add_argument("--corpus", required=True, help="BEIR folder, corpus JSONL/Parquet, a datasets folder, or hf:NAME")
     p.add_argument("--queries", help="queries file (default: the BEIR folder's)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N queries of the queries file (file "
+                   "order, as annotate --limit); the runs' other queries are left out")
     p.add_argument("--qrels", help="qrels (default: the BEIR folder's qrels/test.tsv); relevance of each position")
     p.add_argument("--answers", help="JSONL of {_id, answers} (default: queries' metadata.answers)")
     p.add_argument("--utilities", help="the udcg annotate --run folder: adds each position's utility")
@@ -52,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from udcg.experiment.run_scores import named_runs, read_utilities
     from udcg.io.beir import check_run, read_collection
     from udcg.errors import InputError
-    from udcg.experiment.own_runs import answer_contexts, context_record, run_contexts, run_docids
+    from udcg.experiment.own_runs import answer_contexts, context_record, run_contexts, run_docids, select_queries
     from udcg.experiment.steps import context_key
     from udcg.io.files import atomic_write_jsonl
     from udcg.llm.registry import backend_name, load_backend
@@ -60,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from udcg.io.trec import read_run
 
     for flag, value in (("--k", args.k), ("--depth", args.depth), ("--max-new-tokens", args.max_new_tokens),
-                        ("--batch-size", args.batch_size), ("--chunk-size", args.chunk_size)):
+                        ("--batch-size", args.batch_size), ("--chunk-size", args.chunk_size), ("--limit", args.limit)):
         if value is not None and value < 1:
             raise InputError(f"{flag} {value}: must be a positive integer")
     check_version(args.prompt)
@@ -79,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
     depth = max(args.k, args.depth) if args.samples else args.k  # the documents the contexts are made of
     collection = read_collection(args.corpus, queries=args.queries, qrels=args.qrels, answers=args.answers,
                                  docids=run_docids(runs, depth))
+    runs, collection = select_queries(runs, collection, {name: str(path) for name, path in paths.items()},
+                                      args.queries or collection.source, args.limit)
     for name, run_ in runs.items():
         check_run(run_, collection, str(paths[name]), depth=depth)
     print(collection.scan.line(), file=sys.stderr)
