@@ -90,6 +90,8 @@ class ScriptedBackend:
       mapping to that list.
     ``read`` (``reads=True``) gives the three from the same scripts: the first answer at
     ``max_new_tokens``, and ``[]`` for an empty continuation.
+    ``streams=True``: ``generate`` takes ``on_text`` (as ``HFBackend``'s) and tells each answer
+    growing word by word, calling ``between()`` (when given) before each word after the first.
 
     A fault, for the error paths: the call of ``fault_on`` after ``fault_after`` earlier ones raises
     ``fault`` (an exception class or instance) or, for any other callable, returns ``fault()``
@@ -100,13 +102,17 @@ class ScriptedBackend:
 
     def __init__(self, *, answer: Callable | Mapping | str | None = None, first: Callable | Mapping | None = None,
                  continuation: Callable | Mapping | None = None, name: str = "scripted", reads: bool = False,
-                 fault: Any = None, fault_on: str = "generate", fault_after: int = 0, delay: float = 0.0):
+                 fault: Any = None, fault_on: str = "generate", fault_after: int = 0, delay: float = 0.0,
+                 streams: bool = False, between: Callable[[], None] | None = None):
         self.name = name
         self._answer, self._first, self._continuation = answer, first, continuation
         self._fault, self._fault_on, self._fault_after, self._delay = fault, fault_on, fault_after, delay
         self.calls: list[Call] = []
         if reads:  # an instance attribute: only a reading backend has ``read`` (capability check)
             self.read = self._read
+        if streams:  # generate with on_text (capability checked by its signature)
+            self.generate = self._generate_streaming
+        self._between = between
 
     # -- the log
 
@@ -126,6 +132,18 @@ class ScriptedBackend:
     def generate(self, chats: Sequence[Chat], params: GenerationParams = GenerationParams()) -> list[list[str]]:
         faulted = self._receive(Call("generate", _copy(chats), params))
         return faulted if faulted is not None else [self._answers(chat, params) for chat in chats]
+
+    def _generate_streaming(self, chats: Sequence[Chat], params: GenerationParams = GenerationParams(),
+                            on_text: Callable[[int, int, str], None] | None = None) -> list[list[str]]:
+        answers = ScriptedBackend.generate(self, chats, params)
+        for i, texts in enumerate(answers if on_text is not None else []):
+            for j, answer in enumerate(texts):
+                words = answer.split(" ")
+                for w in range(1, len(words) + 1):
+                    if w > 1 and self._between is not None:
+                        self._between()
+                    on_text(i, j, " ".join(words[:w]))
+        return answers
 
     def next_token_logprobs(self, chats: Sequence[Chat], candidates: Sequence[str]) -> list[dict[str, float]]:
         faulted = self._receive(Call("next_token_logprobs", _copy(chats), candidates=tuple(candidates)))

@@ -100,7 +100,7 @@ def test_models_health_and_unknown_paths(tiny_server):
     assert _raw(tiny_server, "GET", "/v1/models") == (200, {"object": "list", "data": [{"id": TINY_SERVED_NAME, "object": "model", "created": 0, "owned_by": "udcg"}]})
     assert _raw(tiny_server, "GET", "/health")[0] == 200
     assert _raw(tiny_server, "GET", "/v2/x")[0] == 404
-    assert _raw(tiny_server, "POST", "/v1/completions", {"prompt": "x"})[0] == 404
+    assert _raw(tiny_server, "POST", "/v1/embeddings", {"input": "x"})[0] == 404
 
 
 def test_http_errors_are_openai_shaped(tiny_server):

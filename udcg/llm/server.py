@@ -1,19 +1,24 @@
 """An OpenAI-compatible HTTP server over any udcg ``Backend`` (what ``udcg serve`` starts).
 
 Endpoints: ``POST /v1/chat/completions`` (messages, temperature, top_p, max_tokens, n, seed,
-logprobs, top_logprobs, stop), ``GET /v1/models`` and ``GET /health``. Standard library only
+logprobs, top_logprobs, stop, stream, stream_options), ``POST /v1/completions`` (prompt,
+max_tokens, temperature, top_p, n, seed, stop, logprobs, echo, stream, stream_options; an
+open-weights backend only), ``GET /v1/models`` and ``GET /health``. Standard library only
 (``http.server.ThreadingHTTPServer``); connections are served concurrently, model calls one at a
-time (a lock), each request in one backend call (its ``n`` answers together).
+time (a lock), each request in one backend call (its ``n`` answers together). A request's work is
+bounded (``max_request_tokens``: prompt tokens plus n x max_tokens), so one client cannot hold the
+model for minutes; a larger request is a 400 that says so.
 
-Log-probabilities: the ``Backend`` protocol scores candidates, it does not list a distribution, so
-``logprobs``/``top_logprobs`` need a backend with the optional method
-``token_logprobs(requests, k) -> list[list[TokenLogprob]]`` (teacher-forced, see ``TokenLogprobs``)
-or an HF backend (``model`` + ``tokenizer`` + ``encode``), for which ``hf_token_logprobs``
-provides it. As vLLM does by default, logprobs are the model's raw distribution (temperature 1),
-whatever temperature the answer was sampled at. ``content`` lists the answer's tokens as the
-tokenizer re-tokenises the answer text; an empty answer (end of text first) lists the end token.
+``stream: true`` is answered with server-sent events (``udcg.llm.server_stream``), chunked, as a
+backend that streams (``HFBackend``) writes each token; other backends send each answer whole. The
+events start with the first piece of text, so a request that fails before it (a chat too long for
+the model) still gets a plain JSON error; a failure after it is an ``{"error": ...}`` event, then
+``[DONE]``. A client that goes away stops the generation at its next token.
 
-Request checking and response layout are pure functions (``udcg.llm.server_wire``).
+Answering a request with the model, and what that needs of a backend beyond the protocol
+(log-probabilities, streaming, raw-text completions, token counts): ``udcg.llm.server_model``.
+Request checking and response layout are pure functions (``udcg.llm.server_wire``,
+``server_completions``, ``server_stream``); this module speaks HTTP.
 """
 
 from __future__ import annotations
@@ -22,28 +27,30 @@ import contextlib
 import hmac
 import json
 import logging
+import sys
 import threading
 import time
-from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from udcg.errors import InputError
-from udcg.llm.base import Backend, Chat
-from udcg.llm.server_wire import ChatRequest, RequestError, TokenLogprob, completion_body, error_body, parse_body, parse_request
+from udcg.llm.base import Backend
+from udcg.llm.server_completions import parse_completion_request
+from udcg.llm.server_model import ModelService
+from udcg.llm.server_stream import DONE, sse
+from udcg.llm.server_wire import (
+    MAX_REQUEST_TOKENS,
+    ChatRequest,
+    RequestError,
+    error_body,
+    parse_body,
+    parse_request,
+)
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
 REQUEST_TIMEOUT = 30.0  # seconds: an idle keep-alive connection is closed, and a body must arrive in full
-
-
-@runtime_checkable
-class TokenLogprobs(Protocol):
-    def token_logprobs(self, requests: Sequence[tuple[Chat, str]], k: int) -> list[list[TokenLogprob]]:
-        """Per (chat, answer): the answer's tokens, teacher-forced after the answer position, with
-        the top-k (k >= 1) of each position; an empty answer gives one entry: the end token."""
-        ...
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -65,51 +72,6 @@ def check_port_free(host: str, port: int) -> None:
             raise InputError(f"cannot listen on {host}:{port}: {e.strerror or e} (pick another --port or --host)") from None
 
 
-# ---------------------------------------------------------------- HF token logprobs
-
-
-def hf_token_logprobs(backend: Any, requests: Sequence[tuple[Chat, str]], k: int) -> list[list[TokenLogprob]]:
-    """``TokenLogprobs`` for an HF backend, from its ``model``, ``tokenizer`` and ``encode(chat)``
-    (the token ids up to the answer position, exactly as the backend scores them). One forward pass
-    per request over prompt + answer tokens."""
-    import torch
-
-    tok, model = backend.tokenizer, backend.model
-    out = []
-    for chat, answer in requests:
-        prompt = list(backend.encode(chat))
-        ids = tok(answer, add_special_tokens=False)["input_ids"] if answer else []
-        end = tok.eos_token_id
-        if not ids and end is not None:
-            ids = [end]
-        with torch.inference_mode():
-            logits = model(torch.tensor([prompt + ids], device=model.device)).logits[0, len(prompt) - 1 : -1]
-        logp = torch.log_softmax(logits.float(), dim=-1)
-        top_lp, top_ids = logp.topk(max(1, k), dim=-1)
-        rows = []
-        for pos, token_id in enumerate(ids):
-            top = tuple((tok.decode([int(t)]), float(lp)) for t, lp in zip(top_ids[pos], top_lp[pos], strict=True))
-            rows.append(TokenLogprob(tok.decode([token_id]), float(logp[pos, token_id]), top))
-        out.append(rows)
-    return out
-
-
-def token_logprobs_of(backend: Any):
-    """The token-logprobs function of a backend, or None if it cannot provide one."""
-    if isinstance(backend, TokenLogprobs):
-        return backend.token_logprobs
-    if all(hasattr(backend, a) for a in ("model", "tokenizer", "encode")):
-        return lambda requests, k: hf_token_logprobs(backend, requests, k)
-    return None
-
-
-def _token_counts(backend: Any, chat: Chat, answers: Sequence[str]) -> tuple[int, list[int]] | None:
-    if not all(hasattr(backend, a) for a in ("tokenizer", "encode")):
-        return None
-    each = [len(backend.tokenizer(a, add_special_tokens=False)["input_ids"]) if a else 0 for a in answers]
-    return len(backend.encode(chat)), each
-
-
 # ---------------------------------------------------------------- server
 
 
@@ -120,13 +82,14 @@ class ChatCompletionServer(ThreadingHTTPServer):
     request_queue_size = 128  # clients of a fleet connect at once; the default 5 makes the rest wait seconds
 
     def __init__(self, backend: Backend, host: str = "127.0.0.1", port: int = 8000, model_name: str | None = None,
-                 api_key: str | None = None, timeout: float = REQUEST_TIMEOUT):
+                 api_key: str | None = None, timeout: float = REQUEST_TIMEOUT, max_request_tokens: int = MAX_REQUEST_TOKENS):
         self.backend = backend
-        self.timeout = timeout  # idle connections and request bodies (see _Handler)
+        self.timeout = timeout  # idle connections, request bodies and stalled stream readers (see _Handler)
         self._api_key = api_key  # when set, requests need "Authorization: Bearer <api_key>"
         self.model_name = model_name or backend.name
-        self.model_lock = threading.Lock()
-        self.token_logprobs = token_logprobs_of(backend)
+        self.max_request_tokens = max_request_tokens
+        self.service = ModelService(backend, self.model_name, max_request_tokens)
+        self.model_lock = self.service.lock
         try:
             super().__init__((host, port), _Handler)
         except OSError as e:
@@ -142,21 +105,43 @@ class ChatCompletionServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"http://{host}:{port}/v1"
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that drops its connection (a stream closed after [DONE]) is no server error."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            log.debug("%s closed the connection", client_address)
+        else:
+            super().handle_error(request, client_address)
+
     def start_in_thread(self) -> threading.Thread:
         thread = threading.Thread(target=self.serve_forever, name="udcg-serve", daemon=True)
         thread.start()
         return thread
 
     def complete(self, request: ChatRequest) -> dict:
-        if request.logprobs and self.token_logprobs is None:
-            raise RequestError(400, f"backend {self.model_name!r} cannot list token log-probabilities (logprobs needs an open-weights backend)", "logprobs")
-        with self.model_lock:
-            answers = self.backend.generate([request.chat], request.params)[0]
-            logprobs = None
-            if request.logprobs:
-                logprobs = self.token_logprobs([(request.chat, a) for a in answers], max(1, request.top_logprobs))
-            counts = _token_counts(self.backend, request.chat, answers)
-        return completion_body(request, self.model_name, answers, logprobs, counts)
+        """The chat-completions response body of a request (not streamed)."""
+        return self.service.chat(request, None)
+
+
+class _EventStream:
+    """A chunked ``text/event-stream`` response, started by its first event."""
+
+    def __init__(self, handler: BaseHTTPRequestHandler):
+        self.handler, self.started = handler, False
+
+    def emit(self, event: bytes) -> None:
+        h = self.handler
+        if not self.started:
+            self.started = True
+            h.send_response(200)
+            h.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            h.send_header("Cache-Control", "no-cache")
+            h.send_header("Transfer-Encoding", "chunked")
+            h.end_headers()
+        h.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+
+    def end(self) -> None:
+        if self.started:
+            self.handler.wfile.write(b"0\r\n\r\n")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -226,24 +211,50 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         if not self.server.authorized(self.headers.get("Authorization")):
             return self._send(401, error_body(401, "missing or wrong API key (send Authorization: Bearer <key>)"))
-        if path != "/v1/chat/completions":
-            return self._send(404, error_body(404, f"no such endpoint: POST {path} (try /v1/chat/completions)"))
+        routes = {"/v1/chat/completions": (parse_request, self.server.service.chat),
+                  "/v1/completions": (parse_completion_request, self.server.service.text)}
+        if path not in routes:
+            return self._send(404, error_body(404, f"no such endpoint: POST {path} (try /v1/chat/completions or /v1/completions)"))
+        parse, answer = routes[path]
+        stream = _EventStream(self)
         try:
-            request = parse_request(parse_body(raw), self.server.model_name)
-            self._send(200, self.server.complete(request))
+            request = parse(parse_body(raw), self.server.model_name, self.server.max_request_tokens)
+            body = answer(request, stream.emit if request.stream else None)
+            if body is not None:
+                self._send(200, body)
+            stream.end()
         except RequestError as e:
-            self._send(e.status, error_body(e.status, e.message, e.param))
+            self._fail(stream, e.status, e.message, e.param)
         except InputError as e:
-            self._send(400, error_body(400, str(e)))
+            self._fail(stream, 400, str(e))
+        except OSError as e:
+            if stream.started:  # most often the client went away: its next token stopped the generation
+                log.info("%s: the stream ended early (%s: %s)", self.address_string(), type(e).__name__, e)
+            else:
+                log.exception("completion failed")
+            self._fail(stream, 500, f"{type(e).__name__}: {e}")
         except Exception as e:  # a backend failure must not kill the server
-            log.exception("chat completion failed")
-            self._send(500, error_body(500, f"{type(e).__name__}: {e}"))
+            log.exception("completion failed")
+            self._fail(stream, 500, f"{type(e).__name__}: {e}")
+
+    def _fail(self, stream: _EventStream, status: int, message: str, param: str | None = None) -> None:
+        """An error as a JSON response, or as the last events of a stream already started."""
+        if not stream.started:
+            return self._send(status, error_body(status, message, param))
+        try:
+            stream.emit(sse(error_body(status, message, param)))
+            stream.emit(DONE)
+            stream.end()
+        except OSError:
+            pass
+        self.close_connection = True
+        return None
 
 
 def serve(backend: Backend, host: str = "127.0.0.1", port: int = 8000, model_name: str | None = None,
-          api_key: str | None = None) -> None:
+          api_key: str | None = None, max_request_tokens: int = MAX_REQUEST_TOKENS) -> None:
     """Serve until interrupted (Ctrl-C)."""
-    server = ChatCompletionServer(backend, host, port, model_name, api_key)
+    server = ChatCompletionServer(backend, host, port, model_name, api_key, max_request_tokens=max_request_tokens)
     log.info("serving %r at %s (Ctrl-C to stop)", server.model_name, server.url)
     try:
         server.serve_forever()
