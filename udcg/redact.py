@@ -4,10 +4,12 @@ base64-encoded).
 
 ``redact(text, secrets)`` replaces, for each secret of 8 characters or more: the secret verbatim,
 URL-encoded (either hex case, ``+`` for space), JSON-escaped, base64 (standard and URL-safe, at any
-byte alignment, as inside an HTTP Basic header), and any prefix or suffix of 8 characters or more
-of each of these forms (an echo cut at a length limit); and, whatever the secrets, the user
-information of every URL (``http://user:pass@host`` -> ``http://***@host``). ``env_secrets()``
-collects the values of environment variables whose names say they hold a secret.
+byte alignment, as inside an HTTP Basic header), any prefix or suffix of 8 characters or more of
+each of these forms (an echo cut at a length limit), and any fragment of 4 characters or more of
+the secret as written (an echo cut at both ends); and, whatever the secrets, the user information
+and the query values of every URL (``http://user:pass@host/v1?key=abc`` ->
+``http://***@host/v1?key=***``). ``env_secrets()`` collects the values of environment variables
+whose names say they hold a secret.
 """
 
 from __future__ import annotations
@@ -21,10 +23,14 @@ from functools import lru_cache
 from urllib.parse import quote, quote_plus, urlsplit
 
 MASK = "***"
-MIN_CUT = 8  # a shorter cut of a key is not a usable secret, and matches too much ordinary text
+MIN_CUT = 8  # a shorter cut of an encoded form is not a usable secret, and matches too much ordinary text
+MIN_FRAGMENT = 4  # fragments of the key as written, from either end or the middle
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 # scheme://userinfo@ : the userinfo is everything up to @ without a slash, space or quote
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*(?:://|%3A%2F%2F))([^/\s@'\"<>]+?)(@|%40)")
+# the query string of a URL: each name=value keeps its name
+_URL_QUERY = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s?#'\"<>]*\?)([^\s#'\"<>]*)")
+_QUERY_VALUE = re.compile(r"(^|&)([^=&]*)=([^&]*)")
 
 
 def _b64_forms(raw: bytes) -> set[str]:
@@ -59,6 +65,7 @@ def _pattern(secrets: tuple[str, ...]) -> re.Pattern | None:
         for form in _forms(secret):
             pieces.update(form[:n] for n in range(MIN_CUT, len(form) + 1))
             pieces.update(form[-n:] for n in range(MIN_CUT, len(form) + 1))
+        pieces.update(secret[i:j] for i in range(len(secret)) for j in range(i + MIN_FRAGMENT, len(secret) + 1))
     if not pieces:
         return None
     return re.compile("|".join(re.escape(p) for p in sorted(pieces, key=len, reverse=True)))
@@ -69,6 +76,7 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     if not isinstance(text, str):
         text = str(text)
     text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{MASK}{m.group(3)}", text)
+    text = _URL_QUERY.sub(lambda m: m.group(1) + _QUERY_VALUE.sub(lambda q: f"{q.group(1)}{q.group(2)}={MASK}", m.group(2)), text)
     keys = tuple(sorted({s for s in secrets if isinstance(s, str) and len(s) >= MIN_CUT}))
     pattern = _pattern(keys) if keys else None
     return pattern.sub(MASK, text) if pattern is not None else text
@@ -85,6 +93,7 @@ def url_secrets(url: str) -> list[str]:
         out += [parts.password, f"{parts.username or ''}:{parts.password}"]
     elif parts.username:
         out.append(parts.username)
+    out += [value for _, _, value in (pair.partition("=") for pair in parts.query.split("&")) if len(value) >= MIN_CUT]
     return out
 
 

@@ -38,7 +38,7 @@ from typing import Any
 
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams
-from udcg.llm.openai_transport import Transport, http_module
+from udcg.llm.openai_transport import Transport, http_module, post_bounded
 from udcg.llm.openai_wire import (DEFAULT_CONCURRENCY, backoff_delay, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
                                   parse_choices, parse_first_top_logprobs, retry_after_seconds)
 from udcg.redact import redact, url_secrets
@@ -131,6 +131,8 @@ class OpenAIBackend:
         if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
             raise InputError(redact(f"OpenAI backend: base URLs {urls!r} must be one or more http:// or https:// URLs "
                              "(e.g. http://127.0.0.1:8000/v1)"))
+        for url in urls:
+            _check_url(url)
         for field, value, integer in (("max_concurrency", max_concurrency, True), ("timeout", timeout, False),
                                       ("max_n_per_request", max_n_per_request, True)):
             _check_positive(field, value, integer)
@@ -153,7 +155,11 @@ class OpenAIBackend:
         self._transport = Transport(max_concurrency, timeout)
         self._http = http_module()
         self._gate: asyncio.Semaphore | None = None
+        self._gate_loop: asyncio.AbstractEventLoop | None = None
         self.notes: dict[str, str] = {}  # what was found out about the server (e.g. it ignores n)
+        self._deadlines: dict[asyncio.Task, float] = {}  # request task -> when it is overdue
+        self._overdue: dict[asyncio.Task, bool] = {}
+        self._watchdog: asyncio.Task | None = None
 
     @property
     def concurrent_requests(self) -> int:
@@ -249,6 +255,9 @@ class OpenAIBackend:
 
     def close(self) -> None:
         """Close the connection pool and its event-loop thread (a later call opens them again)."""
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None and not watchdog.get_loop().is_closed():
+            watchdog.get_loop().call_soon_threadsafe(watchdog.cancel)
         self._transport.close()
 
     async def _post_parsed(self, payloads: list[dict], parse: Callable[[list[dict]], Any]) -> Any:
@@ -277,10 +286,23 @@ class OpenAIBackend:
         await asyncio.gather(*(worker() for _ in range(min(self.max_concurrency, len(jobs)))))
         return results
 
+    async def _watch_deadlines(self) -> None:
+        """``timeout`` bounds a whole request, not each read (a server trickling one byte at a time
+        would never time out): overdue requests are cancelled and answered as timed out. One
+        watchdog per backend, so a request costs a dict entry, not a timer."""
+        while True:
+            await asyncio.sleep(min(1.0, self.timeout / 4))
+            now = time.monotonic()
+            for task, deadline in list(self._deadlines.items()):
+                if now > deadline and task not in self._overdue:
+                    self._overdue[task] = True
+                    task.cancel()
+
     def _window(self) -> asyncio.Semaphore:
         """The backend-wide bound on requests in flight (created on the transport's loop)."""
-        if self._gate is None:
-            self._gate = asyncio.Semaphore(self.max_concurrency)
+        loop = asyncio.get_running_loop()
+        if self._gate is None or self._gate_loop is not loop:  # a new loop after close()
+            self._gate, self._gate_loop = asyncio.Semaphore(self.max_concurrency), loop
         return self._gate
 
     async def _post(self, payload: dict) -> dict:
@@ -290,9 +312,10 @@ class OpenAIBackend:
         problem = ""
         for attempt in range(self.max_retries + 1):
             turn = next(self._url_turn) % len(self.base_urls)
-            await self._pacer.wait()
+            client = self._transport.client()  # made before the pace is claimed (the first one takes a while)
             async with self._window():
-                body, problem, retry_after = await self._attempt(self._endpoints[turn], content)
+                await self._pacer.wait()
+                body, problem, retry_after = await self._attempt(client, self._endpoints[turn], content)
             if not problem:
                 return body
             if attempt == self.max_retries:
@@ -305,17 +328,28 @@ class OpenAIBackend:
             await asyncio.sleep(delay)
         raise BackendError(redact(f"{problem} (gave up after {self.max_retries + 1} attempts)", self._secrets()))
 
-    async def _attempt(self, url: str, content: bytes) -> tuple[Any, str, float | None]:
+    async def _attempt(self, client, url: str, content: bytes) -> tuple[Any, str, float | None]:
         """One POST: (body, "", None), or (None, what went wrong, the Retry-After in seconds or None)
         when it may be retried. A status that retrying cannot fix raises a scrubbed BackendError."""
         http = self._http
+        task = asyncio.current_task()
+        self._deadlines[task] = time.monotonic() + self.timeout
+        if self._watchdog is None or self._watchdog.get_loop() is not asyncio.get_running_loop():  # new after close()
+            self._watchdog = asyncio.get_running_loop().create_task(self._watch_deadlines())
         try:
-            response = await self._transport.client().post(url, content=content, headers=self._headers())
+            response = await post_bounded(self._transport.client(), url, content, self._headers())  # a capped body
+        except asyncio.CancelledError:
+            if self._overdue.pop(task, False):  # cancelled by the deadline, not by the caller
+                task.uncancel()
+                return None, f"POST {url}: timed out after {self.timeout:g}s (no complete answer in that time)", None
+            raise
         except http.TimeoutException:
             return None, f"POST {url}: timed out after {self.timeout:g}s", None
         except http.HTTPError as e:
             cause = e.__cause__ or e
             return None, f"POST {url}: connection failed ({type(cause).__name__}: {cause})", None
+        finally:
+            self._deadlines.pop(task, None)
         status = response.status_code
         if status >= 400:
             problem = f"POST {url}: HTTP {status}: {_error_text(response)}"
@@ -333,6 +367,23 @@ class OpenAIBackend:
         if key:
             return {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
         return _JSON
+
+
+def _check_url(url: str) -> None:
+    """A base URL is parsed before any request: scheme, host, port (1-65535), no fragment."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as e:
+        raise InputError(redact(f"base URL {url!r}: {e} (write it as http://HOST:PORT/v1)")) from None
+    if not parts.hostname:
+        raise InputError(redact(f"base URL {url!r}: no host (write it as http://HOST:PORT/v1)"))
+    if port == 0:
+        raise InputError(redact(f"base URL {url!r}: port 0 (give the server's port, 1-65535)"))
+    if parts.fragment:
+        raise InputError(redact(f"base URL {url!r}: a '#' fragment is not sent to a server (remove it)"))
 
 
 def _endpoint(base_url: str, path: str) -> str:
