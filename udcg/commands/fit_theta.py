@@ -29,6 +29,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+MIN_QUESTIONS = 30  # below this, or PAIRS_PER_WEIGHT pairs per weight, fit-theta warns that the weights are unstable
+PAIRS_PER_WEIGHT = 20
+
+
 def _C(text: str) -> float | str:
     if text == "auto":
         return text
@@ -53,6 +57,12 @@ def run(args: argparse.Namespace) -> int:
                       random_state=args.seed)
     save_theta(model, args.output)
     print(weights_table(model).markdown(4))
+    weights = model.coef_.size
+    if model.n_queries_ < MIN_QUESTIONS or model.n_pairs_ < PAIRS_PER_WEIGHT * weights:
+        print(f"warning: fitted from {model.n_queries_} questions and {model.n_pairs_} context pairs for {weights} "
+              f"weights: too few for stable weights (a rule of thumb: at least {MIN_QUESTIONS} questions with "
+              f"differing outcomes and {PAIRS_PER_WEIGHT} pairs per weight); signs and sizes here may be noise, "
+              "not positional effects", file=sys.stderr)
     curve = validation_curve_table(model)
     if curve is not None:
         print(curve.markdown(4))
