@@ -37,7 +37,7 @@ from udcg.errors import InputError
 from udcg.llm.base import Chat, GenerationParams, Reading, merge_system
 from udcg.llm.batching import decoding_waves, prompt_batches, shared_prefix
 from udcg.llm.decoding import answer_seed, check_params, cut_at_stop, join_states, pick_tokens
-from udcg.llm.hf_load import end_token_ids, has_system_role, load_model, pad_token_id
+from udcg.llm.hf_load import cache_argument, end_token_ids, has_system_role, load_model, pad_token_id
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,13 @@ class HFBackend:
         self.max_positions = int(getattr(self.model.config.get_text_config(), "max_position_embeddings", 0) or 0) or None
         self.pad_id = pad_token_id(self.tokenizer)
         self.stop_ids = end_token_ids(self.model, self.tokenizer)
+        self.cache_arg = cache_argument(self.model)  # "cache" (transformers >= 5.24) or "past_key_values"
+
+    def _run(self, cache: Any, **inputs: Any) -> tuple[Any, Any]:
+        """One forward pass with ``cache`` (a key/value cache, or None) passed under the keyword the
+        installed transformers wants; returns the logits and the output's key/value cache."""
+        out = self.model(**inputs, **{self.cache_arg: cache})
+        return out.logits, getattr(out, self.cache_arg, None)
 
     # ------------------------------------------------------------ tokens
 
@@ -126,8 +133,8 @@ class HFBackend:
         if p < MIN_SHARED_PREFIX:
             return 0, None
         ids = torch.tensor([list(seqs[0][:p])], device=self.device)
-        out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1)
-        return p, [(layer_k, layer_v) for layer_k, layer_v, *_ in out.past_key_values]
+        _, cache = self._run(None, input_ids=ids, use_cache=True, logits_to_keep=1)
+        return p, [(layer_k, layer_v) for layer_k, layer_v, *_ in cache]
 
     def _forward(self, rows: Sequence[Sequence[int]], p: int, prefix_kv: Any, keep: int, decode: bool = False) -> Any:
         """Run suffixes rows[i][p:] left-padded after the shared prefix; return (logits of the last
@@ -150,10 +157,9 @@ class HFBackend:
             n = len(rows)
             cache = DynamicCache([(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in prefix_kv],
                                  config=self.model.config)
-        out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                         position_ids=positions.to(self.device), past_key_values=cache, use_cache=cache is not None,
-                         logits_to_keep=keep)
-        return out.logits, (cache if decode else None), mask, positions[:, -1]
+        logits, _ = self._run(cache, input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                              position_ids=positions.to(self.device), use_cache=cache is not None, logits_to_keep=keep)
+        return logits, (cache if decode else None), mask, positions[:, -1]
 
     def _score(self, seqs: list[list[int]], n_last: list[int], pick: Callable[[int, Any], Any]) -> list[Any]:
         """For each sequence, the float32 log-softmax at its last ``n_last[i]`` positions, handed to
@@ -275,9 +281,9 @@ class HFBackend:
                 ids[b, :len(t) - 1] = torch.tensor(t[:-1])
                 extra[b, :len(t) - 1] = 1
         positions = last[:, None] + 1 + torch.arange(width)
-        logits = self.model(input_ids=ids.to(self.device), attention_mask=torch.cat([mask, extra], dim=1).to(self.device),
-                            position_ids=positions.to(self.device), past_key_values=cache, use_cache=True,
-                            logits_to_keep=width).logits
+        full_mask = torch.cat([mask, extra], dim=1)
+        logits, _ = self._run(cache, input_ids=ids.to(self.device), attention_mask=full_mask.to(self.device),
+                              position_ids=positions.to(self.device), use_cache=True, logits_to_keep=width)
         cache.crop(-width)  # a negative count removes that many positions (older transformers too)
         logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
         for b, t in enumerate(targets):
@@ -350,7 +356,7 @@ class HFBackend:
             mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype)], dim=1)
             last = last + 1
             ids = torch.tensor([[new[a][-1]] for a in active], device=self.device)
-            logits = self.model(input_ids=ids, attention_mask=mask.to(self.device), position_ids=last[:, None].to(self.device),
-                                past_key_values=cache, use_cache=True, logits_to_keep=1).logits
+            logits, _ = self._run(cache, input_ids=ids, attention_mask=mask.to(self.device),
+                                  position_ids=last[:, None].to(self.device), use_cache=True, logits_to_keep=1)
         texts = [cut_at_stop(self.tokenizer.decode(ids, skip_special_tokens=True), params.stop)[0] for ids in new]
         return [t.strip() for t in texts] if strip else texts

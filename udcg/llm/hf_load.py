@@ -1,6 +1,7 @@
 """Finding and loading a transformers model for ``udcg.llm.hf``: an offline alias, a local folder or
 a hub id; the device and dtype; optional int8 quantisation; and what the tokenizer says about the
-model's turns (a system role in the chat template, the end-of-turn tokens, the padding token)."""
+model's turns (a system role in the chat template, the end-of-turn tokens, the padding token); and
+the keyword the model's forward takes its key/value cache by."""
 
 from __future__ import annotations
 
@@ -118,6 +119,19 @@ def end_token_ids(model: Any, tokenizer: Any) -> frozenset[int]:
     vocab = tokenizer.get_vocab()
     ids.update(vocab[t] for t in _END_OF_TURN if t in vocab)
     return frozenset(ids)
+
+
+def cache_argument(model: Any) -> str:
+    """The keyword the model's forward takes its key/value cache by, and the field its output returns
+    it in: ``cache`` where the forward has that parameter (transformers 5.24 renamed it and deprecates
+    ``past_key_values``, to be removed in 5.40), else ``past_key_values`` (earlier versions)."""
+    import inspect
+
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):  # a forward with no readable signature: the long-standing name
+        return "past_key_values"
+    return "cache" if "cache" in params else "past_key_values"
 
 
 def pad_token_id(tokenizer: Any) -> int:
