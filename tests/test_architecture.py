@@ -1,8 +1,9 @@
-"""The package's shape: imports run one way through six floors, metrics stay pure, modules stay small.
+"""The package's shape: imports run one way through seven floors, metrics stay pure, modules stay small.
 
 Floors, from the bottom (a module may import only from floors below its own, or from its own unit):
 
 1. base: records, errors, text, progress, redact, version
+1b. bounds (the allowed range of every numeric option and config value; raises errors' InputError)
 2. io/ (files and data sets) and llm/ (the model backends), which do not import each other
 3. runs (the one resumable, cached runner every model step uses)
 4. annotate/, grade/, metrics/ (metrics import only errors, besides numpy/scipy/scikit-learn/pandas;
@@ -22,6 +23,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "udcg"
 FLOORS = [
     {"udcg.records", "udcg.errors", "udcg.text", "udcg.progress", "udcg.redact", "udcg.version"},
+    {"udcg.bounds"},
     {"udcg.io", "udcg.llm"},
     {"udcg.runs"},
     {"udcg.annotate", "udcg.grade", "udcg.metrics"},

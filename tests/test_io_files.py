@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from udcg.errors import InputError
+from udcg.errors import EnvironmentFault, InputError
 from udcg.io import files
 from udcg.io.files import (
     atomic_write_json,
@@ -167,7 +167,8 @@ def test_a_failed_write_keeps_the_old_file_and_removes_its_temporary(tmp_path, m
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(files.os, "replace", no_rename)
-    with pytest.raises(InputError, match="out.txt: cannot write: No space left on device"):
+    with pytest.raises(EnvironmentFault, match="out.txt: cannot write: No space left on device .ENOSPC.; the previous "
+                       "out.txt is unchanged; free some space there, then rerun the same command"):
         atomic_write_text(out, "new\n")
     assert out.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["out.txt"]
 

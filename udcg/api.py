@@ -17,6 +17,7 @@ empty ranking); without qrels (UDCG only), the union of the runs' queries.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from udcg import bounds
 from udcg.errors import InputError
 from udcg.experiment.run_scores import DEFAULT_METRICS, Run, RunScores, named_runs, read_utilities, score_runs
 from udcg.metrics.measures import Measure
@@ -32,12 +34,36 @@ from udcg.metrics.udcg import GAMMA, UDCGTheta, check_utilities, udcg as _udcg_m
 __all__ = ["DEFAULT_METRICS", "Run", "RunScores", "compare", "evaluate", "named_runs", "read_utilities", "score_runs", "udcg"]
 
 log = logging.getLogger(__name__)
+# The numeric arguments of the entry points, each in its range as on the command line (udcg.bounds).
+_BOUNDS = {"gamma": bounds.WEIGHT, "alpha": bounds.LEVEL, "power": bounds.LEVEL, "n_resamples": bounds.RESAMPLES,
+           "n_boot": bounds.RESAMPLES, "seed": bounds.SEED}
+
+
+def _bounded(func):
+    """``func`` with its numeric keyword arguments checked against ``_BOUNDS`` first (one line naming
+    the argument and its range, before any file is read)."""
+    @functools.wraps(func)
+    def checked(*args, **kwargs):
+        for name, value in kwargs.items():
+            if name in _BOUNDS:
+                bounds.check_value(name, value, _BOUNDS[name])
+        return func(*args, **kwargs)
+
+    return checked
 
 
 def udcg(utilities: Any, gamma: float = GAMMA) -> float | np.ndarray:
     """UDCG (Eq. 4) of one context (a list of utilities in prompt order) -> a float, or of a
     (contexts, k) matrix -> one value per row."""
-    arr = np.asarray(utilities, dtype=float)
+    try:
+        arr = np.asarray(utilities) if not isinstance(utilities, (str, bytes, Mapping)) else None
+    except ValueError:  # lists of different lengths
+        arr = None
+    if arr is None or arr.dtype.kind not in "iuf":
+        raise InputError(f"utilities: give a list of numbers (one context) or a list of equal-length lists of numbers "
+                         f"(contexts x k), got {type(utilities).__name__}"
+                         f"{' of unequal lengths or non-numbers' if isinstance(utilities, (list, tuple)) else ''}")
+    arr = arr.astype(float)
     values = _udcg_matrix(check_utilities(arr), gamma)
     return float(values[0]) if arr.ndim == 1 else values
 
@@ -50,6 +76,7 @@ def _frame(rows: Any, index: str | list[str]):
     return pd.DataFrame(rows).set_index(index)
 
 
+@_bounded
 def evaluate(run: Run | str | Path, qrels: Run | str | Path | None = None, *, utilities: Any = None,
              metrics: Sequence[str | Measure] | str = DEFAULT_METRICS, gamma: float = GAMMA,
              theta: UDCGTheta | str | Path | None = None, unannotated: str = "error", per_query: bool = False,
@@ -68,6 +95,7 @@ def evaluate(run: Run | str | Path, qrels: Run | str | Path | None = None, *, ut
     return _frame([{"measure": m, "mean": v} for m, v in means.items()], "measure") if as_frame else means
 
 
+@_bounded
 def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: Run | str | Path | None = None, *,
             utilities: Any = None, metrics: Sequence[str | Measure] | str = DEFAULT_METRICS, gamma: float = GAMMA,
             theta: UDCGTheta | str | Path | None = None, unannotated: str = "error", test: str = "permutation",

@@ -7,6 +7,7 @@ import importlib
 import logging
 import sys
 
+from udcg.bounds import check_options
 from udcg.version import __version__
 from udcg.errors import UdcgError
 from udcg.redact import env_secrets, redact
@@ -64,11 +65,17 @@ def main(argv: list[str] | None = None) -> int:
     for handler in logging.getLogger().handlers:
         handler.addFilter(redacting)
     try:
+        check_options(args.command, vars(args))  # every number in its range (udcg.bounds), before any work
         _check_outputs(args)
         return int(args.func(args) or 0)
     except UdcgError as e:
         print(redact(f"udcg {args.command}: error: {e}", secrets), file=sys.stderr)
         return getattr(e, "exit_code", 1)
+    except OSError as e:  # one the writers did not turn into a UdcgError (a figure, a folder): the machine's fault
+        where = f"{e.filename}: " if e.filename else ""
+        print(redact(f"udcg {args.command}: error: {where}{e.strerror or e} (an operating-system error, not your input; "
+                     "finished work is kept: fix it and rerun the same command to resume)", secrets), file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"udcg {args.command}: interrupted; finished work is kept, rerun the same command to resume", file=sys.stderr)
         return 130

@@ -1,4 +1,5 @@
-"""Typed errors. Anything a user can fix is an InputError: the CLI prints it on one line, exit code 2."""
+"""Typed errors. Anything a user can fix is an InputError: the CLI prints it on one line, exit code 2.
+A fault of the machine (a full disk) is an EnvironmentFault, exit code 1."""
 
 from __future__ import annotations
 
@@ -15,5 +16,12 @@ class InputError(UdcgError):
 
 class BackendError(UdcgError):
     """A model backend failed (after retries) in a way the caller should see."""
+
+    exit_code = 1
+
+
+class EnvironmentFault(UdcgError):
+    """The machine failed, not the input: a full disk, an I/O error, a quota. The message says what
+    failed, where, what was kept and how to resume; exit code 1 (bad input is 2)."""
 
     exit_code = 1

@@ -76,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     cache = Path(args.cache) if args.cache else output.with_name(output.name + ".cache.jsonl")
     if cache.resolve() == output.resolve():
         raise InputError(f"{output}: the output and the cache are one file (choose another --cache)")
+    utilities = read_utilities(args.utilities, backend_name(args.model), args.prompt) if args.utilities else None
     paths = named_runs(args.run)
     runs = {name: read_run(path) for name, path in paths.items()}
     depth = max(args.k, args.depth) if args.samples else args.k  # the documents the contexts are made of
@@ -86,7 +87,6 @@ def run(args: argparse.Namespace) -> int:
     for name, run_ in runs.items():
         check_run(run_, collection, str(paths[name]), depth=depth)
     print(collection.scan.line(), file=sys.stderr)
-    utilities = read_utilities(args.utilities) if args.utilities else None
     contexts, short = run_contexts(runs, collection, args.k, samples=args.samples, depth=args.depth, seed=args.seed)
     for name, count in short.items():
         print(f"{name}: {count} queries rank fewer than {args.k} documents and get no context", file=sys.stderr)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from udcg.bounds import CONFIG as CONFIG_BOUNDS, check_value
 from udcg.errors import InputError
 from udcg.experiment.typed_yaml import build, read_yaml, set_override
 METRIC_CHOICES_NOTE = "e.g. UDCG, UDCG_theta, nDCG, RR, AP, P, Success, eRAG, ANSWER_PROB, RA-nWG"
@@ -161,52 +162,30 @@ def _plain(obj: Any) -> Any:
 # ---------------------------------------------------------------- value checks
 
 
-def _positive(value: Any, key: str, where: str, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if value is None or value < 1:
-        raise InputError(f"{where}: {key} = {value!r} must be a positive integer")
-
-
 def _check(cfg: Config, where: str) -> None:
     d = cfg.to_dict()
     for key, choices in CHOICES.items():
         section, name = key.split(".")
         if d[section][name] not in choices:
             raise InputError(f"{where}: {key} = {d[section][name]!r} is not one of: {', '.join(choices)}")
-    _positive(cfg.data.limit, "data.limit", where, allow_none=True)
-    _positive(cfg.pool.size, "pool.size", where)
-    _positive(cfg.reader.batch_size, "reader.batch_size", where, allow_none=True)
-    _positive(cfg.reader.threads, "reader.threads", where, allow_none=True)
-    _positive(cfg.reader.max_new_tokens, "reader.max_new_tokens", where)
-    _positive(cfg.reader.chunk_size, "reader.chunk_size", where)
-    _positive(cfg.contexts.k, "contexts.k", where)
-    _positive(cfg.contexts.n_contexts, "contexts.n_contexts", where)
-    _positive(cfg.studies.oracle_k, "studies.oracle_k", where)
-    _positive(cfg.grading.max_new_tokens, "grading.max_new_tokens", where)
-    _positive(cfg.metrics.n_boot, "metrics.n_boot", where)
-    if not 0 <= cfg.seed < 2**32:
-        raise InputError(f"{where}: seed = {str(cfg.seed)[:40]} must be an integer in 0..{2**32 - 1}")
+    for key, bound in CONFIG_BOUNDS.items():  # every number in its range (udcg.bounds)
+        value = d
+        for part in key.split("."):
+            value = value[part]
+        for item in value if isinstance(value, list) else [value]:
+            if item is not None:
+                check_value(key, item, bound, where)
     if cfg.contexts.k > cfg.pool.size:
         raise InputError(f"{where}: contexts.k = {cfg.contexts.k} is larger than pool.size = {cfg.pool.size} "
                          "(a context is drawn from the pool: lower contexts.k or raise pool.size)")
     for k in cfg.studies.k_values:
         if not 1 <= k <= cfg.pool.size:
             raise InputError(f"{where}: studies.k_values holds {k}: every k must be in 1..pool.size ({cfg.pool.size})")
-    for key, value in (("contexts.balance", cfg.contexts.balance), ("theta.train_share", cfg.theta.train_share)):
-        if not 0.0 <= value <= 1.0:
-            raise InputError(f"{where}: {key} = {value} must be a share in [0, 1]")
-    if not 0.0 < cfg.grading.f1_threshold <= 1.0:
-        raise InputError(f"{where}: grading.f1_threshold = {cfg.grading.f1_threshold} must be in (0, 1]")
-    if not cfg.metrics.gamma >= 0:
-        raise InputError(f"{where}: metrics.gamma = {cfg.metrics.gamma} must be >= 0 (the paper uses 1/3)")
+    if not cfg.theta.C_grid:
+        raise InputError(f"{where}: theta.C_grid is empty (list numbers > 0, e.g. [0.01, 0.1, 1])")
     if not (cfg.theta.C == "auto" or not isinstance(cfg.theta.C, str) and cfg.theta.C > 0):
         raise InputError(f"{where}: theta.C = {cfg.theta.C!r} must be a number > 0 (SVM-rank's default is 0.01) "
                          "or auto (chosen by cross-validation over theta.C_grid)")
-    if not cfg.theta.C_grid or not all(c > 0 for c in cfg.theta.C_grid):
-        raise InputError(f"{where}: theta.C_grid = {list(cfg.theta.C_grid)} must list numbers > 0")
-    if cfg.theta.cv_folds < 2:
-        raise InputError(f"{where}: theta.cv_folds = {cfg.theta.cv_folds} must be an integer >= 2")
     _check_metrics(cfg, where)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from udcg.experiment.theta import load_theta
 from udcg.errors import InputError
 from udcg.experiment import context_records, studies
 from udcg.experiment.config import Config, read_run_config
-from udcg.io.files import atomic_write_bytes, atomic_write_text
+from udcg.io.files import atomic_write_bytes, atomic_write_text, iter_jsonl, read_json
 from udcg.metrics.udcg import VARIANTS, UDCGTheta
 from udcg.io.tables import Table
 from udcg.records import ContextRecord
@@ -62,15 +63,39 @@ def write_jsonl_gz(path: Path, rows: Iterable[object]) -> None:
     atomic_write_bytes(path, gzip_bytes("".join(_dumps(r) + "\n" for r in rows).encode("utf-8")))
 
 
-def read_jsonl_gz(path: Path) -> list[dict]:
+REBUILD = "the file was edited or damaged: rerun udcg validate on the run folder, its caches make that cheap"
+
+
+def read_jsonl_gz(path: Path) -> list[tuple[int, dict]]:
+    """(line number, object) of a gzipped JSONL data file, through the size-bounded reader (a gzip
+    that inflates past its limit stops there) with file:line errors."""
     if not path.is_file():
         raise InputError(f"{path}: missing (a run folder written by udcg validate since the data/ folder existed; "
                          "rerun udcg validate on it, its caches make that cheap)")
-    try:
-        text = gzip.decompress(path.read_bytes()).decode("utf-8")
-    except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: not a gzipped UTF-8 JSONL file ({e})") from None
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return list(iter_jsonl(path))
+
+
+def read_notes(path: Path) -> dict:
+    """``data/notes.json``, checked for what the report reads: the pool statistics, the grading, the
+    grades and the UDCG_theta models (``{"k5": ["full", ...]}``)."""
+    if not path.is_file():
+        raise InputError(f"{path}: missing (not a udcg validate run folder with its data/, "
+                         "or one written before data/ existed: rerun udcg validate on it)")
+    notes = read_json(path)
+    if not isinstance(notes, dict):
+        raise InputError(f"{path}: expected a JSON object of notes, got {type(notes).__name__} ({REBUILD})")
+    for key, kind, name in (("pool_stats", dict, "an object"), ("grading", str, "a string"), ("grades", dict, "an object"),
+                            ("theta", dict, "an object")):
+        if not isinstance(notes.get(key, {} if key == "theta" else None), kind):
+            raise InputError(f"{path}: field {key!r} is missing or not {name} ({REBUILD})")
+    if not isinstance(notes["pool_stats"].get("questions"), int):
+        raise InputError(f"{path}: field 'pool_stats.questions' is missing or not an integer ({REBUILD})")
+    for key, variants in notes.get("theta", {}).items():
+        if not re.fullmatch(r"k[1-9][0-9]{0,5}", key) or not isinstance(variants, list) or \
+                not all(v in VARIANTS for v in variants):
+            raise InputError(f"{path}: field 'theta' holds {key[:40]!r}: {str(variants)[:80]} (expected k<number>: "
+                             f"a list of {', '.join(VARIANTS)}; {REBUILD})")
+    return notes
 
 
 def finite(obj):
@@ -97,8 +122,8 @@ def write_data(run_dir: Path, groups: dict[str, list[dict]], notes: dict) -> dic
 def read_groups(run_dir: Path) -> dict[str, list[ContextRecord]]:
     """{study: [context records]} from ``data/contexts.jsonl.gz``, in the order they were written."""
     groups: dict[str, list[ContextRecord]] = {}
-    for i, r in enumerate(read_jsonl_gz(run_dir / DATA / CONTEXTS), start=1):
-        record = context_records.from_json(r, f"{run_dir / DATA / CONTEXTS}:{i}")
+    for line_no, r in read_jsonl_gz(run_dir / DATA / CONTEXTS):
+        record = context_records.from_json(r, f"{run_dir / DATA / CONTEXTS}:{line_no}")
         groups.setdefault(record.study or "main", []).append(record)
     return groups
 
@@ -252,14 +277,14 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None, cfg: Config |
     out_dir = Path(out_dir) if out_dir is not None else run_dir
     if cfg is None:
         cfg = read_run_config(run_dir / "config.yaml")
-    notes_path = run_dir / DATA / NOTES
-    if not notes_path.is_file():
-        raise InputError(f"{notes_path}: missing (not a udcg validate run folder with its data/, "
-                         "or one written before data/ existed: rerun udcg validate on it)")
-    notes = json.loads(notes_path.read_text(encoding="utf-8"))
+    notes = read_notes(run_dir / DATA / NOTES)
     groups = read_groups(run_dir)
-    if "main" not in groups:
-        raise InputError(f"{run_dir / DATA / CONTEXTS}: no main contexts (study 'main')")
+    studies_needed = ["main", *(f"k{kk}" for kk in cfg.studies.k_values if kk != cfg.contexts.k),
+                      *(["positions"] if cfg.studies.positions else []), *(["oracle"] if cfg.studies.oracle else [])]
+    missing = [s for s in studies_needed if s not in groups]
+    if missing:
+        raise InputError(f"{run_dir / DATA / CONTEXTS}: no contexts of study {missing[0]!r}, which config.yaml asks for "
+                         f"({REBUILD})")
     tables, per_question = build_tables(cfg, groups, notes, read_thetas(run_dir, notes))
     write_report(cfg, out_dir, tables, notes)
     return tables, notes, per_question

@@ -144,7 +144,7 @@ def read_yaml(path: str | Path) -> dict:
     if path.stat().st_size > MAX_CONFIG_BYTES:
         raise InputError(f"{path}: {path.stat().st_size:,} bytes, too large for a config (at most {MAX_CONFIG_BYTES:,})")
     try:
-        raw = safe_load(path.read_text(encoding="utf-8"))
+        raw = safe_load(path.read_text(encoding="utf-8-sig"))  # a leading byte-order mark is dropped
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f":{mark.line + 1}" if mark else ""

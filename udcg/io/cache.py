@@ -11,6 +11,7 @@ from pathlib import Path
 
 from udcg.errors import InputError
 from udcg.io.files import _parse_int, _reject_constant, check_output_path, dumps
+from udcg.io.writing import write_error
 
 log = logging.getLogger(__name__)
 _HELD: dict[Path, int] = {}  # caches this process holds the lock of -> how many open handles
@@ -26,6 +27,9 @@ class AppendCache:
     One writer process at a time: the cache is locked (``flock``) while open. A second process that
     opens it waits until the first closes it, then reads what the first finished, so two commands on
     one output folder never compute a record twice. Handles within one process share the lock.
+
+    A write that fails (a full disk) is cut off the file again, so the cache holds exactly the
+    records appended before it, and raises one line (``udcg.io.writing.write_error``).
     """
 
     def __init__(self, path: str | Path, key_field: str = "key") -> None:
@@ -34,11 +38,11 @@ class AppendCache:
         self.done: dict[str, dict] = {}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._f = open(self.path, "a", encoding="utf-8")
+            self._f = open(self.path, "ab", buffering=0)  # unbuffered: a failed write leaves nothing pending
             self._key = self._lock()
             self._load()
         except OSError as e:
-            raise InputError(f"{self.path}: cannot open the cache: {e.strerror or e} (check the folder and its permissions)") from None
+            raise write_error(e, f"{self.path}: cannot open the cache", "nothing was written") from None
 
     def _lock(self) -> Path:
         key = self.path.resolve()
@@ -76,8 +80,7 @@ class AppendCache:
             self.done[obj[self.key_field]] = obj
             good += len(line)
         if good != len(raw):
-            with open(self.path, "r+b") as f:
-                f.truncate(good)
+            os.ftruncate(self._f.fileno(), good)
 
     def __contains__(self, key: str) -> bool:
         return key in self.done
@@ -86,22 +89,38 @@ class AppendCache:
         return self.done.get(key)
 
     def append(self, record: dict) -> None:
-        self._f.write(dumps(record) + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
-        self.done[record[self.key_field]] = record
+        self.append_many([record])
 
     def append_many(self, records: list[dict], sync: bool = True) -> None:
         """Append several records in one write and one fsync (a chunk of finished work). With
         ``sync=False`` the write is flushed to the operating system (it survives a kill -9 of this
         process) and fsynced by a later call with ``sync=True`` (an empty one syncs only)."""
-        if records:
-            self._f.write("".join(dumps(r) + "\n" for r in records))
-            self._f.flush()
-        if sync:
-            os.fsync(self._f.fileno())
+        data = "".join(dumps(r) + "\n" for r in records).encode("utf-8")
+        start = None
+        try:
+            start = os.fstat(self._f.fileno()).st_size  # the end of the last whole record (the file is locked)
+            view = memoryview(data)
+            while view:
+                view = view[self._f.write(view):]
+            if sync:
+                os.fsync(self._f.fileno())
+        except OSError as e:
+            self._cut_back(start)
+            raise write_error(e, f"{self.path}: cannot append {len(records)} records to the cache",
+                              f"the {len(self.done)} records finished before are kept in it") from None
         for r in records:
             self.done[r[self.key_field]] = r
+
+    def _cut_back(self, size: int | None) -> None:
+        """Cut what a failed write left after the last whole record (freeing its space), so a rerun
+        reads the records written before it; if that fails too, the next open cuts a torn last line."""
+        try:
+            if size is None:
+                return
+            os.ftruncate(self._f.fileno(), size)
+            os.fsync(self._f.fileno())
+        except OSError:
+            log.warning("%s: could not cut a failed write off the cache; it is cut when the cache is next opened", self.path)
 
     def close(self) -> None:
         if self._f.closed:

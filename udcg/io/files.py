@@ -6,6 +6,7 @@ temporary file beside the target and renames it, so an interrupted run never lea
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import json
 import math
@@ -69,7 +70,8 @@ def _read_gzip(path: Path, compressed_size: int) -> bytes:
 
 
 def read_text(path: str | Path) -> str:
-    """The UTF-8 text of a regular file (``.gz``: decompressed, with a size limit)."""
+    """The UTF-8 text of a regular file (``.gz``: decompressed, with a size limit), without a
+    leading byte-order mark (``decode_utf8``)."""
     path = Path(path)
     st = _check_readable(path)
     try:
@@ -78,16 +80,31 @@ def read_text(path: str | Path) -> str:
         raise InputError(f"{path}: cannot read: {e.strerror or e} (check the file's permissions)") from None
     if not data:
         raise InputError(f"{path}: the file is empty (expected JSON or JSONL records)")
+    return decode_utf8(data, str(path))
+
+
+_WIDE_BOMS = (codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)  # UTF-32 LE's begins as UTF-16 LE's
+_WIDE_BOM_ERROR = "the file is UTF-16 or UTF-32 (it starts with that byte-order mark), not UTF-8 (re-save it as UTF-8)"
+
+
+def decode_utf8(data: bytes, where: str) -> str:
+    """UTF-8 text without its byte-order mark: a leading BOM (Windows editors write one) is dropped,
+    never read as part of the first id; a UTF-16/32 file or bytes that are not UTF-8 are a located error."""
+    if data.startswith(_WIDE_BOMS):
+        raise InputError(f"{where}:1: {_WIDE_BOM_ERROR}")
+    skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:
-        return data.decode("utf-8")
+        return data[skip:].decode("utf-8")
     except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise InputError(f"{path}:{line}: bytes that are not UTF-8 at offset {e.start} (re-save the file as UTF-8)") from None
+        offset = skip + e.start
+        line = data[:offset].count(b"\n") + 1
+        raise InputError(f"{where}:{line}: bytes that are not UTF-8 at offset {offset} (re-save the file as UTF-8)") from None
 
 
 def stream_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
     """(line number, raw line) of a regular file read piece by piece (no MAX_FILE_BYTES limit); a ``.gz``
-    decompressed as it is read, the gzip-bomb ratio (``_read_gzip``) bounding the stream."""
+    decompressed as it is read, the gzip-bomb ratio (``_read_gzip``) bounding the stream. A UTF-8
+    byte-order mark at the start of the file is dropped (as ``read_text`` does)."""
     path = Path(path)
     size = _check_readable(path, whole=False).st_size
     gz = path.suffix == ".gz"
@@ -103,7 +120,9 @@ def stream_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
                 if limit is not None and total > limit:
                     raise InputError(f"{path}: decompresses to more than {limit:,} bytes ({size:,} compressed; the limit "
                                      f"is {MAX_GZIP_RATIO}x the compressed size, at least 64 MiB): not a data file")
-                yield line_no, line
+                if line_no == 1 and line.startswith(_WIDE_BOMS):
+                    raise InputError(f"{path}:1: {_WIDE_BOM_ERROR}")
+                yield line_no, line[len(codecs.BOM_UTF8):] if line_no == 1 and line.startswith(codecs.BOM_UTF8) else line
     except (OSError, EOFError, zlib.error) as e:
         raise InputError(f"{path}: cannot read as gzip: {e} (compress the file again with gzip)" if gz else
                          f"{path}: cannot read: {getattr(e, 'strerror', None) or e} (check its permissions)") from None

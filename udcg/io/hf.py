@@ -58,11 +58,31 @@ def load(source: str | Path) -> Any:
                              "the config and the network; offline, save it with save_to_disk and give that "
                              "folder)") from None
     path = Path(source)
+    _check_dataset_dict(path)
     try:
         return datasets.load_from_disk(str(path))
-    except _errors() as e:
+    except (*_errors(), TypeError, KeyError, AttributeError) as e:  # the last three: metadata of the wrong shape
         raise InputError(f"{path}: cannot read as a datasets save_to_disk folder ({_reason(e)}) (check the folder, "
                          "or write it again with datasets' save_to_disk)") from None
+
+
+def _check_dataset_dict(folder: Path) -> None:
+    """A ``DatasetDict`` folder's ``dataset_dict.json`` must be ``{"splits": [names of its sub-folders]}``."""
+    from udcg.io.files import read_json
+
+    meta = folder / "dataset_dict.json"
+    if not meta.is_file():
+        return
+    data = read_json(meta)
+    splits = data.get("splits") if isinstance(data, dict) else None
+    if not isinstance(splits, list) or not splits or not all(isinstance(s, str) and s for s in splits):
+        got = str(splits if isinstance(data, dict) else data)[:80]
+        raise InputError(f"{meta}: field 'splits' must be a non-empty list of split names, got {got} "
+                         "(write the data set again with datasets' save_to_disk)")
+    for name in splits:
+        if Path(name).name != name or not (folder / name).is_dir():
+            raise InputError(f"{meta}: split {name[:80]!r} has no folder {folder / name[:80]} (write the data set again "
+                             "with datasets' save_to_disk)")
 
 
 def splits(data: Any) -> tuple[str, ...]:

@@ -70,7 +70,12 @@ def _rows(path: Path, layouts: tuple[_Layout, ...]) -> Iterator[tuple[str, list[
     fields; every later line must have as many."""
     by_width = {len(lay.columns.split()): lay for lay in layouts}
     layout, first = None, 0
-    for line_no, line in enumerate(read_text(path).splitlines(), start=1):
+    text = read_text(path)  # a byte-order mark at the start is dropped there
+    inner = text.find("\ufeff")
+    if inner >= 0:  # inside the file (files joined, each with its BOM): it would become part of an id
+        raise InputError(f"{path}:{text.count(chr(10), 0, inner) + 1}: a byte-order mark (U+FEFF) inside the file, "
+                         "which would become part of an id (files joined with a BOM each? remove it)")
+    for line_no, line in enumerate(text.splitlines(), start=1):
         fields = line.split()
         if not fields:
             continue

@@ -42,8 +42,8 @@ log = logging.getLogger(__name__)
 COLUMNS = ("qid", "Q0", "docid", "rank", "score", "tag")
 BLOCK_BYTES = 1 << 24  # pyarrow parses the file in blocks of this size (one arrow chunk each)
 SCAN_BYTES = 1 << 22  # the checks before it read the file in blocks of this size
-# Non-ASCII whitespace or line breaks (str.split / str.splitlines)
-_UNICODE_SPACE = re.compile(r"[^\S\t\n\r ]")
+# Non-ASCII whitespace or line breaks (str.split / str.splitlines), or a byte-order mark (read_run refuses one inside the file)
+_UNICODE_SPACE = re.compile(r"[^\S\t\n\r ]|\ufeff")
 
 
 @dataclass(frozen=True, eq=False)

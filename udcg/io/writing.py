@@ -3,6 +3,7 @@ fsync, rename) and compact JSON. Re-exported by ``udcg.io.files``."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import glob
 import json
@@ -13,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from udcg.errors import InputError
+from udcg.errors import EnvironmentFault, InputError, UdcgError
 
 
 def _file_kind(mode: int) -> str:
@@ -55,17 +56,38 @@ def check_output_path(path: str | Path, flag: str = "-o", folder: bool = False) 
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write text (UTF-8, \\n line ends) to path via a temporary file in the same folder and an
     atomic rename. Refuses to replace anything but a regular file (``check_output_path``); an OS
-    error is an InputError."""
+    error is one line (``write_error``), the previous file left as it was."""
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """``atomic_write_text`` for bytes (e.g. a gzip file)."""
     path = check_output_path(path, "output")
+    existed = path.exists()
     try:
         _atomic_write(path, data)
     except OSError as e:
-        raise InputError(f"{path}: cannot write: {e.strerror or e} (check the folder, its permissions and free space)") from None
+        kept = f"the previous {path.name} is unchanged" if existed else "no file was written"
+        raise write_error(e, f"{path}: cannot write", kept) from None
+
+
+# A path the user chose that cannot be written: bad input (exit 2). Any other OSError while writing
+# (a full disk, a quota, an I/O error) is a fault of the machine (exit 1).
+_PATH_ERRNOS = frozenset((errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG,
+                          errno.ELOOP, errno.ENOENT, errno.EEXIST))
+
+
+def write_error(e: OSError, what: str, kept: str) -> UdcgError:
+    """One line for an OSError while writing: ``what`` failed (with where), why, what was ``kept`` and
+    how to go on. A path problem is an ``InputError``; a full disk or another fault of the machine an
+    ``EnvironmentFault``."""
+    why = e.strerror or str(e)
+    code = errno.errorcode.get(e.errno or 0)
+    if e.errno in _PATH_ERRNOS:
+        return InputError(f"{what}: {why}; {kept} (check the folder and its permissions, or give another path)")
+    fix = "free some space there" if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else "fix the disk or folder"
+    return EnvironmentFault(f"{what}: {why}{f' ({code})' if code else ''}; {kept}; {fix}, then rerun the same "
+                            "command: finished work is reused, not computed again")
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -29,6 +29,9 @@ import threading
 from collections.abc import Coroutine
 from typing import Any
 
+from udcg.errors import BackendError
+from udcg.redact import redact
+
 POOL_SIZE = 32  # connections per httpx pool (see the module docstring)
 
 
@@ -96,3 +99,37 @@ class Transport:
             except Exception:  # closing is best effort: the connections die with the process anyway
                 pass
         loop.call_soon_threadsafe(loop.stop)
+
+
+MAX_BODY_BYTES = 64 * 1024**2  # a chat completion is a few KiB; 128 answers with log-probabilities a few MiB
+
+
+async def post_bounded(client, url: str, content: bytes, headers: dict[str, str], limit: int | None = None):
+    """POST and read the response, its body (decompressed) at most ``limit`` bytes: a Content-Length
+    over the limit fails before the body is read, a longer stream where it passes the limit, with a
+    ``BackendError`` (no retry: a server that sends gigabytes will send them again). Returns the
+    response with its body read (``.content``, ``.text``, ``.headers``, ``.status_code``)."""
+    http, limit = http_module(), MAX_BODY_BYTES if limit is None else limit
+    request = client.build_request("POST", url, content=content, headers=headers)
+    response = await client.send(request, stream=True)
+    try:
+        declared = response.headers.get("content-length", "")
+        size = int(declared) if declared.isdigit() and len(declared) < 20 else None
+        chunks, total = [], 0
+        if size is None or size <= limit:
+            async for chunk in response.aiter_bytes():
+                total += len(chunk)
+                if total > limit:
+                    break
+                chunks.append(chunk)
+    finally:
+        await response.aclose()
+    if (size is not None and size > limit) or total > limit:
+        what = f"declares {size:,} bytes" if size is not None and size > limit else f"runs past {limit:,} bytes"
+        raise BackendError(redact(f"POST {url}: HTTP {response.status_code}, the response body {what}, over the "
+                                  f"{limit:,}-byte limit of one response (is this an OpenAI-compatible endpoint? check "
+                                  "the base URL)"))
+    kept = [(k, v) for k, v in response.headers.multi_items()  # the body is decoded already
+            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+    return http.Response(response.status_code, headers=kept, content=b"".join(chunks), request=request,
+                         extensions=response.extensions)

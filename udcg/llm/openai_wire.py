@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import time
 from typing import Any
 
@@ -91,19 +92,33 @@ def parse_first_top_logprobs(body: Any) -> dict[str, float]:
     return out
 
 
+# The shortest first token a candidate can have: its leading run of letters (BPE pre-tokenizers keep
+# one together, and every common vocabulary holds "NO": "NO-RESPONSE" starts with "NO"), else one character.
+_LEADING_WORD = re.compile(r"\s?[^\W\d_]+")
+
+
 def candidate_logprob(top: dict[str, float], candidate: str, first_token: str | None = None) -> tuple[float, str]:
     """(logprob, note) of a candidate's first token in a top list; -inf and a note when absent.
 
     Without ``first_token``, the candidate's first token is taken to be the longest token of the
-    list that is a non-empty prefix of the candidate (BPE tokenizers take the longest match first).
+    list that is a prefix of the candidate (BPE tokenizers take the longest match first) and at
+    least as long as the candidate's leading run of letters: a shorter token ("N" for "NO-RESPONSE")
+    starts another word ("Nobody", "New ..."), so a list holding it but not "NO" holds no NO-RESPONSE.
     """
     if first_token is not None:
         if first_token in top:
             return top[first_token], ""
     else:
-        prefixes = [t for t in top if t and candidate.startswith(t)]
+        word = _LEADING_WORD.match(candidate)
+        shortest = len(word.group()) if word else min(len(candidate), 1)
+        prefixes = [t for t in top if t and len(t) >= shortest and candidate.startswith(t)]
         if prefixes:
             return top[max(prefixes, key=len)], ""
+        shorter = [t for t in top if t and candidate.startswith(t)]
+        if shorter:
+            return -math.inf, (f"{candidate!r}: first token {candidate[:shortest]!r} absent from the top-{len(top)} list "
+                               f"(it holds only the shorter {max(shorter, key=len)!r}, the start of other words), probability "
+                               "reported as 0")
     shown = f"first token {first_token!r}" if first_token is not None else "first token"
     return -math.inf, f"{candidate!r}: {shown} absent from the top-{len(top)} list, probability reported as 0"
 

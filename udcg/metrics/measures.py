@@ -48,6 +48,7 @@ SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     "ANSWER_PROB": ("none", {}),
     "containment": ("optional", {}),
 }
+MAX_CUTOFF = 1_000_000  # the largest k of @k (udcg.bounds.MAX_CUTOFF; metrics import nothing of udcg but errors)
 CLASSICAL = frozenset(("P", "R", "F1", "Success", "RR", "AP", "Rprec", "DCG", "nDCG", "ERR", "AUC-PR"))
 UTILITY = frozenset(UTILITY_NAMES)
 SETBASED = frozenset(SETBASED_NAMES)
@@ -110,6 +111,9 @@ def make_measure(name: str, cutoff: int | None = None, where: str = "measure", w
         raise InputError(f"{where}: {canon} takes no cutoff (write {canon})")
     if cutoff is not None and (isinstance(cutoff, bool) or not isinstance(cutoff, int) or cutoff < 1):
         raise InputError(f"{where}: cutoff {cutoff!r} of {canon} must be a positive integer")
+    if cutoff is not None and cutoff > MAX_CUTOFF:  # the score matrices have k columns per query
+        raise InputError(f"{where}: cutoff {str(cutoff)[:40]} of {canon} is too large: a cutoff must be an integer "
+                         f"in 1..{MAX_CUTOFF} (a ranking or context of at most {MAX_CUTOFF:,} documents)")
     clean = {}
     for key, value in params.items():
         if key not in defaults:
@@ -171,8 +175,11 @@ def parse_measure(text: str, where: str = "--metrics", whole_context: bool = Fal
     name, raw_params, raw_cutoff = m.groups()
     cutoff = None
     if raw_cutoff is not None:
-        if not raw_cutoff.isdigit():
-            raise InputError(f"{where}: cutoff {raw_cutoff!r} in {text.strip()!r} must be a positive integer")
+        if not raw_cutoff.isdigit() or not raw_cutoff.isascii():
+            raise InputError(f"{where}: cutoff {raw_cutoff[:40]!r} in {text.strip()[:80]!r} must be a positive integer")
+        if len(raw_cutoff.lstrip("0")) > len(str(MAX_CUTOFF)):  # never read a 5,000-digit number
+            shown = raw_cutoff if len(raw_cutoff) <= 40 else raw_cutoff[:40] + "..."
+            raise InputError(f"{where}: cutoff {shown} is too large: a cutoff must be an integer in 1..{MAX_CUTOFF}")
         cutoff = int(raw_cutoff)
     params: dict[str, Any] = {}
     for item in _split_top_level(raw_params or ""):

@@ -1,0 +1,153 @@
+"""The allowed range of every numeric option and config value, in one place.
+
+A ``Bound`` is a value (integer or real, its lowest and highest value, each end included or not);
+``check(value, bound, label)`` returns the value or raises an ``InputError`` naming the option and
+its range. The command line checks every parsed option through ``OPTIONS`` (attribute -> bound;
+``COMMAND_OPTIONS`` where a command reads one otherwise), right after parsing, before any file is
+read or model loaded (``udcg.cli``); a ``udcg validate`` config checks its keys through ``CONFIG``
+(``udcg.experiment.config``); the Python API (``udcg.api``) checks its arguments with the same
+bounds. The measure grammar keeps its own copy of ``MAX_CUTOFF`` (metrics import nothing of udcg
+but its errors; a test holds the two equal).
+
+The highest values are far above any real use and far below what exhausts a machine: a cutoff of
+10^11 allocated terabytes, 10^10 bootstrap resamples tens of gigabytes, before these bounds.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+from udcg.errors import InputError
+
+MAX_CUTOFF = 1_000_000  # k, --depth, @k: documents per ranking or context
+MAX_RESAMPLES = 1_000_000  # --n-boot, --n-resamples
+MAX_SAMPLES = 10_000  # --samples: answers per passage (annotate), contexts per query (answer)
+MAX_RETRIES = 100
+MAX_SEED = 2**32 - 1  # numpy's SeedSequence accepts any, the API servers 32-bit seeds
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The values allowed: integers (``integer``) or finite reals from ``low`` to ``high``;
+    ``low_open`` / ``high_open`` exclude that end."""
+
+    low: float
+    high: float = math.inf
+    integer: bool = True
+    low_open: bool = False
+    high_open: bool = False
+
+    def describe(self) -> str:
+        """What the bound allows, in words: ``an integer >= 1 and <= 1000000 (1..1000000, a positive integer)``."""
+        low, high = _number(self.low), _number(self.high)
+        if self.integer:
+            text = f"an integer >= {low}" + ("" if self.high == math.inf else f" and <= {high}")
+            span = f"{low}.." + ("" if self.high == math.inf else high)
+            return f"{text} ({span}{', a positive integer' if self.low == 1 else ''})"
+        if self.high == math.inf:
+            return f"a finite number {'>' if self.low_open else '>='} {low}"
+        return f"a number in {'(' if self.low_open else '['}{low}, {high}{')' if self.high_open else ']'}"
+
+    def allows(self, value: Any) -> bool:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return False
+        if self.integer and not isinstance(value, numbers.Integral):
+            return False
+        if not self.integer and not math.isfinite(value):
+            return False
+        low_ok = value > self.low if self.low_open else value >= self.low
+        high_ok = value < self.high if self.high_open else value <= self.high
+        return bool(low_ok and high_ok)
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if math.isfinite(x) and float(x).is_integer() else f"{x:g}"
+
+
+def short(value: Any, limit: int = 40) -> str:
+    """A value for a message, cut (a 5,000-digit integer is never printed whole)."""
+    if isinstance(value, int) and abs(value).bit_length() > 4 * limit:  # str() of a huge int is slow, or refused
+        return f"an integer of about {int(abs(value).bit_length() * math.log10(2)) + 1:,} digits"
+    text = str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def check(value: Any, bound: Bound, label: str) -> Any:
+    """``value`` if ``bound`` allows it, else an ``InputError``: ``{label}: must be {range}``."""
+    if not bound.allows(value):
+        raise InputError(f"{label}: must be {bound.describe()}")
+    return int(value) if bound.integer else float(value)
+
+
+def check_option(flag: str, value: Any, bound: Bound) -> Any:
+    """A command-line option: ``--seed -1: must be an integer >= 0 ...``."""
+    return check(value, bound, f"{flag} {short(value)}")
+
+
+def check_value(name: str, value: Any, bound: Bound, where: str = "") -> Any:
+    """A config key or API argument: ``config.yaml: seed = -1: must be ...`` / ``n_boot = 0: must be ...``."""
+    return check(value, bound, f"{where + ': ' if where else ''}{name} = {short(value)}")
+
+
+CUTOFF = Bound(1, MAX_CUTOFF)
+COUNT = Bound(1, 10**9)  # questions, contexts
+RESAMPLES = Bound(1, MAX_RESAMPLES)
+SAMPLES = Bound(1, MAX_SAMPLES)
+RETRIES = Bound(0, MAX_RETRIES)
+SEED = Bound(0, MAX_SEED)
+BATCH = Bound(1, 100_000)  # prompts per forward pass
+CHUNK = Bound(1, 1_000_000)  # requests per cached unit of work
+TOKENS = Bound(1, 1_000_000)  # new tokens per answer or reply
+CONCURRENCY = Bound(1, 10_000)  # API requests in flight
+THREADS = Bound(1, 4096)
+FOLDS = Bound(2, 1000)
+PORT = Bound(0, 65535)
+SECONDS = Bound(0, 7 * 86400, integer=False, low_open=True)  # a timeout: finite, > 0, at most a week
+RATE = Bound(0, 1e9, integer=False, low_open=True)  # requests per minute
+TEMPERATURE = Bound(0, 100, integer=False)  # greedy at 0
+SAMPLING_TEMPERATURE = Bound(0, 100, integer=False, low_open=True)  # 0 draws one answer n times: no spread
+WEIGHT = Bound(0, integer=False)  # gamma: finite, >= 0
+SHARE = Bound(0, 1, integer=False)
+OPEN_SHARE = Bound(0, 1, integer=False, low_open=True)  # (0, 1]: f1 threshold, target width
+LEVEL = Bound(0, 1, integer=False, low_open=True, high_open=True)  # alpha
+POSITIVE = Bound(0, integer=False, low_open=True)  # C of the SVM
+
+# Command-line options by argparse attribute (the flag is --name-with-dashes).
+OPTIONS: dict[str, Bound] = {
+    "k": CUTOFF, "depth": CUTOFF, "limit": COUNT, "n_boot": RESAMPLES, "n_resamples": RESAMPLES,
+    "samples": SAMPLES, "retries": RETRIES, "max_retries": RETRIES, "seed": SEED, "batch_size": BATCH,
+    "chunk_size": CHUNK, "max_new_tokens": TOKENS, "max_request_tokens": Bound(1, 10_000_000),
+    "concurrency": CONCURRENCY, "timeout": SECONDS, "rpm": RATE, "temperature": TEMPERATURE,
+    "target_width": OPEN_SHARE, "gamma": WEIGHT, "alpha": LEVEL, "power": LEVEL, "cv_folds": FOLDS,
+    "f1_threshold": OPEN_SHARE, "port": PORT,
+}
+# Where one command reads an option otherwise: (command, attribute) -> bound.
+COMMAND_OPTIONS: dict[tuple[str, str], Bound] = {
+    ("answer", "samples"): Bound(0, MAX_SAMPLES),  # 0: the top-k contexts only
+    ("annotate", "temperature"): SAMPLING_TEMPERATURE,  # used by --estimator sampling only
+}
+
+# ``udcg validate`` config keys (section.key; a tuple's items each).
+CONFIG: dict[str, Bound] = {
+    "seed": SEED, "data.limit": COUNT, "pool.size": CUTOFF, "reader.batch_size": BATCH, "reader.threads": THREADS,
+    "reader.max_new_tokens": TOKENS, "reader.chunk_size": CHUNK, "contexts.k": CUTOFF, "contexts.n_contexts": COUNT,
+    "contexts.balance": SHARE, "grading.f1_threshold": OPEN_SHARE, "grading.max_new_tokens": TOKENS,
+    "metrics.gamma": WEIGHT, "metrics.n_boot": RESAMPLES, "theta.train_share": SHARE, "theta.C_grid": POSITIVE,
+    "theta.cv_folds": FOLDS, "studies.k_values": CUTOFF, "studies.oracle_k": CUTOFF,
+}
+
+
+def option_bound(command: str | None, attribute: str) -> Bound | None:
+    """The bound of a command's option, or None (not a bounded number)."""
+    return COMMAND_OPTIONS.get((command or "", attribute)) or OPTIONS.get(attribute)
+
+
+def check_options(command: str | None, options: dict[str, Any]) -> None:
+    """Every bounded option of a parsed command line (``vars(args)``); None means not given."""
+    for attribute, value in options.items():
+        bound = option_bound(command, attribute)
+        if bound is not None and value is not None:
+            check_option(f"--{attribute.replace('_', '-')}", value, bound)
