@@ -159,6 +159,28 @@ def test_a_beir_folder_with_boms_and_crlf_reads_as_without(tmp_path):
         assert not any(q.startswith("\ufeff") for q in marked.queries)
 
 
+@pytest.mark.parametrize("name", ["good_authors.json", "contexts_k3.jsonl"])
+def test_score_reads_authors_and_contexts_files_with_a_bom_and_crlf(name, tmp_path, capsys):
+    plain = CORPUS / name
+    marked = tmp_path / name
+    marked.write_bytes(BOM + plain.read_bytes().replace(b"\n", b"\r\n"))
+    assert main(["score", str(plain), "-o", str(tmp_path / "a.jsonl"), "--metrics", "UDCG,P"]) == 0
+    assert main(["score", str(marked), "-o", str(tmp_path / "b.jsonl"), "--metrics", "UDCG,P"]) == 0
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+
+
+def test_a_utilities_file_and_a_theta_model_with_a_bom(tmp_path):
+    from udcg.annotate.utilities import read_utilities
+    from udcg.experiment.theta import load_theta
+
+    qrels = tmp_path / "u.qrels"
+    qrels.write_bytes(BOM + b"q1 0 d1 0.5\r\nq1 0 d2 -0.25\r\n")
+    assert read_utilities(qrels).as_dict() == {"q1": {"d1": 0.5, "d2": -0.25}}
+    theta = tmp_path / "theta.json"
+    theta.write_bytes(BOM + (CORPUS / "theta_k2.json").read_bytes())
+    assert load_theta(theta).k_ == load_theta(CORPUS / "theta_k2.json").k_ == 2
+
+
 def test_a_yaml_config_with_a_bom_and_crlf_loads(tmp_path):
     from udcg.experiment.config import load_config
 
