@@ -30,7 +30,6 @@ import logging
 import math
 import os
 import random
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -38,14 +37,13 @@ from typing import Any
 
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams
-from udcg.llm.openai_transport import Transport, http_module, post_bounded
-from udcg.llm.openai_wire import (DEFAULT_CONCURRENCY, backoff_delay, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
+from udcg.llm.openai_transport import Pacer, Transport, http_module, post_bounded
+from udcg.llm.openai_wire import (DEFAULT_CONCURRENCY, backoff_delay, check_url, endpoint, error_text, hint, retryable, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
                                   parse_choices, parse_first_top_logprobs, retry_after_seconds)
 from udcg.redact import redact, url_secrets
 
 log = logging.getLogger(__name__)
 
-RETRY_STATUSES = frozenset({408, 409, 429})  # plus every 5xx
 _JSON = {"Content-Type": "application/json"}
 
 
@@ -68,30 +66,6 @@ class BatchError(BackendError):
     def __init__(self, message: str, results: list[Any]):
         super().__init__(message)
         self.results = results
-
-
-class _Pacer:
-    """Spaces request starts at least 60/rpm seconds apart to stay under a requests-per-minute
-    limit. A start is claimed when it happens, not booked ahead: a waiter that wakes late (a busy
-    machine) cannot be followed by one on time less than an interval after it. Lives as long as the
-    backend, so the limit holds across calls (and threads), not only within one batch."""
-
-    def __init__(self, requests_per_minute: float | None):
-        self.interval = 60.0 / requests_per_minute if requests_per_minute else 0.0
-        self._next = 0.0
-        self._lock = threading.Lock()
-
-    async def wait(self) -> None:
-        if not self.interval:
-            return
-        while True:
-            with self._lock:
-                now = time.monotonic()
-                if now >= self._next:
-                    self._next = now + self.interval
-                    return
-                delay = self._next - now
-            await asyncio.sleep(delay)
 
 
 class OpenAIBackend:
@@ -132,7 +106,7 @@ class OpenAIBackend:
             raise InputError(redact(f"OpenAI backend: base URLs {urls!r} must be one or more http:// or https:// URLs "
                              "(e.g. http://127.0.0.1:8000/v1)"))
         for url in urls:
-            _check_url(url)
+            check_url(url)
         for field, value, integer in (("max_concurrency", max_concurrency, True), ("timeout", timeout, False),
                                       ("max_n_per_request", max_n_per_request, True)):
             _check_positive(field, value, integer)
@@ -149,9 +123,9 @@ class OpenAIBackend:
         self.max_retry_after, self.top_logprobs, self.max_n_per_request = max_retry_after, top_logprobs, max_n_per_request
         self.candidate_tokens = dict(candidate_tokens or {})
         self._rng = random.Random(jitter_seed)
-        self._pacer = _Pacer(requests_per_minute)
+        self._pacer = Pacer(requests_per_minute)
         self._url_turn = itertools.count()
-        self._endpoints = tuple(_endpoint(u, "chat/completions") for u in self.base_urls)
+        self._endpoints = tuple(endpoint(u, "chat/completions") for u in self.base_urls)
         self._transport = Transport(max_concurrency, timeout)
         self._http = http_module()
         self._gate: asyncio.Semaphore | None = None
@@ -352,9 +326,9 @@ class OpenAIBackend:
             self._deadlines.pop(task, None)
         status = response.status_code
         if status >= 400:
-            problem = f"POST {url}: HTTP {status}: {_error_text(response)}"
-            if not _retryable(status):
-                raise BackendError(redact(problem + _hint(status, self.api_key_env), self._secrets())) from None
+            problem = f"POST {url}: HTTP {status}: {error_text(response)}"
+            if not retryable(status):
+                raise BackendError(redact(problem + hint(status, self.api_key_env), self._secrets())) from None
             return None, problem, retry_after_seconds(response.headers.get("retry-after"))
         try:  # the body as sent (the parsers read the wire format, top_logprobs included)
             return json.loads(response.content), "", None
@@ -369,61 +343,10 @@ class OpenAIBackend:
         return _JSON
 
 
-def _check_url(url: str) -> None:
-    """A base URL is parsed before any request: scheme, host, port (1-65535), no fragment."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as e:
-        raise InputError(redact(f"base URL {url!r}: {e} (write it as http://HOST:PORT/v1)")) from None
-    if not parts.hostname:
-        raise InputError(redact(f"base URL {url!r}: no host (write it as http://HOST:PORT/v1)"))
-    if port == 0:
-        raise InputError(redact(f"base URL {url!r}: port 0 (give the server's port, 1-65535)"))
-    if parts.fragment:
-        raise InputError(redact(f"base URL {url!r}: a '#' fragment is not sent to a server (remove it)"))
-
-
-def _endpoint(base_url: str, path: str) -> str:
-    """``base_url`` + ``/path``, with a query string (``?key=...``, a form some providers use) kept
-    after the path, where the server reads it."""
-    head, sep, query = base_url.partition("?")
-    return f"{head.rstrip('/')}/{path}{sep}{query}"
-
-
 def _check_positive(field: str, value, integer: bool = False) -> None:
     ok = isinstance(value, int) if integer else isinstance(value, (int, float)) and math.isfinite(value)
     if isinstance(value, bool) or not ok or value <= 0:
         raise InputError(f"OpenAI backend: {field} must be a positive {'integer' if integer else 'number'}, got {value!r}")
-
-
-def _retryable(status: int) -> bool:
-    return status in RETRY_STATUSES or status >= 500
-
-
-def _hint(status: int, api_key_env: str) -> str:
-    if status in (401, 403):
-        return f" (check the API key in the environment variable {api_key_env})"
-    if status == 404:
-        return " (check the base URL, which should end in /v1, and the model name)"
-    return ""
-
-
-def _error_text(response) -> str:
-    """The server's message in an error response: the JSON's ``error.message`` (OpenAI), ``message``
-    or ``detail``, else the start of the text, else the reason phrase."""
-    try:
-        body = json.loads(response.content)
-    except ValueError:
-        body = None
-    message = body.get("error", body) if isinstance(body, dict) else None
-    if isinstance(message, dict):
-        message = message.get("message") or message.get("detail")
-    if not isinstance(message, str) or not message.strip():
-        message = response.text.strip() if body is None else ""
-    return message[:300] if message else response.reason_phrase
 
 
 def _raise_on_errors(results: list[Any], what: str) -> list[Any]:

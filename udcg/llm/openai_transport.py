@@ -26,6 +26,7 @@ import concurrent.futures
 import importlib
 import itertools
 import threading
+import time
 from collections.abc import Coroutine
 from typing import Any
 
@@ -133,3 +134,27 @@ async def post_bounded(client, url: str, content: bytes, headers: dict[str, str]
             if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
     return http.Response(response.status_code, headers=kept, content=b"".join(chunks), request=request,
                          extensions=response.extensions)
+
+
+class Pacer:
+    """Spaces request starts at least 60/rpm seconds apart to stay under a requests-per-minute
+    limit. A start is claimed when it happens, not booked ahead: a waiter that wakes late (a busy
+    machine) cannot be followed by one on time less than an interval after it. Lives as long as the
+    backend, so the limit holds across calls (and threads), not only within one batch."""
+
+    def __init__(self, requests_per_minute: float | None):
+        self.interval = 60.0 / requests_per_minute if requests_per_minute else 0.0
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    async def wait(self) -> None:
+        if not self.interval:
+            return
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                if now >= self._next:
+                    self._next = now + self.interval
+                    return
+                delay = self._next - now
+            await asyncio.sleep(delay)

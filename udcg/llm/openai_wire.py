@@ -4,13 +4,15 @@ parsing, Retry-After, backoff and per-chunk seeds. No I/O; ``udcg.llm.openai_bac
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 import time
 from typing import Any
 
-from udcg.errors import BackendError
+from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams
+from udcg.redact import redact
 
 DEFAULT_CONCURRENCY = 64  # requests in flight: a vLLM/SGLang server batches them; a rate-limited API answers 429s, retried
 
@@ -152,3 +154,57 @@ def chunk_seed(seed: int, chunk: int) -> int:
 def backoff_delay(attempt: int, base: float, cap: float, u: float) -> float:
     """Exponential backoff with jitter: uniform in [1/2, 1] x min(cap, base * 2**attempt); u in [0, 1)."""
     return min(cap, base * 2.0**attempt) * (0.5 + 0.5 * u)
+
+
+RETRY_STATUSES = frozenset({408, 409, 429})  # plus every 5xx
+
+
+def check_url(url: str) -> None:
+    """A base URL is parsed before any request: scheme, host, port (1-65535), no fragment."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as e:
+        raise InputError(redact(f"base URL {url!r}: {e} (write it as http://HOST:PORT/v1)")) from None
+    if not parts.hostname:
+        raise InputError(redact(f"base URL {url!r}: no host (write it as http://HOST:PORT/v1)"))
+    if port == 0:
+        raise InputError(redact(f"base URL {url!r}: port 0 (give the server's port, 1-65535)"))
+    if parts.fragment:
+        raise InputError(redact(f"base URL {url!r}: a '#' fragment is not sent to a server (remove it)"))
+
+
+def endpoint(base_url: str, path: str) -> str:
+    """``base_url`` + ``/path``, with a query string (``?key=...``, a form some providers use) kept
+    after the path, where the server reads it."""
+    head, sep, query = base_url.partition("?")
+    return f"{head.rstrip('/')}/{path}{sep}{query}"
+
+
+def retryable(status: int) -> bool:
+    return status in RETRY_STATUSES or status >= 500
+
+
+def hint(status: int, api_key_env: str) -> str:
+    if status in (401, 403):
+        return f" (check the API key in the environment variable {api_key_env})"
+    if status == 404:
+        return " (check the base URL, which should end in /v1, and the model name)"
+    return ""
+
+
+def error_text(response) -> str:
+    """The server's message in an error response: the JSON's ``error.message`` (OpenAI), ``message``
+    or ``detail``, else the start of the text, else the reason phrase."""
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        body = None
+    message = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(message, dict):
+        message = message.get("message") or message.get("detail")
+    if not isinstance(message, str) or not message.strip():
+        message = response.text.strip() if body is None else ""
+    return message[:300] if message else response.reason_phrase
