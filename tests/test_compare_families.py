@@ -14,7 +14,8 @@ from udcg.cli import main
 from udcg.errors import InputError
 from udcg.metrics import compare as compare_module
 from udcg.metrics.compare import compare_scores
-from udcg.metrics.stats import (bootstrap_ci, bootstrap_means, holm, min_detectable_difference, paired_test,
+from udcg.metrics.stats import (bootstrap_ci, bootstrap_means, holm, min_detectable_difference,
+                                paired_permutation_test, paired_test, sign_flip_pvalues,
                                 percentile_interval)
 
 
@@ -223,3 +224,26 @@ def test_cli_correction_option(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:  # argparse's choices: exit 2 with the choices named
         main(args + ["--correction", "family"])
     assert exit_.value.code == 2 and "measure, table, none" in capsys.readouterr().err.replace("'", "")
+
+
+def _naive_random_p(d, n_resamples, seed):
+    """The random regime written out: one draw of all sign vectors, scipy's statistic and counting."""
+    bits = np.random.default_rng(seed).integers(0, 2, size=(n_resamples, len(d)))
+    null = ((1.0 - 2.0 * bits) * d).mean(axis=1)
+    observed = d.mean()
+    gamma = abs(np.finfo(float).eps * 100 * observed)
+    less, greater = np.count_nonzero(null <= observed + gamma), np.count_nonzero(null >= observed - gamma)
+    return min(1.0, 2 * min((less + 1) / (n_resamples + 1), (greater + 1) / (n_resamples + 1)))
+
+
+def test_batched_sign_flips_equal_one_by_one_and_a_naive_loop():
+    rng = np.random.default_rng(8)
+    ds = [rng.integers(-2, 3, 30) / 5, rng.normal(0.1, 1, 30), rng.integers(-1, 2, 45) / 5, np.zeros(30),
+          np.array([]), rng.integers(-2, 3, 10) / 5, rng.integers(-1, 2, 30) / 5]
+    batch = sign_flip_pvalues(ds, 999, 3)
+    single = [paired_permutation_test(d, np.zeros(len(d)), 999, 3) for d in ds]
+    assert np.allclose(batch, single, rtol=0, atol=0, equal_nan=True)
+    for d, p in zip(ds, batch):
+        if len(d) > 20 and np.any(d):
+            assert p == _naive_random_p(d, 999, 3)
+    assert batch[3] == 1.0 and np.isnan(batch[4])

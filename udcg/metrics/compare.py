@@ -39,7 +39,7 @@ import numpy as np
 from udcg.errors import InputError
 from udcg.metrics.compare_report import CSV_COLUMNS, FORMATS, footer_lines, format_comparison, label_of_test, labels_of
 from udcg.metrics.stats import (EXACT_MAX_N, TESTS, bootstrap_means, holm, min_detectable_difference,
-                                paired_test, percentile_interval)
+                                paired_test, percentile_interval, sign_flip_pvalues)
 
 __all__ = ["CORRECTIONS", "CSV_COLUMNS", "EXACT_BUDGET", "FORMATS", "Cell", "Comparison", "PairTest",
            "compare_scores", "format_comparison"]
@@ -265,8 +265,10 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
     diffs = [arrays[a][m] - arrays[b][m] for m, a, b in keys]
     diffs = [d[~np.isnan(d)] for d in diffs]
     exact = test != "permutation" or _exact_fits(diffs)
-    pvalues = [paired_test(arrays[a][m], arrays[b][m], test, n_resamples, seed, EXACT_MAX_N if exact else 0)
-               for m, a, b in keys]
+    if test == "permutation":  # one draw of random sign flips per query count, shared by the pairs
+        pvalues = sign_flip_pvalues(diffs, n_resamples, seed, EXACT_MAX_N if exact else 0)
+    else:
+        pvalues = [paired_test(arrays[a][m], arrays[b][m], test, n_resamples, seed) for m, a, b in keys]
     adjusted, sizes = _families([m for m, _, _ in keys], pvalues, correction)
     sizes = {m: sizes.get(m, 0) for m in measures}
     mdd_alpha = {m: alpha / sizes[m] if correction != "none" and sizes[m] > 1 else alpha for m in measures}

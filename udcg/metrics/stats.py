@@ -18,6 +18,8 @@ Conventions (those of ``scipy.stats.permutation_test(..., permutation_type="samp
 - The exact enumeration builds the 2^n sums of sign-flipped differences incrementally and
   recomputes, as scipy does, only the sums within a tolerance of the observed statistic (the ties
   that decide the count), so its p equals scipy's while costing about 2^n additions, not n 2^n.
+  The random regime computes every null statistic by one matrix product per chunk, recomputing the
+  same near ones; ``sign_flip_pvalues`` tests many difference vectors at once on shared flips.
 - ``min_detectable_difference``: the true mean difference a paired test at level ``alpha`` would
   detect with the given power, from the spread of the observed differences (an estimate: the
   noncentral t power of the paired t-test; see ``min_detectable_difference``).
@@ -52,17 +54,32 @@ def _differences(a: object, b: object) -> np.ndarray:
     return x[keep] - y[keep]
 
 
-def _count_extreme(d: np.ndarray, signs: np.ndarray, observed: float, gamma: float) -> tuple[int, int]:
-    """(null <= observed + gamma, null >= observed - gamma) over the rows of ``signs``."""
-    null = (signs * d).mean(axis=1)  # mean of the sign-flipped differences, as scipy computes it
+def _tolerance(d: np.ndarray) -> float:
+    """A bound far above the rounding of any order of summing the sign-flipped differences' mean."""
+    n = len(d)
+    return max(1e-9, 8 * n * float(np.finfo(np.float64).eps)) * float(np.abs(d).sum()) / n
+
+
+def _split(fast: np.ndarray, observed: float, gamma: float, tol: float) -> tuple[int, int, np.ndarray]:
+    """Null statistics computed fast (another summation order than scipy's): those farther than
+    ``gamma + tol`` from the observed one are on their side whatever the rounding and are counted
+    here; the mask of the others, whose count depends on scipy's exact arithmetic, is returned."""
+    near = np.abs(fast - observed) <= gamma + tol
+    far = fast[~near]
+    return int(np.count_nonzero(far < observed)), int(np.count_nonzero(far > observed)), near
+
+
+def _recount(d: np.ndarray, flips: np.ndarray, observed: float, gamma: float) -> tuple[int, int]:
+    """(null <= observed + gamma, null >= observed - gamma) over the rows of the boolean ``flips``,
+    each null the mean of the sign-flipped differences computed as scipy computes it."""
+    null = np.where(flips, -d, d).mean(axis=1)  # = (signs * d).mean(axis=1) bit for bit
     return int(np.count_nonzero(null <= observed + gamma)), int(np.count_nonzero(null >= observed - gamma))
 
 
 def _exact_counts(d: np.ndarray, observed: float, gamma: float) -> tuple[int, int]:
     """(null <= observed + gamma, null >= observed - gamma) over all 2^n sign vectors, sign vector
-    k flipping d[i] when bit i of k is set. The sums are built incrementally (2^n additions); a sum
-    farther than ``tol`` from the observed statistic is on its side whatever the rounding, and the
-    few within ``tol`` are recomputed as ``(signs * d).mean(axis=1)``, scipy's own arithmetic."""
+    k flipping d[i] when bit i of k is set. The sums are built incrementally (2^n additions) and
+    only those within rounding of the observed statistic are recomputed (``_split``)."""
     n = len(d)
     sums = np.empty(1 << n)
     sums[0], m = 0.0, 1
@@ -70,40 +87,72 @@ def _exact_counts(d: np.ndarray, observed: float, gamma: float) -> tuple[int, in
         np.subtract(sums[:m], x, out=sums[m:2 * m])
         sums[:m] += x
         m *= 2
-    fast = sums / n
-    tol = 1e-9 * float(np.abs(d).sum()) / n  # far above either computation's rounding (n eps sum|d| / n)
-    near = np.abs(fast - observed) <= gamma + tol
-    far = fast[~near]
-    less, greater = int(np.count_nonzero(far < observed)), int(np.count_nonzero(far > observed))
-    ks = np.flatnonzero(near).astype(np.int64)
-    shifts = np.arange(n, dtype=np.int64)
+    less, greater, near = _split(sums / n, observed, gamma, _tolerance(d))
+    ks = np.flatnonzero(near).astype("<u8")
     rows = max(1, _CHUNK_ELEMENTS // n)
     for start in range(0, len(ks), rows):
-        signs = 1.0 - 2.0 * ((ks[start:start + rows, None] >> shifts) & 1)
-        lo, hi = _count_extreme(d, signs, observed, gamma)
+        chunk = ks[start:start + rows]
+        flips = np.unpackbits(chunk.view(np.uint8).reshape(len(chunk), 8), axis=1, bitorder="little")[:, :n]
+        lo, hi = _recount(d, flips.astype(bool), observed, gamma)
         less, greater = less + lo, greater + hi
     return less, greater
 
 
-def _sign_flip_p(d: np.ndarray, n_resamples: int, seed: int, exact: bool) -> float:
-    n = len(d)
-    observed = float(d.mean())
-    gamma = abs(_EPS * observed)
-    rows = max(1, _CHUNK_ELEMENTS // n)
-    less = greater = 0
-    if exact:
-        total, adjustment = 1 << n, 0
-        less, greater = _exact_counts(d, observed, gamma)
-    else:
-        total, adjustment = n_resamples, 1
-        rng = np.random.default_rng(seed)
-        for start in range(0, total, rows):
-            bits = rng.integers(0, 2, size=(min(total, start + rows) - start, n))  # chunk-invariant stream
-            lo, hi = _count_extreme(d, 1.0 - 2.0 * bits, observed, gamma)
-            less, greater = less + lo, greater + hi
+def _p_value(less: int, greater: int, total: int, adjustment: int) -> float:
     p_less = (less + adjustment) / (total + adjustment)
     p_greater = (greater + adjustment) / (total + adjustment)
     return float(min(1.0, 2 * min(p_less, p_greater)))
+
+
+def _random_counts(ds: list[np.ndarray], n_resamples: int, seed: int) -> list[tuple[int, int]]:
+    """(less, greater) of each difference vector (all of one length n) over the same ``n_resamples``
+    random sign vectors, drawn as one test draws them (``rng.integers(0, 2, (rows, n))`` chunks from
+    ``seed``): one matrix product per chunk gives every vector's null statistics (``_split``)."""
+    n = len(ds[0])
+    observed = [float(d.mean()) for d in ds]
+    gamma = [abs(_EPS * o) for o in observed]
+    tol = [_tolerance(d) for d in ds]
+    counts = [[0, 0] for _ in ds]
+    stacked = np.column_stack(ds)
+    rng = np.random.default_rng(seed)
+    rows = max(1, _CHUNK_ELEMENTS // n)
+    for start in range(0, n_resamples, rows):
+        bits = rng.integers(0, 2, size=(min(n_resamples, start + rows) - start, n))  # chunk-invariant stream
+        fast = ((1.0 - 2.0 * bits) @ stacked) / n
+        for j, d in enumerate(ds):
+            lo, hi, near = _split(fast[:, j], observed[j], gamma[j], tol[j])
+            if near.any():
+                extra = _recount(d, bits[near].astype(bool), observed[j], gamma[j])
+                lo, hi = lo + extra[0], hi + extra[1]
+            counts[j][0] += lo
+            counts[j][1] += hi
+    return [(lo, hi) for lo, hi in counts]
+
+
+def sign_flip_pvalues(differences: list[np.ndarray], n_resamples: int = 10_000, seed: int = 0,
+                      exact_max_n: int = EXACT_MAX_N) -> list[float]:
+    """``paired_permutation_test``'s p of each vector of paired differences (NaN-free), the same
+    values one by one would give: vectors of one length share their random sign flips (each test
+    draws the same ones from ``seed``), so many run pairs cost one draw and one product per chunk."""
+    _check_resamples(n_resamples)
+    out: list[float] = [float("nan")] * len(differences)
+    random: dict[int, list[int]] = {}
+    for i, d in enumerate(differences):
+        d = np.asarray(d, dtype=float)
+        if len(d) == 0:
+            continue
+        if not np.any(d):
+            out[i] = 1.0
+        elif len(d) <= exact_max_n:
+            observed = float(d.mean())
+            out[i] = _p_value(*_exact_counts(d, observed, abs(_EPS * observed)), 1 << len(d), 0)
+        else:
+            random.setdefault(len(d), []).append(i)
+    for indices in random.values():
+        group = [np.asarray(differences[i], dtype=float) for i in indices]
+        for i, (less, greater) in zip(indices, _random_counts(group, int(n_resamples), seed)):
+            out[i] = _p_value(less, greater, int(n_resamples), 1)
+    return out
 
 
 def _check_resamples(n_resamples: int) -> None:
@@ -115,12 +164,7 @@ def paired_permutation_test(a: object, b: object, n_resamples: int = 10_000, see
                             exact_max_n: int = EXACT_MAX_N) -> float:
     """Two-sided p of the paired sign-flip permutation test on the mean of a - b (module docstring)."""
     _check_resamples(n_resamples)
-    d = _differences(a, b)
-    if len(d) == 0:
-        return float("nan")
-    if not np.any(d):
-        return 1.0
-    return _sign_flip_p(d, int(n_resamples), seed, exact=len(d) <= exact_max_n)
+    return sign_flip_pvalues([_differences(a, b)], n_resamples, seed, exact_max_n)[0]
 
 
 def paired_test(a: object, b: object, method: str = "permutation", n_resamples: int = 10_000, seed: int = 0,
