@@ -60,6 +60,9 @@ test-fast: $(STAMP)
 bench: models
 	$(PY) scripts/bench_metrics.py
 	$(PY) scripts/bench_evaluate.py
+	$(PY) scripts/bench_score.py
+	$(PY) scripts/bench_api.py
+	$(PY) scripts/bench_corpus.py
 	$(PY) scripts/bench_annotate.py --model qwen2.5-coder-0.5b
 	$(PY) scripts/bench_generate.py --model qwen2.5-coder-0.5b
 	$(PY) scripts/bench_read.py --model qwen2.5-coder-0.5b
