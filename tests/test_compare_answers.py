@@ -154,3 +154,20 @@ def test_answer_names_the_queries_file_when_given(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert f"not in the queries of {queries}" in err and "bm25.trec" in err, err
+
+
+def test_more_correct_and_fewer_wrong_beat_abstentions_neither(tmp_path, qids):
+    path = tmp_path / "judged.jsonl"
+    rows = [{"qid": q, "cid": "bm25", "outcome": "wrong" if i % 2 else "abstained"} for i, q in enumerate(qids)]
+    rows += [{"qid": q, "cid": "dense", "outcome": "correct"} for q in qids]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cmp = udcg.compare(RUNS, QRELS, metrics="P@5", answers=path, n_boot=200)
+    assert cmp.direction == {"P@5": 1, "correct": 1, "abstained": 0, "wrong": -1}
+    assert cmp.beats["dense"]["correct"] == ["bm25"] and cmp.beats["dense"]["wrong"] == ["bm25"]
+    assert cmp.beats["bm25"]["abstained"] == [] and cmp.beats["dense"]["abstained"] == []
+    assert all(t.significant for t in cmp.pairs if t.measure != "P@5")  # tested, though not a win for anyone
+    lines = cmp.format().splitlines()
+    dense = next(line for line in lines if line.startswith("| b | dense"))
+    assert dense.count("**") == 6  # bold: P@5, most correct (1.0), fewest wrong (0.0); abstained never
+    assert "| 0.0000 [0.00, 0.00] | **0.0000**ᵃ" in dense
+    assert "lower is better for wrong; no better side for abstained" in cmp.format()

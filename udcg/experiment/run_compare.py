@@ -7,7 +7,8 @@ JSONL whose lines hold ``qid``, ``cid`` and ``outcome``): for each compared run,
 ``compare`` does; ``sample-i`` contexts and other runs' lines are left out) give per query 1 or 0
 for each of ``correct``, ``abstained`` and ``wrong`` (NaN where the run has no judged answer for
 the query: no context of k documents, or an unparseable judgement). These three rows get the same
-paired tests, intervals, detectable differences and family rule as the metrics.
+paired tests, intervals, detectable differences and family rule as the metrics; a run beats
+another on more correct and on fewer wrong answers, and on abstentions neither way.
 
 Refused, with the file and line: a line without ``qid``/``cid``, a file without outcomes (not judged
 yet), an outcome that is not correct/abstained/wrong/null, a duplicate (qid, cid), an answer of a
@@ -31,6 +32,7 @@ from udcg.metrics.measures import Measure
 from udcg.metrics.udcg import GAMMA, UDCGTheta
 from udcg.records import OUTCOME_LABELS
 
+OUTCOME_DIRECTION = {"correct": 1, "abstained": 0, "wrong": -1}  # more correct, fewer wrong; abstaining: neither
 FIX = "give the output of `udcg judge answer` on `udcg answer`'s contexts of these runs"
 
 
@@ -113,9 +115,9 @@ def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path |
     if answers is not None:
         qids = next(iter(scores.values())).qids
         rates, note = answer_rates(answers, list(scores), qids)
-        for name in values:
-            values[name].update(rates[name])
+        for name, by_measure in values.items():
+            by_measure.update(rates[name])
         notes = (note,)
     cmp = compare_scores(values, test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
-                         correction=correction, power=power, notes=notes)
+                         correction=correction, power=power, notes=notes, direction=OUTCOME_DIRECTION)
     return cmp, scores

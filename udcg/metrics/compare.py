@@ -24,7 +24,9 @@ differences, Holm's correction over a chosen family, ranx-style reports.
 
 Run A *beats* run B on a measure when the paired mean difference A - B (over the queries where
 both are defined) is positive and the adjusted p is below ``alpha``; without NaNs that
-difference is the difference of the two means.
+difference is the difference of the two means. ``direction[measure]`` (default +1) turns this
+round: -1 for a measure where lower is better (a wrong-answer rate), 0 for one with no better side
+(an abstention rate: no run beats another, none is bold).
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ class Comparison:
     exact: bool = True  # permutation test: exact enumeration for n <= EXACT_MAX_N (False: random flips for all)
     notes: tuple[str, ...] = ()  # extra footer lines (e.g. what the answer-outcome rows are)
     seed: int = 0
+    direction: dict[str, int] = field(default_factory=dict)  # measure -> +1 higher is better, -1 lower, 0 neither
 
     @property
     def labels(self) -> dict[str, str]:
@@ -106,6 +109,7 @@ class Comparison:
                 "mdd_alpha": dict(self.mdd_alpha), "power": self.power, "exact": self.exact,
                 "n_resamples": self.n_resamples, "n_boot": self.n_boot, "level": self.level, "seed": self.seed,
                 "n_queries": dict(self.n_queries), "notes": list(self.notes),
+                "direction": {m: self.direction.get(m, 1) for m in self.measures},
                 "cells": {r: {m: {"mean": _none(c.mean), "low": _none(c.low), "high": _none(c.high), "n": c.n}
                               for m, c in by_m.items()} for r, by_m in self.cells.items()},
                 "pairs": [self._pair_dict(t) for t in self.pairs],
@@ -246,13 +250,17 @@ def _intervals(runs: list[str], measures: list[str], arrays: dict, n_boot: int, 
 
 def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "permutation", alpha: float = 0.05,
                    n_resamples: int = 10_000, seed: int = 0, n_boot: int = 10_000, level: float = 0.95,
-                   correction: str = "measure", power: float = 0.8, notes: tuple[str, ...] = ()) -> Comparison:
+                   correction: str = "measure", power: float = 0.8, notes: tuple[str, ...] = (),
+                   direction: Mapping[str, int] | None = None) -> Comparison:
     """``scores[run][measure]``: per-query values, aligned on the same queries across runs (NaN =
     undefined for that query). Runs keep the given order, measures the first run's order. See the
-    module docstring for the families (``correction``), intervals and detectable differences;
-    ``notes`` are extra lines for the report's footer."""
+    module docstring for the families (``correction``), intervals, detectable differences and
+    ``direction``; ``notes`` are extra lines for the report's footer."""
     _check_options(test, alpha, correction, power, level)
     runs, measures, arrays = _validate(scores)
+    direction = {m: int((direction or {}).get(m, 1)) for m in measures}
+    if any(v not in (-1, 0, 1) for v in direction.values()):
+        raise InputError(f"compare_scores: direction {direction}: use +1 (higher is better), -1 (lower) or 0 (neither)")
     cell_ci, pair_ci = _intervals(runs, measures, arrays, n_boot, level, seed)
     cells = {}
     for run in runs:
@@ -281,12 +289,12 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
     order = {r: i for i, r in enumerate(runs)}
     beats: dict[str, dict[str, list[str]]] = {r: {m: [] for m in measures} for r in runs}
     for t in pairs:
-        if t.significant and t.diff != 0:
-            winner, loser = (t.run_a, t.run_b) if t.diff > 0 else (t.run_b, t.run_a)
+        if t.significant and t.diff != 0 and direction[t.measure]:
+            winner, loser = (t.run_a, t.run_b) if t.diff * direction[t.measure] > 0 else (t.run_b, t.run_a)
             beats[winner][t.measure].append(loser)
     for by_m in beats.values():
         for m in by_m:
             by_m[m] = sorted(by_m[m], key=order.__getitem__)
     return Comparison(tuple(runs), tuple(measures), test, float(alpha), int(n_resamples), int(n_boot), float(level),
                       {m: len(arrays[runs[0]][m]) for m in measures}, cells, tuple(pairs), beats, correction, sizes,
-                      mdd_alpha, float(power), exact, tuple(notes), int(seed))
+                      mdd_alpha, float(power), exact, tuple(notes), int(seed), direction)

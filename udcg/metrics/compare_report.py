@@ -60,8 +60,12 @@ def _sup(letters: list[str], latex: bool) -> str:
 
 
 def _best(cmp: Comparison, measure: str) -> float:
+    """The best mean: the largest (direction +1), the smallest (-1), none (0: NaN)."""
     means = [cmp.cells[r][measure].mean for r in cmp.runs if not math.isnan(cmp.cells[r][measure].mean)]
-    return max(means) if means else float("nan")
+    direction = cmp.direction.get(measure, 1)
+    if not means or not direction:
+        return float("nan")
+    return max(means) if direction > 0 else min(means)
 
 
 def _interval(low: float, high: float, digits: int) -> str:
@@ -125,6 +129,14 @@ def family_text(cmp: Comparison) -> str:
     return f"none ({sum(sizes.values())} comparisons, each at alpha)"
 
 
+def _directions(cmp: Comparison) -> str:
+    lower = [m for m in cmp.measures if cmp.direction.get(m, 1) < 0]
+    neither = [m for m in cmp.measures if cmp.direction.get(m, 1) == 0]
+    return ((f" (lower is better for {', '.join(lower)}" if lower else "")
+            + (("; " if lower else " (") + f"no better side for {', '.join(neither)}" if neither else "")
+            + (")" if lower or neither else ""))
+
+
 def footer_lines(cmp: Comparison) -> list[str]:
     sizes = sorted(set(cmp.n_queries.values()))
     n = str(sizes[0]) if len(sizes) == 1 else ", ".join(f"{m}: {k}" for m, k in cmp.n_queries.items())
@@ -137,7 +149,8 @@ def footer_lines(cmp: Comparison) -> list[str]:
             "resampled queries for the run means and the paired differences).",
             f"MDD: the smallest true mean difference this test would detect with {cmp.power:.0%} power at {at} = "
             f"{level}; an estimate from the spread of the paired differences ({spread}).",
-            f"n queries = {n}. Letters: the runs a run significantly beats; bold: the best mean.",
+            f"n queries = {n}. Letters: the runs a run significantly beats; bold: the best mean"
+            + _directions(cmp) + ".",
             *cmp.notes]
 
 
