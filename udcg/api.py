@@ -21,7 +21,7 @@ import functools
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import numpy as np
 
@@ -29,7 +29,10 @@ from udcg import bounds
 from udcg.errors import InputError
 from udcg.experiment.run_scores import DEFAULT_METRICS, Run, RunScores, named_runs, read_utilities, score_runs
 from udcg.metrics.measures import Measure
-from udcg.metrics.udcg import GAMMA, UDCGTheta, check_utilities, udcg as _udcg_matrix
+from udcg.metrics.udcg import GAMMA, check_utilities, udcg as _udcg_matrix
+
+if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
+    from udcg.metrics.udcg_theta import UDCGTheta
 
 __all__ = ["DEFAULT_METRICS", "Run", "RunScores", "compare", "evaluate", "named_runs", "read_utilities", "score_runs", "udcg"]
 

@@ -6,6 +6,7 @@ import argparse
 import importlib
 import logging
 import sys
+from pathlib import Path
 
 from udcg.bounds import check_options
 from udcg.version import __version__
@@ -111,7 +112,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
         _check_not_an_input(flag, path, inputs, in_place=args.command == "report")
 
 
-def _input_paths(args: argparse.Namespace) -> list[tuple[str, "Path"]]:
+def _input_paths(args: argparse.Namespace) -> list[tuple[str, Path]]:
     """Every existing file or folder the command was given that is not one of its outputs (runs,
     qrels, corpus folders, utilities, input files, model folders ...), with the option that named it."""
     from pathlib import Path
@@ -133,7 +134,7 @@ def _input_paths(args: argparse.Namespace) -> list[tuple[str, "Path"]]:
     return found
 
 
-def _check_not_an_input(flag: str, out: "Path", inputs: list[tuple[str, "Path"]], in_place: bool) -> None:
+def _check_not_an_input(flag: str, out: Path, inputs: list[tuple[str, Path]], in_place: bool) -> None:
     """An output never replaces an input: refuse an output that is an input file (after links), an
     existing file inside an input folder, or an input folder itself (``report`` rebuilds its run
     folder in place, on purpose)."""

@@ -14,6 +14,8 @@ that is graded) gets ``circular = yes`` and is never marked best."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from udcg.io.contexts import ContextRows
@@ -22,8 +24,11 @@ from udcg.errors import InputError
 from udcg.metrics.contexts import parse_metric, parse_metrics
 from udcg.metrics.correlation import bootstrap_mean_ci, per_question, summarize
 from udcg.metrics.stats import holm, paired_test
-from udcg.metrics.udcg import GAMMA, UDCGTheta
+from udcg.metrics.udcg import GAMMA
 from udcg.io.tables import Table
+
+if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
+    from udcg.metrics.udcg_theta import UDCGTheta
 
 # statistic -> (name in udcg.metrics.correlation, mean column, interval columns, raw p, Holm p, best column)
 STATISTICS = {

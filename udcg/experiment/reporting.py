@@ -17,6 +17,8 @@ report through the same function, so ``udcg report RUN_DIR`` reproduces it byte 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import gzip
 import io
 import json
@@ -29,9 +31,12 @@ from udcg.errors import InputError
 from udcg.experiment import context_records, studies
 from udcg.experiment.config import Config, read_run_config
 from udcg.io.files import atomic_write_bytes, atomic_write_text, iter_jsonl, read_json
-from udcg.metrics.udcg import VARIANTS, UDCGTheta
+from udcg.metrics.udcg import VARIANTS
 from udcg.io.tables import Table
 from udcg.records import ContextRecord
+
+if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
+    from udcg.metrics.udcg_theta import UDCGTheta
 
 DATA = "data"
 CONTEXTS, POOLS, ANNOTATIONS, NOTES, PER_QUESTION = (

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import numpy as np
 
@@ -29,8 +29,11 @@ from udcg.experiment.run_scores import DEFAULT_METRICS, Run, RunScores, score_ru
 from udcg.io.files import read_records
 from udcg.metrics.compare import Comparison, compare_scores
 from udcg.metrics.measures import Measure
-from udcg.metrics.udcg import GAMMA, UDCGTheta
+from udcg.metrics.udcg import GAMMA
 from udcg.records import OUTCOME_LABELS
+
+if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
+    from udcg.metrics.udcg_theta import UDCGTheta
 
 OUTCOME_DIRECTION = {"correct": 1, "abstained": 0, "wrong": -1}  # more correct, fewer wrong; abstaining: neither
 FIX = "give the output of `udcg judge answer` on `udcg answer`'s contexts of these runs"

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Real
 from pathlib import Path
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import numpy as np
 
@@ -28,7 +28,10 @@ from udcg.io.trec_columns import RunColumns
 from udcg.metrics.evaluate import (UtilityOptions, as_measures, check_inputs, evaluate_table, run_table,
                                    utility_coverage, utility_depth)
 from udcg.metrics.measures import UTILITY, Measure
-from udcg.metrics.udcg import GAMMA, UDCGTheta
+from udcg.metrics.udcg import GAMMA
+
+if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
+    from udcg.metrics.udcg_theta import UDCGTheta
 
 Run = Mapping[str, Mapping[str, float]]
 DEFAULT_METRICS = ("UDCG@5", "nDCG@5", "P@5", "RR@5")

@@ -5,6 +5,8 @@ field recomputed for the authors' format)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections.abc import Sequence
 
 import numpy as np
@@ -13,7 +15,10 @@ from udcg.errors import InputError
 from udcg.io.contexts import ContextRows, read_context_rows
 from udcg.io.tables import Table
 from udcg.metrics.contexts import ContextBatch, MetricName, parse_metrics, score_batch
-from udcg.metrics.udcg import GAMMA, UDCGTheta, udcg, utilities_from
+from udcg.metrics.udcg import GAMMA, udcg, utilities_from
+
+if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
+    from udcg.metrics.udcg_theta import UDCGTheta
 
 
 def read_contexts(path: str, model: str | None = None, k: int | None = None) -> ContextRows:

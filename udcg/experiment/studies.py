@@ -18,6 +18,8 @@ NA values is returned with each table.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import dataclasses
 import hashlib
 import math
@@ -31,8 +33,11 @@ from udcg.experiment.correlate import correlation_table_of, per_question_values
 from udcg.experiment.theta import fit_model
 from udcg.io.tables import Table
 from udcg.metrics.contexts import ContextBatch, parse_metric, score_batch
-from udcg.metrics.udcg import UDCGTheta, udcg
+from udcg.metrics.udcg import udcg
 from udcg.records import OUTCOME_LABELS, OUTCOME_SCORE, ContextRecord
+
+if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
+    from udcg.metrics.udcg_theta import UDCGTheta
 
 ABLATIONS = ("UDCG_theta(rel-only)", "UDCG_theta(binary)", "UDCG(rel-only)")
 POSITION_METRICS = ("nDCG", "RR", "AP", "P", "UDCG", "UDCG_theta")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,7 +13,9 @@ from udcg.errors import InputError
 from udcg.io.contexts import ContextRows
 from udcg.io.files import atomic_write_json, read_json
 from udcg.io.tables import Table
-from udcg.metrics.udcg import UDCGTheta
+
+if TYPE_CHECKING:  # scikit-learn is imported only when a model is fitted or loaded
+    from udcg.metrics.udcg_theta import UDCGTheta
 
 
 def fit_model(u: np.ndarray, y: np.ndarray, groups: np.ndarray, relevance: np.ndarray | None, variant: str = "full",
@@ -21,6 +24,8 @@ def fit_model(u: np.ndarray, y: np.ndarray, groups: np.ndarray, relevance: np.nd
     """UDCG_theta fitted on utilities ``u`` (contexts, k), outcome scores ``y`` and question ids
     ``groups`` (``relevance`` is read by the binary variant only). ``random_state`` seeds the SVM
     solver's coordinate order; numpy's global generator is never touched."""
+    from udcg.metrics.udcg_theta import UDCGTheta
+
     model = UDCGTheta(variant=variant, C=C, C_grid=None if C_grid is None else tuple(C_grid), cv=cv,
                       cv_score=cv_score, random_state=random_state)
     return model.fit(u, y, groups, relevance=relevance if variant == "binary" else None)
@@ -75,4 +80,6 @@ def save_theta(model: UDCGTheta, path: str | Path) -> None:
 
 def load_theta(path: str | Path) -> UDCGTheta:
     """A saved model; a missing or malformed field is an ``InputError`` naming the file and field."""
+    from udcg.metrics.udcg_theta import UDCGTheta
+
     return UDCGTheta.from_dict(read_json(path), str(path))

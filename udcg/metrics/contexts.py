@@ -16,6 +16,8 @@ else the number in the context (document which one a report used).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,7 +26,10 @@ import numpy as np
 from udcg.errors import InputError
 from udcg.metrics import classical, setbased
 from udcg.metrics.measures import SETBASED, Measure, parse_measure
-from udcg.metrics.udcg import GAMMA, UDCGTheta, udcg
+from udcg.metrics.udcg import GAMMA, udcg
+
+if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
+    from udcg.metrics.udcg_theta import UDCGTheta
 
 _CLASSICAL = {  # canonical name -> (function, needs n_rel); nDCG, DCG, ERR, Rprec are special-cased
     "P": (classical.precision, False),

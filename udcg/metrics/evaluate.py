@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import numpy as np
 
@@ -29,7 +29,10 @@ from udcg.errors import InputError
 from udcg.metrics import classical as C
 from udcg.metrics.gains import GainTable, gain_table
 from udcg.metrics.measures import CLASSICAL, UTILITY, Measure, parse_measure, parse_measures
-from udcg.metrics.udcg import GAMMA, UDCGTheta, _udcg, check_gamma
+from udcg.metrics.udcg import GAMMA, _udcg, check_gamma
+
+if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
+    from udcg.metrics.udcg_theta import UDCGTheta
 
 class _Curves:
     """Per-table cache of the per-rank curves, so each family is computed once for all cutoffs."""
