@@ -83,8 +83,8 @@ def means(text: str, udcg: bool) -> dict[str, float]:
     out = {}
     for line in text.splitlines():
         fields = line.split("\t")
-        if udcg and len(fields) == 3 and fields[1] == "all":
-            out[fields[0]] = float(fields[2])
+        if udcg and len(fields) == 3 and fields[0] == "all":  # udcg score prints "all<TAB>measure<TAB>mean"
+            out[fields[1]] = float(fields[2])
         elif not udcg and len(fields) == 2:
             out[fields[0]] = float(fields[1])
     return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from udcg import runs
@@ -20,6 +20,7 @@ from udcg.llm.base import Backend
 from udcg.records import Annotation, Question
 
 log = logging.getLogger(__name__)
+_ANNOTATION_FIELDS = tuple(f.name for f in fields(Annotation))
 
 
 @dataclass(frozen=True)
@@ -104,14 +105,14 @@ def annotation_body(q: Question, p, model: str, cfg: AnnotateConfig, estimate) -
     a = Annotation(qid=q.qid, pid=p.pid, model=model, estimator=cfg.estimator, p_abs=estimate.p_abs,
                    prompt_version=cfg.prompt_version, ci_low=estimate.ci_low, ci_high=estimate.ci_high,
                    n_samples=estimate.n_samples, note=estimate.note)
-    return asdict(a)
+    return {name: getattr(a, name) for name in _ANNOTATION_FIELDS}  # flat: no deep copy as asdict makes
 
 
 def shown(q: Question, p, prompt_version: str) -> str:
-    """The fingerprint of what the reader is shown for one pair (its rendered chat)."""
-    from udcg.annotate.prompt import reader_chat
-
-    return runs.fingerprint(reader_chat(q.text, [p.text], prompt_version))
+    """The fingerprint of what the reader is shown for one pair: the question and passage texts under
+    one prompt version (the chat is rendered from these alone; model and estimator are the cache's
+    provenance)."""
+    return runs.fingerprint((q.text, p.text, prompt_version))
 
 
 def to_compute(cache: AppendCache, questions: Sequence[Question], cfg: AnnotateConfig) -> int:

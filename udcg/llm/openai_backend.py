@@ -37,7 +37,7 @@ from typing import Any
 
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams
-from udcg.llm.openai_transport import Pacer, Transport, http_module, post_bounded
+from udcg.llm.openai_transport import JobBatch, Pacer, Transport, http_module, post_bounded
 from udcg.llm.openai_wire import (DEFAULT_CONCURRENCY, backoff_delay, check_url, endpoint, error_text, hint, retryable, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
                                   parse_choices, parse_first_top_logprobs, retry_after_seconds)
 from udcg.redact import redact, url_secrets
@@ -128,8 +128,9 @@ class OpenAIBackend:
         self._endpoints = tuple(endpoint(u, "chat/completions") for u in self.base_urls)
         self._transport = Transport(max_concurrency, timeout)
         self._http = http_module()
-        self._gate: asyncio.Semaphore | None = None
-        self._gate_loop: asyncio.AbstractEventLoop | None = None
+        self._jobs: asyncio.Queue | None = None  # (call, index, job) for the workers; made on the transport's loop
+        self._jobs_loop: asyncio.AbstractEventLoop | None = None
+        self._workers: list[asyncio.Task] = []
         self.notes: dict[str, str] = {}  # what was found out about the server (e.g. it ignores n)
         self._deadlines: dict[asyncio.Task, float] = {}  # request task -> when it is overdue
         self._overdue: dict[asyncio.Task, bool] = {}
@@ -229,9 +230,11 @@ class OpenAIBackend:
 
     def close(self) -> None:
         """Close the connection pool and its event-loop thread (a later call opens them again)."""
-        watchdog, self._watchdog = self._watchdog, None
-        if watchdog is not None and not watchdog.get_loop().is_closed():
-            watchdog.get_loop().call_soon_threadsafe(watchdog.cancel)
+        tasks = [t for t in (self._watchdog, *self._workers) if t is not None]
+        self._watchdog, self._workers, self._jobs = None, [], None
+        for task in tasks:
+            if not task.get_loop().is_closed():
+                task.get_loop().call_soon_threadsafe(task.cancel)
         self._transport.close()
 
     async def _post_parsed(self, payloads: list[dict], parse: Callable[[list[dict]], Any]) -> Any:
@@ -245,20 +248,41 @@ class OpenAIBackend:
         return self._transport.run(self._each(jobs, on_result))
 
     async def _each(self, jobs: list[Callable[[], Any]], on_result) -> list[Any]:
-        results: list[Any] = [None] * len(jobs)
-        todo = iter(range(len(jobs)))
+        """Every job goes to the backend's workers: ``max_concurrency`` long-lived tasks on the
+        transport's loop, shared by every call and thread (the window), so a request costs a queue
+        entry, not a task."""
+        call = JobBatch(len(jobs), on_result, asyncio.get_running_loop().create_future())
+        queue = self._queue()
+        for i, job in enumerate(jobs):
+            queue.put_nowait((call, i, job))
+        try:
+            await call.done
+        except asyncio.CancelledError:
+            call.abandoned = True  # its queued jobs are skipped
+            raise
+        if call.error is not None:
+            raise call.error
+        return call.results
 
-        async def worker() -> None:
-            for i in todo:  # one shared iterator: each worker takes the next item when it is free
-                try:
-                    results[i] = await jobs[i]()
-                except BackendError as e:  # parse errors quote the body, which a server may fill with the key
-                    results[i] = BackendError(redact(str(e), self._secrets()))
-                if on_result is not None:
-                    on_result(i, results[i])
+    def _queue(self) -> asyncio.Queue:
+        loop = asyncio.get_running_loop()
+        if self._jobs is None or self._jobs_loop is not loop:  # first use, or a new loop after close()
+            self._jobs, self._jobs_loop = asyncio.Queue(), loop
+            self._workers = [loop.create_task(self._work(self._jobs)) for _ in range(self.max_concurrency)]
+        return self._jobs
 
-        await asyncio.gather(*(worker() for _ in range(min(self.max_concurrency, len(jobs)))))
-        return results
+    async def _work(self, queue: asyncio.Queue) -> None:
+        while True:
+            call, i, job = await queue.get()
+            if call.abandoned:
+                continue
+            try:
+                value = await job()
+            except BackendError as e:  # parse errors quote the body, which a server may fill with the key
+                value = BackendError(redact(str(e), self._secrets()))
+            except Exception as e:  # not an API failure (a bug): the call raises it
+                value, call.error = None, call.error or e
+            call.finish(i, value)
 
     async def _watch_deadlines(self) -> None:
         """``timeout`` bounds a whole request, not each read (a server trickling one byte at a time
@@ -272,13 +296,6 @@ class OpenAIBackend:
                     self._overdue[task] = True
                     task.cancel()
 
-    def _window(self) -> asyncio.Semaphore:
-        """The backend-wide bound on requests in flight (created on the transport's loop)."""
-        loop = asyncio.get_running_loop()
-        if self._gate is None or self._gate_loop is not loop:  # a new loop after close()
-            self._gate, self._gate_loop = asyncio.Semaphore(self.max_concurrency), loop
-        return self._gate
-
     async def _post(self, payload: dict) -> dict:
         """POST one payload, each attempt to the next base URL; the JSON body or a scrubbed BackendError.
         The body is serialised once, whatever the number of attempts."""
@@ -287,9 +304,8 @@ class OpenAIBackend:
         for attempt in range(self.max_retries + 1):
             turn = next(self._url_turn) % len(self.base_urls)
             client = self._transport.client()  # made before the pace is claimed (the first one takes a while)
-            async with self._window():
-                await self._pacer.wait()
-                body, problem, retry_after = await self._attempt(client, self._endpoints[turn], content)
+            await self._pacer.wait()
+            body, problem, retry_after = await self._attempt(client, self._endpoints[turn], content)
             if not problem:
                 return body
             if attempt == self.max_retries:
@@ -311,7 +327,7 @@ class OpenAIBackend:
         if self._watchdog is None or self._watchdog.get_loop() is not asyncio.get_running_loop():  # new after close()
             self._watchdog = asyncio.get_running_loop().create_task(self._watch_deadlines())
         try:
-            response = await post_bounded(self._transport.client(), url, content, self._headers())  # a capped body
+            response = await post_bounded(client, url, content, self._headers())  # a capped body
         except asyncio.CancelledError:
             if self._overdue.pop(task, False):  # cancelled by the deadline, not by the caller
                 task.uncancel()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import importlib
 import itertools
 import threading
@@ -36,6 +37,7 @@ from udcg.redact import redact
 POOL_SIZE = 32  # connections per httpx pool (see the module docstring)
 
 
+@functools.lru_cache(maxsize=1)
 def http_module():
     """The httpx package the installed ``openai`` SDK is built on (its exceptions and Timeout)."""
     import openai
@@ -116,6 +118,9 @@ async def post_bounded(client, url: str, content: bytes, headers: dict[str, str]
     try:
         declared = response.headers.get("content-length", "")
         size = int(declared) if declared.isdigit() and len(declared) < 20 else None
+        if size is not None and size <= limit and not response.headers.get("content-encoding"):
+            await response.aread()  # framed by its Content-Length: the body cannot run past it
+            return response
         chunks, total = [], 0
         if size is None or size <= limit:
             async for chunk in response.aiter_bytes():
@@ -158,3 +163,24 @@ class Pacer:
                     return
                 delay = self._next - now
             await asyncio.sleep(delay)
+
+
+class JobBatch:
+    """One call of the API backend's jobs: its results in input order, reported as each arrives, and done when all are."""
+
+    def __init__(self, n: int, on_result, done: asyncio.Future) -> None:
+        self.results: list[Any] = [None] * n
+        self.remaining, self.on_result, self.done = n, on_result, done
+        self.abandoned = False
+        self.error: BaseException | None = None
+
+    def finish(self, i: int, value: Any) -> None:
+        self.results[i] = value
+        if self.on_result is not None and self.error is None:
+            try:
+                self.on_result(i, value)
+            except Exception as e:
+                self.error = e
+        self.remaining -= 1
+        if not self.remaining and not self.done.done():
+            self.done.set_result(None)
