@@ -130,7 +130,8 @@ def _id(obj: dict, names: tuple[str, ...], where: str, what: str) -> str:
     value = str(value)
     if not value or any(ch.isspace() for ch in value):
         raise InputError(f"{where}: field {name!r} = {value!r} is empty or has whitespace "
-                         "(TREC runs and qrels need single-word ids)")
+                         "(TREC runs and qrels need single-word ids: replace the whitespace, e.g. with '_', in the "
+                         "corpus, queries, qrels and runs alike)")
     return value
 
 

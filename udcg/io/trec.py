@@ -166,7 +166,7 @@ def write_run(path: str | Path, run: Mapping[str, Mapping[str, float]], tag: str
 def _check_ids(qid: str, docs: Mapping[str, float]) -> None:
     for name in (qid, *docs):
         if not name or any(ch.isspace() for ch in name):
-            raise InputError(f"query {qid!r}: id {name!r} is empty or has whitespace (TREC ids are single words)")
+            raise InputError(f"query {qid!r}: id {name!r} is empty or has whitespace (TREC ids are single words: replace the whitespace, e.g. with '_', in every file alike)")
 
 
 def format_qrels(qrels: Mapping[str, Mapping[str, float]]) -> str:
