@@ -115,8 +115,6 @@ def _check_outputs(args: argparse.Namespace) -> None:
 def _input_paths(args: argparse.Namespace) -> list[tuple[str, Path]]:
     """Every existing file or folder the command was given that is not one of its outputs (runs,
     qrels, corpus folders, utilities, input files, model folders ...), with the option that named it."""
-    from pathlib import Path
-
     outputs = {name for name, _ in OUTPUT_OPTIONS}
     found = []
     for name, value in vars(args).items():

@@ -72,6 +72,12 @@ def fingerprint(obj: object) -> str:
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
+def is_stale(record: Mapping, seen: str) -> bool:
+    """Whether a cached record was made for another input than ``seen`` (a record from before
+    fingerprints holds no ``input`` and counts as current)."""
+    return record.get("input", seen) != seen
+
+
 def shown_key(k: str) -> str:
     """A key as a message shows it: ``q1 / d1``."""
     return " / ".join(split_key(k))
@@ -173,7 +179,7 @@ def run(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[list
         if k not in cache:
             return True
         rec = cache.get(k)
-        if prints and rec is not None and rec.get("input", prints[k]) != prints[k]:
+        if prints and rec is not None and is_stale(rec, prints[k]):
             stats.changed += 1
             return True
         return redo is not None and redo(rec)

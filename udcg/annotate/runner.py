@@ -121,7 +121,7 @@ def to_compute(cache: AppendCache, questions: Sequence[Question], cfg: AnnotateC
     for q in questions:
         for p in q.passages:
             rec = cache.get(annotation_key(q.qid, p.pid))
-            count += rec is None or rec.get("input", None) not in (None, shown(q, p, cfg.prompt_version))
+            count += rec is None or runs.is_stale(rec, shown(q, p, cfg.prompt_version))
     return count
 
 

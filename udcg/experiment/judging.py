@@ -58,7 +58,7 @@ def grade_answers(items: list, judge_backend, cfg: Config, run_dir: Path,
     (abstention detection, then the answer match), or the LLM answer judge (paper Fig. 6); label
     None where the judge's reply could not be parsed (``error`` says why, ``note`` any relabelling)."""
     from udcg.grade.judges import LLMJudge, RuleJudge
-    from udcg.grade.runner import run_judge
+    from udcg.grade.runner import item_key, run_judge
 
     g = cfg.grading
     if judge_backend is None:
@@ -70,8 +70,8 @@ def grade_answers(items: list, judge_backend, cfg: Config, run_dir: Path,
                          require_relevant_context=g.require_relevant_context)
         with progress(len(items), f"judge answers ({judge_backend.name})", "answer") as bar:
             records = run_judge(judge, items, run_dir / "cache" / "judge-answer.jsonl", cfg.reader.chunk_size, bar.update)
-    out = {key(it.qid, *split_key(it.cid)): Outcome(qid=it.qid, cid=it.cid, answer=it.answer, label=r["label"],
-                                        error=r.get("error", ""), note=r.get("note", ""))
+    out = {item_key(it): Outcome(qid=it.qid, cid=it.cid, answer=it.answer, label=r["label"],
+                                 error=r.get("error", ""), note=r.get("note", ""))
            for it, r in zip(items, records, strict=True)}
     return out, judge.name + (" (correct needs a relevant passage in the context)" if g.require_relevant_context else "")
 

@@ -109,7 +109,8 @@ def run_judge(judge: Judge, items: Sequence[Item], cache_path: str | Path, chunk
         _check_labels(cache, judge)
         runs.check_provenance(cache, expect)
         runs.run(cache, list(zip(keys, items)), compute, chunk_size, progress=progress,
-                 parallel=runs.parallelism(getattr(judge, "backend", None)), fingerprint=_shown(judge), redo=(lambda rec: rec["label"] is None) if redo_unparseable else None)
+                 parallel=runs.parallelism(getattr(judge, "backend", None)), fingerprint=_shown(judge),
+                 redo=(lambda rec: rec["label"] is None) if redo_unparseable else None)
         return [{k: v for k, v in cache.get(key).items() if k not in ("key", "input")} for key in keys]
 
 

@@ -39,7 +39,7 @@ from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams
 from udcg.llm.openai_transport import JobBatch, Pacer, Transport, http_module, post_bounded
 from udcg.llm.openai_wire import (DEFAULT_CONCURRENCY, backoff_delay, check_url, endpoint, error_text, hint, retryable, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
-                                  parse_choices, parse_first_top_logprobs, retry_after_seconds)
+                                  check_count, parse_choices, parse_first_top_logprobs, retry_after_seconds)
 from udcg.redact import redact, url_secrets
 
 log = logging.getLogger(__name__)
@@ -190,8 +190,8 @@ class OpenAIBackend:
                 got = parse_choices(await self._post(chat_payload(self.model, chat, request)))
                 if len(got) == 1 and size > 1:
                     self._n_ignored(size)
-                elif len(got) != size:
-                    raise BackendError(f"the server returned {len(got)} answers, asked for n={size}")
+                else:
+                    check_count(got, size)
                 out.extend(got)
             return out
 
@@ -329,10 +329,9 @@ class OpenAIBackend:
         try:
             response = await post_bounded(client, url, content, self._headers())  # a capped body
         except asyncio.CancelledError:
-            if self._overdue.pop(task, False):  # cancelled by the deadline, not by the caller
-                task.uncancel()
-                return None, f"POST {url}: timed out after {self.timeout:g}s (no complete answer in that time)", None
-            raise
+            if not self._overdue.get(task):  # cancelled by the caller, not by the deadline
+                raise
+            return None, f"POST {url}: timed out after {self.timeout:g}s (no complete answer in that time)", None
         except http.TimeoutException:
             return None, f"POST {url}: timed out after {self.timeout:g}s", None
         except http.HTTPError as e:
@@ -340,6 +339,8 @@ class OpenAIBackend:
             return None, f"POST {url}: connection failed ({type(cause).__name__}: {cause})", None
         finally:
             self._deadlines.pop(task, None)
+            if self._overdue.pop(task, False):  # the deadline's cancel was absorbed here, whatever form it took
+                task.uncancel()
         status = response.status_code
         if status >= 400:
             problem = f"POST {url}: HTTP {status}: {error_text(response)}"

@@ -55,7 +55,11 @@ def _choices(body: Any) -> list:
 
 def parse_answers(body: Any, n: int) -> list[str]:
     """The ``n`` answers of a chat-completions response, in choice-index order."""
-    answers = parse_choices(body)
+    return check_count(parse_choices(body), n)
+
+
+def check_count(answers: list[str], n: int) -> list[str]:
+    """``answers`` when there are ``n`` of them, else the error that says so."""
     if len(answers) != n:
         raise BackendError(f"the server returned {len(answers)} answers, asked for n={n} (does it support the 'n' parameter?)")
     return answers
