@@ -129,7 +129,7 @@ def _run_runs(args: argparse.Namespace) -> int:
     collection = read_collection(args.corpus, queries=args.queries, qrels=args.qrels, answers=args.answers,
                                  docids=run_docids(runs, args.depth))  # only the documents annotated
     for name, run in runs.items():
-        check_run(run, collection, str(paths[name]), depth=args.depth)
+        check_run(run, collection, str(paths[name]), depth=args.depth, queries_source=args.queries)
     print(collection.scan.line(), file=sys.stderr)
     follow_libraries(not args.no_progress)
     bars = []

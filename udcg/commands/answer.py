@@ -82,10 +82,9 @@ def run(args: argparse.Namespace) -> int:
     depth = max(args.k, args.depth) if args.samples else args.k  # the documents the contexts are made of
     collection = read_collection(args.corpus, queries=args.queries, qrels=args.qrels, answers=args.answers,
                                  docids=run_docids(runs, depth))
-    runs, collection = select_queries(runs, collection, {name: str(path) for name, path in paths.items()},
-                                      args.queries or collection.source, args.limit)
     for name, run_ in runs.items():
-        check_run(run_, collection, str(paths[name]), depth=depth)
+        check_run(run_, collection, str(paths[name]), depth=depth, queries_source=args.queries)
+    runs, collection = select_queries(runs, collection, args.limit)
     print(collection.scan.line(), file=sys.stderr)
     contexts, short = run_contexts(runs, collection, args.k, samples=args.samples, depth=args.depth, seed=args.seed)
     for name, count in short.items():

@@ -205,18 +205,11 @@ def _merged_records(out: Path, done: Mapping[str, Annotation], rel: Mapping[tupl
 # ---------------------------------------------------------------- contexts of runs, for answers
 
 
-def select_queries(runs: Mapping[str, Run], collection: Collection, where: Mapping[str, str], queries_source: str,
+def select_queries(runs: Mapping[str, Run], collection: Collection,
                    limit: int | None = None) -> tuple[dict[str, Run], Collection]:
-    """Check that every run query is one of the collection's queries (the error names
-    ``queries_source``, the queries file the user gave, and ``where[run]``, the run file); with
-    ``limit``, keep the first ``limit`` queries of the queries file (file order, as ``annotate
-    --limit``) and the runs' rankings for them."""
-    for name, run in runs.items():
-        unknown = [qid for qid in run if qid not in collection.queries]
-        if unknown:
-            raise InputError(f"{where[name]}: {len(unknown)} of {len(run)} run queries are not in the queries of "
-                             f"{queries_source}, e.g. {unknown[0]!r} (give the queries this run was made for, or "
-                             "remove those queries from the run)")
+    """With ``limit``, the first ``limit`` queries of the queries file (file order, as ``annotate
+    --limit``) and the runs' rankings for them; without, the runs and collection as they are (the runs
+    checked against the collection first: ``udcg.io.beir.check_run``)."""
     if limit is None:
         return dict(runs), collection
     kept = dict(list(collection.queries.items())[:limit])

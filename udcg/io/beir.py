@@ -318,7 +318,7 @@ def read_collection(corpus: str | Path, queries: str | Path | None = None, qrels
 
 
 def check_run(run: Mapping[str, Mapping[str, float]], collection: Collection, where: str,
-              depth: int | None = None) -> None:
+              depth: int | None = None, queries_source: str | None = None) -> None:
     """Check that a run (``udcg.io.trec.read_run``) was made on ``collection``.
 
     Policy: every query of the run must be one of the collection's queries, and every document the
@@ -328,12 +328,13 @@ def check_run(run: Mapping[str, Mapping[str, float]], collection: Collection, wh
     or another corpus would be annotated against the wrong texts); unreadable corpus lines that were
     skipped are named, as they may hold the missing documents. Collection queries absent from the
     run are allowed. A document twice in one ranking is already refused by ``read_run``.
+    ``queries_source``: the queries file the user named, for the message (default: the collection).
     """
     unknown = [qid for qid in run if qid not in collection.queries]
     if unknown:
         raise InputError(f"{where}: {len(unknown)} of {len(run)} run queries are not in the queries of "
-                         f"{collection.source}, e.g. {unknown[0]!r} (give the queries this run was made for, "
-                         "or remove those queries from the run)")
+                         f"{queries_source or collection.source}, e.g. {unknown[0]!r} (give the queries this run was "
+                         "made for, or remove those queries from the run)")
     used = ((qid, ranked_docids(docs)[:depth] if depth is not None else docs) for qid, docs in run.items())
     missing = [(qid, docid) for qid, docs in used for docid in docs if docid not in collection.corpus]
     if missing:
