@@ -165,28 +165,17 @@ def score_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | N
     out = {}
     for name, run in loaded.items():
         opts = UtilityOptions(gamma=gamma, theta=theta, unannotated=unannotated, where=f"run {name!r}")
-        ties: dict = {}
-        if isinstance(run, RunColumns):
-            table = columns_table(run, queries, util if needs_utility else None, utility_depth(wanted), ties)
-        else:
-            table = run_table(run, queries, util if needs_utility else None, utility_depth(wanted))
-            ties["queries"] = _tied_queries(run, queries)
+        make = columns_table if isinstance(run, RunColumns) else run_table
+        table = make(run, queries, util if needs_utility else None, utility_depth(wanted))
         values = {str(m): v for m, v in evaluate_table(table, wanted, opts).items()}
-        scores = RunScores(name, table.qids, values,
-                           notes=_notes(run_queries(run), queries, table, wanted, ties.get("queries", 0)))
+        scores = RunScores(name, table.qids, values, notes=_notes(run_queries(run), queries, table, wanted))
         if needs_utility:
             scores.coverage = {m.cutoff: utility_coverage(table, m.cutoff) for m in wanted if m.name in UTILITY}
         out[name] = scores
     return out
 
 
-def _tied_queries(run: Run, queries: Run) -> int:
-    """Scored queries of a dict run with two equal scores (as trec_eval compares them, float32)."""
-    return sum(len(set(np.asarray(list(docs.values()), np.float64).astype(np.float32).tolist())) < len(docs)
-               for qid, docs in run.items() if qid in queries and docs)
-
-
-def _notes(run_qids: Iterable[str], queries: Run, table, wanted: list[Measure], tied: int = 0) -> list[str]:
+def _notes(run_qids: Iterable[str], queries: Run, table, wanted: list[Measure]) -> list[str]:
     notes = []
     skipped = sum(q not in queries for q in run_qids)
     if skipped:
@@ -200,8 +189,8 @@ def _notes(run_qids: Iterable[str], queries: Run, table, wanted: list[Measure], 
         if short:
             notes.append(f"{short} queries have fewer than {cutoffs[-1]} documents (UDCG@{cutoffs[-1]} reads their "
                          "shorter context; P@k still divides by k)")
-    if tied:
-        notes.append(f"{tied} queries have tied scores: ranked as trec_eval ranks them (score, then docid descending), "
+    if table.tied_queries:
+        notes.append(f"{table.tied_queries} queries have tied scores: ranked as trec_eval ranks them (score, then docid descending), "
                      "not by the file's rank column")
     return notes
 

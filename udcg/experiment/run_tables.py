@@ -28,11 +28,10 @@ Table = Mapping[str, Mapping[str, Any]]
 
 
 def columns_table(columns: RunColumns, qrels: Table | None, utilities: Table | None = None,
-                  depth: int | None = None, ties: dict | None = None) -> GainTable:
+                  depth: int | None = None) -> GainTable:
     """``run_table(run, qrels, utilities, depth)`` for a run given as columns: queries of the qrels
     (in qrels order; without qrels, the run's own), ``extra["utility"]`` in rank order (NaN = no
-    utility; the first ``depth`` ranks) when ``utilities`` are given. ``ties`` (a dict) gets
-    ``queries``: how many scored queries hold tied scores (ordered by docid)."""
+    utility; the first ``depth`` ranks) when ``utilities`` are given."""
     queries = qrels if qrels is not None else {qid: {} for qid in columns.qids}
     qids = tuple(queries)
     index = {qid: i for i, qid in enumerate(qids)}
@@ -51,8 +50,7 @@ def columns_table(columns: RunColumns, qrels: Table | None, utilities: Table | N
     if utilities is not None:
         extra = {"utility": _utility_column(columns, query, qids, utilities)}
     return row_table(qids, query, columns.scores, relevance, judged_lengths, judged_values,
-                     _docid_rank(columns, ties if ties is not None else {}), extra, extra_default=float("nan"),
-                     extra_depth=depth)
+                     _docid_rank(columns), extra, extra_default=float("nan"), extra_depth=depth)
 
 
 def run_queries(run: RunColumns | Mapping[str, Any]) -> Iterable[str]:
@@ -111,14 +109,12 @@ def _number(value: Any, bad: float | None = math.nan) -> float | None:
         return bad
 
 
-def _docid_rank(columns: RunColumns, ties: dict):
-    """Integers ordering the given rows by docid descending (byte order, as ``str`` compares),
-    smallest first; ``ties["queries"]``: the queries those tied rows belong to."""
+def _docid_rank(columns: RunColumns):
+    """Integers ordering the given rows by docid descending (byte order, as ``str`` compares), smallest first."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     def rank(rows: np.ndarray) -> np.ndarray:
-        ties["queries"] = ties.get("queries", 0) + int(np.unique(columns.query[rows]).size)
         docids = columns.docids.take(pa.array(rows, pa.int64())).combine_chunks()
         return pc.rank(docids, sort_keys="descending", tiebreaker="first").to_numpy()
     return rank

@@ -49,6 +49,7 @@ class GainTable:
     extra: dict[str, np.ndarray] = field(default_factory=dict)
     n_judged: np.ndarray | None = None
     depth: np.ndarray | None = None  # documents ranked per query
+    tied_queries: int = 0  # queries with two equal (float32) scores, ordered by docid among them
 
     def n_rel(self, rel_level: float) -> np.ndarray:
         return (self.ideal >= rel_level).sum(1)
@@ -103,9 +104,9 @@ def _scatter(flat: np.ndarray, lengths: np.ndarray, fill: float, dtype: type) ->
     return out
 
 
-def _order(scores: np.ndarray, lengths: np.ndarray, rows: list[Mapping[str, float]]) -> np.ndarray:
-    """Column order per query, trec_eval style. Vectorised by float32 score; queries with tied
-    scores are re-sorted with the docid tie-break."""
+def _order(scores: np.ndarray, lengths: np.ndarray, rows: list[Mapping[str, float]]) -> tuple[np.ndarray, int]:
+    """Column order per query, trec_eval style, and how many queries have tied scores. Vectorised
+    by float32 score; queries with tied scores are re-sorted with the docid tie-break."""
     keys = _scatter(scores.astype(np.float32), lengths, -np.inf, np.float32)
     order = np.argsort(-keys, axis=1, kind="stable")
     sorted_keys = np.take_along_axis(keys, order, 1)
@@ -114,7 +115,7 @@ def _order(scores: np.ndarray, lengths: np.ndarray, rows: list[Mapping[str, floa
     for i in tied:
         position = {d: j for j, d in enumerate(rows[i])}
         order[i, : lengths[i]] = [position[d] for d in ranked_docids(rows[i])]
-    return order
+    return order, len(tied)
 
 
 def _lookup(maps: list[Mapping[str, float]], rows: list[Mapping[str, float]], total: int, what: str,
@@ -167,7 +168,7 @@ def _gain_table(run, qrels, extra, extra_default: float = 0.0, extra_depth: int 
     lengths = np.fromiter(map(len, rows), np.int64, len(qids))
     total = int(lengths.sum())
     scores = _all_values(rows, total, "run scores")
-    order = _order(scores, lengths, rows)
+    order, tied = _order(scores, lengths, rows)
     gains = _ranked(_lookup(judged, rows, total, "qrels relevance"), lengths, order)
     more = {name: _ranked(_lookup(list(map(values.get, qids, repeat(_EMPTY))), rows, total, name, extra_default),
                           lengths, order, extra_depth, extra_default)
@@ -175,7 +176,7 @@ def _gain_table(run, qrels, extra, extra_default: float = 0.0, extra_depth: int 
     q_lengths = np.fromiter(map(len, judged), np.int64, len(qids))
     all_judged = _all_values(judged, int(q_lengths.sum()), "qrels relevance")
     ideal = np.sort(_scatter(all_judged, q_lengths, 0.0, np.float64), axis=1)[:, ::-1]
-    return GainTable(qids, gains, ideal, more, q_lengths, lengths)
+    return GainTable(qids, gains, ideal, more, q_lengths, lengths, tied)
 
 
 def flat_values(maps: Sequence[Mapping[str, float]], what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -198,14 +199,14 @@ def row_table(qids: Sequence[str], query: np.ndarray, scores: np.ndarray, releva
     descending, smallest first; it is asked only about rows whose float32 scores tie."""
     n = len(qids)
     query = np.asarray(query)
-    rows = ranked_rows(query, _finite(np.asarray(scores, dtype=np.float64), "run scores"), n, docid_rank)
+    rows, tied = _ranked_rows(query, _finite(np.asarray(scores, dtype=np.float64), "run scores"), n, docid_rank)
     lengths = np.bincount(query[rows], minlength=n).astype(np.int64)
     gains = _scatter(np.asarray(relevance, dtype=np.float64)[rows], lengths, 0.0, np.float64)
     more = {name: np.ascontiguousarray(_scatter(np.asarray(values, dtype=np.float64)[rows], lengths, extra_default,
                                                 np.float64)[:, :extra_depth])
             for name, values in (extra or {}).items()}
     ideal = np.sort(_scatter(judged_values, judged_lengths, 0.0, np.float64), axis=1)[:, ::-1]
-    return GainTable(tuple(qids), gains, ideal, more, np.asarray(judged_lengths, dtype=np.int64), lengths)
+    return GainTable(tuple(qids), gains, ideal, more, np.asarray(judged_lengths, dtype=np.int64), lengths, tied)
 
 
 def ranked_rows(query: np.ndarray, scores: np.ndarray, n: int, docid_rank: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
@@ -213,6 +214,12 @@ def ranked_rows(query: np.ndarray, scores: np.ndarray, n: int, docid_rank: Calla
     order: float32 score descending, then ``docid_rank`` ascending. One stable sort of a 64-bit key
     (query, score), in linear time when the run is written query by query, best first; then the
     rows of equal keys (ties) are re-ordered by docid."""
+    return _ranked_rows(query, scores, n, docid_rank)[0]
+
+
+def _ranked_rows(query: np.ndarray, scores: np.ndarray, n: int,
+                 docid_rank: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, int]:
+    """``ranked_rows``, and how many queries have tied scores."""
     kept = query >= 0
     rows = None if kept.all() else np.flatnonzero(kept)  # None: every row
     del kept
@@ -239,10 +246,11 @@ def ranked_rows(query: np.ndarray, scores: np.ndarray, n: int, docid_rank: Calla
     key = key[order]
     del order
     pairs = np.flatnonzero(key[1:] == key[:-1])  # rows p and p + 1 tie
+    tied_queries = int(np.unique(key[pairs] >> np.uint64(32)).size)
     del key
     if pairs.size:
         tied = np.union1d(pairs, pairs + 1)
         segment = np.cumsum(~np.isin(tied - 1, pairs))  # a run of equal keys
         by_docid = np.lexsort((np.asarray(docid_rank(rows[tied])), segment))
         rows[tied] = rows[tied[by_docid]]
-    return rows
+    return rows, tied_queries
