@@ -34,6 +34,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from instant_openai_server import Process as Server  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 UDCG = [sys.executable, "-m", "udcg"]
 WORDS = ("river city war album film born river season team king church song party village station army school "
@@ -85,20 +88,6 @@ def make_data(folder: Path, queries: int, depth: int, seed: int = 0) -> int:
                                     "text": " ".join(rng.choices(WORDS, k=90))}) + "\n")
                 r.write(f"q{i} Q0 {doc} {j + 1} {depth - j} bench\n")
     return queries * depth
-
-
-class Server:
-    def __init__(self, latency: float):
-        self.proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "instant_openai_server.py"),
-                                      "--latency", str(latency)], stdout=subprocess.PIPE, text=True)
-        self.url = f"http://127.0.0.1:{self.proc.stdout.readline().split()[1]}/v1"
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.proc.terminate()
-        self.proc.wait()
 
 
 def _child_cpu() -> float:

@@ -34,6 +34,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from instant_openai_server import Process  # noqa: E402
 SYLLABLES = ["ka", "lo", "mi", "ren", "tas", "vo", "quel", "dri", "sen", "mar", "tu", "bel", "os", "ni", "gra", "fe"]
 SCAN_LINE = re.compile(r"corpus: ([\d,]+) documents scanned, ([\d,]+) kept.*?([\d,.]+) MB in ([\d.]+) s \(([\d,]+) MB/s\)")
 
@@ -99,16 +101,6 @@ def to_parquet(folder: Path) -> Path:
     return out
 
 
-def start_server() -> tuple[subprocess.Popen, int]:
-    server = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "instant_openai_server.py"), "--port", "0"],
-                              stdout=subprocess.PIPE, text=True)
-    line = server.stdout.readline()
-    if not line.startswith("ready "):
-        server.kill()
-        raise SystemExit(f"instant_openai_server.py did not start: {line!r}")
-    return server, int(line.split()[1])
-
-
 READ_ONLY = """
 import sys
 from udcg.io.beir import check_run, read_collection
@@ -170,21 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "PYTHONPATH": str(root), "OPENAI_API_KEY": "bench"}
     out_dir = args.work.resolve() / "utilities"
     shutil.rmtree(out_dir, ignore_errors=True)
-    server = None
-    try:
-        if args.read_only:
-            result = measure([sys.executable, "-c", READ_ONLY, *files, str(run), str(args.depth)], env, root)
-        else:
-            server, port = start_server()
+    if args.read_only:
+        result = measure([sys.executable, "-c", READ_ONLY, *files, str(run), str(args.depth)], env, root)
+    else:
+        with Process() as server:
             result = measure([sys.executable, "-m", "udcg", "annotate", "--corpus", files[0], "--queries", files[1],
                               "--qrels", files[2], "--run", str(run),
                               "--depth", str(args.depth), "--model", "openai:bench", "--api-base",
-                              f"http://127.0.0.1:{port}/v1", "--concurrency", "64", "-o", str(out_dir),
-                              "--no-progress"], env, root)
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait()
+                              server.url, "--concurrency", "64", "-o", str(out_dir), "--no-progress"], env, root)
     result = {"docs": args.docs, "pairs": args.queries * args.depth, "gz": args.gz, "parquet": args.parquet,
               "read_only": args.read_only,
               "udcg_root": str(args.udcg_root), **result}

@@ -9,6 +9,9 @@ the prompt (so utilities differ between pairs); otherwise ``n`` answers (one wit
 servers without ``n`` do), some of them ``NO-RESPONSE``. ``--no-logprobs`` drops the logprobs field
 (a server without logprobs). ``GET /stats`` returns what it saw: requests, connections opened and
 the most requests in flight at once. It prints ``ready <port>`` on stdout once listening.
+
+``Process(latency)``: the server in a child process, as the benchmarks and tests start it (a
+context manager; ``url`` is its base URL, ``.../v1``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import asyncio
 import hashlib
 import json
 import math
+import subprocess
+import sys
 
 _OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
 _NOT_FOUND = b'{"error": {"message": "not found"}}'
@@ -85,6 +90,27 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, arg
         pass
     finally:
         writer.close()
+
+
+class Process:
+    """This server in a child process on a free port, stopped on exit."""
+
+    def __init__(self, latency: float = 0.0, *flags: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, __file__, "--latency", str(latency), *flags],
+                                     stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("ready "):
+            self.proc.kill()
+            raise SystemExit(f"instant_openai_server.py did not start: {line!r}")
+        self.port = int(line.split()[1])
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+
+    def __enter__(self) -> Process:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait()
 
 
 async def main(args: argparse.Namespace) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import load_script
 from udcg import runs
 from udcg.errors import BackendError
 
@@ -21,14 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def latency_server():
-    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "instant_openai_server.py"), "--latency", "0.05"],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        port = proc.stdout.readline().split()[1]
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        proc.terminate()
-        proc.wait()
+    with load_script("instant_openai_server").Process(0.05) as server:
+        yield server.url
 
 
 def _stats(url: str) -> dict:
@@ -91,11 +86,7 @@ def test_a_parallel_run_computes_each_request_once_and_keeps_finished_work_on_fa
 def test_two_annotate_processes_on_one_folder_compute_each_pair_once(latency_server, tmp_path):
     """The second process waits for the first (the cache is locked while open), then finds its work
     done: the server is asked once per pair, both commands succeed, and the outputs are identical."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        from bench_api import make_data
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    make_data = load_script("bench_api").make_data
     data = tmp_path / "data"
     pairs = make_data(data, 40, 5)
     out = tmp_path / "utilities"
@@ -118,11 +109,7 @@ def test_two_annotate_processes_on_one_folder_compute_each_pair_once(latency_ser
 def test_editing_one_passage_recomputes_exactly_that_pair(latency_server, tmp_path):
     """The cache is keyed by what the reader saw: after one corpus text is edited, a rerun asks the
     server for that one pair, says so, and writes its new utility; the others are reused."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        from bench_api import make_data
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    make_data = load_script("bench_api").make_data
     data = tmp_path / "data"
     make_data(data, 10, 3)
     out = tmp_path / "utilities"
