@@ -13,8 +13,10 @@ run given as a dict takes the dict path (``udcg.metrics.evaluate.run_table``).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from numbers import Real
 from pathlib import Path
 from typing import Any, TYPE_CHECKING
@@ -25,6 +27,7 @@ from udcg.errors import InputError
 from udcg.experiment.run_tables import columns_table, run_queries
 from udcg.experiment.theta import load_theta
 from udcg.io.trec_columns import RunColumns
+from udcg.metrics.gains import flat_values
 from udcg.metrics.evaluate import (UtilityOptions, as_measures, check_inputs, evaluate_table, run_table,
                                    utility_coverage, utility_depth)
 from udcg.metrics.measures import UTILITY, Measure
@@ -34,6 +37,7 @@ if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
     from udcg.metrics.udcg_theta import UDCGTheta
 
 Run = Mapping[str, Mapping[str, float]]
+_values = operator.methodcaller("values")
 DEFAULT_METRICS = ("UDCG@5", "nDCG@5", "P@5", "RR@5")
 
 
@@ -63,15 +67,26 @@ def _check_run(run: Any, what: str) -> Run:
 def _check_nested(table: Mapping, what: str, value: str) -> Mapping:
     """A ``{qid: {docid: value}}`` dict: every query maps to a dict (a list of docids has no values)."""
     for qid, docs in table.items():
-        if not isinstance(docs, Mapping):
+        if type(docs) is not dict and not isinstance(docs, Mapping):  # the plain-dict test first: no ABC check
             raise InputError(f"{what}: query {str(qid)[:80]!r} maps to a {type(docs).__name__}, not a {{docid: {value}}} "
                              f"dict (e.g. {{'q1': {{'d1': 1.0}}}})")
     return table
 
 
 def _check_utilities(utilities: Mapping) -> Mapping:
-    """Every utility of a dict a number in [-1, 1], as in a utilities file (u = (2R - 1)(1 - p_abs))."""
+    """Every utility of a dict a number in [-1, 1], as in a utilities file (u = (2R - 1)(1 - p_abs)).
+    Checked at array speed (the value types at C speed, the range with numpy); only a dict that
+    fails is walked value by value, to name the first bad utility."""
     _check_nested(utilities, "utilities", "utility")
+    maps = list(utilities.values())
+    kinds = set(map(type, chain.from_iterable(map(_values, maps))))
+    if all(kind is not bool and issubclass(kind, (int, float)) for kind in kinds):
+        try:
+            _, u = flat_values(maps, "utilities")  # the dict walk's reader (C when built): finite numbers
+        except InputError:
+            u = None  # NaN or inf: named below
+        if u is not None and ((u >= -1.0) & (u <= 1.0)).all():
+            return utilities
     for qid, docs in utilities.items():
         for docid, u in docs.items():
             if isinstance(u, bool) or not isinstance(u, Real) or not -1.0 <= u <= 1.0:
