@@ -8,7 +8,7 @@ from scipy.stats import kendalltau, spearmanr
 
 from udcg.errors import InputError
 from udcg.experiment.correlate import correlation_table_of
-from udcg.metrics.correlation import (STATISTICS, bootstrap_mean_ci, paired_bootstrap, per_question, per_question_kendall,
+from udcg.metrics.correlation import (STATISTICS, bootstrap_mean_ci, per_question, per_question_kendall,
                                      per_question_pairwise, per_question_spearman, summarize)
 from udcg.metrics.stats import holm, paired_test
 
@@ -65,25 +65,11 @@ def test_bootstrap_ci_covers_mean_and_is_seeded():
     assert (lo, hi) == bootstrap_mean_ci(v, n_boot=2000, seed=1)
 
 
-def test_paired_bootstrap():
-    rng = np.random.default_rng(0)
-    a = rng.normal(0.4, 0.3, 300)
-    diff, p = paired_bootstrap(a, a - 0.2 + rng.normal(0, 0.05, 300), n_boot=2000)
-    assert diff == pytest.approx(0.2, abs=0.02) and p < 0.01
-    diff, p = paired_bootstrap(a, a + rng.normal(0, 0.05, 300), n_boot=2000)
-    assert p > 0.05
-    assert paired_bootstrap(a, a) == (0.0, 1.0)
-    with pytest.raises(InputError):
-        paired_bootstrap(a, a[:10])
-
-
-def test_too_few_questions_give_no_interval_and_no_p_value():
-    """Two questions with the same sign of difference would give p = 1/n_boot: a lie, so NA."""
+def test_too_few_questions_give_no_interval():
+    """A percentile interval from fewer than 5 questions would be a lie, so NA."""
     assert np.isnan(bootstrap_mean_ci([0.7])).all()
     assert np.isnan(bootstrap_mean_ci([0.7, 0.1, 0.3, 0.5])).all()
     assert np.isfinite(bootstrap_mean_ci([0.7, 0.1, 0.3, 0.5, 0.2])).all()
-    diff, p = paired_bootstrap([0.9, 0.4, np.nan], [0.5, 0.2, 0.2])
-    assert diff == pytest.approx(0.3) and np.isnan(p)
 
 
 def test_bad_input():

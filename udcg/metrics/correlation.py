@@ -25,7 +25,7 @@ metric (status 3, counted), never a value computed as if NA were 0.
 
 Significance: percentile bootstrap over questions for the mean (``stats.bootstrap_ci``); the
 correlation tables test the difference between two metrics with ``stats.paired_test`` (a paired
-permutation test by default). ``paired_bootstrap`` is the earlier paired test, kept for callers.
+permutation test by default).
 """
 
 from __future__ import annotations
@@ -183,23 +183,3 @@ def summarize(name: str, metric: object, outcome: object, groups: object, consta
                               n_constant_outcome=int((status == 1).sum()), n_constant_metric=int((status == 2).sum()),
                               pooled_rho=pooled, n_na_metric=int((status == 3).sum()))
 
-
-def paired_bootstrap(rho_a: np.ndarray, rho_b: np.ndarray, n_boot: int = 10_000, seed: int = 0) -> tuple[float, float]:
-    """Mean difference (a - b) over questions where both rhos are defined, and the two-sided
-    bootstrap p-value of 'no difference' (twice the share of resampled means on the far side of 0)."""
-    a, b = np.asarray(rho_a, dtype=float), np.asarray(rho_b, dtype=float)
-    if a.shape != b.shape:
-        raise InputError("paired bootstrap needs the rhos of both metrics on the same questions")
-    keep = np.isfinite(a) & np.isfinite(b)
-    d = a[keep] - b[keep]
-    if len(d) == 0:
-        return float("nan"), float("nan")
-    if len(d) < MIN_BOOTSTRAP_QUESTIONS:  # a difference, but no test
-        return float(d.mean()), float("nan")
-    rng = np.random.default_rng(seed)
-    means = d[rng.integers(0, len(d), size=(n_boot, len(d)))].mean(1)
-    observed = float(d.mean())
-    if np.all(d == 0):
-        return 0.0, 1.0
-    p = 2 * min((means <= 0).mean(), (means >= 0).mean())
-    return observed, float(min(1.0, max(p, 1.0 / n_boot)))
