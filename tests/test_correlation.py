@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from scipy.stats import kendalltau, spearmanr
 
 from udcg.errors import InputError
+from udcg.experiment.correlate import STATISTICS as TABLE_STATISTICS
 from udcg.experiment.correlate import correlation_table_of
 from udcg.metrics.correlation import (STATISTICS, bootstrap_mean_ci, per_question, per_question_kendall,
                                      per_question_pairwise, per_question_spearman, summarize)
@@ -193,6 +194,21 @@ def test_a_circular_metric_is_flagged_and_never_best():
     assert table["eRAG"]["best"] == "" and table["UDCG"]["best"] == "*"
     plain = correlation_table_of(metrics, outcome, qid, "UDCG", n_boot=50)
     assert "circular" not in plain.columns and plain.rows[0]["best"] == "*"
+
+
+def test_a_circular_metric_keeps_its_p_but_stays_out_of_the_holm_family():
+    rng = np.random.default_rng(7)
+    qid = np.repeat([f"q{i}" for i in range(12)], 5)
+    outcome = rng.integers(0, 3, len(qid)).astype(float)
+    metrics = {"UDCG": outcome + rng.normal(0, 1, len(qid)), "eRAG": outcome.copy(),
+               "nDCG": outcome + rng.normal(0, 3, len(qid)), "RR": rng.normal(0, 1, len(qid))}
+    table = {r["metric"]: r for r in correlation_table_of(metrics, outcome, qid, "UDCG", n_boot=50, n_resamples=999,
+                                                          circular=("eRAG",)).rows}
+    for _, _, _, p_col, holm_col, _ in TABLE_STATISTICS.values():
+        assert np.isfinite(table["eRAG"][p_col]) and np.isnan(table["eRAG"][holm_col])  # shown, not corrected
+        assert [table[m][holm_col] for m in ("nDCG", "RR")] == list(holm([table["nDCG"][p_col], table["RR"][p_col]]))
+    every = {r["metric"]: r for r in correlation_table_of(metrics, outcome, qid, "UDCG", n_boot=50, n_resamples=999).rows}
+    assert every["nDCG"]["p_holm"] >= table["nDCG"]["p_holm"]  # a third p in the family can only raise the others'
 
 
 def test_table_p_values_are_paired_tests_of_the_rhos_with_holm():

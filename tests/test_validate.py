@@ -187,6 +187,16 @@ def test_correlate_matches_the_hand_ranking_and_leaves_na_out():
     assert (rows["M"]["pair_acc"], rows["N"]["pair_acc"]) == (1.0, 0.0)
 
 
+def test_every_metric_read_off_the_graded_prompt_is_circular_at_k1_and_only_there():
+    names = ["UDCG", "UDCG@1", "UDCG_theta", "UDCG_theta(rel-only)", "UDCG_theta(binary)", "UDCG(rel-only)",
+             "ANSWER_PROB", "eRAG", "nDCG", "RR", "P", "Success", "containment@1", "RA-nWG"]
+    one = [graded("q1", "a", [0.9], "correct"), graded("q1", "b", [-0.4], "wrong")]
+    assert studies.circular_metrics(one, names) == ("UDCG", "UDCG@1", "UDCG_theta", "UDCG_theta(rel-only)",
+                                                    "UDCG_theta(binary)", "UDCG(rel-only)", "ANSWER_PROB", "eRAG")
+    two = [graded("q1", "a", [0.9, 0.1], "correct"), graded("q1", "b", [-0.4, 0.1], "wrong")]
+    assert studies.circular_metrics(two, names) == () and studies.circular_metrics([], names) == ()
+
+
 def test_fit_theta_is_deterministic_and_none_without_pairs():
     rng = np.random.default_rng(0)
     recs = []
@@ -316,14 +326,16 @@ def test_rule_grades_drop_ra_nwg_from_the_correlation_tables_with_a_note(scripte
     assert all("RA-nWG" in r["metrics"] for r in rows)  # still computed, published with the data
 
 
-def test_erag_at_k1_is_flagged_circular_and_never_best(scripted_run):
+def test_the_circular_metrics_at_k1_are_flagged_never_best_and_outside_holm(scripted_run):
     out, result, _ = scripted_run
-    k1 = [r for r in result.tables["fig2-k"].rows if r["k"] == 1]
-    assert {r["metric"]: r["circular"] for r in k1}["eRAG"] == "yes"
-    assert all(not r["circular"] for r in result.tables["fig2-k"].rows if r["k"] != 1 or r["metric"] != "eRAG")
+    circular = {"UDCG", "UDCG_theta", "ANSWER_PROB", "eRAG"}
+    k1 = {r["metric"]: r["circular"] for r in result.tables["fig2-k"].rows if r["k"] == 1}
+    assert {m for m, c in k1.items() if c == "yes"} == circular & set(k1) >= {"UDCG", "ANSWER_PROB", "eRAG"}
+    assert all(not r["circular"] for r in result.tables["fig2-k"].rows if r["k"] != 1)
     k1_table = json.loads((out / "summary.json").read_text())["tables"]["fig2-k"]
     assert any(r["metric"] == "eRAG" and r["circular"] == "yes" for r in k1_table)
-    assert "circular" in (out / "tables" / "fig2-k.md").read_text() and "eRAG at k = 1 is circular" in (out / "report.md").read_text()
+    assert "circular" in (out / "tables" / "fig2-k.md").read_text()
+    assert "At k = 1 UDCG, UDCG_theta, ANSWER_PROB and eRAG are circular" in (out / "report.md").read_text()
 
 
 def test_theta_C_is_chosen_by_cross_validation_and_recorded(scripted_run):

@@ -10,7 +10,8 @@ historical column names (``mean_rho``, ``ci_low``, ``ci_high``, ``p_vs_baseline`
 ``best``); the others are ``mean_tau_b``/``tau_b_*`` and ``pair_acc``/``pair_acc_*``.
 
 A metric listed in ``circular`` (e.g. eRAG at k = 1, whose score is computed from the very answer
-that is graded) gets ``circular = yes`` and is never marked best."""
+that is graded) gets ``circular = yes``, is never marked best and stays out of the Holm family: its
+raw p-values are shown, its Holm columns are NaN, and the others are corrected among themselves."""
 
 from __future__ import annotations
 
@@ -128,7 +129,8 @@ def correlation_table_of(values: dict[str, np.ndarray], outcome: np.ndarray, gro
     """Table 3's layout for graded contexts: metric ``values`` (one per context, NaN = NA),
     ``outcome`` scores and ``groups`` (question id per context); one row per metric, sorted by
     mean rho (module docstring). A metric NA for some context of a question has no value for that
-    question (``na_metric`` counts them); ``circular`` metrics are flagged and never best."""
+    question (``na_metric`` counts them); ``circular`` metrics are flagged, never best and outside
+    the Holm family (raw p kept, Holm p NaN)."""
     _, stats, _ = per_question_values(values, outcome, groups, constant_metric)
     circular = frozenset(circular) & set(values)
     columns = COLUMNS[:1] + (["circular"] if circular else []) + COLUMNS[1:]
@@ -154,8 +156,11 @@ def correlation_table_of(values: dict[str, np.ndarray], outcome: np.ndarray, gro
             if key == "rho":
                 row["diff_vs_baseline"] = diff
         table.add(**row)
+    family = [r for r in table.rows if r["metric"] not in circular]
     for key, (_, mean_col, _, p_col, holm_col, best_col) in STATISTICS.items():
-        for row, p_holm in zip(table.rows, holm([r[p_col] for r in table.rows])):
+        for row in table.rows:
+            row[holm_col] = float("nan")
+        for row, p_holm in zip(family, holm([r[p_col] for r in family])):
             row[holm_col] = float(p_holm)
         candidates = [r for r in table.rows if r["metric"] not in circular and np.isfinite(r[mean_col])]
         best = max(candidates, key=lambda r: r[mean_col])["metric"] if candidates else None

@@ -2,7 +2,7 @@
 
 - ``plot_k_sweep``: Fig. 2, mean per-question Spearman, Kendall tau-b and pairwise accuracy of
   each metric against k (one panel each), the bootstrap interval of UDCG and UDCG_theta as a
-  band, eRAG at k = 1 marked circular.
+  band, the circular values at k = 1 marked.
 - ``plot_theta_weights``: UDCG_theta's weights per position, per variant.
 - ``plot_positions``: Fig. 1, answer accuracy (share correct, with its Wilson interval as a band)
   and the metrics' mean values per position of the single relevant passage.
@@ -46,8 +46,9 @@ def _save(fig, path: Path) -> None:
 def plot_k_sweep(table: Table, path: str | Path, title: str = "") -> None:
     """One panel per statistic (Spearman ρ, Kendall τ-b, pairwise accuracy; the columns the table
     has), one line per metric against k (``k_sweep_table`` rows); the bootstrap interval as a band
-    for the UDCG metrics. A circular value (eRAG at k = 1) is drawn as a hollow red ring and named
-    in the legend: it is no evidence."""
+    for the UDCG metrics. A circular value (``studies.circular_metrics``: the UDCG variants,
+    ANSWER_PROB and eRAG at k = 1) is drawn as a hollow red ring and named in the legend: it is no
+    evidence."""
     from udcg.experiment.studies import K_SWEEP_STATISTICS
 
     stats = [c for c in K_SWEEP_STATISTICS if c in table.columns]
@@ -73,7 +74,7 @@ def plot_k_sweep(table: Table, path: str | Path, title: str = "") -> None:
             if circ:
                 ax.plot([c[0] for c in circ], [c[1] for c in circ], "o", markersize=13, markerfacecolor="none",
                         markeredgecolor="red", markeredgewidth=1.5, linestyle="none",
-                        label=None if circular_drawn else "circular (eRAG at k = 1: scored by its own answer)")
+                        label=None if circular_drawn else "circular (k = 1: read off the graded prompt itself)")
                 circular_drawn = True
         ax.set_xlabel("k (passages per context)")
         ax.set_ylabel(f"mean per-question {K_SWEEP_STATISTICS[stat]}")

@@ -45,8 +45,9 @@ RULE_GRADES_NOTE = ("RA-nWG and the other set-based metrics are left out of the 
                     "(relevant -> 5, else 2) RA-nWG@k = P@k * k / min(k, relevant passages in the pool), a linear "
                     "function of P within a question, so its per-question correlations repeat P's and add no evidence. "
                     "They are still computed for every context (data/contexts.jsonl.gz).")
-CIRCULAR_NOTE = ("eRAG at k = 1 is circular: the single-passage answer it scores is the very answer whose outcome is "
-                 "correlated, so its value there (marked circular, never best) is no evidence.")
+CIRCULAR_NOTE = ("At k = 1 UDCG, UDCG_theta, ANSWER_PROB and eRAG are circular: a one-passage context is the very prompt "
+                 "that gave the passage's p_abs (UDCG's utilities), answer likelihood (ANSWER_PROB) and answer (eRAG), "
+                 "so their values there (marked circular, never best, outside the Holm correction) are no evidence.")
 
 
 # ---------------------------------------------------------------- data files

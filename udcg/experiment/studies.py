@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import dataclasses
 import hashlib
 import math
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -41,6 +42,7 @@ if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
 
 ABLATIONS = ("UDCG_theta(rel-only)", "UDCG_theta(binary)", "UDCG(rel-only)")
 POSITION_METRICS = ("nDCG", "RR", "AP", "P", "UDCG", "UDCG_theta")
+CIRCULAR_AT_K1 = ("UDCG", "UDCG_theta", "ANSWER_PROB", "eRAG")  # families read off the graded prompt itself at k = 1
 Z95 = 1.959964  # the two-sided 95% normal quantile, for Fig. 1's accuracy intervals
 
 
@@ -208,11 +210,20 @@ def per_question_rows(records: Sequence[ContextRecord], names: Sequence[str], co
 
 
 def circular_metrics(records: Sequence[ContextRecord], names: Sequence[str]) -> tuple[str, ...]:
-    """The metrics whose score is computed from the graded answer itself: eRAG on one-passage
-    contexts (its single-passage answer is the context's answer, so it predicts its own outcome)."""
+    """The metrics whose score, on one-passage contexts, is read off the very prompt whose answer is
+    graded: a one-passage context is that passage's annotation prompt, so eRAG scores the context's
+    own answer, ANSWER_PROB its own likelihood of the reference, and every UDCG variant (UDCG@k,
+    UDCG_theta, the ablations) its own abstention probability p_abs. They predict their own
+    outcome there, so at k = 1 they are circular (``CIRCULAR_AT_K1``)."""
     if records and all(r.k == 1 for r in records):
-        return tuple(n for n in names if n.split("@")[0] == "eRAG")  # names as canonicalised by the config
+        return tuple(n for n in names if metric_family(n) in CIRCULAR_AT_K1)
     return ()
+
+
+def metric_family(name: str) -> str:
+    """The family of a metric name as the config canonicalises it or as the ablations are named:
+    ``UDCG@5`` -> UDCG, ``UDCG_theta(rel-only)`` -> UDCG_theta."""
+    return re.split(r"[@(]", name, maxsplit=1)[0]
 
 
 def correlate(records: Sequence[ContextRecord], names: Sequence[str], baseline: str | None, constant_metric: str,
@@ -244,7 +255,8 @@ K_SWEEP_STATISTICS = {"mean_rho": "Spearman ρ", "mean_tau_b": "Kendall τ-b", "
 
 def k_sweep_table(tables: dict[int, Table]) -> Table:
     """Fig. 2's data: one row per (k, metric) from each k's correlation table: the three
-    statistics with their intervals, and ``circular`` ("yes" for eRAG at k = 1)."""
+    statistics with their intervals, and ``circular`` ("yes" for ``circular_metrics``: the UDCG
+    variants, ANSWER_PROB and eRAG at k = 1)."""
     out = Table(["k", *K_SWEEP_COLUMNS, "circular"],
                 title="Fig. 2: correlation with answer outcomes against the context size k (test questions)")
     for k in sorted(tables):
