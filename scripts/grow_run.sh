@@ -9,7 +9,8 @@
 # and the caches gzipped), so committing that folder keeps every finished model call. A chunk is `udcg validate CONFIG --set data.limit=LIMIT`: a larger
 # limit keeps the smaller one's questions (data.select first, or a seeded permutation cut), so only
 # the new questions cost model time. Data: $UDCG_DATA_DIR (default ../shared/data). Threads: $UDCG_THREADS (default: torch's choice). Stop between
-# chunks: touch runs/<name>/STOP.
+# chunks: touch runs/<name>/STOP. With GROW_COMMIT=1 each published chunk is committed at once
+# (only docs/results/<name>), so finished questions survive the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export UDCG_DATA_DIR=${UDCG_DATA_DIR:-../shared/data}  # the shared data sets the published configs name
@@ -33,4 +34,11 @@ for limit in "$@"; do
   HF_HUB_OFFLINE=1 .venv/bin/udcg validate "$config" -o "$run" --set "data.limit=$limit" "${threads[@]}" --no-progress
   .venv/bin/python scripts/publish_run.py "$run" "docs/results/$name"
   echo "=== $(date +%T) $name: $limit questions done; published in docs/results/$name"
+  if [ "${GROW_COMMIT:-0}" = 1 ]; then
+    git add -- "docs/results/$name"
+    for try in 1 2 3 4 5 6; do  # another git command may hold the index for a moment
+      git commit -q -m "$name: grown to $limit questions (scripts/grow_run.sh)" -- "docs/results/$name" && break
+      sleep 10
+    done
+  fi
 done
