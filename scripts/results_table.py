@@ -10,10 +10,28 @@ column: a circular metric is never best); "circular" marks eRAG where it scores 
 
 ``--summary`` prints the README's one-row-per-run table instead: questions, the main study's shares
 of correct and abstained contexts (from ``data/contexts.jsonl.gz``), UDCG's rho / tau-b / pairwise
-accuracy over all questions, the best classical metric by rho with the same three, and that metric's
-Holm-corrected p against UDCG on each statistic.
+accuracy over all questions, the best classical metric by rho with the same three, that metric's
+Holm-corrected p against UDCG on each statistic, and the smallest gap in mean per-question rho
+between UDCG and nDCG that the paired test detects with 80% power (two-sided alpha 0.05).
 
     python scripts/results_table.py --summary "docs/results/nq-qwen0.5b:NQ, 0.5B reader"
+
+``--primary`` prints the pre-registered primary statistic of each run (docs/results/README.md,
+issue #28): D = mean over usable questions of rho_q(UDCG) - rho_q(nDCG), its 95% percentile
+bootstrap interval (10,000 resamples of questions, seed 0), the two-sided paired sign-flip p, the
+usable questions and the paper's margin on that data set (``PREREGISTERED``, or ``--margin``);
+the same on the questions after the first ``--new-after`` (default 50, 0: none), and both with
+pairwise accuracy in place of rho; p_Holm over the primaries of the runs given; then each run's
+reading by the pre-registered decision rule.
+
+    python scripts/results_table.py --primary docs/results/nq-qwen1.5b:NQ docs/results/popqa-qwen1.5b:PopQA
+
+``--family`` prints the secondary statistics (rho, tau-b, pairwise accuracy) of UDCG against each
+metric of ``FAMILY`` in every run given, their raw p (from the run's tables) and Holm's correction
+over the whole family (statistics x metrics x runs), leaving out the primary comparison (nDCG on
+rho) of the runs named by ``--primary-runs`` (default: the pre-registered ones).
+
+    python scripts/results_table.py --family docs/results/nq-qwen0.5b:NQ-0.5B docs/results/nq-qwen1.5b:NQ-1.5B ...
 """
 
 from __future__ import annotations
@@ -21,7 +39,14 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
 from pathlib import Path
+from typing import NamedTuple
+
+from udcg.experiment import paired
+from udcg.experiment.config import read_run_config
+from udcg.experiment.reporting import question_order, read_per_question
+from udcg.metrics.stats import holm
 
 ROWS = (("UDCG", "**UDCG**"), ("UDCG_theta", "UDCG_θ (trained on the other questions)"), ("nDCG", "nDCG"),
         ("RR", "RR (MRR)"), ("AP", "AP (MAP)"), ("P", "P (precision)"), ("Success", "Success (a relevant passage)"),
@@ -31,9 +56,24 @@ ROWS = (("UDCG", "**UDCG**"), ("UDCG_theta", "UDCG_θ (trained on the other ques
 CLASSICAL = {"nDCG": "nDCG", "RR": "MRR", "AP": "MAP", "P": "P", "Success": "Success"}
 
 
+class Preregistered(NamedTuple):
+    run: str  # the run folder whose primary decides the data set
+    margin: float  # the paper's gap in mean per-question rho, UDCG - nDCG (Llama-3B, Table 3)
+    target: int  # questions to run before a verdict
+
+
+# by data set (config data.questions); docs/results/README.md, "Pre-registration", (a) and (b)
+PREREGISTERED = {"nq": Preregistered("nq-qwen1.5b", 0.536 - 0.458, 120),
+                 "popqa": Preregistered("popqa-qwen1.5b", 0.525 - 0.438, 90)}
+# (c): UDCG against each classical metric and eRAG over all questions, and UDCG_theta on the test half
+FAMILY = (("table3-all.json", ("nDCG", "RR", "AP", "P", "Success", "eRAG")), ("table3.json", ("UDCG_theta",)))
+FAMILY_STATISTICS = (("ρ", "mean_rho", "p_vs_baseline"), ("τ_b", "mean_tau_b", "p_tau_b"),
+                     ("pairwise acc.", "pair_acc", "p_pair_acc"))
+
+
 def _pv(p: float | None) -> str:
     """A p-value with three decimals below 0.1, two above."""
-    return "NA" if p is None else f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
+    return "NA" if p is None or math.isnan(p) else f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
 
 
 def _p(p: float) -> str:
@@ -41,7 +81,18 @@ def _p(p: float) -> str:
 
 
 def _num(v: object) -> str:
-    return "NA" if v is None else f"{v:.3f}"
+    return "NA" if v is None or math.isnan(v) else f"{v:.3f}"
+
+
+def _signed(v: float) -> str:
+    return "NA" if math.isnan(v) else f"{v:+.3f}"
+
+
+def power_cell(folder: Path) -> str:
+    """The smallest gap in mean per-question rho between UDCG and nDCG (all questions) detected with
+    80% power by the paired test, two-sided alpha 0.05."""
+    return _num(paired.difference_spread(*paired.aligned(read_per_question(folder, "table3-all"), "UDCG", "nDCG"))
+                .min_detectable)
 
 
 def column(table: list[dict]) -> tuple[dict[str, str], int, int]:
@@ -84,21 +135,129 @@ def summary_row(folder: Path, label: str) -> str:
     ps = " / ".join(_pv(b[k]) for k in ("p_holm", "p_tau_b_holm", "p_pair_acc_holm"))
     n = udcg["n_questions"] + udcg["no_rho_outcome"]
     return (f"| [{label}]({folder.as_posix()}/report.md) | {n} | {share['correct']}% / {share['abstained']}% | "
-            f"{stats(udcg)} | {CLASSICAL[best]} {stats(b)} | {ps} |")
+            f"{stats(udcg)} | {CLASSICAL[best]} {stats(b)} | {ps} | {power_cell(folder)} |")
+
+
+def preregistered(folder: Path) -> Preregistered | None:
+    """The pre-registration of the run's data set (config.yaml's data.questions), if any."""
+    return PREREGISTERED.get(Path(read_run_config(folder / "config.yaml").data.questions).name)
+
+
+def primary(folder: Path, statistic: str = "rho", after: int = 0) -> tuple[int, paired.PairedDifference]:
+    """(questions, UDCG - nDCG on ``statistic`` over the usable ones) over all the run's questions,
+    or over those after the first ``after`` in the run's question order. The questions keep the
+    per-question file's order, the correlation tables' (resampling is by position): over all
+    questions the rho p is the report's p of nDCG against UDCG."""
+    rows = read_per_question(folder, "table3-all")
+    new = set(question_order(folder)[after:])
+    qids = [r["qid"] for r in rows if r["metric"] == "UDCG" and r["qid"] in new]
+    return len(qids), paired.paired_difference(*paired.aligned(rows, "UDCG", "nDCG", statistic, qids))
+
+
+def reading(d: paired.PairedDifference, n: int, plan: Preregistered | None, folder: Path) -> str:
+    """The pre-registered decision rule's sentence for a run's primary."""
+    if plan is None or plan.run != folder.name:
+        head = "not a pre-registered primary: "
+    elif n < plan.target:
+        return f"incomplete: {n} of {plan.target} questions, no verdict (pre-registration (b))"
+    else:
+        head = ""
+    if d.p < 0.05:
+        return head + ("UDCG predicts this reader's outcomes better than nDCG" if d.mean > 0 else
+                       "nDCG predicts this reader's outcomes better than UDCG")
+    return head + f"no difference detected (smallest difference detectable with 80% power: {_num(d.min_detectable)})"
+
+
+class Line(NamedTuple):
+    label: str
+    what: str
+    questions: int
+    d: paired.PairedDifference
+    margin: float  # NaN: none to compare with
+    is_primary: bool
+
+
+def _line(line: Line, p_holm: float | None) -> str:
+    d, m = line.d, line.margin
+    known = not (math.isnan(m) or math.isnan(d.ci_low))
+    inside = ("yes" if d.ci_low <= m <= d.ci_high else "no") if known else "—"
+    return (f"| {line.label} | {line.what} | {line.questions} | {d.n} | {_signed(d.mean)} | "
+            f"[{_signed(d.ci_low)}, {_signed(d.ci_high)}] | {_pv(d.p)} | {'—' if p_holm is None else _pv(p_holm)} | "
+            f"{'—' if math.isnan(m) else _signed(m)} | {inside} | {_num(d.min_detectable)} |")
+
+
+def primary_table(specs: list[tuple[Path, str]], margin: float | None, new_after: int) -> list[str]:
+    """The primary and its sensitivity analyses for each run (module docstring), as Markdown lines."""
+    lines: list[Line] = []
+    readings = []
+    for folder, label in specs:
+        plan = preregistered(folder)
+        paper = margin if margin is not None else plan.margin if plan else math.nan
+        for statistic, name in (("rho", "ρ"), ("pair_acc", "pairwise acc.")):
+            for after in (0, new_after) if new_after else (0,):
+                n, d = primary(folder, statistic, after)
+                is_primary = statistic == "rho" and not after
+                what = f"{name}, " + (f"questions after the first {after}" if after else "all questions")
+                lines.append(Line(label, what + (" (primary)" if is_primary else ""), n, d,
+                                  paper if statistic == "rho" else math.nan, is_primary))
+                if is_primary:
+                    readings.append(f"- {label}: {reading(d, n, plan, folder)}")
+    p_holm = iter(holm([line.d.p for line in lines if line.is_primary]))
+    head = ("| run | statistic | questions | usable | UDCG − nDCG | 95% interval | p | p_Holm (primaries) | "
+            "paper's margin | margin in the interval | detectable at 80% |")
+    return [head, "|---" * 11 + "|", *(_line(line, float(next(p_holm)) if line.is_primary else None) for line in lines),
+            "", *readings]
+
+
+def family_table(specs: list[tuple[Path, str]], primary_runs: set[str]) -> list[str]:
+    """The secondary statistics of every run with Holm over the whole family (module docstring)."""
+    tests = []  # (run, statistic, metric, UDCG's mean, the metric's, raw p or NaN)
+    for folder, label in specs:
+        for file, metrics in FAMILY:
+            rows = {r["metric"]: r for r in json.loads((folder / "tables" / file).read_text())}
+            for metric in metrics:
+                r = rows.get(metric)
+                if r is None or r.get("circular") == "yes":
+                    continue
+                for name, mean, p in FAMILY_STATISTICS:
+                    if folder.name in primary_runs and metric == "nDCG" and mean == "mean_rho":
+                        continue  # the primary comparison, tested on its own
+                    tests.append((label, name, metric, rows["UDCG"][mean], r[mean],
+                                  math.nan if r.get(p) is None else r[p]))
+    p_holm = [float(p) for p in holm([t[5] for t in tests])]
+    lines = ["| run | statistic | metric | UDCG | metric's | p | p_Holm (family) |", "|---" * 7 + "|"]
+    lines += [f"| {label} | {name} | {metric} | {_num(udcg)} | {_num(other)} | {_pv(p)} | {_pv(ph)} |"
+              for (label, name, metric, udcg, other, p), ph in zip(tests, p_holm)]
+    excluded = ", ".join(sorted(primary_runs & {folder.name for folder, _ in specs})) or "none"
+    size = sum(not math.isnan(p) for p in p_holm)
+    return [*lines, "", f"Family: {size} tests (statistics × metrics × runs); left out as primaries: "
+                        f"nDCG on ρ in {excluded}."]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("reports", nargs="+", help="DIR:LABEL of a published report folder")
-    ap.add_argument("--summary", action="store_true", help="one row per run (the README's results table)")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--summary", action="store_true", help="one row per run (the README's results table)")
+    mode.add_argument("--primary", action="store_true", help="the pre-registered primary of each run")
+    mode.add_argument("--family", action="store_true", help="the secondary statistics, Holm over all runs given")
+    ap.add_argument("--margin", type=float, help="--primary: the paper's margin (default: by data set, PREREGISTERED)")
+    ap.add_argument("--new-after", type=int, default=50, help="--primary: also on the questions after the first N")
+    ap.add_argument("--primary-runs", nargs="*", default=[p.run for p in PREREGISTERED.values()],
+                    help="--family: run folder names whose nDCG-on-rho comparison is a primary, outside the family")
     args = ap.parse_args()
+    specs = [(Path(folder), label) for folder, label in (spec.rsplit(":", 1) for spec in args.reports)]
     if args.summary:
         print("| run | questions | contexts correct / abstained | UDCG: ρ / τ_b / pairwise acc. | "
-              "best classical by ρ (nDCG, MRR, MAP, P, Success) | its p_Holm: ρ / τ_b / acc. |")
-        print("|---" * 6 + "|")
-        for spec in args.reports:
-            folder, label = spec.rsplit(":", 1)
-            print(summary_row(Path(folder), label))
+              "best classical by ρ (nDCG, MRR, MAP, P, Success) | its p_Holm: ρ / τ_b / acc. | "
+              "ρ gap UDCG − nDCG detectable at 80% |")
+        print("|---" * 7 + "|")
+        for folder, label in specs:
+            print(summary_row(folder, label))
+        return
+    if args.primary or args.family:
+        print("\n".join(primary_table(specs, args.margin, args.new_after) if args.primary
+                        else family_table(specs, set(args.primary_runs))))
         return
     heads, cols = [], []
     for spec in args.reports:

@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import load_script
+from udcg.metrics.stats import bootstrap_ci
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "results_table.py"
 
@@ -58,8 +61,95 @@ def test_summary_row_reads_outcome_shares_and_the_best_classical_metric(tmp_path
     with gzip.open(run / "data" / "contexts.jsonl.gz", "wt") as fh:
         for i, study in enumerate(studies):
             fh.write(json.dumps({"study": study, "outcome": outcomes[i] if study == "main" else "correct"}) + "\n")
+    # UDCG - nDCG per question: 0.1, 0.3, 0.2, 0.4 (q5 unusable): sd 0.129, 3 df
+    _per_question(run, {"UDCG": [0.6, 0.5, 0.4, 0.9, None], "nDCG": [0.5, 0.2, 0.2, 0.5, None]})
     module = load_script("results_table")
     # 3/8 correct = 38%, 2/8 abstained = 25%; eRAG is not classical; nDCG beats P on rho; NA rho skipped.
     assert module.summary_row(run, "Toy") == (
         f"| [Toy]({run.as_posix()}/report.md) | 10 | 38% / 25% | 0.500 / 0.400 / 0.750 | "
-        "nDCG 0.610 / 0.500 / 0.800 | 0.060 / 0.012 / 1.00 |")
+        "nDCG 0.610 / 0.500 / 0.800 | 0.060 / 0.012 / 1.00 | 0.275 |")
+
+
+def test_the_power_column_is_the_smallest_rho_gap_detectable_between_udcg_and_ndcg(tmp_path):
+    from scipy import stats as scipy_stats
+
+    _per_question(tmp_path, {"UDCG": [0.6, 0.5, 0.4, 0.9, None], "nDCG": [0.5, 0.2, 0.2, 0.5, None]})
+    mdd = float(load_script("results_table").power_cell(tmp_path))
+    sd = (0.05 / 3) ** 0.5  # of 0.1, 0.3, 0.2, 0.4
+    crit = scipy_stats.t.ppf(0.975, 3)  # the paired t-test on 4 questions has 80% power at that shift
+    assert scipy_stats.nct.sf(crit, 3, mdd / (sd / 2)) == pytest.approx(0.8, abs=0.002)
+
+
+def _per_question(run: Path, values: dict[str, list], pair_acc: dict[str, list] | None = None,
+                  order: list[str] | None = None) -> None:
+    """A run's data/per-question.jsonl.gz (table3-all) and, with ``order``, its pools' question order."""
+    (run / "data").mkdir(parents=True, exist_ok=True)
+    qids = [f"q{i}" for i in range(1, len(next(iter(values.values()))) + 1)]
+    rows = [{"table": "table3-all", "metric": m, "qid": q, "rho": v, "tau_b": v,
+             "pair_acc": (pair_acc or {}).get(m, vs)[i], "status": 0 if v is not None else 1}
+            for m, vs in values.items() for i, (q, v) in enumerate(zip(qids, vs))]
+    rows.append({"table": "table3", "metric": "UDCG", "qid": "q1", "rho": 9.0, "tau_b": 9.0, "pair_acc": 9.0, "status": 0})
+    with gzip.open(run / "data" / "per-question.jsonl.gz", "wt") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in rows)
+    with gzip.open(run / "data" / "pools.jsonl.gz", "wt") as fh:
+        fh.writelines(json.dumps({"example_id": q, "passages": []}) + "\n" for q in order or qids)
+
+
+def _cells(line: str) -> list[str]:
+    return line.strip("|").strip().split(" | ")
+
+
+def test_primary_by_hand_with_the_sensitivity_rows_and_the_reading(tmp_path):
+    run = tmp_path / "nq-qwen1.5b"
+    # UDCG - nDCG on rho: 0.2, 0.1, 0.3, (q4 unusable), 0.4, -0.1; the pools' order puts q6, q2, q5 last
+    _per_question(run, {"UDCG": [0.5, 0.4, 0.6, None, 0.9, 0.0], "nDCG": [0.3, 0.3, 0.3, None, 0.5, 0.1]},
+                  pair_acc={"UDCG": [0.9, 0.8, 0.7, None, 0.6, 0.5], "nDCG": [0.5] * 3 + [None] + [0.5] * 2},
+                  order=["q1", "q3", "q4", "q6", "q2", "q5"])
+    (run / "config.yaml").write_text("name: toy\ndata:\n  questions: nq\n")
+    lines = load_script("results_table").primary_table([(run, "Toy")], None, 3)
+    assert _cells(lines[0])[:7] == ["run", "statistic", "questions", "usable", "UDCG − nDCG", "95% interval", "p"]
+    rows = [_cells(line) for line in lines[2:6]]
+    # all: D = 0.9 / 5; exact sign-flip p: 3 of the 32 sign vectors keep the sum >= 0.9, two-sided 6/32
+    low, high = bootstrap_ci([0.2, 0.1, 0.3, 0.4, -0.1], 10_000, 0.95, 0)  # 10,000 resamples, seed 0
+    assert rows[0][:6] == ["Toy", "ρ, all questions (primary)", "6", "5", "+0.180", f"[{low:+.3f}, {high:+.3f}]"]
+    assert rows[0][6:10] == ["0.19", "0.19", "+0.078", "yes" if low <= 0.078 <= high else "no"]
+    # after the first 3 (q6, q2, q5): 0.1, -0.1 and 0.4 -> D 0.4 / 3; exact p: sums >= 0.4 for 3 of 8 flips
+    assert rows[1][:5] == ["Toy", "ρ, questions after the first 3", "3", "3", "+0.133"]
+    assert rows[1][5:8] == ["[NA, NA]", "0.75", "—"]  # fewer than 5 questions: no interval
+    assert rows[2][:5] == ["Toy", "pairwise acc., all questions", "6", "5", "+0.200"] and rows[2][8] == "—"
+    assert rows[3][:5] == ["Toy", "pairwise acc., questions after the first 3", "3", "3", "+0.133"]
+    assert lines[-1] == "- Toy: incomplete: 6 of 120 questions, no verdict (pre-registration (b))"
+
+
+def test_family_holm_over_statistics_metrics_and_runs_without_the_primaries(tmp_path):
+    def row(metric, p_rho, p_tau, p_acc, circular=""):
+        return {"metric": metric, "mean_rho": 0.4, "mean_tau_b": 0.3, "pair_acc": 0.7, "p_vs_baseline": p_rho,
+                "p_tau_b": p_tau, "p_pair_acc": p_acc, "circular": circular}
+
+    def run(name, all_rows, test_rows):
+        (tmp_path / name / "tables").mkdir(parents=True)
+        (tmp_path / name / "tables" / "table3-all.json").write_text(json.dumps(all_rows))
+        (tmp_path / name / "tables" / "table3.json").write_text(json.dumps(test_rows))
+        return tmp_path / name
+
+    udcg = row("UDCG", None, None, None)
+    a = run("nq-qwen1.5b", [udcg, row("nDCG", 0.01, 0.02, 0.03), row("ANSWER_PROB", 0.001, 0.001, 0.001)],
+            [udcg, row("UDCG_theta", None, 0.04, 0.5)])
+    b = run("other", [udcg, row("nDCG", 0.001, 0.2, 0.3), row("eRAG", 0.0001, 0.0001, 0.0001, circular="yes")], [udcg])
+    lines = load_script("results_table").family_table([(a, "A"), (b, "B")], {"nq-qwen1.5b", "popqa-qwen1.5b"})
+    got = {tuple(c[:3]): (c[5], c[6]) for c in map(_cells, lines[2:-2])}
+    # A's nDCG on rho is its primary; ANSWER_PROB is outside the pre-registered family, a circular
+    # row outside every family, an NA p outside Holm: 7 tests, Holm by hand (x7, x6, x5, ...)
+    assert got == {("A", "τ_b", "nDCG"): ("0.020", "0.12"), ("A", "pairwise acc.", "nDCG"): ("0.030", "0.15"),
+                   ("A", "ρ", "UDCG_theta"): ("NA", "NA"), ("A", "τ_b", "UDCG_theta"): ("0.040", "0.16"),
+                   ("A", "pairwise acc.", "UDCG_theta"): ("0.50", "0.60"), ("B", "ρ", "nDCG"): ("0.001", "0.007"),
+                   ("B", "τ_b", "nDCG"): ("0.20", "0.60"), ("B", "pairwise acc.", "nDCG"): ("0.30", "0.60")}
+    assert lines[-1] == "Family: 7 tests (statistics × metrics × runs); left out as primaries: nDCG on ρ in nq-qwen1.5b."
+
+
+def test_the_summary_table_on_the_command_line_has_the_power_column(tmp_path):
+    run = Path(__file__).resolve().parents[1] / "docs" / "results" / "nq-qwen1.5b"
+    out = subprocess.run([sys.executable, str(SCRIPT), "--summary", f"{run}:NQ"], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out[0].endswith("| its p_Holm: ρ / τ_b / acc. | ρ gap UDCG − nDCG detectable at 80% |")
+    assert out[1] == "|---" * 7 + "|" and out[2].endswith("| 0.24 / 1.00 / 0.001 | 0.082 |")

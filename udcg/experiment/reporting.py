@@ -28,7 +28,7 @@ from pathlib import Path
 
 from udcg.experiment.theta import load_theta
 from udcg.errors import InputError
-from udcg.experiment import context_records, studies
+from udcg.experiment import context_records, paired, studies
 from udcg.experiment.config import Config, read_run_config
 from udcg.io.files import atomic_write_bytes, atomic_write_text, iter_jsonl, read_json
 from udcg.metrics.udcg import VARIANTS
@@ -45,6 +45,11 @@ RULE_GRADES_NOTE = ("RA-nWG and the other set-based metrics are left out of the 
                     "(relevant -> 5, else 2) RA-nWG@k = P@k * k / min(k, relevant passages in the pool), a linear "
                     "function of P within a question, so its per-question correlations repeat P's and add no evidence. "
                     "They are still computed for every context (data/contexts.jsonl.gz).")
+POWER_TABLE = "table3-all-power"
+POWER_NOTE = ("How to read it: the paired test (two-sided, α 0.05) on a metric's n_usable questions detects a true gap "
+              "of min_detectable_diff between its mean per-question rho and {baseline}'s four times in five, and a "
+              "smaller gap less often, so a p above 0.05 in Table 3 (all questions) does not show that the two metrics are "
+              "equal.")
 CIRCULAR_NOTE = ("At k = 1 UDCG, UDCG_theta, ANSWER_PROB and eRAG are circular: a one-passage context is the very prompt "
                  "that gave the passage's p_abs (UDCG's utilities), answer likelihood (ANSWER_PROB) and answer (eRAG), "
                  "so their values there (marked circular, never best, outside the Holm correction) are no evidence.")
@@ -134,6 +139,22 @@ def read_groups(run_dir: Path) -> dict[str, list[ContextRecord]]:
     return groups
 
 
+def read_per_question(run_dir: Path, table: str) -> list[dict]:
+    """The rows of ``data/per-question.jsonl.gz`` for one correlation table (``table3-all``, ``table3``, ...)."""
+    path = Path(run_dir) / DATA / PER_QUESTION
+    rows = [r for _, r in read_jsonl_gz(path) if r.get("table") == table]
+    if not rows or not all(isinstance(r.get("metric"), str) and isinstance(r.get("qid"), str) for r in rows):
+        raise InputError(f"{path}: no per-question values of table {table!r}, or a row without its metric and qid "
+                         f"({REBUILD})")
+    return rows
+
+
+def question_order(run_dir: Path) -> list[str]:
+    """The run's question ids in the order they were selected (``data/pools.jsonl.gz``'s): a run grown
+    to a larger ``data.limit`` keeps the smaller run's questions first."""
+    return [str(r.get("example_id")) for _, r in read_jsonl_gz(Path(run_dir) / DATA / POOLS)]
+
+
 def read_thetas(run_dir: Path, notes: dict) -> dict[int, dict[str, UDCGTheta]]:
     """The fitted UDCG_theta models the run used (``notes["theta"]`` names them), by k and variant."""
     out: dict[int, dict[str, UDCGTheta]] = {}
@@ -181,6 +202,14 @@ def build_tables(cfg: Config, groups: dict[str, list[ContextRecord]], notes: dic
     corr_table("table3", test, names, f"Table 3: correlation with answer outcomes, k = {k}, test questions")
     corr_table("table3-all", groups["main"], [n for n in names if n != "UDCG_theta"],
                f"Table 3 (all questions, no UDCG_theta), k = {k}")
+    all_rows = [r for r in per_question if r["table"] == "table3-all"]
+    if m.baseline in {r["metric"] for r in all_rows}:
+        shown = tables["table3-all"].rows
+        tables[POWER_TABLE] = paired.power_table(
+            all_rows, m.baseline, [r["metric"] for r in shown],
+            f"Power of Table 3 (all questions): per-question rho of each metric against {m.baseline}, paired "
+            f"(diff = metric - {m.baseline}); smallest true difference detected with {paired.POWER:.0%} power, "
+            f"two-sided α {paired.ALPHA}", circular=[r["metric"] for r in shown if r.get("circular") == "yes"])
     corr_table("table4", test, ["UDCG_theta", *studies.ABLATIONS[:2], "UDCG", studies.ABLATIONS[2]],
                f"Table 4: ablation, k = {k}, test questions", baseline="UDCG")
     if cfg.studies.k_values:
@@ -266,6 +295,8 @@ def write_report(cfg: Config, out_dir: Path, tables: dict[str, Table], notes: di
             lines += [studies.pivot_k(table, value).markdown(3) for value in studies.K_SWEEP_STATISTICS]
         else:
             lines += [table.markdown(3)]
+        if name == POWER_TABLE:
+            lines += [f"_{POWER_NOTE.format(baseline=cfg.metrics.baseline)}_", ""]
         if name in notes.get("correlation", {}):
             n = notes["correlation"][name]
             lines += [f"_{n['questions']} questions, {n['contexts']} graded contexts, {n['ungraded_contexts']} ungraded, "
