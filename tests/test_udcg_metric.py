@@ -17,6 +17,7 @@ from udcg.errors import InputError
 from udcg.experiment.theta import load_theta, save_theta
 from udcg.metrics.udcg import (AUTHORS_GAMMA, GAMMA, UDCGTheta, pairwise_differences, theta_features, udcg,
                                utilities_from, utility)
+from udcg.metrics.udcg_theta import SATURATED_SHARE, choose_C
 
 
 def naive_udcg(relevant, p_abs, gamma):
@@ -201,7 +202,12 @@ def test_C_auto_picks_by_grouped_cross_validation_and_records_the_curve():
     cv = m.cv_results_
     assert cv["C"] == [0.001, 1.0, 100.0] and cv["folds"] == 4 and cv["score"] == "spearman"
     assert len(cv["per_fold"]) == 3 and all(len(row) == 4 for row in cv["per_fold"])
-    assert m.C_ == cv["C"][int(np.argmax(cv["mean"]))]
+    assert cv["rule"] == "one-se" and cv["best"] == cv["C"][int(np.argmax(cv["mean"]))]
+    scores = np.array(cv["per_fold"], dtype=float)  # the standard error over the folds, by hand
+    assert cv["se"] == pytest.approx(list(scores.std(1, ddof=1) / np.sqrt(4)))
+    assert m.C_ == cv["C"][choose_C(np.array(cv["mean"]), np.array(cv["se"]), "one-se")[1]]
+    best = UDCGTheta(C="auto", C_grid=(0.001, 1.0, 100.0), cv=4, cv_rule="best").fit(u, y, g)
+    assert best.C_ == cv["best"] and best.cv_results_["rule"] == "best"
     # the curve by hand for one C: fit on three folds' questions, score the fourth's by mean per-question Spearman
     from scipy.stats import spearmanr
     from sklearn.model_selection import GroupKFold
@@ -218,10 +224,57 @@ def test_C_auto_picks_by_grouped_cross_validation_and_records_the_curve():
     assert pair.cv_results_["score"] == "pairwise" and 0.5 < max(pair.cv_results_["mean"]) <= 1.0
 
 
+def test_the_one_standard_error_rule_takes_the_most_regularised_C_near_the_best():
+    """Grid sorted by increasing C (smaller C: stronger regularisation, the simpler ranking SVM)."""
+    mean, se = np.array([0.30, 0.36, 0.40, 0.39]), np.array([0.02, 0.03, 0.05, 0.01])
+    assert choose_C(mean, se, "best") == (2, 2)
+    assert choose_C(mean, se, "one-se") == (2, 1)  # 0.36 >= 0.40 - 0.05; 0.30 is not
+    assert choose_C(mean, np.array([0.02, 0.03, 0.11, 0.01]), "one-se") == (2, 0)  # a wide best reaches back to 0.30
+    assert choose_C(np.array([np.nan, 0.2, 0.3]), np.array([np.nan, 0.1, np.nan]), "one-se") == (2, 2)  # no SE: no slack
+    assert choose_C(np.array([0.5, 0.5, 0.4]), np.array([0.1, 0.1, 0.1]), "best") == (0, 0)  # ties to the smaller C
+
+
+def test_margin_share_and_saturation_on_a_hand_made_toy():
+    """Five questions, each one pair (better - worse) of rel-only features, unstandardised:
+    (.25, 0), (.5, 0), (.75, 0), (1, 0), (0, .25). Hard margin (large C): w = (4, 4), margins
+    1, 2, 3, 4, 1, none inside; cosine with the mean pair difference (.5, .05) = .55 / (sqrt 2 * .5025).
+    Tiny C: every pair inside the margin, every dual variable at its bound, w = C' * (2.5, .25):
+    saturated, cosine 1."""
+    better = [(0.25, 0.0), (0.5, 0.0), (0.75, 0.0), (1.0, 0.0), (0.0, 0.25)]
+    u = np.array([x for b in better for x in (b, (0.0, 0.0))])
+    y, g = np.tile([2.0, 0.0], 5), np.repeat(np.arange(5), 2)
+    hard = UDCGTheta(variant="rel-only", C=1e4, standardize=False).fit(u, y, g)
+    assert hard.coef_ == pytest.approx([4.0, 4.0], abs=1e-4)
+    assert hard.margin_share_ <= 0.4 and not hard.saturated_  # at most the two pairs on the margin
+    assert hard.cosine_mean_difference_ == pytest.approx(0.55 / (np.sqrt(2) * np.hypot(0.5, 0.05)), abs=1e-4)
+    tiny = UDCGTheta(variant="rel-only", C=1e-6, standardize=False).fit(u, y, g)
+    assert tiny.margin_share_ == 1.0 and tiny.saturated_ and tiny.cosine_mean_difference_ == pytest.approx(1.0)
+    assert tiny.coef_[0] / tiny.coef_[1] == pytest.approx(10.0)  # the mean pair difference's direction
+    assert SATURATED_SHARE == 0.99
+
+
+def test_margin_share_and_rule_are_saved_and_old_models_load_without_them(tmp_path):
+    u, y, g = synthetic(W_TRUE, n_q=12)
+    m = UDCGTheta(C="auto", C_grid=(0.001, 10.0), cv=3).fit(u, y, g)
+    save_theta(m, tmp_path / "t.json")
+    loaded = load_theta(tmp_path / "t.json")
+    assert loaded.cv_rule == "one-se" and loaded.cv_results_ == m.cv_results_
+    assert (loaded.margin_share_, loaded.cosine_mean_difference_, loaded.saturated_) == (
+        m.margin_share_, m.cosine_mean_difference_, m.saturated_)
+    saved = m.to_dict()
+    del saved["margin_share"], saved["cosine_mean_difference"], saved["params"]["cv_rule"]
+    old = UDCGTheta.from_dict(saved)  # fitted before the one-SE rule: its C by CV was the best mean
+    assert old.cv_rule == "best" and np.isnan(old.margin_share_) and not old.saturated_
+    with pytest.raises(InputError, match="margin_share"):
+        UDCGTheta.from_dict({**m.to_dict(), "margin_share": 1.5})
+
+
 def test_C_auto_errors_and_random_state_leaves_numpy_alone():
     u, y, g = synthetic(W_TRUE, n_q=10)
     with pytest.raises(InputError, match="auto"):
         UDCGTheta(C="big").fit(u, y, g)
+    with pytest.raises(InputError, match="cv_rule"):
+        UDCGTheta(C="auto", cv_rule="two-se").fit(u, y, g)
     with pytest.raises(InputError, match="cv_score"):
         UDCGTheta(C="auto", cv_score="ndcg").fit(u, y, g)
     with pytest.raises(InputError, match="folds"):

@@ -344,9 +344,30 @@ def test_theta_C_is_chosen_by_cross_validation_and_recorded(scripted_run):
     assert saved["params"]["C"] == "auto" and saved["C"] in saved["cv"]["C"] and saved["scaler"]["scale"]
     assert result.notes["theta_C"]["full-k3"] == saved["C"]
     chosen = [r for r in result.tables["theta-cv"].rows if r["model"] == "full-k3" and r["chosen"]]
-    assert [r["C"] for r in chosen] == [saved["C"]]
+    assert [r["C"] for r in chosen] == [saved["C"]] and saved["cv"]["rule"] == saved["params"]["cv_rule"] == "one-se"
+    assert "within one standard error" in result.tables["theta-cv"].title
     weights = [r for r in result.tables["theta-weights"].rows if r["model"] == "full-k3"]
     assert [r["alpha"] for r in weights] == pytest.approx(saved["alpha"])
+    for r in result.tables["theta-weights"].rows:  # every fit says how much of it is the margin, and if saturated
+        saved = json.loads((out / "theta" / f"{r['model']}.json").read_text())
+        assert r["pairs_in_margin"] == saved["margin_share"] and r["cos_mean_diff"] == saved["cosine_mean_difference"]
+        assert r["saturated"] == ("yes" if saved["margin_share"] >= 0.99 else "")
+    assert "not a positional effect" in result.tables["theta-weights"].title
+
+
+def test_refit_theta_on_a_run_fitted_by_the_same_code_changes_no_byte(scripted_run, tmp_path):
+    """scripts/refit_theta.py's engine, on a copy of the run's published part: the same data, models and report."""
+    from udcg.experiment.validate import refit_theta
+
+    out, _, _ = scripted_run
+    copy = tmp_path / "run"
+    copy.mkdir()
+    for name in ("config.yaml", "data", "theta", "tables", "figures", "report.md", "summary.json"):
+        (shutil.copytree if (out / name).is_dir() else shutil.copy)(out / name, copy / name)
+    before = {p.relative_to(copy): p.read_bytes() for p in sorted(copy.rglob("*")) if p.is_file()}
+    result = refit_theta(copy)
+    assert {p.relative_to(copy): p.read_bytes() for p in sorted(copy.rglob("*")) if p.is_file()} == before
+    assert set(result.tables) >= {"table3", "theta-weights", "theta-cv"}
 
 
 def test_report_rebuilds_every_output_from_the_data_alone_byte_for_byte(scripted_run, tmp_path):

@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="full: u+ and u- features; rel-only: u+ only; binary: 0/1 relevance instead of u+")
     p.add_argument("--C", type=_C, default=0.01,
                    help="SVM-rank's C (default 0.01, its default), or auto: chosen by cross-validation grouped by "
-                   "question over 0.001 ... 1000")
+                   "question over 0.001 ... 1000, the smallest C within one standard error of the best")
     p.add_argument("--cv-score", choices=("spearman", "pairwise"), default="spearman",
                    help="with --C auto: held-out mean per-question Spearman (default) or pairwise ordering accuracy")
     p.add_argument("--cv-folds", type=int, default=5, help="with --C auto: GroupKFold folds over the questions (default 5)")
@@ -63,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
               f"weights: too few for stable weights (a rule of thumb: at least {MIN_QUESTIONS} questions with "
               f"differing outcomes and {PAIRS_PER_WEIGHT} pairs per weight); signs and sizes here may be noise, "
               "not positional effects", file=sys.stderr)
+    if model.saturated_:
+        print(f"warning: saturated fit: {model.margin_share_:.0%} of the {model.n_pairs_} training pairs lie inside the "
+              f"margin, so the weights are the mean pair difference (cosine {model.cosine_mean_difference_:.4f}), "
+              "not positional effects; a larger --C fits past the average, if the data support it", file=sys.stderr)
     curve = validation_curve_table(model)
     if curve is not None:
         print(curve.markdown(4))

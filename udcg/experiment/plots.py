@@ -88,16 +88,19 @@ def plot_k_sweep(table: Table, path: str | Path, title: str = "") -> None:
 def plot_theta_weights(weights: Table, path: str | Path, title: str = "") -> None:
     """UDCG_theta's learned weights per position (``theta_weights_table`` rows): α (the weight of
     u⁺, or of the 0/1 relevance for the binary variant) and β (the weight of u⁻), one line per
-    variant and k, in utility units."""
+    variant and k, in utility units. A saturated fit is named so in the legend: its weights are the
+    mean pair difference, not a positional effect."""
     fig, (ax_a, ax_b) = _figure(2, 9.6)
     styles = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D")]  # distinct, so equal weights stay visible
     for i, model in enumerate(dict.fromkeys(r["model"] for r in weights.rows)):
         rows = sorted((r for r in weights.rows if r["model"] == model), key=lambda r: r["position"])
         positions = [r["position"] for r in rows]
         line, marker = styles[i % len(styles)]
+        label = model + (" (saturated: mean pair difference, no positional effect)"
+                         if any(r.get("saturated") == "yes" for r in rows) else "")
         for ax, key in ((ax_a, "alpha"), (ax_b, "beta")):
             ax.plot(positions, [r[key] for r in rows], line, marker=marker, markersize=7 - 1.5 * (i % 3),
-                    label=model, linewidth=1.6)
+                    label=label, linewidth=1.6)
     for ax, name in ((ax_a, "α (weight of u⁺)"), (ax_b, "β (weight of u⁻)")):
         ax.axhline(0.0, color="grey", linewidth=0.8)
         ax.set_xlabel("position in the context")

@@ -152,28 +152,48 @@ def fit_theta(records: Sequence[ContextRecord], variant: str, C: float | str, se
         return None
 
 
+SATURATED_NOTE = ("saturated = yes: at least 99% of the training pairs lie inside the SVM margin, so the weights are the "
+                  "mean pair difference (cos_mean_diff ~ 1), not a positional effect")
+
+
 def theta_weights_table(models: dict[str, UDCGTheta]) -> Table:
     """UDCG_theta's weights per position, in utility units, for each fitted model (keyed by a
-    name such as ``full-k5``), with the C it was fitted with."""
-    table = Table(["model", "position", "alpha", "beta", "C"], title="UDCG_theta weights per position")
+    name such as ``full-k5``), with the C it was fitted with, the share of its training pairs
+    inside the margin, the cosine of its weights with the mean pair difference and whether it is
+    saturated (``UDCGTheta.saturated_``: its weights are then no positional effect)."""
+    table = Table(["model", "position", "alpha", "beta", "C", "pairs_in_margin", "cos_mean_diff", "saturated"],
+                  title=f"UDCG_theta weights per position ({SATURATED_NOTE})")
     for name, m in models.items():
+        saturated = "unknown" if math.isnan(m.margin_share_) else "yes" if m.saturated_ else ""
         for i, (a, b) in enumerate(zip(m.alpha_, m.beta_), start=1):
-            table.add(model=name, position=i, alpha=float(a), beta=float(b), C=float(m.C_))
+            table.add(model=name, position=i, alpha=float(a), beta=float(b), C=float(m.C_),
+                      pairs_in_margin=m.margin_share_, cos_mean_diff=m.cosine_mean_difference_, saturated=saturated)
     return table
+
+
+CV_RULE_TEXT = {"one-se": "the smallest C (the strongest regularisation) whose mean is within one standard error of the "
+                          "best mean",
+                "best": "the best mean"}
 
 
 def theta_cv_table(models: dict[str, UDCGTheta]) -> Table:
     """The validation curve of each model whose C was chosen by cross-validation: mean held-out
-    score per C, and which C was chosen."""
-    table = Table(["model", "C", "score", "mean", "folds", "converged", "chosen"],
-                  title="UDCG_theta: C chosen by cross-validation grouped by question (held-out mean per-question score)")
-    for name, m in models.items():
-        cv = m.cv_results_
-        if not cv:
-            continue
-        for C, mean, ok in zip(cv["C"], cv["mean"], cv.get("converged", [True] * len(cv["C"]))):
+    score per C with its standard error over the folds, which C had the best mean and which C the
+    model's rule chose (``UDCGTheta``'s ``cv_rule``)."""
+    curves = {name: m.cv_results_ for name, m in models.items() if m.cv_results_}
+    rules = sorted({cv.get("rule", "best") for cv in curves.values()})
+    table = Table(["model", "C", "score", "mean", "se", "folds", "converged", "best", "chosen"],
+                  title="UDCG_theta: C chosen by cross-validation grouped by question (held-out mean per-question score); "
+                        "chosen: " + "; ".join(f"{CV_RULE_TEXT[r]}" + (f" ({r} rule)" if len(rules) > 1 else "")
+                                               for r in rules))
+    for name, cv in curves.items():
+        m = models[name]
+        se = cv.get("se", [None] * len(cv["C"]))
+        best = cv.get("best", m.C_ if cv.get("rule", "best") == "best" else None)
+        for C, mean, err, ok in zip(cv["C"], cv["mean"], se, cv.get("converged", [True] * len(cv["C"]))):
             table.add(model=name, C=float(C), score=cv["score"], mean=float("nan") if mean is None else float(mean),
-                      folds=cv["folds"], converged="yes" if ok else "no", chosen="*" if C == m.C_ else "")
+                      se=float("nan") if err is None else float(err), folds=cv["folds"], converged="yes" if ok else "no",
+                      best="*" if C == best else "", chosen="*" if C == m.C_ else "")
     return table
 
 

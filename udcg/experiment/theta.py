@@ -52,24 +52,40 @@ def training_set(rows: ContextRows, k: int | None, source: str) -> tuple[np.ndar
     return u, y, groups, rel
 
 
+def margin_text(model: UDCGTheta) -> str:
+    """The share of the training pairs inside the margin and, for a saturated fit, what that means."""
+    if np.isnan(model.margin_share_):
+        return "share of pairs inside the margin unknown (saved before it was recorded: refit)"
+    text = (f"{model.margin_share_:.0%} of the pairs inside the margin, cosine {model.cosine_mean_difference_:.4f} "
+            "with the mean pair difference")
+    return text + ("; SATURATED: the weights are the mean pair difference, not a positional effect"
+                   if model.saturated_ else "")
+
+
 def weights_table(model: UDCGTheta) -> Table:
-    """The fitted weights per position, titled with what they were fitted on."""
+    """The fitted weights per position, titled with what they were fitted on and the margin share."""
     table = Table(["position", "alpha", "beta"], title=f"UDCG_theta ({model.variant}, k={model.k_}, C = {model.C_:g}) "
-                  f"from {model.n_queries_} questions, {model.n_pairs_} pairs")
+                  f"from {model.n_queries_} questions, {model.n_pairs_} pairs; {margin_text(model)}")
     for i, (a, b) in enumerate(zip(model.alpha_, model.beta_), start=1):
         table.add(position=i, alpha=float(a), beta=float(b))
     return table
 
 
 def validation_curve_table(model: UDCGTheta) -> Table | None:
-    """The mean held-out score per C when C was chosen by cross-validation (else None)."""
+    """The mean held-out score per C, with its standard error over the folds, when C was chosen by
+    cross-validation (else None); ``chosen`` marks the C of the model's rule, ``best`` the best mean."""
     cv = model.cv_results_
     if not cv:
         return None
     column = f"mean held-out {cv['score']}"
-    table = Table(["C", column, "chosen"], title=f"validation curve ({cv['folds']} folds grouped by question)")
-    for C, mean in zip(cv["C"], cv["mean"]):
-        table.add(**{"C": C, column: float("nan") if mean is None else mean, "chosen": "*" if C == model.C_ else ""})
+    rule = cv.get("rule", "best")
+    how = ("the smallest C within one standard error of the best mean" if rule == "one-se" else "the best mean")
+    table = Table(["C", column, "se", "best", "chosen"],
+                  title=f"validation curve ({cv['folds']} folds grouped by question; chosen: {how})")
+    best = cv.get("best", model.C_ if rule == "best" else None)
+    for C, mean, se in zip(cv["C"], cv["mean"], cv.get("se", [None] * len(cv["C"]))):
+        table.add(**{"C": C, column: float("nan") if mean is None else mean, "se": float("nan") if se is None else se,
+                     "best": "*" if C == best else "", "chosen": "*" if C == model.C_ else ""})
     return table
 
 

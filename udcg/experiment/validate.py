@@ -33,6 +33,7 @@ Run folder::
 from __future__ import annotations
 
 import contextlib
+import json
 import platform
 import time
 from dataclasses import dataclass, field
@@ -41,7 +42,7 @@ from pathlib import Path
 from udcg.experiment.theta import load_theta, save_theta
 from udcg.version import __version__
 from udcg.experiment import context_records, judging, questions, reporting, steps, studies
-from udcg.experiment.config import Config, to_yaml
+from udcg.experiment.config import Config, read_run_config, to_yaml
 from udcg.experiment.paths import portable
 from udcg.io.files import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from udcg.llm.lazy import LazyBackend
@@ -168,6 +169,25 @@ def run_validation(cfg: Config, progress: steps.Progress | None = None, backends
     atomic_write_json(run_dir / "run.json", {"udcg_version": __version__, "python": platform.python_version(),
                                             "reader": models.reader.name, "timings": timings})
     return RunResult(run_dir, tables, notes, timings)
+
+
+def refit_theta(run_dir: str | Path) -> RunResult:
+    """Steps 6 and 7 again on a run folder's published data alone (no model, no data set, no cache):
+    UDCG_theta refitted on the train questions by the current code (``theta/*.json``), every
+    context rescored (``data/contexts.jsonl.gz``), the models named in ``data/notes.json`` and the
+    report rebuilt (``reporting.report``, as ``udcg report`` does). Brings a published run to a new
+    fitting rule deterministically; ``run.json`` (the original run's timings) is left as it was."""
+    run_dir = Path(run_dir)
+    data = run_dir / reporting.DATA
+    cfg = read_run_config(run_dir / "config.yaml")
+    notes = reporting.read_notes(data / reporting.NOTES)
+    groups = _metrics(cfg, reporting.read_groups(run_dir), run_dir, notes)
+    reporting.write_jsonl_gz(data / reporting.CONTEXTS, (context_records.to_json(r) for rs in groups.values() for r in rs))
+    stored = json.loads(json.dumps(reporting.finite(notes), ensure_ascii=False, allow_nan=False))  # as write_data stores them
+    atomic_write_text(data / reporting.NOTES, json.dumps(stored, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    tables, notes, per_question = reporting.report(run_dir, run_dir, cfg)
+    reporting.write_per_question(run_dir, per_question)
+    return RunResult(run_dir, tables, notes)
 
 
 # ---------------------------------------------------------------- step bodies

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 from scipy.special import expit
@@ -16,6 +17,8 @@ from udcg.metrics.udcg import VARIANTS, check_utilities, pairwise_differences, t
 
 C_GRID = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)  # SVM-rank units (divided by the training questions)
 CV_SCORES = ("spearman", "pairwise")
+CV_RULES = ("one-se", "best")  # one-se: the smallest C within one standard error of the best mean; best: the best mean
+SATURATED_SHARE = 0.99  # a fit with this share of its training pairs inside the margin is saturated
 
 
 def _check_C(C: object) -> float | str:
@@ -27,11 +30,30 @@ def _check_C(C: object) -> float | str:
     return float(C)
 
 
+class _Fit(NamedTuple):
+    coef: np.ndarray  # weights in feature (utility) units
+    coef_std: np.ndarray  # weights on the standardised features, the SVM's own space
+    scaler: object  # the StandardScaler, or None
+    converged: bool  # liblinear converged within max_iter
+    margin_share: float  # share of the training pairs inside the margin (s_ij * w . d_ij < 1)
+    cosine: float  # cosine of w with the mean oriented pair difference, in the SVM's space
+
+
+def _margin(D: np.ndarray, s: np.ndarray, w: np.ndarray) -> tuple[float, float]:
+    """(share of the pairs inside the margin, cosine of ``w`` with the mean oriented pair difference).
+    When every pair is inside the margin, every dual variable sits at its bound C, so w is C times
+    the sum of the oriented pair differences: the cosine is 1 and the fit says nothing the mean
+    pair difference does not (a saturated fit)."""
+    share = float(np.mean(s * (D @ w) < 1.0))
+    mean_diff = (s[:, None] * D).mean(0)
+    norm = float(np.linalg.norm(w) * np.linalg.norm(mean_diff))
+    return share, (float(w @ mean_diff) / norm if norm > 0 else float("nan"))
+
+
 def _fit_ranking_svm(F: np.ndarray, y: np.ndarray, g: np.ndarray, C: float, standardize: bool, random_state,
-                     max_iter: int, tol: float):
-    """(weights in feature units, weights on the standardised features, scaler or None, whether
-    liblinear converged within ``max_iter``) of the pairwise hinge-loss SVM; None with fewer than
-    2 pairs. A ConvergenceWarning is caught and returned as the flag (large C on overlapping pairs)."""
+                     max_iter: int, tol: float) -> _Fit | None:
+    """The pairwise hinge-loss SVM (``_Fit``); None with fewer than 2 pairs. A ConvergenceWarning is
+    caught and returned as the ``converged`` flag (large C on overlapping pairs)."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
@@ -51,7 +73,7 @@ def _fit_ranking_svm(F: np.ndarray, y: np.ndarray, g: np.ndarray, C: float, stan
     converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
     coef_std = svm.coef_.ravel().copy()
     coef = coef_std / scaler.scale_ if scaler is not None else coef_std
-    return coef, coef_std, scaler, converged
+    return _Fit(coef, coef_std, scaler, converged, *_margin(D, s, coef_std))
 
 
 class UDCGTheta(BaseEstimator):
@@ -67,10 +89,18 @@ class UDCGTheta(BaseEstimator):
     chooses C from ``C_grid`` (default ``C_GRID``) by ``cv``-fold cross-validation grouped by
     question (``GroupKFold``): each C is fitted on the other folds' questions and scored on the
     held-out questions by ``cv_score`` (the mean per-question Spearman, or pairwise ordering
-    accuracy, of the decision value with the outcomes); the best mean over folds wins, ties to the
-    smaller C. ``C_`` is the C used and ``cv_results_`` the validation curve (None for a fixed C);
-    ``converged_`` says whether liblinear converged within ``max_iter`` (large C on overlapping
-    pairs may not; its warning is caught and recorded, per C, in the curve too).
+    accuracy, of the decision value with the outcomes). ``cv_rule`` picks C from the curve:
+    ``one-se`` (default) the smallest C, i.e. the strongest regularisation, whose mean over folds is
+    within one standard error (over folds) of the best mean; ``best`` the best mean, ties to the
+    smaller C. ``C_`` is the C used and ``cv_results_`` the validation curve with its rule (None for
+    a fixed C); ``converged_`` says whether liblinear converged within ``max_iter`` (large C on
+    overlapping pairs may not; its warning is caught and recorded, per C, in the curve too).
+
+    ``margin_share_``: the share of the training pairs inside the margin (s_ij w.d_ij < 1), and
+    ``cosine_mean_difference_`` the cosine of the weights with the mean oriented pair difference
+    (both in the SVM's standardised space). ``saturated_`` (share >= ``SATURATED_SHARE``): every
+    pair is inside the margin, so the weights are the mean pair difference (cosine 1) — the fit
+    found no positional effect beyond the data's average, and its weights must not be read as one.
 
     ``standardize``: the SVM sees the features scaled by scikit-learn's ``StandardScaler`` (fitted on
     the training contexts), so C penalises every position alike; ``coef_`` is mapped back to
@@ -82,7 +112,7 @@ class UDCGTheta(BaseEstimator):
 
     def __init__(self, variant: str = "full", C: float | str = 0.01, max_iter: int = 100_000, tol: float = 1e-6,
                  standardize: bool = True, C_grid: tuple[float, ...] | None = None, cv: int = 5,
-                 cv_score: str = "spearman", random_state: int | None = 0):
+                 cv_score: str = "spearman", cv_rule: str = "one-se", random_state: int | None = 0):
         self.variant = variant
         self.C = C
         self.max_iter = max_iter
@@ -91,6 +121,7 @@ class UDCGTheta(BaseEstimator):
         self.C_grid = C_grid
         self.cv = cv
         self.cv_score = cv_score
+        self.cv_rule = cv_rule
         self.random_state = random_state
 
     # -- learning
@@ -113,26 +144,29 @@ class UDCGTheta(BaseEstimator):
         self.cv_results_ = None
         if C == "auto":
             C, self.cv_results_ = self._cross_validate(F, y_arr, g)
-        coef, coef_std, scaler, self.converged_ = self._fit_one(F, y_arr, g, C)
+        fit = self._fit_one(F, y_arr, g, C)
         self.C_ = C
-        self.coef_, self.coef_standardized_, self.scaler_ = coef, coef_std, scaler
+        self.coef_, self.coef_standardized_, self.scaler_, self.converged_ = fit.coef, fit.coef_std, fit.scaler, fit.converged
+        self.margin_share_, self.cosine_mean_difference_ = fit.margin_share, fit.cosine
         self.k_ = u.shape[1]
         self.n_features_in_ = u.shape[1]
         self.n_pairs_ = n_pairs
         self.n_queries_ = len(np.unique(g))
         return self
 
-    def _fit_one(self, F: np.ndarray, y: np.ndarray, g: np.ndarray, C: float):
+    def _fit_one(self, F: np.ndarray, y: np.ndarray, g: np.ndarray, C: float) -> _Fit | None:
         return _fit_ranking_svm(F, y, g, C, bool(self.standardize), self.random_state, self.max_iter, self.tol)
 
     def _cross_validate(self, F: np.ndarray, y: np.ndarray, g: np.ndarray) -> tuple[float, dict]:
-        """The C of ``C_grid`` with the best mean held-out score, and the validation curve."""
+        """The C of ``C_grid`` chosen by ``cv_rule`` from the held-out scores, and the validation curve."""
         from sklearn.model_selection import GroupKFold
 
         from udcg.metrics.correlation import per_question
 
         if self.cv_score not in CV_SCORES:
             raise InputError(f"cv_score = {self.cv_score!r}: use one of {', '.join(CV_SCORES)}")
+        if self.cv_rule not in CV_RULES:
+            raise InputError(f"cv_rule = {self.cv_rule!r}: use one of {', '.join(CV_RULES)}")
         grid = sorted(_check_C(c) for c in (C_GRID if self.C_grid is None else self.C_grid))
         if not grid or any(isinstance(c, str) for c in grid):
             raise InputError(f"C_grid = {self.C_grid!r}: give one or more numbers > 0")
@@ -149,21 +183,27 @@ class UDCGTheta(BaseEstimator):
                 fitted = self._fit_one(F[train], y[train], g[train], C)
                 if fitted is None:
                     continue
-                converged[i] &= fitted[3]
-                values = per_question(self.cv_score, F[held] @ fitted[0], y[held], g[held])[1]
+                converged[i] &= fitted.converged
+                values = per_question(self.cv_score, F[held] @ fitted.coef, y[held], g[held])[1]
                 if np.isfinite(values).any():
                     scores[i, j] = float(np.nanmean(values))
-        counts = np.isfinite(scores).sum(1)
-        mean = np.where(counts > 0, np.nansum(scores, axis=1) / np.maximum(counts, 1), np.nan)
+        mean, se = _mean_and_se(scores)
         if not np.isfinite(mean).any():
             raise InputError("C='auto': no fold had two training pairs and a held-out question with different "
                              "outcomes (give more questions, or a fixed C)")
-        best = int(np.nanargmax(mean))  # the first maximum: the smallest C among equals
-        curve = {"score": self.cv_score, "folds": len(folds), "C": grid,
-                 "mean": [None if not np.isfinite(v) else float(v) for v in mean],
-                 "per_fold": [[None if not np.isfinite(v) else float(v) for v in row] for row in scores],
-                 "converged": converged.tolist()}
-        return grid[best], curve
+        best, chosen = choose_C(mean, se, self.cv_rule)
+        curve = {"score": self.cv_score, "folds": len(folds), "C": grid, "rule": self.cv_rule,
+                 "mean": _json_floats(mean), "se": _json_floats(se), "best": grid[best],
+                 "per_fold": [_json_floats(row) for row in scores], "converged": converged.tolist()}
+        return grid[chosen], curve
+
+    @property
+    def saturated_(self) -> bool:
+        """Every training pair (``SATURATED_SHARE`` of them) inside the margin: the weights are the mean
+        pair difference, not a positional effect. False when the share is unknown (a model saved
+        before it was recorded)."""
+        self._check_fitted()
+        return bool(self.margin_share_ >= SATURATED_SHARE)
 
     @property
     def alpha_(self) -> np.ndarray:
@@ -206,7 +246,9 @@ class UDCGTheta(BaseEstimator):
         return {"type": "UDCGTheta", "params": params, "k": self.k_, "C": self.C_, "converged": self.converged_,
                 "alpha": self.alpha_.tolist(), "beta": self.beta_.tolist(), "coef": self.coef_.tolist(),
                 "coef_standardized": self.coef_standardized_.tolist(), "scaler": scaler, "cv": self.cv_results_,
-                "n_pairs": self.n_pairs_, "n_queries": self.n_queries_}
+                "n_pairs": self.n_pairs_, "n_queries": self.n_queries_,
+                "margin_share": _json_floats([self.margin_share_])[0],
+                "cosine_mean_difference": _json_floats([self.cosine_mean_difference_])[0]}
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "model") -> UDCGTheta:
@@ -219,6 +261,7 @@ class UDCGTheta(BaseEstimator):
             params.setdefault("standardize", False)
         if isinstance(params.get("C_grid"), list):
             params["C_grid"] = tuple(params["C_grid"])
+        params.setdefault("cv_rule", "best")  # saved before the one-SE rule: a C by CV was the best mean
         model = cls(**params)
         model.coef_ = np.asarray(d["coef"], dtype=float)
         model.coef_standardized_ = np.asarray(d.get("coef_standardized", d["coef"]), dtype=float)
@@ -240,7 +283,36 @@ class UDCGTheta(BaseEstimator):
         model.n_features_in_ = model.k_
         model.n_pairs_ = int(d.get("n_pairs", 0))
         model.n_queries_ = int(d.get("n_queries", 0))
+        model.margin_share_, model.cosine_mean_difference_ = (  # unknown (NaN) in a model saved before they were
+            float("nan") if d.get(f) is None else float(d[f]) for f in ("margin_share", "cosine_mean_difference"))
         return model
+
+
+def _mean_and_se(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``scores`` (C x folds, NaN = no score): the mean over the folds with a score and its
+    standard error (sample sd / sqrt(folds); NaN with fewer than 2 folds)."""
+    counts = np.isfinite(scores).sum(1)
+    mean = np.where(counts > 0, np.nansum(scores, axis=1) / np.maximum(counts, 1), np.nan)
+    dev = np.where(np.isfinite(scores), scores - mean[:, None], 0.0)
+    var = (dev ** 2).sum(1) / np.maximum(counts - 1, 1)
+    se = np.where(counts >= 2, np.sqrt(var / np.maximum(counts, 1)), np.nan)
+    return mean, se
+
+
+def choose_C(mean: np.ndarray, se: np.ndarray, rule: str) -> tuple[int, int]:
+    """(index of the best mean, index chosen by ``rule``) on a grid sorted by increasing C (NaN
+    means are never chosen). ``best``: the first maximum. ``one-se``: the first index (the smallest
+    C: the strongest regularisation) whose mean is at least the best mean minus the best's standard
+    error (its SE counted 0 where unknown)."""
+    best = int(np.nanargmax(mean))  # the first maximum: the smallest C among equals
+    if rule == "best":
+        return best, best
+    threshold = mean[best] - (se[best] if np.isfinite(se[best]) else 0.0)
+    return best, int(np.flatnonzero(np.isfinite(mean) & (mean >= threshold))[0])
+
+
+def _json_floats(values: object) -> list[float | None]:
+    return [None if not np.isfinite(v) else float(v) for v in values]
 
 
 def _check_saved_model(cls: type, d: dict, where: str) -> None:
@@ -277,3 +349,10 @@ def _check_saved_model(cls: type, d: dict, where: str) -> None:
     for field in ("n_pairs", "n_queries"):
         if field in d and (isinstance(d[field], bool) or not isinstance(d[field], int) or d[field] < 0):
             raise bad(field, "a non-negative integer")
+    if params.get("cv_rule", "best") not in CV_RULES:
+        raise bad("params", f"params.cv_rule one of {', '.join(CV_RULES)}")
+    for field, low in (("margin_share", 0.0), ("cosine_mean_difference", -1.0)):
+        value = d.get(field)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not low - 1e-9 <= value <= 1.0 + 1e-9):
+            raise bad(field, f"null or a number in [{low:g}, 1]")
