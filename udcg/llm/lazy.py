@@ -2,16 +2,36 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from udcg.llm.base import GenerationParams
 
 
+@contextlib.contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """torch's CPU thread count set to ``n`` for the ``with`` block, then set back to what it was,
+    also when the block raises. With ``n`` None or 0 nothing changes (and torch is not imported)."""
+    if not n:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 class LazyBackend:
     """Forwards the ``udcg.llm.base.Backend`` calls (and ``read``) to the backend of ``model``,
-    loaded by ``udcg.llm.registry.load_backend(model, **options)`` on the first call. ``threads``
-    sets torch's thread count just before the load (for a machine shared with other jobs);
+    loaded by ``udcg.llm.registry.load_backend(model, **options)`` on the first call. ``threads``:
+    torch's thread count during each call, the load included (``torch_threads``: for a machine
+    shared with other jobs; the process's own setting is back when the call returns);
     ``load_seconds`` is how long the load took (0 until then)."""
 
     def __init__(self, model: str, threads: int | None = None, **options: object) -> None:
@@ -24,14 +44,16 @@ class LazyBackend:
             from udcg.llm.registry import load_backend
 
             t0 = time.perf_counter()
-            if self.threads:
-                import torch
-
-                torch.set_num_threads(self.threads)
-            self._backend = load_backend(self.model, **self.options)
+            with torch_threads(self.threads):
+                self._backend = load_backend(self.model, **self.options)
             self.load_seconds = time.perf_counter() - t0
             self.name = self._backend.name
         return self._backend
+
+    def _call(self, method: str, *args: object):
+        backend = self._get()
+        with torch_threads(self.threads):
+            return getattr(backend, method)(*args)
 
     @property
     def concurrent_requests(self) -> int:
@@ -44,17 +66,17 @@ class LazyBackend:
         return getattr(self._get(), "concurrent_requests", 1)
 
     def next_token_logprobs(self, chats, candidates):
-        return self._get().next_token_logprobs(chats, candidates)
+        return self._call("next_token_logprobs", chats, candidates)
 
     def continuation_logprobs(self, requests):
-        return self._get().continuation_logprobs(requests)
+        return self._call("continuation_logprobs", requests)
 
     def generate(self, chats, params=GenerationParams()):
-        return self._get().generate(chats, params)
+        return self._call("generate", chats, params)
 
     def can_read(self) -> bool:
         """Whether the model (loaded now) is a ``udcg.llm.base.PromptReader``."""
         return callable(getattr(self._get(), "read", None))
 
     def read(self, chats, candidates, continuations, max_new_tokens=32):
-        return self._get().read(chats, candidates, continuations, max_new_tokens)
+        return self._call("read", chats, candidates, continuations, max_new_tokens)
