@@ -80,7 +80,7 @@ def body_params(model) -> tuple[int, int, int]:
 
 def our_tokens(backend, chats, chunk: int) -> tuple[int, int]:
     """Tokens our backend runs through the body (shared prefix once per call, padding included)."""
-    from udcg.llm.batching import shared_prefix
+    from udcg.llm.batching import prompt_batches, shared_prefix
     from udcg.llm.hf import MIN_SHARED_PREFIX
 
     run = useful = 0
@@ -90,7 +90,8 @@ def our_tokens(backend, chats, chunk: int) -> tuple[int, int]:
         p = min(p, min(len(s) for s in seqs) - 1)
         p = p if p >= MIN_SHARED_PREFIX else 0
         order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
-        for batch in backend._batches(order, [len(s) - p for s in seqs]):
+        for batch in prompt_batches(order, [len(s) - p for s in seqs], backend.batch_size,
+                                    backend.device.startswith("cuda")):
             run += len(batch) * max(len(seqs[i]) - p for i in batch)
         run += p
         useful += sum(len(s) for s in seqs)

@@ -105,11 +105,14 @@ READ_ONLY = """
 import sys
 from udcg.io.beir import check_run, read_collection
 from udcg.io.trec import read_run
-from udcg.experiment import own_runs
+try:
+    from udcg.experiment.own_runs import run_docids
+except ImportError:
+    run_docids = None
 corpus, queries, qrels, run_path, depth = sys.argv[1:4] + [sys.argv[4], int(sys.argv[5])]
 run = read_run(run_path)
-if hasattr(own_runs, "run_docids"):
-    c = read_collection(corpus, queries, qrels, docids=own_runs.run_docids({"run": run}, depth))
+if run_docids is not None:
+    c = read_collection(corpus, queries, qrels, docids=run_docids({"run": run}, depth))
     check_run(run, c, run_path, depth=depth)
     print(c.scan.line(), file=sys.stderr)
 else:  # a udcg before docids: the whole corpus

@@ -9,7 +9,8 @@ Per (model, prompt) and passage, one prompt pass (``HFBackend.read``): p_abs = P
 NO-RESPONSE), the greedy answer (32 new tokens), and the outcome:
 abstained / correct by the rule judge (``udcg.grade.rules.answer_outcome``: an abstention, else
 correct when a normalised answer alias occurs in the answer).
-Resumable: finished chunks are appended to ``--work/cache-<model>-<prompt>.jsonl``. Writes
+Resumable: the cached runner (``udcg.runs``) appends finished chunks to
+``--work/cache-<model>-<prompt>.jsonl``. Writes
 ``--out/table.md``, ``table.json`` and the per-passage data ``passages.jsonl.gz`` (gzip, mtime 0).
 
     .venv/bin/python scripts/reader_abstention.py --data-dir ../shared/data \\
@@ -23,7 +24,6 @@ import gzip
 import json
 import math
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -51,32 +51,39 @@ def select(data_dir: Path, per_class: int, start: int = 50) -> list[dict]:
 
 
 def measure(items: list[dict], model: str, prompt: str, cache_path: Path, chunk: int) -> tuple[list[dict], float]:
+    """Each item's p_abs, greedy answer and outcome, through the cached runner (``udcg.runs``: keys
+    ``qid<TAB>pid``, chunks of ``chunk`` cut from the whole item list); the model's seconds in this
+    run (its load left out)."""
+    from udcg import runs
     from udcg.annotate.prompt import reader_chat
     from udcg.grade.rules import answer_outcome
-    from udcg.io.cache import AppendCache
-    from udcg.llm.registry import load_backend
+    from udcg.llm.lazy import LazyBackend
 
-    backend, seconds = None, 0.0
-    with AppendCache(cache_path) as cache:
-        todo = [it for it in items if f"{it['qid']}\t{it['pid']}" not in cache]
-        for start in range(0, len(todo), chunk):
-            part = todo[start:start + chunk]
-            backend = backend or load_backend(model)
-            t0 = time.perf_counter()
-            readings = backend.read([reader_chat(it["question"], [it["text"]], prompt) for it in part],
-                                    ["NO-RESPONSE"], [""] * len(part), max_new_tokens=32)
-            seconds += time.perf_counter() - t0
-            cache.append_many([{"key": f"{it['qid']}\t{it['pid']}", "p_abs": math.exp(r.first["NO-RESPONSE"]),
-                                "answer": r.answer.strip()} for it, r in zip(part, readings, strict=True)])
-            print(f"{model} {prompt}: {len(cache.done)}/{len(items)}", flush=True)
+    backend = LazyBackend(model)  # loaded by the first chunk to compute: none when all is cached
+
+    def read(chats: list) -> list[dict]:
+        readings = backend.read(chats, ["NO-RESPONSE"], [""] * len(chats), max_new_tokens=32)
+        return [{"p_abs": math.exp(r.first["NO-RESPONSE"]), "answer": r.answer.strip()} for r in readings]
+
+    done = 0
+
+    def progress(n: int) -> None:
+        nonlocal done
+        done += n
+        print(f"{model} {prompt}: {done}/{len(items)}", flush=True)
+
+    keys = [runs.key(it["qid"], it["pid"]) for it in items]
+    requests = [(k, reader_chat(it["question"], [it["text"]], prompt)) for k, it in zip(keys, items)]
+    with runs.open_cache(cache_path) as cache:
+        stats = runs.run(cache, requests, read, chunk, progress=progress, fingerprint=runs.fingerprint)
         out = []
-        for it in items:
-            rec = cache.get(f"{it['qid']}\t{it['pid']}")
+        for k, it in zip(keys, items):
+            rec = cache.get(k)
             outcome = answer_outcome(rec["answer"], it["answers"])
             out.append({"qid": it["qid"], "pid": it["pid"], "rank": it["rank"], "relevant": it["relevant"],
                         "model": model, "prompt_version": prompt, "p_abs": rec["p_abs"], "answer": rec["answer"],
                         "abstained": outcome == "abstained", "correct": outcome == "correct"})
-    return out, seconds
+    return out, stats.seconds - backend.load_seconds
 
 
 def summarise(rows: list[dict]) -> list[dict]:

@@ -11,6 +11,15 @@ Floors, from the bottom (a module may import only from floors below its own, or 
 5. experiment/
 6. the interface: udcg (package), __main__, api, cli, commands/ (which may call each other downward:
    cli -> commands -> api)
+
+No import cycle between units, nor between the modules of one unit (there an import under ``if
+TYPE_CHECKING:``, a type named for an annotation and never run, is not counted).
+
+scripts/ (and the Python they hand to a child process in a string) use udcg's public names only:
+no private name (``_x``) of a udcg module, imported or reached as an attribute, and from
+``udcg.experiment`` only the entry points in ``SCRIPT_EXPERIMENT`` (the paper's experiment is
+otherwise internal; scripts use ``udcg``/``udcg.api``, the runner ``udcg.runs`` and the public
+functions of the floors below).
 """
 
 from __future__ import annotations
@@ -33,6 +42,24 @@ FLOORS = [
 INTERFACE_ORDER = ["udcg.__main__", "udcg.cli", "udcg.commands", "udcg", "udcg.api"]  # may import rightwards
 DOMAIN_SHARED = {"udcg.metrics"}  # on the domain floor, the pure metrics serve annotate and grade
 MAX_LINES = 400
+SCRIPTS = PACKAGE.parent / "scripts"
+# The entry points of udcg.experiment a script may use (ALL: a module whose public names all are):
+# a published run's data, config, Table 3 layout, paired statistics and UDCG_theta files
+# (theta_transfer, results_table, refit_theta), the retrieval the packaged example is built with
+# (make_example), the documents a run's top-depth needs (bench_corpus).
+ALL = frozenset({"*"})
+SCRIPT_EXPERIMENT = {
+    "udcg.experiment.config": {"read_run_config"},
+    "udcg.experiment.correlate": {"correlation_table_of"},
+    "udcg.experiment.own_runs": {"run_docids"},
+    "udcg.experiment.paired": ALL,
+    "udcg.experiment.pools": {"MiniLMEncoder", "bm25_scores", "build_corpus"},
+    "udcg.experiment.reporting": {"finite", "question_order", "read_groups", "read_per_question", "write_jsonl_gz"},
+    "udcg.experiment.theta": {"load_theta"},
+    "udcg.experiment.validate": {"refit_theta"},
+}
+# Benchmarks that time an internal choice against its alternative swap that internal (A/B arms).
+SCRIPT_AB_SWITCHES = {("bench_generate.py", "_waves"), ("bench_metrics.py", "_walk")}
 
 
 def _modules() -> dict[str, Path]:
@@ -49,10 +76,24 @@ def _unit(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
-def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The udcg modules that ``module`` imports, at any depth of the file (lazy imports included)."""
+def _type_only(tree: ast.AST) -> set[ast.AST]:
+    """The import nodes under ``if TYPE_CHECKING:`` (annotations only, never run)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            out.update(n for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom)))
+    return out
+
+
+def _imports(module: str, path: Path, modules: dict[str, Path], runtime: bool = False) -> set[str]:
+    """The udcg modules that ``module`` imports, at any depth of the file (lazy imports included;
+    with ``runtime``, those under ``if TYPE_CHECKING:`` left out)."""
+    tree = ast.parse(path.read_text())
+    skip = _type_only(tree) if runtime else set()
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
+        if node in skip:
+            continue
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
@@ -80,6 +121,7 @@ def _floor(unit: str) -> int:
 
 MODULES = _modules()
 EDGES = {m: _imports(m, p, MODULES) for m, p in MODULES.items()}
+RUNTIME_EDGES = {m: _imports(m, p, MODULES, runtime=True) for m, p in MODULES.items()}
 
 
 def test_every_module_has_a_floor():
@@ -107,24 +149,48 @@ def test_imports_run_downwards():
     assert not wrong, "imports against the direction:\n" + "\n".join(sorted(wrong))
 
 
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` (its nodes in order, the first repeated at the end), or None."""
+    state: dict[str, int] = {}
+    trail: list[str] = []
+
+    def visit(u: str) -> list[str] | None:
+        state[u] = 1
+        trail.append(u)
+        for v in sorted(graph.get(u, ())):
+            if state.get(v) == 1:
+                return trail[trail.index(v):] + [v]
+            if v not in state and (found := visit(v)):
+                return found
+        state[u] = 2
+        trail.pop()
+        return None
+
+    for u in sorted(graph):
+        if u not in state and (found := visit(u)):
+            return found
+    return None
+
+
 def test_no_cycle_between_units():
     graph: dict[str, set[str]] = {}
     for module, targets in EDGES.items():
         graph.setdefault(_unit(module), set()).update(_unit(t) for t in targets if _unit(t) != _unit(module))
-    state: dict[str, int] = {}
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle between units: " + " -> ".join(cycle or [])
 
-    def visit(u: str, trail: list[str]) -> None:
-        state[u] = 1
-        for v in sorted(graph.get(u, ())):
-            if state.get(v) == 1:
-                raise AssertionError("import cycle: " + " -> ".join(trail[trail.index(v):] + [v]) if v in trail else v)
-            if v not in state:
-                visit(v, trail + [v])
-        state[u] = 2
 
-    for u in sorted(graph):
-        if u not in state:
-            visit(u, [u])
+@pytest.mark.parametrize("unit", sorted({_unit(m) for m in MODULES}))
+def test_no_cycle_inside_a_unit(unit):
+    graph = {m: {t for t in targets if _unit(t) == unit and t != m} for m, targets in RUNTIME_EDGES.items()
+             if _unit(m) == unit}
+    cycle = _cycle(graph)
+    assert cycle is None, f"import cycle inside {unit}: " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_check_sees_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
 
 
 def test_metrics_import_only_errors():
@@ -137,3 +203,92 @@ def test_metrics_import_only_errors():
 def test_module_size(module):
     lines = len(MODULES[module].read_text().splitlines())
     assert lines <= MAX_LINES, f"{MODULES[module].relative_to(PACKAGE.parent)}: {lines} lines > {MAX_LINES}; split it by job"
+
+
+# ---------------------------------------------------------------- scripts/
+
+
+def _script_trees(path: Path) -> list[ast.AST]:
+    """The script's syntax tree, and that of each string in it that is Python importing udcg (the
+    code a benchmark hands to a child process)."""
+    tree = ast.parse(path.read_text())
+    trees = [tree]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "udcg" in node.value and "import" in node.value:
+            try:
+                trees.append(ast.parse(node.value))
+            except SyntaxError:
+                continue
+    return trees
+
+
+def _script_violations(name: str, trees: list[ast.AST]) -> list[str]:
+    """Each import of a private or internal udcg name, and each private attribute reached (but the
+    script's own ``self._x`` and the A/B switches), as ``script:line: name (why)``."""
+    wrong = []
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                wrong += [m for alias in node.names if alias.name.split(".")[0] == "udcg"
+                          for m in _script_module(name, node.lineno, alias.name, None)]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "udcg":
+                wrong += [m for alias in node.names for m in _script_module(name, node.lineno, node.module, alias.name)]
+            elif (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                    and (name, node.attr) not in SCRIPT_AB_SWITCHES
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+                wrong.append(f"{name}:{node.lineno}: {ast.unparse(node)} (a private name)")
+    return wrong
+
+
+def _script_module(script: str, line: int, module: str, name: str | None) -> list[str]:
+    """What is wrong with ``from module import name`` (``import module`` when name is None) in a script."""
+    where = f"{script}:{line}: {module}" + (f".{name}" if name else "")
+    target = f"{module}.{name}" if name and f"{module}.{name}" in MODULES else module
+    if any(part.startswith("_") and not part.startswith("__") for part in target.split(".")) or (
+            name and name.startswith("_")):
+        return [f"{where} (a private name)"]
+    if target not in MODULES:
+        return [f"{where} (no such udcg module)"]
+    if _unit(target) != "udcg.experiment":
+        return []
+    if SCRIPT_EXPERIMENT.get(target) is ALL:
+        return []
+    if name is None or target != module or name not in SCRIPT_EXPERIMENT.get(module, set()):
+        return [f"{where} (udcg.experiment is internal: use udcg.api, udcg.runs or a lower floor, "
+                "or add the entry point to SCRIPT_EXPERIMENT)"]
+    return []
+
+
+SCRIPT_FILES = sorted(SCRIPTS.glob("*.py"))
+
+
+@pytest.mark.parametrize("path", SCRIPT_FILES, ids=[p.name for p in SCRIPT_FILES])
+def test_scripts_use_public_names_only(path):
+    wrong = _script_violations(path.name, _script_trees(path))
+    assert not wrong, "scripts/ reach into udcg's internals:\n" + "\n".join(wrong)
+
+
+def test_the_script_check_sees_private_and_internal_names():
+    code = """
+from udcg.llm.hf import _helper
+from udcg.experiment.studies import correlate
+from udcg.experiment import reporting
+import udcg.metrics._walk
+backend._batches([1], [2])
+self._own = 1
+"""
+    wrong = _script_violations("x.py", [ast.parse(code)])
+    assert [w.split(" (")[0] for w in wrong] == ["x.py:2: udcg.llm.hf._helper", "x.py:3: udcg.experiment.studies.correlate",
+                                                 "x.py:4: udcg.experiment.reporting", "x.py:5: udcg.metrics._walk",
+                                                 "x.py:6: backend._batches"]
+    fine = "from udcg.experiment.theta import load_theta\nfrom udcg.experiment import paired\nfrom udcg import runs\n"
+    assert _script_violations("x.py", [ast.parse(fine)]) == []
+
+
+def test_script_experiment_names_exist():
+    import importlib
+
+    missing = [f"{m}.{n}" for m, names in SCRIPT_EXPERIMENT.items() for n in names - ALL
+               if not hasattr(importlib.import_module(m), n)]
+    missing += [m for m in SCRIPT_EXPERIMENT if m not in MODULES]
+    assert not missing, "SCRIPT_EXPERIMENT names what does not exist: " + ", ".join(missing)

@@ -203,8 +203,7 @@ def test_theta_C_is_a_number_or_auto():
 
 
 def test_the_published_config_holds_no_absolute_path_and_reads_back(tmp_path, monkeypatch):
-    from udcg.experiment.config import read_run_config
-    from udcg.experiment.paths import portable
+    from udcg.experiment.config import portable, read_run_config
 
     monkeypatch.chdir(ROOT)  # paths are published relative to the working directory
     cfg = from_dict({"output": str(ROOT / "runs" / "x"), "data": {"questions": "udcg/data/popqa-sample.jsonl",

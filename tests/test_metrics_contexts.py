@@ -14,7 +14,7 @@ from scipy.special import expit
 from udcg.errors import InputError
 from udcg.metrics.contexts import ContextBatch, parse_metric, parse_metrics, score_batch
 from udcg.metrics.measures import Measure
-from udcg.metrics.udcg import UDCGTheta
+from udcg.metrics.udcg_theta import UDCGTheta
 
 # Two contexts of k = 3 passages, in prompt (= rank) order. Context 0 holds relevant passages at
 # ranks 2 and 3 and its question's pool holds 3 relevant passages; context 1 holds none of its 1.

@@ -1,8 +1,14 @@
 """Every published result rebuilds from its committed data alone, byte for byte, with no model:
-each validate run under docs/results/ (``udcg report``) and the UDCG_theta transfer table."""
+each validate run under docs/results/ (``udcg report``), the UDCG_theta transfer table and the
+reader-abstention table (from its cache)."""
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,3 +55,50 @@ def test_the_readme_results_table_matches_the_published_runs(monkeypatch):
         label, link = row[3:].split("](", 1)
         folder = Path(link.split("/report.md)", 1)[0])
         assert row == module.summary_row(folder, label), folder
+
+
+def _abstention_items(module) -> list[dict]:
+    from udcg.io.sources import default_data_dir
+
+    data_dir = default_data_dir()
+    if data_dir is None or not (data_dir / "popqa-contriever-100").is_dir():
+        pytest.skip("no shared PopQA data: set $UDCG_DATA_DIR to the folder holding popqa-contriever-100/")
+    return module.select(data_dir, 100)
+
+
+def test_the_reader_abstention_table_rebuilds_from_its_cache(tmp_path, monkeypatch, capsys):
+    """scripts/reader_abstention.py reads every result from its published cache (a copy: no model is
+    loaded) and writes the same table and per-passage data, and the table its README shows."""
+    published = RESULTS / "reader-abstention"
+    module = load_script("reader_abstention")
+    _abstention_items(module)
+    shutil.copytree(published / "cache", tmp_path / "cache")
+    monkeypatch.setattr("udcg.llm.registry.load_backend", lambda *a, **kw: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(sys, "argv", ["reader_abstention.py", "--data-dir", os.environ["UDCG_DATA_DIR"],
+                                      "--work", str(tmp_path / "cache"), "--out", str(tmp_path / "out")])
+    assert module.main() == 0
+    capsys.readouterr()
+    for name in ("table.md", "passages.jsonl.gz"):
+        assert (tmp_path / "out" / name).read_bytes() == (published / name).read_bytes(), name
+    made, shown = (json.loads((folder / "table.json").read_text()) for folder in (tmp_path / "out", published))
+    assert made["table"] == shown["table"]  # model_seconds_this_run: the seconds of the run that wrote it
+    assert (tmp_path / "out" / "table.md").read_text() in (published / "README.md").read_text()
+
+
+def test_reader_abstention_computes_only_what_its_cache_lacks(tmp_path, monkeypatch):
+    """Through the cached runner: missing records are read in chunks and appended; cached ones are kept."""
+    from tests.conftest import ScriptedBackend
+
+    module = load_script("reader_abstention")
+    items = [{"qid": f"q{i}", "pid": f"p{i}", "rank": 1, "relevant": i % 2 == 0, "question": f"question {i}?",
+              "answers": ["Paris"], "text": f"passage {i}"} for i in range(5)]
+    cache = tmp_path / "cache.jsonl"
+    cache.write_text(json.dumps({"key": "q0\tp0", "p_abs": 0.5, "answer": "NO-RESPONSE"}) + "\n")
+    backend = ScriptedBackend(reads=True, first=lambda chat, candidates: {c: math.log(0.25) for c in candidates},
+                              answer="Paris")
+    monkeypatch.setattr("udcg.llm.registry.load_backend", lambda *a, **kw: backend)
+    rows, _ = module.measure(items, "scripted", "udcg-code-v1", cache, chunk=2)
+    assert [(r["p_abs"], r["abstained"], r["correct"]) for r in rows] == [(0.5, True, False)] + [(0.25, False, True)] * 4
+    assert [len(call.chats) for call in backend.calls] == [1, 2, 1]  # chunks [q0 q1] [q2 q3] [q4], q0 cached
+    assert len(cache.read_text().splitlines()) == 5
+    assert module.measure(items, "scripted", "udcg-code-v1", cache, chunk=2)[0] == rows and len(backend.calls) == 3

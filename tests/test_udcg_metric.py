@@ -15,9 +15,8 @@ from sklearn.preprocessing import FunctionTransformer
 
 from udcg.errors import InputError
 from udcg.experiment.theta import load_theta, save_theta
-from udcg.metrics.udcg import (AUTHORS_GAMMA, GAMMA, UDCGTheta, pairwise_differences, theta_features, udcg,
-                               utilities_from, utility)
-from udcg.metrics.udcg_theta import SATURATED_SHARE, choose_C
+from udcg.metrics.udcg import AUTHORS_GAMMA, GAMMA, pairwise_differences, theta_features, udcg, utilities_from, utility
+from udcg.metrics.udcg_theta import SATURATED_SHARE, UDCGTheta, choose_C
 
 
 def naive_udcg(relevant, p_abs, gamma):

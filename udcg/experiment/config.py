@@ -9,7 +9,8 @@ by name or alias (``popqa``, ``nq``, ``nq-pon``, ``squad`` …, a folder under `
 else ``$UDCG_DATA_DIR``: there is no default folder), a Hugging Face data set (``hf:NAME``), or a
 file/folder path. A relative path is looked up beside the config file, then in the working
 directory. ``output`` and ``theta.from_run`` are relative to the working directory. A run writes
-its config with paths relative to the working directory (``udcg.experiment.paths.portable``).
+its config with paths relative to the working directory (``portable``; the rules for one path:
+``udcg.experiment.paths``).
 YAML reading and typed construction: ``udcg.experiment.typed_yaml``.
 """
 
@@ -24,6 +25,7 @@ from typing import Any
 
 from udcg.bounds import CONFIG as CONFIG_BOUNDS, check_value
 from udcg.errors import InputError
+from udcg.experiment.paths import data_folder, dataset_ref, portable_path, run_folder
 from udcg.experiment.typed_yaml import build, read_yaml, set_override
 METRIC_CHOICES_NOTE = "e.g. UDCG, UDCG_theta, nDCG, RR, AP, P, Success, eRAG, ANSWER_PROB, RA-nWG"
 
@@ -219,9 +221,31 @@ def from_dict(raw: dict, where: str = "config", base_dir: Path | None = None) ->
     _check(cfg, where)
     metrics = dataclasses.replace(cfg.metrics, names=tuple(str(parse_metric(n)) for n in cfg.metrics.names),
                                   baseline=str(parse_metric(cfg.metrics.baseline)))
-    from udcg.experiment.paths import resolve_paths
-
     return resolve_paths(dataclasses.replace(cfg, metrics=metrics), where, base_dir)
+
+
+def resolve_paths(cfg: Config, where: str, base_dir: Path | None) -> Config:
+    """The config with its data paths absolute (looked up beside the config file, then in the
+    working directory; data set names stay names), ``output`` and ``theta.from_run`` absolute."""
+    data = dataclasses.replace(cfg.data, data_dir=data_folder(cfg.data.data_dir, where, base_dir),
+                               questions=dataset_ref(cfg.data.questions, "data.questions", where, base_dir))
+    corpus = tuple(dataset_ref(c, "pool.corpus", where, base_dir) for c in cfg.pool.corpus)
+    output = cfg.output or str(Path("runs") / cfg.name)
+    from_run = cfg.theta.from_run
+    theta = dataclasses.replace(cfg.theta, from_run=run_folder(from_run, where, "theta.from_run") if from_run else None)
+    return dataclasses.replace(cfg, data=data, pool=dataclasses.replace(cfg.pool, corpus=corpus),
+                               output=str(Path(output).expanduser().resolve()), theta=theta)
+
+
+def portable(cfg: Config) -> Config:
+    """The config as a run publishes it (``config.yaml``): ``output`` and ``theta.from_run``
+    relative to the working directory when inside it; ``data.data_dir``, ``data.questions`` and
+    ``pool.corpus`` also when beside it (``../data``). Data set names stay names."""
+    data = dataclasses.replace(cfg.data, data_dir=portable_path(cfg.data.data_dir, beside=True),
+                               questions=portable_path(cfg.data.questions, beside=True))
+    pool = dataclasses.replace(cfg.pool, corpus=tuple(portable_path(c, beside=True) for c in cfg.pool.corpus))
+    theta = dataclasses.replace(cfg.theta, from_run=portable_path(cfg.theta.from_run))
+    return dataclasses.replace(cfg, output=portable_path(cfg.output), data=data, pool=pool, theta=theta)
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None, output: str | None = None) -> Config:

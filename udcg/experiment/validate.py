@@ -27,7 +27,7 @@ Run folder::
     tables/*.{md,csv,json}  figures/*.png  report.md  summary.json
     cache/                resumable model work
 
-``config.yaml`` holds paths relative to the repository root (``udcg.experiment.paths.portable``).
+``config.yaml`` holds paths relative to the repository root (``udcg.experiment.config.portable``).
 """
 
 from __future__ import annotations
@@ -42,8 +42,7 @@ from pathlib import Path
 from udcg.experiment.theta import load_theta, save_theta
 from udcg.version import __version__
 from udcg.experiment import context_records, judging, questions, reporting, steps, studies
-from udcg.experiment.config import Config, read_run_config, to_yaml
-from udcg.experiment.paths import portable
+from udcg.experiment.config import Config, portable, read_run_config, to_yaml
 from udcg.io.files import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from udcg.llm.lazy import LazyBackend
 from udcg.records import ContextRecord, Question
@@ -288,7 +287,7 @@ def _build_contexts(cfg: Config, pooled: list[Question], scores: dict, split: di
 def _metrics(cfg: Config, groups: dict[str, list[ContextRecord]], run_dir: Path, notes: dict
              ) -> dict[str, list[ContextRecord]]:
     """Fit (or load) UDCG_theta per k on the train questions; every group scored."""
-    from udcg.metrics.udcg import UDCGTheta
+    from udcg.metrics.udcg_theta import UDCGTheta
 
     names = list(cfg.metrics.names)
     train_group = {cfg.contexts.k: "main", **{int(g[1:]): g for g in groups if g.startswith("k")}}

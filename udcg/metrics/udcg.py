@@ -1,7 +1,10 @@
 """UDCG (paper Eq. 4) and UDCG_theta (Eq. 3) — pure functions of utilities, no model.
 
 Utilities come as a matrix ``u`` of shape (n_contexts, k): row = context, column = prompt position,
-u = (2R - 1) * (1 - p_abs) in [-1, 1] (Eq. 2, ``utilities_from``; the one place it is written).
+u = R * (1 - p_abs) in [-1, 1], R = +1 for a relevant passage, -1 otherwise (Eq. 2,
+``utilities_from``; the one place it is computed).
+The UDCG_theta estimator, ``UDCGTheta``, is in ``udcg.metrics.udcg_theta`` (it needs scikit-learn,
+imported only when a theta model is fitted or loaded); its features are built here.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ def udcg(utilities: object, gamma: float = GAMMA) -> np.ndarray:
 
 
 def utilities_from(relevant: object, p_abs: object) -> np.ndarray:
-    """Eq. 2 vectorised: u = (2R - 1) * (1 - p_abs), R = 1 for a relevant passage, 0 otherwise."""
+    """Eq. 2 vectorised: u = R * (1 - p_abs), R = +1 for a relevant passage, -1 otherwise."""
     r = np.asarray(relevant, dtype=bool)
     p = np.asarray(p_abs, dtype=float)
     return np.where(r, 1.0, -1.0) * (1.0 - p)
@@ -103,12 +106,3 @@ def pairwise_differences(X: np.ndarray, y: np.ndarray, groups: np.ndarray) -> tu
     s[flip] *= -1
     return D, s
 
-
-def __getattr__(name: str):
-    """UDCG_theta (``UDCGTheta``) lives in ``udcg.metrics.udcg_theta``: it needs scikit-learn, which
-    is imported only when a theta model is fitted or loaded (about a second a command saves)."""
-    if name in ("UDCGTheta", "C_GRID", "CV_SCORES"):
-        from udcg.metrics import udcg_theta
-
-        return getattr(udcg_theta, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
