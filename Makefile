@@ -47,7 +47,7 @@ demo: models
 	$(UDCG) compare --run $(EX)/runs/bm25.trec --run $(EX)/runs/dense.trec --run $(EX)/runs/hybrid.trec \
 	    --qrels $(EX)/qrels/test.tsv --utilities $(QS)/utilities --metrics UDCG@5,nDCG@5,P@5
 
-# The paper's end-to-end validation on the packaged PopQA sample (about 5 minutes).
+# The paper's end-to-end validation on the packaged PopQA sample (about 5 minutes on an idle 2-core CPU).
 demo-validate: models
 	$(UDCG) demo
 

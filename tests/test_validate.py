@@ -267,8 +267,9 @@ def test_bm25_pools_over_the_shared_nq_gold_passages(tmp_path):
     from udcg.io.sources import default_data_dir
     from udcg.experiment import questions
 
-    if not (default_data_dir() / "nq-open-gold").is_dir():
-        pytest.skip("no shared NQ data")
+    data_dir = default_data_dir()
+    if data_dir is None or not (data_dir / "nq-open-gold").is_dir():
+        pytest.skip("no shared NQ data: set $UDCG_DATA_DIR to the folder holding nq-open-gold/")
     cfg = from_dict({"data": {"questions": "nq", "limit": 5, "select": "random"},
                      "pool": {"source": "bm25", "size": 10, "corpus": ["nq"], "corpus_relevant_only": True}}, "t.yaml")
     pooled, stats = questions.cached_pools(cfg, tmp_path)

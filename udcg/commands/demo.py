@@ -1,5 +1,5 @@
 """udcg demo: ``udcg validate`` on the demo config shipped inside the package (the packaged PopQA
-sample with Qwen2.5-Coder-0.5B, about 5 minutes on a 2-core CPU), printing the Table 3."""
+sample with Qwen2.5-Coder-0.5B, about 5 minutes on an idle 2-core CPU), printing the Table 3."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from udcg.commands._parser import command
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from udcg.commands.validate import add_run_options
 
-    p = command(sub, "demo", help="a small end-to-end validation on the packaged sample (about 5 minutes on a 2-core CPU)",
+    p = command(sub, "demo", help="a small end-to-end validation on the packaged sample (about 5 minutes on an idle 2-core CPU)",
                 description="""Run `udcg validate` on the packaged demo config (udcg/data/demo.yaml): 6 PopQA
                 questions, pools of 10, contexts of k = 3, Qwen2.5-Coder-0.5B. Prints the Table 3; the report
                 lands in ./runs/demo (or --output). Rerun to resume.""",

@@ -74,7 +74,7 @@ def _check_nested(table: Mapping, what: str, value: str) -> Mapping:
 
 
 def _check_utilities(utilities: Mapping) -> Mapping:
-    """Every utility of a dict a number in [-1, 1], as in a utilities file (u = (2R - 1)(1 - p_abs)).
+    """Every utility of a dict a number in [-1, 1], as in a utilities file (u = R * (1 - p_abs)).
     Checked at array speed (the value types at C speed, the range with numpy); only a dict that
     fails is walked value by value, to name the first bad utility."""
     _check_nested(utilities, "utilities", "utility")
@@ -91,7 +91,7 @@ def _check_utilities(utilities: Mapping) -> Mapping:
         for docid, u in docs.items():
             if isinstance(u, bool) or not isinstance(u, Real) or not -1.0 <= u <= 1.0:
                 raise InputError(f"utilities: the utility of ({str(qid)[:80]!r}, {str(docid)[:80]!r}) is {str(u)[:40]}, "
-                                 "not a number in [-1, 1] (a utility is (2R - 1)(1 - p_abs))")
+                                 "not a number in [-1, 1] (a utility is R * (1 - p_abs), R = +1 or -1)")
     return utilities
 
 
