@@ -254,8 +254,8 @@ def _script_module(script: str, line: int, module: str, name: str | None) -> lis
     if SCRIPT_EXPERIMENT.get(target) is ALL:
         return []
     if name is None or target != module or name not in SCRIPT_EXPERIMENT.get(module, set()):
-        return [f"{where} (udcg.experiment is internal: use udcg.api, udcg.runs or a lower floor, "
-                "or add the entry point to SCRIPT_EXPERIMENT)"]
+        return [(f"{where} (udcg.experiment is internal: use udcg.api, udcg.runs or a lower floor, "
+                 "or add the entry point to SCRIPT_EXPERIMENT)")]
     return []
 
 
