@@ -21,12 +21,14 @@ reads):
   study costs only its new records); they are appended in one ``append_many`` (one fsync). A chunk
   torn by a kill (a short last line) is cut off on open and computed again;
 - **in parallel** (``parallel`` > 1, for an API model that keeps that many requests in flight):
-  the missing records are cut into small pieces that worker threads compute at once, so the
-  backend's window of requests in flight stays full across pieces (no barrier between chunks).
-  Finished records go to the cache as each piece finishes (written and flushed: a kill -9 loses
-  only the pieces in flight), fsynced every ``chunk_size`` records or ``SYNC_SECONDS``. Requests to
-  an API are independent of their batch mates, so pieces need no fixed composition. After a
-  failure no new piece starts; the finished ones are kept and the error names the resume;
+  the missing records are cut into pieces of two windows (2 x ``parallel`` requests) that
+  ``_WORKERS`` threads compute at once, so the backend's window of requests in flight stays full
+  across pieces (no barrier between chunks). Finished records go to the cache as each piece
+  finishes (written and flushed: a kill -9 loses only the pieces in flight, at most
+  ``_WORKERS`` x 2 windows of requests), and are fsynced every ``SYNC_SECONDS`` (a machine crash
+  loses at most that much finished work) and at the end. Requests to an API are independent of
+  their batch mates, so pieces need no fixed composition. After a failure no new piece starts;
+  the finished ones are kept and the error names the resume;
 - **progress** ``progress(n)``: n requests done (the cached ones first, then chunk by chunk);
 - **stats** ``RunStats``: requests, records computed in this run, seconds spent computing.
 """
@@ -49,8 +51,13 @@ from udcg.io.cache import AppendCache
 
 T = TypeVar("T")
 _ESCAPED = re.compile(r"\\(t|\\)")
-SYNC_SECONDS = 1.0  # in parallel runs, finished records are fsynced at least this often
-_WORKERS = 4  # threads of a parallel run; each computes pieces of about 2 x window / _WORKERS items
+SYNC_SECONDS = 1.0  # in parallel runs, finished records are fsynced this often (and at the end)
+# Threads of a parallel run, each computing pieces of 2 x window requests. Measured against an
+# instant local server (scripts/bench_api.py, 2 cores): 4 threads with pieces of window / 2 and an
+# fsync every window / 2 records reached 0.79-0.83 of a raw client; fewer, larger pieces wake the
+# runner threads (and take the interpreter lock from the HTTP loop) a quarter as often, and an
+# fsync per second instead of per piece takes disk flushes off the path: 0.9 and above.
+_WORKERS = 2
 
 
 def key(*parts: str) -> str:
@@ -189,7 +196,7 @@ def run(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[list
     if progress is not None and len(unique) > sum(map(len, todos)):
         progress(len(unique) - sum(map(len, todos)))
     if parallel > 1:
-        _run_parallel(cache, [item for todo in todos for item in todo], compute, chunk_size, parallel, progress, stats,
+        _run_parallel(cache, [item for todo in todos for item in todo], compute, parallel, progress, stats,
                       unique, prints)
         return stats
     for todo in todos:
@@ -234,12 +241,12 @@ def _stop(error: Exception, cache: Cache, unique: list[tuple[str, T]]):
 
 
 def _run_parallel(cache: Cache, todo: list[tuple[str, T]], compute: Callable[[list[T]], Sequence[dict]],
-                  chunk_size: int, parallel: int, progress: Callable[[int], object] | None, stats: RunStats,
+                  parallel: int, progress: Callable[[int], object] | None, stats: RunStats,
                   unique: list[tuple[str, T]], prints: Mapping[str, str]) -> None:
     """Worker threads compute pieces of ``todo`` at once; records are appended as pieces finish."""
     if not todo:
         return
-    piece = max(1, -(-2 * parallel // _WORKERS))
+    piece = 2 * parallel
     pieces = iter(chunks(todo, piece))
     lock = threading.Lock()
     state = {"unsynced": 0, "synced_at": time.monotonic(), "error": None}
@@ -249,7 +256,7 @@ def _run_parallel(cache: Cache, todo: list[tuple[str, T]], compute: Callable[[li
             records = _records(part, bodies, prints)
             if records:
                 state["unsynced"] += len(records)
-                due = state["unsynced"] >= chunk_size or time.monotonic() - state["synced_at"] >= SYNC_SECONDS
+                due = time.monotonic() - state["synced_at"] >= SYNC_SECONDS
                 cache.append_many(records, sync=due)
                 if due:
                     state["unsynced"], state["synced_at"] = 0, time.monotonic()
