@@ -21,7 +21,6 @@ import pytest
 from udcg.cli import main
 from udcg.errors import BackendError, EnvironmentFault, InputError
 from udcg.io.cache import AppendCache
-from udcg.io.files import atomic_write_text
 
 CORPUS = Path(__file__).parent / "badinput"
 AUTHORS = CORPUS / "good_authors.json"
