@@ -32,6 +32,12 @@ over the whole family (statistics x metrics x runs), leaving out the primary com
 rho) of the runs named by ``--primary-runs`` (default: the pre-registered ones).
 
     python scripts/results_table.py --family docs/results/nq-qwen0.5b:NQ-0.5B docs/results/nq-qwen1.5b:NQ-1.5B ...
+
+``--across METRIC`` compares one metric between two runs of the same questions (passages in pool
+order against shuffled; two readers on the same contexts), paired on the questions usable in both:
+each run's mean there, the difference, its 95% interval and the two-sided sign-flip p.
+
+    python scripts/results_table.py --across UDCG docs/results/nq-qwen0.5b:pool docs/results/nq-qwen0.5b-shuffled:shuffled
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ import json
 import math
 from pathlib import Path
 from typing import NamedTuple
+
+import numpy as np
 
 from udcg.experiment import paired
 from udcg.experiment.config import read_run_config
@@ -234,6 +242,29 @@ def family_table(specs: list[tuple[Path, str]], primary_runs: set[str]) -> list[
                         f"nDCG on ρ in {excluded}."]
 
 
+def across_table(specs: list[tuple[Path, str]], metric: str) -> list[str]:
+    """One metric in two runs of the same questions (e.g. passages in pool order vs shuffled, or two
+    readers on one pool), paired on the questions usable in both: run A − run B per statistic."""
+    if len(specs) != 2:
+        raise SystemExit("--across compares two runs: give exactly two DIR:LABEL")
+    (a, label_a), (b, label_b) = specs
+    rows_a, rows_b = read_per_question(a, "table3-all"), read_per_question(b, "table3-all")
+    lines = [f"| statistic | {label_a}: questions | {label_b}: questions | usable in both | {label_a} | {label_b} | "
+             "A − B | 95% interval | p |", "|---" * 9 + "|"]
+    for statistic, name in (("rho", "ρ"), ("tau_b", "τ_b"), ("pair_acc", "pairwise acc.")):
+        va = {r["qid"]: r[statistic] for r in rows_a if r["metric"] == metric}
+        vb = {r["qid"]: r[statistic] for r in rows_b if r["metric"] == metric}
+        common = [q for q in va if q in vb]
+        x, y = (np.array([math.nan if v[q] is None else v[q] for q in common], dtype=float) for v in (va, vb))
+        n_a, n_b = (sum(val is not None for val in v.values()) for v in (va, vb))
+        both = np.isfinite(x) & np.isfinite(y)
+        d = paired.paired_difference(x, y)
+        lines.append(f"| {name} | {n_a} | {n_b} | {d.n} | {_num(float(x[both].mean()))} | {_num(float(y[both].mean()))} | "
+                     f"{_signed(d.mean)} | [{_signed(d.ci_low)}, {_signed(d.ci_high)}] | {_pv(d.p)} |")
+    return [f"{metric}, {label_a} against {label_b}, paired on the questions usable in both "
+            "(two-sided sign-flip p, 95% percentile bootstrap interval):", "", *lines]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("reports", nargs="+", help="DIR:LABEL of a published report folder")
@@ -241,6 +272,7 @@ def main() -> None:
     mode.add_argument("--summary", action="store_true", help="one row per run (the README's results table)")
     mode.add_argument("--primary", action="store_true", help="the pre-registered primary of each run")
     mode.add_argument("--family", action="store_true", help="the secondary statistics, Holm over all runs given")
+    mode.add_argument("--across", metavar="METRIC", help="one metric in two runs, paired on their common usable questions")
     ap.add_argument("--margin", type=float, help="--primary: the paper's margin (default: by data set, PREREGISTERED)")
     ap.add_argument("--new-after", type=int, default=50, help="--primary: also on the questions after the first N")
     ap.add_argument("--primary-runs", nargs="*", default=[p.run for p in PREREGISTERED.values()],
@@ -254,6 +286,9 @@ def main() -> None:
         print("|---" * 7 + "|")
         for folder, label in specs:
             print(summary_row(folder, label))
+        return
+    if args.across:
+        print("\n".join(across_table(specs, args.across)))
         return
     if args.primary or args.family:
         print("\n".join(primary_table(specs, args.margin, args.new_after) if args.primary

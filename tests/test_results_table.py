@@ -153,3 +153,15 @@ def test_the_summary_table_on_the_command_line_has_the_power_column(tmp_path):
                          check=True).stdout.splitlines()
     assert out[0].endswith("| its p_Holm: ρ / τ_b / acc. | ρ gap UDCG − nDCG detectable at 80% |")
     assert out[1] == "|---" * 7 + "|" and out[2].endswith("| 0.24 / 1.00 / 0.001 | 0.082 |")
+
+
+def test_across_pairs_one_metric_of_two_runs_on_the_questions_usable_in_both(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    _per_question(a, {"UDCG": [0.5, 0.4, None, 0.9]})
+    _per_question(b, {"UDCG": [0.3, None, 0.2, 0.5]})
+    lines = load_script("results_table").across_table([(a, "A"), (b, "B")], "UDCG")
+    rho = _cells(lines[4])
+    # usable in both: q1 (0.5 vs 0.3) and q4 (0.9 vs 0.5); A - B = 0.2, 0.4; exact two-sided p over the
+    # 4 sign vectors: |mean| >= 0.3 for (+,+) and (-,-) only, 2/4
+    assert rho[:7] == ["ρ", "3", "3", "2", "0.700", "0.400", "+0.300"]
+    assert rho[8] == "0.50"
