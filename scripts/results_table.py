@@ -80,8 +80,10 @@ FAMILY_STATISTICS = (("ρ", "mean_rho", "p_vs_baseline"), ("τ_b", "mean_tau_b",
 
 
 def _pv(p: float | None) -> str:
-    """A p-value with three decimals below 0.1, two above."""
-    return "NA" if p is None or math.isnan(p) else f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
+    """A p-value with three decimals below 0.1, two above; "< 0.001" below that (never "0.000")."""
+    if p is None or math.isnan(p):
+        return "NA"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
 
 
 def _p(p: float) -> str:
