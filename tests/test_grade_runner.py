@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
-import types
 
 import pytest
 
@@ -97,7 +95,9 @@ def fake_registry(monkeypatch):
         backends[-1].kw = kw
         return backends[-1]
 
-    monkeypatch.setitem(sys.modules, "udcg.llm.registry", types.SimpleNamespace(load_backend=load_backend))
+    from udcg.llm import registry
+
+    monkeypatch.setattr(registry, "load_backend", load_backend)  # reached by every ModelSpec.load
     return backends
 
 

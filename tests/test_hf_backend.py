@@ -399,7 +399,8 @@ def test_registry_loads_folders_and_registered_schemes(tiny_dir, monkeypatch):
     backend = registry.load_backend(str(tiny_dir), device="cpu", dtype="float32", batch_size=3)
     assert isinstance(backend, HFBackend) and backend.batch_size == 3 and backend.name == tiny_dir.name
     seen = []
-    monkeypatch.setitem(registry._SCHEMES, "fake", lambda rest, **kw: seen.append((rest, kw)) or "backend")
+    monkeypatch.setattr(registry, "_SCHEMES", dict(registry._SCHEMES))
+    registry.register_scheme("fake", lambda rest, **kw: seen.append((rest, kw)) or "backend", api=True)
     assert registry.load_backend("fake:some/model:v1", timeout=3) == "backend"
     assert seen == [("some/model:v1", {"timeout": 3})]
     with pytest.raises(InputError, match="unknown backend scheme 'nope'"):

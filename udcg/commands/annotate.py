@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "a Hugging Face id or local directory, openai:MODEL, or the API's model name with --api-base")
     p.add_argument("--estimator", default=None, choices=("first-token", "sequence", "sampling", "api-logprobs"),
                    help="default: first-token (paper parity) for local models, api-logprobs for an API model "
-                   "(openai:MODEL or --api-base)")
+                   "(openai:MODEL, --api-base, or a scheme registered as an API)")
     p.add_argument("--prompt", default="udcg-code-v1", help="reader prompt version (udcg-code-v1 = the authors' code; paper-fig4-v1)")
     p.add_argument("--limit", type=int, default=None, help="only the first N questions")
     p.add_argument("--api-base", default=None, help="OpenAI-compatible base URL(s), comma-separated (round-robin); "
@@ -68,33 +68,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _api_model(args: argparse.Namespace) -> str | None:
-    """``openai:MODEL`` when the reader is behind an OpenAI-compatible API (a model written so, or
-    any model name with --api-base), else None."""
-    if args.model.startswith("openai:"):
-        return args.model
-    return f"openai:{args.model}" if args.api_base else None
+def _model_spec(args: argparse.Namespace):
+    """The reader, resolved once (``udcg.llm.registry.resolve``): a model name with --api-base is
+    the model that API serves; an API model refuses --batch-size, --device and --dtype."""
+    from udcg.llm.registry import resolve
 
-
-def load_backend(args: argparse.Namespace):
-    from udcg.llm.registry import load_backend as load
-
-    api = _api_model(args)
-    if api is None:
-        return load(args.model, device=args.device or "auto", dtype=args.dtype or "float32", batch_size=args.batch_size)
-    urls = {"base_urls": [u.strip() for u in args.api_base.split(",") if u.strip()]} if args.api_base else {}
-    return load(api, **urls, api_key_env=args.api_key_env, max_concurrency=args.concurrency,
-                requests_per_minute=args.rpm, timeout=args.timeout, max_retries=args.max_retries)
-
-
-# Options of a local model that an API model refuses: (flag, attribute, why).
-_LOCAL_ONLY = (("--batch-size", "batch_size",
-                "it has no forward pass to batch (set the cached unit of work with --chunk-size)"),
-               ("--device", "device", "the server chooses its device (leave out --device)"),
-               ("--dtype", "dtype", "the server chooses its dtype (leave out --dtype)"))
+    urls = [u.strip() for u in args.api_base.split(",") if u.strip()] if args.api_base else None
+    return resolve(args.model, device=args.device, dtype=args.dtype, batch_size=args.batch_size, base_urls=urls,
+                   api_key_env=args.api_key_env, max_concurrency=args.concurrency, requests_per_minute=args.rpm,
+                   timeout=args.timeout, max_retries=args.max_retries, defaults={"device": "auto", "dtype": "float32"})
 
 
 def _config(args: argparse.Namespace):
+    """(the reader's ``ModelSpec``, the ``AnnotateConfig``), the options checked before any model loads."""
     from udcg.annotate.prompt import check_version
     from udcg.annotate.runner import AnnotateConfig
     from udcg.errors import InputError
@@ -103,14 +89,12 @@ def _config(args: argparse.Namespace):
                         ("--samples", args.samples), ("--depth", args.depth)):
         if value is not None and value < 1:  # checked before any model loads
             raise InputError(f"{flag} {value}: must be a positive integer")
-    api = _api_model(args) is not None
-    for flag, value, why in _LOCAL_ONLY:
-        if api and getattr(args, value) is not None:
-            raise InputError(f"{flag} {getattr(args, value)}: {args.model!r} is an API model, {why}")
-    estimator = args.estimator or ("api-logprobs" if api else "first-token")
-    return AnnotateConfig(estimator=estimator, prompt_version=check_version(args.prompt), chunk_size=args.chunk_size,
-                          n_samples=args.samples, temperature=args.temperature, target_width=args.target_width,
-                          seed=args.seed)
+    spec = _model_spec(args)
+    estimator = args.estimator or ("api-logprobs" if spec.api else "first-token")
+    cfg = AnnotateConfig(estimator=estimator, prompt_version=check_version(args.prompt), chunk_size=args.chunk_size,
+                         n_samples=args.samples, temperature=args.temperature, target_width=args.target_width,
+                         seed=args.seed)
+    return spec, cfg
 
 
 def _run_runs(args: argparse.Namespace) -> int:
@@ -123,7 +107,7 @@ def _run_runs(args: argparse.Namespace) -> int:
 
     if args.input or not args.corpus:
         raise InputError("with --run give --corpus (a BEIR folder or corpus file) and no INPUT file")
-    cfg = _config(args)
+    spec, cfg = _config(args)
     paths = named_runs(args.run)
     runs = {name: read_run(path) for name, path in paths.items()}
     collection = read_collection(args.corpus, queries=args.queries, qrels=args.qrels, answers=args.answers,
@@ -140,13 +124,13 @@ def _run_runs(args: argparse.Namespace) -> int:
 
     def judge_factory():
         from udcg.grade.judges import LLMJudge, RuleJudge
-        from udcg.llm.registry import load_backend as load
+        from udcg.llm.registry import resolve
 
-        return RuleJudge("relevance") if args.judge == "rules" else LLMJudge(load(args.judge), "relevance")
+        return RuleJudge("relevance") if args.judge == "rules" else LLMJudge(resolve(args.judge).load(), "relevance")
 
     try:
-        report = annotate_runs(collection, runs, args.depth, args.output, cfg, _model_name(args),
-                               lambda: load_backend(args), unjudged=args.unjudged, judge_factory=judge_factory,
+        report = annotate_runs(collection, runs, args.depth, args.output, cfg, spec.name, spec.load,
+                               unjudged=args.unjudged, judge_factory=judge_factory,
                                progress=progress)
     finally:
         for b in bars:
@@ -154,14 +138,6 @@ def _run_runs(args: argparse.Namespace) -> int:
     for line in report.lines(args.output):
         print(line, file=sys.stderr)
     return 0
-
-
-def _model_name(args: argparse.Namespace) -> str:
-    """The name the backend will report, known before it loads (so a finished folder needs no model):
-    the bare model name for an API model, with or without openai: before it."""
-    from udcg.llm.registry import backend_name
-
-    return backend_name(_api_model(args) or args.model)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -174,10 +150,10 @@ def run(args: argparse.Namespace) -> int:
         return _run_runs(args)
     if not args.input:
         raise InputError("give an INPUT file, or --corpus with one or more --run")
-    cfg = _config(args)
+    spec, cfg = _config(args)
     questions, raw = load_questions(args.input, args.limit)
     follow_libraries(not args.no_progress)
-    backend = load_backend(args)
+    backend = spec.load()
     n = sum(len(q.passages) for q in questions)
     with bar(total=n, desc=f"annotate {backend.name}", unit="passage", enabled=not args.no_progress) as progress:
         annotations, stats = annotate(questions, backend, cfg, f"{args.output}.cache.jsonl", progress.update)

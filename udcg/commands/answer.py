@@ -39,8 +39,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=None,
                    help="prompts per forward pass of a local model (default: by a token budget)")
     p.add_argument("--chunk-size", type=int, default=16, help="contexts per cached, fsynced unit of work (default 16)")
-    p.add_argument("--device", default="auto", help="cpu, cuda, auto")
-    p.add_argument("--dtype", default="float32", help="float32, bfloat16, float16")
+    p.add_argument("--device", default=None, help="cpu, cuda, auto (default auto; a local model only)")
+    p.add_argument("--dtype", default=None, help="float32, bfloat16, float16 (default float32; a local model only)")
     p.add_argument("-o", "--output", required=True, help="contexts JSONL with the answers")
     p.add_argument("--cache", help="resume cache (default OUTPUT.cache.jsonl)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from udcg.experiment.own_runs import answer_contexts, context_record, run_contexts, run_docids, select_queries
     from udcg.experiment.steps import context_key
     from udcg.io.files import atomic_write_jsonl
-    from udcg.llm.registry import backend_name, load_backend
+    from udcg.llm.registry import resolve
     from udcg.progress import bar, follow_libraries
     from udcg.io.trec import read_run
 
@@ -66,17 +66,13 @@ def run(args: argparse.Namespace) -> int:
         if value is not None and value < 1:
             raise InputError(f"{flag} {value}: must be a positive integer")
     check_version(args.prompt)
-    local = ":" not in args.model or Path(args.model).expanduser().exists()  # else SCHEME:MODEL, an API
-    if not local and args.batch_size is not None:
-        raise InputError(f"--batch-size {args.batch_size}: {args.model!r} is an API model, it has no forward pass "
-                         "to batch (set the cached unit of work with --chunk-size)")
-    options = {"device": args.device, "dtype": args.dtype,
-               **({} if args.batch_size is None else {"batch_size": args.batch_size})} if local else {}
+    spec = resolve(args.model, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
+                   defaults={"device": "auto", "dtype": "float32"})  # an API model refuses the local options
     output = Path(args.output)
     cache = Path(args.cache) if args.cache else output.with_name(output.name + ".cache.jsonl")
     if cache.resolve() == output.resolve():
         raise InputError(f"{output}: the output and the cache are one file (choose another --cache)")
-    utilities = read_utilities(args.utilities, backend_name(args.model), args.prompt) if args.utilities else None
+    utilities = read_utilities(args.utilities, spec.name, args.prompt) if args.utilities else None
     paths = named_runs(args.run)
     runs = {name: read_run(path) for name, path in paths.items()}
     depth = max(args.k, args.depth) if args.samples else args.k  # the documents the contexts are made of
@@ -94,11 +90,10 @@ def run(args: argparse.Namespace) -> int:
     records_check = [context_record(c, collection, "", utilities) for c in contexts]  # fails before a model loads
     follow_libraries(not args.no_progress)
     answers, stats = answer_contexts(
-        contexts, collection, backend_name(args.model),
-        lambda: load_backend(args.model, **options), cache,
+        contexts, collection, spec.name, spec.load, cache,
         prompt_version=args.prompt, max_new_tokens=args.max_new_tokens, chunk_size=args.chunk_size,
         progress=lambda total, desc, unit: bar(total=total, desc=desc, unit=unit, enabled=not args.no_progress))
-    records = [{**rec, "answer": answers[context_key(c.qid, c.docids)], "model": backend_name(args.model),
+    records = [{**rec, "answer": answers[context_key(c.qid, c.docids)], "model": spec.name,
                 "prompt_version": args.prompt} for c, rec in zip(contexts, records_check, strict=True)]
     atomic_write_jsonl(output, records)
     print(f"{len(records)} contexts ({len(collection.queries)} queries, {len(runs)} runs"

@@ -56,14 +56,9 @@ def _make_judge(args: argparse.Namespace, task):
     if args.judge == "rules":
         return RuleJudge(task, match=args.match, f1_threshold=args.f1_threshold,
                          require_relevant_context=args.require_relevant_context)
-    from udcg.errors import InputError
-    from udcg.llm.registry import load_backend
+    from udcg.llm.registry import resolve
 
-    kw = {} if args.batch_size is None else {"batch_size": args.batch_size}
-    if kw and ":" in args.judge and not Path(args.judge).expanduser().exists():  # SCHEME:MODEL, an API
-        raise InputError(f"--batch-size {args.batch_size}: {args.judge!r} is an API model, it has no forward pass "
-                         "to batch (set the cached unit of work with --chunk-size)")
-    backend = load_backend(args.judge, **kw)
+    backend = resolve(args.judge, batch_size=args.batch_size).load()  # an API model refuses --batch-size
     return LLMJudge(backend, task, prompt_version=args.prompt_version, max_new_tokens=args.max_new_tokens,
                     retries=args.retries, require_relevant_context=args.require_relevant_context,
                     keep_raw=args.keep_raw)

@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from udcg.errors import InputError
-    from udcg.llm.registry import load_backend
+    from udcg.llm.registry import resolve
     from udcg.llm.server import check_port_free, serve
     from udcg.llm.server_wire import MAX_REQUEST_TOKENS
 
@@ -47,8 +47,9 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--api-key-env {args.api_key_env}: that environment variable is unset or empty (export it first)")
     elif args.host not in ("127.0.0.1", "localhost", "::1"):
         logging.getLogger("udcg.serve").warning("listening on %s without an API key: anyone who reaches it can use the model", args.host)
+    spec = resolve(args.model)  # an unknown scheme fails now, before the port is checked
     check_port_free(args.host, args.port)  # a busy port fails now, not after the model has loaded
-    backend = load_backend(args.model)
+    backend = spec.load()
     logging.getLogger("udcg.llm.server").setLevel(logging.INFO)
     serve(backend, args.host, args.port, args.served_name, api_key, args.max_request_tokens or MAX_REQUEST_TOKENS)
     return 0

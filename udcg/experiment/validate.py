@@ -45,6 +45,7 @@ from udcg.experiment import context_records, judging, questions, reporting, step
 from udcg.experiment.config import Config, portable, read_run_config, to_yaml
 from udcg.io.files import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from udcg.llm.lazy import LazyBackend
+from udcg.llm.registry import resolve
 from udcg.records import ContextRecord, Question
 from udcg.io.tables import Table
 
@@ -89,15 +90,19 @@ class _Models:
     def __init__(self, cfg: Config, given: dict | None = None) -> None:
         r = cfg.reader
         self._others = dict(given or {})
-        self.reader = self._others.setdefault(
-            r.model, LazyBackend(r.model, threads=r.threads, device=r.device, dtype=r.dtype, batch_size=r.batch_size))
-        self._device, self._dtype, self._threads = r.device, r.dtype, r.threads
+        # the config's device and dtype hold for a local model; an API model (openai:MODEL) leaves them out
+        self._local = {"device": r.device, "dtype": r.dtype}
+        if r.model not in self._others:
+            self._others[r.model] = LazyBackend(resolve(r.model, batch_size=r.batch_size, defaults=self._local),
+                                                threads=r.threads)
+        self.reader = self._others[r.model]
+        self._threads = r.threads
 
     def judge(self, model: str | None):
         if model in (None, "rules"):
             return None
         if model not in self._others:
-            self._others[model] = LazyBackend(model, threads=self._threads, device=self._device, dtype=self._dtype)
+            self._others[model] = LazyBackend(resolve(model, defaults=self._local), threads=self._threads)
         return self._others[model]
 
     def load_seconds(self) -> dict[str, float]:

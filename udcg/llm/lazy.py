@@ -5,9 +5,9 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 from udcg.llm.base import GenerationParams
+from udcg.llm.registry import ModelSpec, resolve
 
 
 @contextlib.contextmanager
@@ -28,26 +28,24 @@ def torch_threads(n: int | None) -> Iterator[None]:
 
 
 class LazyBackend:
-    """Forwards the ``udcg.llm.base.Backend`` calls (and ``read``) to the backend of ``model``,
-    loaded by ``udcg.llm.registry.load_backend(model, **options)`` on the first call. ``threads``:
-    torch's thread count during each call, the load included (``torch_threads``: for a machine
-    shared with other jobs; the process's own setting is back when the call returns);
-    ``load_seconds`` is how long the load took (0 until then)."""
+    """Forwards the ``udcg.llm.base.Backend`` calls (and ``read``) to the backend of ``model`` (a
+    ``ModelSpec``, or a model string resolved with ``options``: ``udcg.llm.registry.resolve``),
+    loaded by ``spec.load()`` on the first call. ``name`` is the spec's recorded name, the same
+    before and after the load. ``threads``: torch's thread count during each call, the load
+    included (``torch_threads``: for a machine shared with other jobs; the process's own setting is
+    back when the call returns); ``load_seconds`` is how long the load took (0 until then)."""
 
-    def __init__(self, model: str, threads: int | None = None, **options: object) -> None:
-        self.model, self.options, self._backend, self.threads = model, options, None, threads
-        self.name = Path(model).name if Path(model).expanduser().is_dir() else model
+    def __init__(self, model: str | ModelSpec, threads: int | None = None, **options: object) -> None:
+        self.spec = model if isinstance(model, ModelSpec) else resolve(model, **options)
+        self.name, self._backend, self.threads = self.spec.name, None, threads
         self.load_seconds = 0.0
 
     def _get(self):
         if self._backend is None:
-            from udcg.llm.registry import load_backend
-
             t0 = time.perf_counter()
             with torch_threads(self.threads):
-                self._backend = load_backend(self.model, **self.options)
+                self._backend = self.spec.load()
             self.load_seconds = time.perf_counter() - t0
-            self.name = self._backend.name
         return self._backend
 
     def _call(self, method: str, *args: object):
@@ -59,9 +57,7 @@ class LazyBackend:
     def concurrent_requests(self) -> int:
         """Requests the backend keeps in flight (``udcg.runs.parallelism``): an API backend's window
         (loading one costs nothing), 1 for a local model, which is not loaded to say so."""
-        from udcg.llm.registry import is_api
-
-        if self._backend is None and not is_api(self.model):
+        if self._backend is None and not self.spec.api:
             return 1
         return getattr(self._get(), "concurrent_requests", 1)
 

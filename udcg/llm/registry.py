@@ -1,20 +1,28 @@
-"""Turn a model name into a ``Backend``.
+"""Turn a model string into a ``ModelSpec``, and a spec into a ``Backend``.
 
 - an offline alias (``smollm2-135m``, ``qwen2.5-coder-0.5b``, ``qwen2.5-coder-1.5b``), a local
-  transformers model folder or a hub id: ``HFBackend`` (transformers, in-process);
+  transformers model folder or a hub id: a local model, ``HFBackend`` (transformers, in-process);
 - ``SCHEME:rest``: that scheme's factory, called with ``rest``. ``openai`` is built in (the
-  OpenAI-compatible client); more can be added with ``register_scheme``.
+  OpenAI-compatible client, an API scheme); more can be added with ``register_scheme``, which
+  says whether the scheme is an API or a local one;
+- any other name with ``base_urls``: ``openai:NAME``, the model a server behind that URL serves.
+
+``resolve`` is the one place that decides what a model string is: local or API, the name its
+results record, and which options its backend takes. Every command, validate and the API go
+through it, so one string means one model everywhere.
 
 Built-in schemes are imported lazily: ``_LAZY_SCHEMES`` names each one's module and factory, imported
-on first use. The dependency runs one way: backend modules never import the registry. Nothing heavy
-is imported until a backend is loaded.
+when a backend of that scheme is loaded. The dependency runs one way: backend modules never import
+the registry. Nothing heavy is imported until a backend is loaded.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
+from types import MappingProxyType
 from typing import Any
 
 from udcg.errors import InputError
@@ -22,65 +30,130 @@ from udcg.llm.base import Backend
 
 BackendFactory = Callable[..., Backend]
 
-_SCHEMES: dict[str, BackendFactory] = {}
-# scheme -> (module, factory function in it), imported on first use
-_LAZY_SCHEMES: dict[str, tuple[str, str]] = {"openai": ("udcg.llm.openai_backend", "from_registry")}
+# Options of a local model that an API model refuses: option -> why (the message names it as a flag).
+LOCAL_ONLY = {"batch_size": "it has no forward pass to batch (set the cached unit of work with --chunk-size)",
+              "device": "the server chooses its device (leave out --device)",
+              "dtype": "the server chooses its dtype (leave out --dtype)"}
+# Options of an API model, left out for a local one (the commands give them defaults).
+API_ONLY = ("base_urls", "api_key_env", "max_concurrency", "requests_per_minute", "timeout", "max_retries")
 
 
-def register_scheme(scheme: str, factory: BackendFactory) -> None:
-    """Make ``load_backend("SCHEME:rest", **kw)`` call ``factory(rest, **kw)``."""
+@dataclass(frozen=True, slots=True)
+class _Scheme:
+    factory: BackendFactory
+    api: bool
+
+
+_SCHEMES: dict[str, _Scheme] = {}
+# scheme -> (module, factory function in it, API scheme?), imported on first load
+_LAZY_SCHEMES: dict[str, tuple[str, str, bool]] = {"openai": ("udcg.llm.openai_backend", "from_registry", True)}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """A model string resolved once (``resolve``)."""
+
+    model: str  # what is loaded: an alias, a folder, a hub id, or SCHEME:rest
+    scheme: str | None  # None: a transformers model loaded in-process
+    api: bool  # served through an API: no forward pass, device or dtype of ours; requests run in parallel
+    name: str  # the name every result, cache and output records (known without loading the model)
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), hash=False)  # for the backend
+
+    def load(self) -> Backend:
+        """The backend (``load_backend(self.model, **self.options)``)."""
+        return load_backend(self.model, **self.options)
+
+
+def register_scheme(scheme: str, factory: BackendFactory, *, api: bool) -> None:
+    """Make ``load_backend("SCHEME:rest", **kw)`` call ``factory(rest, **kw)``. ``api``: whether the
+    scheme's models are served through an API (they refuse the local options ``LOCAL_ONLY``, take
+    the ``API_ONLY`` ones, and an annotation defaults to the api-logprobs estimator) or run locally
+    (the reverse). Its backend should record ``rest`` as its ``name``, the name ``resolve`` gives."""
     if not scheme.isidentifier():
         raise ValueError(f"scheme {scheme!r} must be an identifier (letters, digits, underscore)")
-    _SCHEMES[scheme] = factory
+    if not isinstance(api, bool):
+        raise TypeError(f"scheme {scheme!r}: api must be True (an API scheme) or False (a local one), got {api!r}")
+    _SCHEMES[scheme] = _Scheme(factory, api)
 
 
-def _scheme(name: str) -> tuple[str, str] | None:
+def _scheme(name: str, served: bool = False) -> tuple[str, str] | None:
+    """(scheme, rest) of ``SCHEME:rest``; None for a name without a scheme, or with ``served`` (a
+    name given with base_urls, such as ``llama3:8b``) one whose head is no known scheme."""
     head, sep, rest = name.partition(":")
     if not sep or not head.isidentifier() or len(head) == 1:  # "C:\\models" is a Windows path, not a scheme
         return None
-    if head not in _SCHEMES and head in _LAZY_SCHEMES:
-        module, factory = _LAZY_SCHEMES[head]
-        try:
-            register_scheme(head, getattr(importlib.import_module(module), factory))
-        except ModuleNotFoundError as e:
-            if e.name != module:
-                raise
-    if head not in _SCHEMES:
+    if head not in _SCHEMES and head not in _LAZY_SCHEMES:
+        if served:
+            return None
         known = sorted(set(_SCHEMES) | set(_LAZY_SCHEMES))
         raise InputError(f"model {name!r}: unknown backend scheme {head!r} (known: {', '.join(known) or 'none'}; "
                          f"or give an offline alias, a model folder or a hub id)")
     return head, rest
 
 
+def _is_api(scheme: str) -> bool:
+    return _SCHEMES[scheme].api if scheme in _SCHEMES else _LAZY_SCHEMES[scheme][2]
+
+
+def _factory(scheme: str, name: str) -> BackendFactory:
+    if scheme not in _SCHEMES:
+        module, factory, api = _LAZY_SCHEMES[scheme]
+        try:
+            register_scheme(scheme, getattr(importlib.import_module(module), factory), api=api)
+        except ModuleNotFoundError as e:
+            if e.name != module:
+                raise
+            raise InputError(f"model {name!r}: the {scheme!r} backend is not installed ({module})") from None
+    return _SCHEMES[scheme].factory
+
+
+def resolve(model: str, *, defaults: Mapping[str, Any] | None = None, **options: Any) -> ModelSpec:
+    """``model`` resolved once: its scheme, local or API, the name its results record, and the
+    backend options that apply to it.
+
+    The recorded name: the alias, the folder's name, the hub id, or the model after ``scheme:``
+    (``openai:gpt-4o-mini`` records ``gpt-4o-mini``, as the loaded backend does); a ``name`` option
+    overrides it. ``options`` (None = not given): an API model refuses a given ``LOCAL_ONLY`` one
+    (``InputError`` naming the flag); a local model leaves out the ``API_ONLY`` ones, and a local
+    scheme refuses ``base_urls``; ``base_urls`` makes a name without a scheme ``openai:NAME``.
+    ``defaults``: options used where not given, kept only when they apply to the model's kind
+    (never refused: a config's device for a judge that may be an API model)."""
+    if not isinstance(model, str) or not model.strip():
+        raise InputError(f"model name must be a non-empty string, got {model!r}")
+    given = {k: v for k, v in options.items() if v is not None}
+    target = _scheme(model, served="base_urls" in given)
+    if target is None and "base_urls" in given:
+        target = ("openai", model)  # the name a server behind base_urls serves
+    if target is None:
+        path = Path(model).expanduser()
+        scheme, rest, api, name = None, model, False, path.name if path.is_dir() else model
+    else:
+        (scheme, rest), api = target, _is_api(target[0])
+        if not rest:
+            raise InputError(f"model {model!r}: give the served model name after the colon (e.g. {scheme}:MODEL)")
+        name = rest
+    for key, value in given.items():
+        if api and key in LOCAL_ONLY:
+            raise InputError(f"--{key.replace('_', '-')} {value}: {model!r} is an API model, {LOCAL_ONLY[key]}")
+        if not api and scheme is not None and key == "base_urls":
+            raise InputError(f"--api-base: {model!r} is a local model (scheme {scheme!r} is registered as local; "
+                             "leave out --api-base)")
+    wrong = LOCAL_ONLY if api else API_ONLY
+    kept = {k: v for k, v in {**(defaults or {}), **given}.items() if v is not None and k not in wrong}
+    return ModelSpec(model if scheme is None else f"{scheme}:{rest}", scheme, api, kept.get("name") or name,
+                     MappingProxyType(kept))
+
+
 def load_backend(name: str, **kw: Any) -> Backend:
-    """The backend for ``name``. Keyword arguments go to the backend (for ``HFBackend``: device,
-    dtype, batch_size, quantize, share_prefix, name)."""
-    if not isinstance(name, str) or not name.strip():
-        raise InputError(f"model name must be a non-empty string, got {name!r}")
-    scheme = _scheme(name)
-    if scheme is not None:
-        head, rest = scheme
-        return _SCHEMES[head](rest, **kw)
+    """The backend for ``name`` (``resolve(name, **kw)``). Keyword arguments go to the backend (for
+    ``HFBackend``: device, dtype, batch_size, quantize, share_prefix, name; for ``openai:``: the
+    ``OpenAIBackend`` ones)."""
+    spec = resolve(name, **kw)
+    if spec.scheme is not None:
+        return _factory(spec.scheme, name)(spec.model.partition(":")[2], **spec.options)
     from udcg.llm.hf import HFBackend
 
-    return HFBackend(name, **kw)
-
-
-def is_api(name: str) -> bool:
-    """Whether ``name`` is served through a scheme (``openai:MODEL``, a registered one), not loaded in-process."""
-    return isinstance(name, str) and _scheme(name) is not None
-
-
-def backend_name(name: str) -> str:
-    """The name a backend loaded by ``load_backend(name)`` records next to its results, known
-    without loading it: the alias, the folder's name, the hub id, or the model after ``scheme:``."""
-    if not isinstance(name, str) or not name.strip():
-        raise InputError(f"model name must be a non-empty string, got {name!r}")
-    scheme = _scheme(name)
-    if scheme is not None:
-        return scheme[1]
-    path = Path(name).expanduser()
-    return path.name if path.is_dir() else name
+    return HFBackend(spec.model, **spec.options)
 
 
 def describe() -> list[str]:
@@ -89,5 +162,6 @@ def describe() -> list[str]:
 
     lines = [f"{alias}: offline ({m.source})" for alias, m in offline.ALIASES.items()]
     lines.append("a local transformers model folder, or a hub id like 'org/name' (needs a model hub)")
-    lines.extend(f"{s}:MODEL (registered backend)" for s in sorted(set(_SCHEMES) | set(_LAZY_SCHEMES)))
+    for s in sorted(set(_SCHEMES) | set(_LAZY_SCHEMES)):
+        lines.append(f"{s}:MODEL (registered {'API' if _is_api(s) else 'local'} backend)")
     return lines

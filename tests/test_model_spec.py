@@ -1,0 +1,171 @@
+"""A model string is resolved once (``udcg.llm.registry.resolve``): local or API, the name its
+results record and the options its backend takes, the same in every command. A scheme added with
+``register_scheme`` is an API or a local one for annotate, answer and judge alike."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from udcg.cli import main
+from udcg.errors import InputError
+from udcg.llm import registry
+from udcg.llm.base import GenerationParams
+from udcg.llm.lazy import LazyBackend
+from udcg.llm.registry import ModelSpec, resolve
+
+GREEDY = GenerationParams()
+REPLY = json.dumps({"motivation": "m", "grade": "A"})  # the answer judge's "correct"
+
+
+class ToyBackend:
+    """A small real backend: every reply is ``REPLY``, every candidate has probability 1/4."""
+
+    def __init__(self, model: str, **options: object) -> None:
+        self.name, self.options = model, options
+
+    def generate(self, chats, params=GREEDY):
+        return [[REPLY] * params.n for _ in chats]
+
+    def next_token_logprobs(self, chats, candidates):
+        return [{c: math.log(0.25) for c in candidates} for _ in chats]
+
+    def continuation_logprobs(self, requests):
+        return [[math.log(0.25)] for _ in requests]
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    """``register(api)`` adds the scheme ``toy`` (gone after the test); ``built`` holds every backend
+    made, ``specs`` every spec resolved for a ``toy:`` model."""
+    monkeypatch.setattr(registry, "_SCHEMES", dict(registry._SCHEMES))
+    built, specs = [], []
+
+    def factory(model, **options):
+        built.append(ToyBackend(model, **options))
+        return built[-1]
+
+    def recording(model, **kw):
+        spec = real(model, **kw)
+        if str(model).startswith("toy:"):
+            specs.append(spec)
+        return spec
+
+    real = registry.resolve
+    monkeypatch.setattr(registry, "resolve", recording)
+
+    class Toy:
+        def register(self, api: bool) -> None:
+            registry.register_scheme("toy", factory, api=api)
+
+    t = Toy()
+    t.built, t.specs = built, specs
+    return t
+
+
+def test_local_names_are_the_alias_the_folder_name_or_the_hub_id(tmp_path):
+    assert resolve("qwen2.5-coder-0.5b") == ModelSpec("qwen2.5-coder-0.5b", None, False, "qwen2.5-coder-0.5b")
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    assert resolve(str(folder)).name == "my-model" and not resolve(str(folder)).api
+    assert resolve("org/name").name == "org/name"
+    assert resolve("qwen2.5:0.5b").scheme is None and resolve("C:/models/x").scheme is None
+
+
+def test_an_api_model_records_the_name_after_the_scheme():
+    spec = resolve("openai:gpt-4o-mini")
+    assert (spec.model, spec.scheme, spec.api, spec.name) == ("openai:gpt-4o-mini", "openai", True, "gpt-4o-mini")
+    served = resolve("gpt-4o-mini", base_urls=["http://127.0.0.1:9/v1"])
+    assert (served.model, served.api, served.name) == ("openai:gpt-4o-mini", True, "gpt-4o-mini")
+    assert resolve("llama3:8b", base_urls=["http://127.0.0.1:9/v1"]).name == "llama3:8b"  # no scheme 'llama3'
+    assert resolve("openai:x", name="shown").name == "shown"
+
+
+def test_options_of_the_other_kind_are_refused_or_left_out():
+    with pytest.raises(InputError, match=r"--batch-size 4: 'openai:m' is an API model, .*--chunk-size"):
+        resolve("openai:m", batch_size=4)
+    with pytest.raises(InputError, match=r"--device cpu: 'openai:m' is an API model"):
+        resolve("openai:m", device="cpu")
+    api = resolve("openai:m", device=None, timeout=3.0, defaults={"device": "auto", "dtype": "float32"})
+    assert dict(api.options) == {"timeout": 3.0}  # defaults of a local model are left out, never refused
+    local = resolve("qwen2.5-coder-0.5b", batch_size=2, timeout=3.0, max_concurrency=8, defaults={"dtype": "float32"})
+    assert dict(local.options) == {"batch_size": 2, "dtype": "float32"}
+    with pytest.raises(InputError, match="give the served model name"):
+        resolve("openai:")
+    with pytest.raises(InputError, match="unknown backend scheme 'nope'"):
+        resolve("nope:model")
+    with pytest.raises(InputError, match="non-empty"):
+        resolve(" ")
+
+
+def test_a_lazy_backend_records_the_spec_name_before_and_after_loading(toy):
+    toy.register(api=True)
+    lazy = LazyBackend("toy:reader")
+    assert lazy.name == "reader" and lazy.load_seconds == 0 and toy.built == []
+    assert lazy.generate([[{"role": "user", "content": "q"}]]) == [[REPLY]]
+    assert lazy.name == "reader" == toy.built[0].name
+    with pytest.raises(TypeError, match="api must be True"):
+        registry.register_scheme("other", ToyBackend, api="yes")
+
+
+def _beir(tmp_path):
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    docs = {"d1": "Paris is the capital of France.", "d2": "Lyon is a city in France.", "d3": "Saturn has rings."}
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": d, "title": "", "text": t}) + "\n"
+                                                 for d, t in docs.items()))
+    (folder / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "capital of france",
+                                                      "metadata": {"answers": ["Paris"]}}) + "\n")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    run = tmp_path / "a.trec"
+    run.write_text("q1 Q0 d2 1 3 a\nq1 Q0 d1 2 2 a\nq1 Q0 d3 3 1 a\n")
+    return folder, run
+
+
+def _commands(out, folder, run, extra=(), answers=None):
+    """annotate --run, answer and judge answer (of ``answers``, default answer's output), each with
+    the model toy:reader, writing under ``out``."""
+    out.mkdir()
+    utilities, answers = out / "utilities", answers or out / "answers.jsonl"
+    return [
+        ["annotate", "--corpus", str(folder), "--run", str(run), "--depth", "2", "--model", "toy:reader",
+         "-o", str(utilities), "--no-progress", *extra],
+        ["answer", "--corpus", str(folder), "--run", str(run), "--k", "2", "--model", "toy:reader",
+         "--utilities", str(utilities), "-o", str(out / "answers.jsonl"), "--no-progress", *extra],
+        ["judge", "answer", str(answers), "-o", str(out / "judged.jsonl"), "--judge", "toy:reader",
+         "--no-progress", *extra]]
+
+
+@pytest.mark.parametrize("api", [True, False])
+def test_a_registered_scheme_is_the_same_model_in_annotate_answer_and_judge(tmp_path, toy, capsys, api):
+    toy.register(api=api)
+    folder, run = _beir(tmp_path)
+    for argv in _commands(tmp_path / "out", folder, run):
+        assert main(argv) == 0, capsys.readouterr().err
+    assert len(toy.specs) >= 3 and len({(s.model, s.scheme, s.api, s.name) for s in toy.specs}) == 1
+    assert toy.specs[0].api is api and toy.specs[0].name == "reader"
+    out = tmp_path / "out"
+    meta = json.loads((out / "utilities" / "meta.json").read_text())
+    assert meta["model"] == "reader" and meta["estimator"] == ("api-logprobs" if api else "first-token")
+    assert {json.loads(line)["model"] for line in (out / "answers.jsonl").read_text().splitlines()} == {"reader"}
+    assert {json.loads(line)["judge"] for line in (out / "judged.jsonl").read_text().splitlines()} == {"reader"}
+    local_options = [{k for k in b.options if k in registry.LOCAL_ONLY} for b in toy.built]
+    assert local_options == ([set()] * 3 if api else [{"device", "dtype"}, {"device", "dtype"}, set()])
+
+
+@pytest.mark.parametrize("api", [True, False])
+def test_batch_size_is_refused_by_every_command_for_an_api_scheme(tmp_path, toy, capsys, api):
+    toy.register(api=api)
+    folder, run = _beir(tmp_path)
+    for argv in _commands(tmp_path / "first", folder, run):
+        assert main(argv) == 0, capsys.readouterr().err
+    built = len(toy.built)
+    for argv in _commands(tmp_path / "second", folder, run, ["--batch-size", "4"], tmp_path / "first" / "answers.jsonl"):
+        rc, err = main(argv), capsys.readouterr().err
+        if api:
+            assert rc == 2 and "--batch-size 4: 'toy:reader' is an API model" in err, err
+        else:
+            assert rc == 0 and toy.built[-1].options["batch_size"] == 4, err
+    assert len(toy.built) == built + (0 if api else 3)
