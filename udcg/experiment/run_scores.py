@@ -28,9 +28,9 @@ from udcg.experiment.run_tables import columns_table, run_queries
 from udcg.experiment.theta import load_theta
 from udcg.io.trec_columns import RunColumns
 from udcg.metrics.gains import flat_values
-from udcg.metrics.evaluate import (UtilityOptions, as_measures, check_inputs, evaluate_table, run_table,
+from udcg.metrics.evaluate import (UtilityOptions, as_measures, check_inputs, evaluate_table, reads_utilities, run_table,
                                    utility_coverage, utility_depth)
-from udcg.metrics.measures import UTILITY, Measure
+from udcg.metrics.measures import Measure
 from udcg.metrics.udcg import GAMMA
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
@@ -141,10 +141,11 @@ def _measures(metrics: Sequence[str | Measure] | str) -> list[Measure]:
     return list(dict.fromkeys(out))
 
 
-@dataclass
+@dataclass(repr=False)
 class RunScores:
     """Per-query values of one run: ``values[measure][i]`` for query ``qids[i]``; ``coverage[k]`` =
-    (annotated documents, documents) in the top-k, for each cutoff of a utility measure."""
+    (annotated documents, documents) in the top-k, for each cutoff of a utility measure. What
+    ``udcg.evaluate`` returns: ``means()``, ``per_query()``, ``to_frame()``."""
 
     name: str
     qids: tuple[str, ...]
@@ -153,7 +154,26 @@ class RunScores:
     notes: list[str] = field(default_factory=list)
 
     def means(self) -> dict[str, float]:
+        """``{measure: mean over the queries}`` (ir_measures' calc_aggregate); NaN values (UDCG of an
+        empty ranking) are left out of the mean."""
         return {m: float(np.nanmean(v)) if (~np.isnan(v)).any() else float("nan") for m, v in self.values.items()}
+
+    def per_query(self) -> dict[str, dict[str, float]]:
+        """``{qid: {measure: value}}`` (pytrec_eval's shape), queries in order."""
+        columns = {m: v.tolist() for m, v in self.values.items()}
+        return {qid: {m: column[i] for m, column in columns.items()} for i, qid in enumerate(self.qids)}
+
+    def to_frame(self):
+        """A pandas DataFrame (needs pandas): one row per query (index ``qid``), one column per measure."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise InputError("to_frame() needs pandas (pip install pandas)") from None
+        return pd.DataFrame(dict(self.values), index=pd.Index(self.qids, name="qid"), columns=list(self.values))
+
+    def __repr__(self) -> str:
+        means = ", ".join(f"{m} {v:.4f}" for m, v in self.means().items())
+        return f"<RunScores {self.name!r}: {len(self.qids)} queries; means {means}>"
 
     def rows(self) -> list[tuple[str, str, float]]:
         """``(qid, measure, value)`` rows, query-major (``udcg.metrics.evaluate.format_tsv``)."""
@@ -170,7 +190,7 @@ def score_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | N
     if not runs:
         raise InputError("no runs given")
     qrels_d = _read_qrels(qrels)
-    needs_utility = any(m.name in UTILITY for m in wanted)
+    needs_utility = any(map(reads_utilities, wanted))
     util = read_utilities(utilities, model, prompt_version) if needs_utility or utilities is not None else None
     check_inputs(wanted, qrels_d, util)
     if isinstance(theta, (str, Path)):
@@ -185,7 +205,7 @@ def score_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | N
         values = {str(m): v for m, v in evaluate_table(table, wanted, opts).items()}
         scores = RunScores(name, table.qids, values, notes=_notes(run_queries(run), queries, table, wanted))
         if needs_utility:
-            scores.coverage = {m.cutoff: utility_coverage(table, m.cutoff) for m in wanted if m.name in UTILITY}
+            scores.coverage = {m.cutoff: utility_coverage(table, m.cutoff) for m in wanted if reads_utilities(m)}
         out[name] = scores
     return out
 

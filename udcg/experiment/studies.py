@@ -33,6 +33,7 @@ from udcg.errors import InputError
 from udcg.experiment.correlate import correlation_table_of, per_question_values
 from udcg.experiment.theta import fit_model
 from udcg.io.tables import Table
+from udcg.metrics import registry
 from udcg.metrics.contexts import ContextBatch, parse_metric, score_batch
 from udcg.metrics.udcg import udcg
 from udcg.records import OUTCOME_LABELS, OUTCOME_SCORE, ContextRecord
@@ -44,6 +45,7 @@ ABLATIONS = ("UDCG_theta(rel-only)", "UDCG_theta(binary)", "UDCG(rel-only)")
 POSITION_METRICS = ("nDCG", "RR", "AP", "P", "UDCG", "UDCG_theta")
 CIRCULAR_AT_K1 = ("UDCG", "UDCG_theta", "ANSWER_PROB", "eRAG")  # families read off the graded prompt itself at k = 1
 Z95 = 1.959964  # the two-sided 95% normal quantile, for Fig. 1's accuracy intervals
+JUDGED = frozenset(("grades", "erag", "answer_ll", "contains"))  # per-passage signals some contexts lack: NA there
 
 
 # ---------------------------------------------------------------- metrics
@@ -82,10 +84,8 @@ def score_records(records: Sequence[ContextRecord], names: Sequence[str], gamma:
             if "full" in theta:
                 values[name] = theta["full"].predict(_matrix(records, "utilities", float))
             continue
-        needs = {"RA-nWG": "grades", "PROC": "grades", "N-Recall4+": "grades", "N-Recall5": "grades",
-                 "Precision4+": "grades", "Harm": "grades", "eRAG": "erag", "ANSWER_PROB": "answer_ll",
-                 "containment": "contains"}.get(metric.family)
-        have = np.array([needs is None or getattr(r, needs) is not None for r in records])
+        judged = registry.needs(metric) & JUDGED
+        have = np.array([all(getattr(r, field) is not None for field in judged) for r in records])
         out = np.full(len(records), np.nan)
         if have.any():
             subset = [r for r, h in zip(records, have) if h]

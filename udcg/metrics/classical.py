@@ -48,140 +48,12 @@ import math
 import numpy as np
 
 from udcg.errors import InputError
+from udcg.metrics.curves import (RECALL_LEVELS, ap_curve, at, auc_pr_of, average_precision_at, containment_at,
+                                 dcg_curve, err_curve, f1_at, first_hit, hits_curve, interpolated_precision_at,
+                                 ndcg_at, precision_at, r_precision_of, recall_at, reciprocal_rank_at, success_at)
 
-RECALL_LEVELS = np.arange(11) / 10.0  # 0.0, 0.1, ..., 1.0 — the same doubles as trec_eval's table
-
-
-# ---------------------------------------------------------------- kernels (no validation)
-#
-# Each family has a *curve*: a per-rank cumulative matrix (n, depth) computed once; the value at
-# cutoff k is column k-1 (the last column when k is None or beyond the depth, since padding adds
-# nothing). Scoring many cutoffs of a family costs one pass.
-
-
-def _at(curve: np.ndarray, k: int | None) -> np.ndarray:
-    """Column k-1 of a cumulative curve; the last column for k=None or k > depth; 0 if empty."""
-    n, depth = curve.shape
-    if depth == 0:
-        return np.zeros(n)
-    return curve[:, (depth if k is None else min(k, depth)) - 1]
-
-
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    num = np.asarray(num, dtype=float)
-    den = np.asarray(den, dtype=float)
-    return np.divide(num, den, out=np.zeros(np.broadcast(num, den).shape), where=den > 0)
-
-
-def _hits_curve(rel: np.ndarray) -> np.ndarray:
-    return np.cumsum(rel, 1, dtype=np.int32)
-
-
-def _ap_curve(hits: np.ndarray, rel: np.ndarray) -> np.ndarray:
-    curve = hits / np.arange(1, hits.shape[1] + 1, dtype=np.float64)  # precision at each rank
-    curve *= rel  # ... kept at the relevant ranks only
-    return np.cumsum(curve, 1, out=curve)
-
-
-def _first_hit(hits: np.ndarray) -> np.ndarray:
-    """0-based rank of the first relevant document; depth if there is none."""
-    return (hits == 0).sum(1)
-
-
-def _discounts(depth: int) -> np.ndarray:
-    return 1.0 / np.log2(np.arange(2, depth + 2, dtype=np.float64))
-
-
-def _dcg_curve(gains: np.ndarray, exponential: bool) -> np.ndarray:
-    g = np.maximum(gains, 0.0)
-    if exponential:
-        np.exp2(g, out=g)
-        g -= 1.0
-    g *= _discounts(g.shape[1])
-    return np.cumsum(g, 1, out=g)
-
-
-def _err_curve(gains: np.ndarray, max_grade: float) -> np.ndarray:
-    stop = np.exp2(np.maximum(gains, 0.0))
-    stop -= 1.0
-    stop /= 2.0**max_grade
-    reach = np.empty_like(stop)
-    if stop.shape[1]:
-        reach[:, 0] = 1.0
-        np.cumprod(1.0 - stop[:, :-1], 1, out=reach[:, 1:])
-    reach *= stop
-    reach /= np.arange(1, stop.shape[1] + 1)
-    return np.cumsum(reach, 1, out=reach)
-
-
-def _depth(k: int | None, depth: int) -> int:
-    return depth if k is None else k
-
-
-def _precision(hits: np.ndarray, k: int | None) -> np.ndarray:
-    depth = _depth(k, hits.shape[1])
-    return _at(hits, k) / depth if depth else np.zeros(hits.shape[0])
-
-
-def _recall(hits: np.ndarray, n_rel: np.ndarray, k: int | None) -> np.ndarray:
-    return _ratio(_at(hits, k), n_rel)
-
-
-def _f1(hits: np.ndarray, n_rel: np.ndarray, k: int | None) -> np.ndarray:
-    p, r = _precision(hits, k), _recall(hits, n_rel, k)
-    return _ratio(2.0 * p * r, p + r)
-
-
-def _success(hits: np.ndarray, k: int | None) -> np.ndarray:
-    return (_at(hits, k) > 0).astype(float)
-
-
-def _reciprocal_rank(first: np.ndarray, depth: int, k: int | None) -> np.ndarray:
-    limit = min(_depth(k, depth), depth)
-    return np.where(first < limit, 1.0 / (first + 1.0), 0.0)
-
-
-def _average_precision(ap_curve: np.ndarray, n_rel: np.ndarray, k: int | None) -> np.ndarray:
-    return _ratio(_at(ap_curve, k), n_rel)
-
-
-def _r_precision(hits: np.ndarray, n_rel: np.ndarray) -> np.ndarray:
-    n, depth = hits.shape
-    if depth == 0:
-        return np.zeros(n)
-    col = np.clip(np.minimum(n_rel, depth) - 1, 0, None)
-    return _ratio(np.where(n_rel > 0, hits[np.arange(n), col], 0), n_rel)
-
-
-def _ndcg(dcg_curve: np.ndarray, ideal_curve: np.ndarray, k: int | None) -> np.ndarray:
-    return _ratio(_at(dcg_curve, k), _at(ideal_curve, k))
-
-
-def _interpolated_precision(rel: np.ndarray, hits: np.ndarray, n_rel: np.ndarray, k: int | None) -> np.ndarray:
-    if k is not None and k < rel.shape[1]:
-        rel, hits = rel[:, :k], hits[:, :k]
-    n, depth = rel.shape
-    if depth == 0:
-        return np.zeros((n, RECALL_LEVELS.size))
-    best_below = hits / np.arange(1, depth + 1, dtype=np.float64)  # precision at each rank ...
-    np.maximum.accumulate(best_below[:, ::-1], 1, out=best_below[:, ::-1])  # ... max over ranks >= i
-    needed = np.floor(RECALL_LEVELS[None, :] * n_rel[:, None] + 0.9).astype(np.int64)  # trec_eval
-    needed = np.maximum(needed, 1)  # level 0 ("no document needed"): the best precision anywhere
-    n_hits = hits[:, -1].astype(np.int64)
-    reached = needed <= n_hits[:, None]
-    hit_cols = np.nonzero(rel)[1]  # the ranks of all hits, row after row, in rank order
-    start = np.cumsum(n_hits) - n_hits
-    where = np.minimum(start[:, None] + needed - 1, max(hit_cols.size - 1, 0))  # the needed-th hit
-    cols = hit_cols[where] if hit_cols.size else np.zeros_like(where)
-    return np.where(reached, np.take_along_axis(best_below, cols, 1), 0.0)
-
-
-def _auc_pr(ip: np.ndarray) -> np.ndarray:
-    return 0.05 * (ip[:, :-1] + ip[:, 1:]).sum(1)
-
-
-def _containment(contains: np.ndarray, k: int | None) -> np.ndarray:
-    return _success(_hits_curve(contains), k)
+__all__ = ["RECALL_LEVELS", "answer_containment", "answer_prob", "auc_pr", "average_precision", "dcg", "erag", "err",
+           "f1", "interpolated_precision", "ndcg", "precision", "r_precision", "recall", "reciprocal_rank", "success"]
 
 
 # ---------------------------------------------------------------- validation
@@ -252,55 +124,55 @@ def _per_passage(x: object, name: str, aggregate: str, allowed: tuple[str, ...])
 
 def precision(gains: object, k: int | None = None, rel_level: float = 1) -> np.ndarray:
     """P@k per query."""
-    return _precision(_hits_curve(_relevant(gains, rel_level)), _cutoff(k))
+    return precision_at(hits_curve(_relevant(gains, rel_level)), _cutoff(k))
 
 
 def recall(gains: object, n_rel: object, k: int | None = None, rel_level: float = 1) -> np.ndarray:
     """R@k per query."""
     rel = _relevant(gains, rel_level)
-    return _recall(_hits_curve(rel), _n_rel(n_rel, rel), _cutoff(k))
+    return recall_at(hits_curve(rel), _n_rel(n_rel, rel), _cutoff(k))
 
 
 def f1(gains: object, n_rel: object, k: int | None = None, rel_level: float = 1) -> np.ndarray:
     """F1@k = harmonic mean of P@k and R@k per query."""
     rel = _relevant(gains, rel_level)
-    return _f1(_hits_curve(rel), _n_rel(n_rel, rel), _cutoff(k))
+    return f1_at(hits_curve(rel), _n_rel(n_rel, rel), _cutoff(k))
 
 
 def success(gains: object, k: int | None = None, rel_level: float = 1) -> np.ndarray:
     """Success@k (hit@k) per query: 1.0 if a relevant document is in the top k."""
-    return _success(_hits_curve(_relevant(gains, rel_level)), _cutoff(k))
+    return success_at(hits_curve(_relevant(gains, rel_level)), _cutoff(k))
 
 
 def reciprocal_rank(gains: object, k: int | None = None, rel_level: float = 1) -> np.ndarray:
     """RR@k per query (MRR is its mean)."""
-    hits = _hits_curve(_relevant(gains, rel_level))
-    return _reciprocal_rank(_first_hit(hits), hits.shape[1], _cutoff(k))
+    hits = hits_curve(_relevant(gains, rel_level))
+    return reciprocal_rank_at(first_hit(hits), hits.shape[1], _cutoff(k))
 
 
 def average_precision(gains: object, n_rel: object, k: int | None = None, rel_level: float = 1) -> np.ndarray:
     """AP@k per query (MAP is its mean); divides by n_rel like trec_eval's map_cut."""
     rel = _relevant(gains, rel_level)
     n_rel = _n_rel(n_rel, rel)
-    return _average_precision(_ap_curve(_hits_curve(rel), rel), n_rel, _cutoff(k))
+    return average_precision_at(ap_curve(hits_curve(rel), rel), n_rel, _cutoff(k))
 
 
 def r_precision(gains: object, n_rel: object, rel_level: float = 1) -> np.ndarray:
     """R-Precision per query: precision at rank n_rel."""
     rel = _relevant(gains, rel_level)
-    return _r_precision(_hits_curve(rel), _n_rel(n_rel, rel))
+    return r_precision_of(hits_curve(rel), _n_rel(n_rel, rel))
 
 
 def dcg(gains: object, k: int | None = None, exponential: bool = False) -> np.ndarray:
     """DCG@k per query, negative gains counted as 0; linear gains, or 2^g - 1 if exponential."""
-    return _at(_dcg_curve(_matrix(gains, "gains"), bool(exponential)), _cutoff(k))
+    return at(dcg_curve(_matrix(gains, "gains"), bool(exponential)), _cutoff(k))
 
 
 def ndcg(gains: object, ideal: object, k: int | None = None, exponential: bool = False) -> np.ndarray:
     """nDCG@k per query against the ideal vector (all judged gains sorted descending)."""
     g = _matrix(gains, "gains")
     best = _ideal(ideal, g.shape[0])
-    return _ndcg(_dcg_curve(g, bool(exponential)), _dcg_curve(best, bool(exponential)), _cutoff(k))
+    return ndcg_at(dcg_curve(g, bool(exponential)), dcg_curve(best, bool(exponential)), _cutoff(k))
 
 
 def err(gains: object, k: int | None = None, max_grade: float = 4) -> np.ndarray:
@@ -312,19 +184,19 @@ def err(gains: object, k: int | None = None, max_grade: float = 4) -> np.ndarray
     if g.size and g.max() > max_grade:
         raise InputError(f"argument 'gains': gain {g.max():g} exceeds max_grade = {max_grade:g} "
                          "(pass the top of your grade scale as max_grade)")
-    return _at(_err_curve(g, float(max_grade)), _cutoff(k))
+    return at(err_curve(g, float(max_grade)), _cutoff(k))
 
 
 def interpolated_precision(gains: object, n_rel: object, k: int | None = None,
                            rel_level: float = 1) -> np.ndarray:
     """trec_eval's iprec_at_recall at 0.0, 0.1, ..., 1.0: shape (n_queries, 11)."""
     rel = _relevant(gains, rel_level)
-    return _interpolated_precision(rel, _hits_curve(rel), _n_rel(n_rel, rel), _cutoff(k))
+    return interpolated_precision_at(rel, hits_curve(rel), _n_rel(n_rel, rel), _cutoff(k))
 
 
 def auc_pr(gains: object, n_rel: object, k: int | None = None, rel_level: float = 1) -> np.ndarray:
     """Trapezoid area under the 11-point interpolated precision-recall curve, per query."""
-    return _auc_pr(interpolated_precision(gains, n_rel, k, rel_level))
+    return auc_pr_of(interpolated_precision(gains, n_rel, k, rel_level))
 
 
 def answer_containment(contains: object, k: int | None = None) -> np.ndarray:
@@ -335,7 +207,7 @@ def answer_containment(contains: object, k: int | None = None) -> np.ndarray:
                          "(use metrics.text.contains_answer per passage)")
     if arr.ndim != 2:
         raise InputError(f"argument 'contains': expected shape (n_queries, depth), got {arr.shape}")
-    return _containment(arr, _cutoff(k))
+    return containment_at(arr, _cutoff(k))
 
 
 def erag(scores: object, aggregate: str = "mean") -> np.ndarray:

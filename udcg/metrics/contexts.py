@@ -1,4 +1,5 @@
-"""Score contexts with named metrics: one dispatch from metric names to the pure kernels.
+"""Score contexts with named metrics: each measure's kernel (``udcg.metrics.registry``) on the
+batch's ``ContextSignals``, the same kernel that scores a run.
 
 A context is the k passages shown to the reader, in prompt order (= rank order). A batch holds
 n contexts of the same k as matrices; callers with mixed k split by k (``score_contexts`` does).
@@ -8,7 +9,7 @@ spelling on output):
   UDCG[@k], UDCG_theta[@k], RA-nWG@k, PROC@k, N-Recall4+@k, N-Recall5@k, Precision4+@k, Harm@k,
   eRAG, ANSWER_PROB, containment@k,
   and the classical ones with binary relevance: P@k, R@k, F1@k, Success@k (= HITS@k, hit@k),
-  RR (MRR), AP (MAP), Rprec, nDCG@k, DCG@k, ERR@k, AUC-PR.
+  RR (MRR), AP (MAP), Rprec, nDCG@k, DCG@k, ERR@k, AUC-PR; and any other registered measure.
 Without "@k" a cut-off-taking metric uses the whole context. Recall-type metrics and the nDCG
 ideal use ``n_relevant`` = the number of relevant passages in the question's pool when given,
 else the number in the context (document which one a report used).
@@ -24,22 +25,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from udcg.errors import InputError
-from udcg.metrics import classical, setbased
-from udcg.metrics.measures import SETBASED, Measure, parse_measure
-from udcg.metrics.udcg import GAMMA, udcg
+from udcg.metrics import registry
+from udcg.metrics.measures import Measure, parse_measure
+from udcg.metrics.signals import Signals
+from udcg.metrics.udcg import GAMMA, check_utilities
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
     from udcg.metrics.udcg_theta import UDCGTheta
-
-_CLASSICAL = {  # canonical name -> (function, needs n_rel); nDCG, DCG, ERR, Rprec are special-cased
-    "P": (classical.precision, False),
-    "R": (classical.recall, True),
-    "F1": (classical.f1, True),
-    "Success": (classical.success, False),
-    "RR": (classical.reciprocal_rank, False),
-    "AP": (classical.average_precision, True),
-    "AUC-PR": (classical.auc_pr, True),
-}
 
 MetricName = Measure  # one measure type for every path (udcg.metrics.measures)
 
@@ -78,57 +70,57 @@ class ContextBatch:
     pool_counts: np.ndarray | None = None  # (n, 5) grade counts in the retrieval pool (PROC, %PROC)
 
 
-def _need(batch: ContextBatch, field: str, metric: MetricName) -> np.ndarray:
-    value = getattr(batch, field)
-    if value is None:
-        name = {"corpus_counts": "corpus_grades", "pool_counts": "pool_grades"}.get(field, field)  # as contexts files spell it
-        fix = ("give 'pool_grades', the 5 grade counts of the question's retrieval pool, or drop the metric"
-               if name == "pool_grades" else "annotate/judge first, or drop the metric")
-        raise InputError(f"metric {metric} needs '{name}' for every context ({fix})")
-    return value
+_FIELDS = {"corpus_grades": "corpus_counts", "pool_grades": "pool_counts"}  # need -> ContextBatch field, where they differ
+
+
+class ContextSignals(Signals):
+    """A batch's ``Signals`` (``udcg.metrics.signals``): binary relevance, ``n_relevant`` as the
+    relevant passages of the pool (else of the context), a cutoff beyond the context read as the
+    whole context, per-passage fields from the batch."""
+
+    top_grade = 1.0  # contexts carry binary relevance
+
+    def __init__(self, batch: ContextBatch, gamma: float = GAMMA, theta: UDCGTheta | None = None) -> None:
+        rel = np.asarray(batch.relevant, dtype=bool)
+        super().__init__(rel.astype(float), gamma, theta)
+        self.batch = batch
+        self.context_k = rel.shape[1]
+        n_rel = rel.sum(1) if batch.n_relevant is None else np.asarray(batch.n_relevant, dtype=float)
+        if (n_rel < rel.sum(1)).any():
+            row = int(np.flatnonzero(n_rel < rel.sum(1))[0])
+            raise InputError(f"context {row} of the batch: n_relevant = {n_rel[row]:g} is smaller than its "
+                             f"{int(rel[row].sum())} relevant passages (n_relevant counts the question's whole pool)")
+        self._n_relevant = n_rel
+
+    def n_rel(self, level: float) -> np.ndarray:
+        n_rel = self._n_relevant
+        if not np.isfinite(n_rel).all() or (n_rel != np.round(n_rel)).any():
+            raise InputError("n_relevant: counts of relevant passages must be non-negative integers")
+        return n_rel.astype(np.int64)
+
+    @property
+    def ideal(self) -> np.ndarray:
+        n_rel = self._n_relevant
+        width = int(max(self.depth, n_rel.max(initial=0)))
+        return (np.arange(width)[None, :] < n_rel[:, None]).astype(float)
+
+    def cutoff(self, measure: Measure) -> int | None:
+        return None if measure.k is None else min(measure.k, self.depth)
+
+    def utilities(self, measure: Measure, k: int | None) -> tuple[np.ndarray, None]:
+        return check_utilities(self.passage("utilities", measure)[:, :k]), None
+
+    def passage(self, name: str, measure: Measure) -> np.ndarray:
+        value = getattr(self.batch, _FIELDS.get(name, name))
+        if value is None:
+            fix = ("give 'pool_grades', the 5 grade counts of the question's retrieval pool, or drop the metric"
+                   if name == "pool_grades" else "annotate/judge first, or drop the metric")
+            raise InputError(f"metric {measure} needs '{name}' for every context ({fix})")
+        return value
 
 
 def score_batch(batch: ContextBatch, metrics: list[Measure], gamma: float = GAMMA,
                 theta: UDCGTheta | None = None) -> dict[str, np.ndarray]:
-    rel = np.asarray(batch.relevant, dtype=bool)
-    n, k = rel.shape
-    gains = rel.astype(float)
-    n_rel = rel.sum(1) if batch.n_relevant is None else np.asarray(batch.n_relevant, dtype=float)
-    if (n_rel < rel.sum(1)).any():
-        row = int(np.flatnonzero(n_rel < rel.sum(1))[0])
-        raise InputError(f"context {row} of the batch: n_relevant = {n_rel[row]:g} is smaller than its "
-                         f"{int(rel[row].sum())} relevant passages (n_relevant counts the question's whole pool)")
-    out: dict[str, np.ndarray] = {}
-    for m in metrics:
-        cut = min(m.k, k) if m.k is not None else None
-        if m.family == "UDCG":  # UDCG@k: the first k passages are the context
-            out[str(m)] = udcg(_need(batch, "utilities", m)[:, :cut], gamma)
-        elif m.family == "UDCG_theta":
-            if theta is None:
-                raise InputError("metric UDCG_theta needs a fitted model (udcg fit-theta, then --theta MODEL.json)")
-            out[str(m)] = theta.predict(_need(batch, "utilities", m)[:, :cut])
-        elif m.family in SETBASED:
-            grades = np.asarray(_need(batch, "grades", m), dtype=int)
-            pool = _need(batch, "pool_counts", m) if m.family in ("PROC", "%PROC") else None
-            values = setbased.set_metrics(grades, _need(batch, "corpus_counts", m), pool, k=m.k or k)
-            out[str(m)] = values[m.family]
-        elif m.family == "eRAG":
-            out[str(m)] = classical.erag(_need(batch, "erag", m))
-        elif m.family == "ANSWER_PROB":
-            out[str(m)] = classical.answer_prob(_need(batch, "answer_ll", m))
-        elif m.family == "containment":
-            out[str(m)] = classical.answer_containment(np.asarray(_need(batch, "contains", m), dtype=bool), cut)
-        elif m.family == "nDCG":
-            width = int(max(k, n_rel.max(initial=0)))
-            ideal = (np.arange(width)[None, :] < n_rel[:, None]).astype(float)
-            out[str(m)] = classical.ndcg(gains, ideal, cut)
-        elif m.family == "DCG":
-            out[str(m)] = classical.dcg(gains, cut)
-        elif m.family == "ERR":
-            out[str(m)] = classical.err(gains, cut, max_grade=1)
-        elif m.family == "Rprec":
-            out[str(m)] = classical.r_precision(gains, n_rel)
-        else:
-            fn, needs_rel = _CLASSICAL[m.family]
-            out[str(m)] = fn(gains, n_rel, cut) if needs_rel else fn(gains, cut)
-    return out
+    """{str(measure): one value per context of the batch}, each from its kernel."""
+    signals = ContextSignals(batch, gamma, theta)
+    return {str(m): registry.score(m, signals) for m in metrics}

@@ -1,5 +1,7 @@
-"""Score a TREC run against qrels: dicts -> gain matrices (``udcg.metrics.gains``) -> one per-rank
-curve per measure family (hits, AP, DCG, ERR, ...), read off at every cutoff asked for.
+"""Score a TREC run against qrels: dicts -> gain matrices (``udcg.metrics.gains``) -> the run's
+``RunSignals`` -> each measure's kernel (``udcg.metrics.registry``); one per-rank curve per measure
+family (hits, AP, DCG, ERR, ...), computed once and read off at every cutoff asked for. A run
+scores the measures whose declared needs are qrels, utilities and a UDCG_theta model.
 
 Query policy (ir_measures' default, which follows trec_eval): the queries scored are those of the
 qrels, in qrels order. A qrels query missing from the run gets every measure's value on an empty
@@ -21,68 +23,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from udcg.errors import InputError
-from udcg.metrics import classical as C
+from udcg.metrics import registry
 from udcg.metrics.gains import GainTable, gain_table
-from udcg.metrics.measures import CLASSICAL, UTILITY, Measure, parse_measure, parse_measures
-from udcg.metrics.udcg import GAMMA, _udcg, check_gamma
+from udcg.metrics.measures import Measure, parse_measure, parse_measures
+from udcg.metrics.signals import Signals
+from udcg.metrics.udcg import GAMMA, check_gamma
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
     from udcg.metrics.udcg_theta import UDCGTheta
-
-class _Curves:
-    """Per-table cache of the per-rank curves, so each family is computed once for all cutoffs."""
-
-    def __init__(self, table: GainTable) -> None:
-        self.t = table
-        self.cache: dict[tuple, Any] = {}
-
-    def get(self, key: tuple, make) -> Any:
-        if key not in self.cache:
-            self.cache[key] = make()
-        return self.cache[key]
-
-    def rel(self, level: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        def make():
-            rel = self.t.gains >= level
-            return rel, C._hits_curve(rel), self.t.n_rel(level)
-        return self.get(("rel", level), make)
-
-    def ap(self, level: float) -> np.ndarray:
-        rel, hits, _ = self.rel(level)
-        return self.get(("ap", level), lambda: C._ap_curve(hits, rel))
-
-    def first(self, level: float) -> np.ndarray:
-        return self.get(("first", level), lambda: C._first_hit(self.rel(level)[1]))
-
-    def dcg(self, exponential: bool) -> tuple[np.ndarray, np.ndarray]:
-        return self.get(("dcg", exponential), lambda: (C._dcg_curve(self.t.gains, exponential),
-                                                      C._dcg_curve(self.t.ideal, exponential)))
-
-
-def _binary(m: Measure, curves: _Curves) -> np.ndarray:
-    level = m.param("rel")
-    rel, hits, n_rel = curves.rel(level)
-    k = m.cutoff
-    if m.name == "P":
-        return C._precision(hits, k)
-    if m.name == "R":
-        return C._recall(hits, n_rel, k)
-    if m.name == "F1":
-        return C._f1(hits, n_rel, k)
-    if m.name == "Success":
-        return C._success(hits, k)
-    if m.name == "RR":
-        return C._reciprocal_rank(curves.first(level), hits.shape[1], k)
-    if m.name == "AP":
-        return C._average_precision(curves.ap(level), n_rel, k)
-    if m.name == "Rprec":
-        return C._r_precision(hits, n_rel)
-    return C._auc_pr(C._interpolated_precision(rel, hits, n_rel, k))  # AUC-PR
 
 
 UNANNOTATED = ("error", "zero", "worst")
@@ -134,38 +87,37 @@ def utility_coverage(table: GainTable, k: int | None) -> tuple[int, int]:
     return int((inside & ~np.isnan(util[:, :width])).sum()), int(inside.sum())
 
 
-def _utility_measure(measure: Measure, table: GainTable, opts: UtilityOptions) -> np.ndarray:
-    if measure.name == "UDCG":
-        u, length = top_k_utilities(table, measure.cutoff, opts)
-        return _udcg(u, opts.gamma, length)
-    if opts.theta is None:
-        raise InputError(f"{measure} needs a fitted UDCG_theta model (udcg fit-theta, then --theta MODEL.json)")
-    k = opts.theta.k_ if measure.cutoff is None else measure.cutoff
-    if k != opts.theta.k_:
-        raise InputError(f"{measure}: the UDCG_theta model was fitted for k = {opts.theta.k_} (write "
-                         f"UDCG_theta@{opts.theta.k_}, or fit one for k = {k})")
-    u, length = top_k_utilities(table, k, opts)
-    return np.where(length > 0, opts.theta.predict(u), np.nan)
+class RunSignals(Signals):
+    """A run's ``Signals`` (``udcg.metrics.signals``): its GainTable, utilities as ``opts`` say."""
+
+    def __init__(self, table: GainTable, opts: UtilityOptions) -> None:
+        super().__init__(table.gains, opts.gamma, opts.theta)
+        self.table = table
+        self.opts = opts
+
+    @property
+    def ideal(self) -> np.ndarray:
+        return self.table.ideal
+
+    def n_rel(self, level: float) -> np.ndarray:
+        return self.table.n_rel(level)
+
+    def utilities(self, measure: Measure, k: int | None) -> tuple[np.ndarray, np.ndarray]:
+        return top_k_utilities(self.table, k, self.opts)
+
+    def passage(self, name: str, measure: Measure) -> np.ndarray:
+        raise _contexts_only(measure)
 
 
-def _compute(measure: Measure, table: GainTable, curves: _Curves, opts: UtilityOptions) -> np.ndarray:
-    if measure.name in UTILITY:
-        return _utility_measure(measure, table, opts)
-    if measure.name not in CLASSICAL:
-        raise InputError(f"{measure} is scored on contexts, not on a run (udcg score CONTEXTS.jsonl --metrics {measure})")
-    if measure.name in ("DCG", "nDCG"):
-        run_curve, ideal_curve = curves.dcg(measure.param("dcg") == "exp-log2")
-        if measure.name == "DCG":
-            return C._at(run_curve, measure.cutoff)
-        return C._ndcg(run_curve, ideal_curve, measure.cutoff)
-    if measure.name == "ERR":
-        max_grade = measure.param("max_grade")
-        if table.gains.size and table.gains.max() > max_grade:
-            raise InputError(f"{measure}: a relevance grade of {table.gains.max():g} exceeds max_grade = "
-                             f"{max_grade} (write ERR(max_grade=G)@k with G the top of your scale)")
-        curve = curves.get(("err", max_grade), lambda: C._err_curve(table.gains, float(max_grade)))
-        return C._at(curve, measure.cutoff)
-    return _binary(measure, curves)
+def _contexts_only(measure: Measure) -> InputError:
+    return InputError(f"{measure} is scored on contexts, not on a run (udcg score CONTEXTS.jsonl --metrics {measure})")
+
+
+def _on_run(measure: Measure) -> Measure:
+    """The measure, when a run can give what it needs (``registry.RUN_INPUTS``)."""
+    if not registry.needs(measure) <= registry.RUN_INPUTS:
+        raise _contexts_only(measure)
+    return measure
 
 
 def as_measures(measures: Sequence[Measure | str] | str) -> list[Measure]:
@@ -184,11 +136,11 @@ def as_measures(measures: Sequence[Measure | str] | str) -> list[Measure]:
 
 def evaluate_table(table: GainTable, measures: Sequence[Measure | str] | str,
                    opts: UtilityOptions | None = None) -> dict[Measure, np.ndarray]:
-    """{measure: one value per query of the table}; measures of one family share their curve."""
-    wanted = as_measures(measures)
-    curves = _Curves(table)
-    opts = opts or UtilityOptions()
-    return {m: _compute(m, table, curves, opts) for m in wanted}
+    """{measure: one value per query of the table}, each from its kernel (``udcg.metrics.registry``);
+    measures of one family share their curve."""
+    wanted = [_on_run(m) for m in as_measures(measures)]
+    signals = RunSignals(table, opts or UtilityOptions())
+    return {m: registry.score(m, signals) for m in wanted}
 
 
 def run_table(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, float]] | None,
@@ -201,9 +153,14 @@ def run_table(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mappin
                       extra_default=float("nan"), extra_depth=depth)
 
 
+def reads_utilities(measure: Measure) -> bool:
+    """Whether the measure reads utilities (UDCG, UDCG_theta, ...: its declared needs)."""
+    return "utilities" in registry.needs(measure)
+
+
 def utility_depth(measures: Sequence[Measure]) -> int | None:
     """How many ranks of utilities the utility measures read (None = all)."""
-    cutoffs = [m.cutoff for m in measures if m.name in UTILITY]
+    cutoffs = [m.cutoff for m in measures if reads_utilities(m)]
     return None if not cutoffs or None in cutoffs else max(cutoffs)
 
 
@@ -213,17 +170,22 @@ def evaluate_arrays(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, 
     """Per-query values as arrays: (qids, {measure: values aligned with qids})."""
     wanted = as_measures(measures)  # checked before the (longer) conversion
     check_inputs(wanted, qrels, utilities)
-    table = run_table(run, qrels, utilities if any(m.name in UTILITY for m in wanted) else None, utility_depth(wanted))
+    table = run_table(run, qrels, utilities if any(map(reads_utilities, wanted)) else None, utility_depth(wanted))
     return table.qids, evaluate_table(table, wanted, opts)
 
 
 def check_inputs(wanted: list[Measure], qrels, utilities) -> None:
-    """Classical measures need qrels; UDCG and UDCG_theta need utilities."""
-    classical = [m for m in wanted if m.name not in UTILITY]
-    if classical and qrels is None:
-        raise InputError(f"{classical[0]} needs qrels (give --qrels, or score only UDCG@k)")
-    if utilities is None and any(m.name in UTILITY for m in wanted):
-        raise InputError("UDCG needs utilities (give --utilities FOLDER from udcg annotate --run, or utilities=...)")
+    """Every measure is one a run can score, and its inputs are given (its declared needs: qrels,
+    utilities), before a run is read."""
+    for m in wanted:
+        _on_run(m)
+    judged = [m for m in wanted if "qrels" in registry.needs(m)]
+    if judged and qrels is None:
+        raise InputError(f"{judged[0]} needs qrels (give --qrels, or score only UDCG@k)")
+    annotated = [m for m in wanted if reads_utilities(m)]
+    if annotated and utilities is None:
+        raise InputError(f"{annotated[0]} needs utilities (give --utilities FOLDER from udcg annotate --run, "
+                         "or utilities=...)")
 
 
 def evaluate_trec(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, float]] | None,

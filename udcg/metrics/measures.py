@@ -17,49 +17,41 @@ seed 000 (``RA-nWG``, ``PROC``, ``%PROC``, ``N-Recall4+``, ``N-Recall5``, ``Prec
 only) and ``containment[@k]``. Where a measure applies to a whole context (contexts JSONL), a
 measure that needs a cutoff on a TREC run (``P@k``) may omit it: ``parse_measure(...,
 whole_context=True)``.
+
+Names, aliases, cutoff rules and parameters are read from ``udcg.metrics.registry``, where each
+measure is declared once with its kernel (``SPECS`` is a view of it); a measure registered there is
+parsed like the built-in ones.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from udcg.errors import InputError
+from udcg.metrics import registry
 
-UTILITY_NAMES = ("UDCG", "UDCG_theta")
-SETBASED_NAMES = ("RA-nWG", "PROC", "%PROC", "N-Recall4+", "N-Recall5", "Precision4+", "Harm")
-# name -> (cutoff: "required" | "optional" | "none", {param: default})
-_REL = {"rel": 1}
-SPECS: dict[str, tuple[str, dict[str, Any]]] = {
-    "P": ("required", _REL),
-    "R": ("required", _REL),
-    "F1": ("required", _REL),
-    "Success": ("required", _REL),
-    "RR": ("optional", _REL),
-    "AP": ("optional", _REL),
-    "Rprec": ("none", _REL),
-    "DCG": ("optional", {"dcg": "log2"}),
-    "nDCG": ("optional", {"dcg": "log2"}),
-    "ERR": ("optional", {"max_grade": 4}),
-    "AUC-PR": ("optional", _REL),
-    **{name: ("optional", {}) for name in (*UTILITY_NAMES, *SETBASED_NAMES)},  # no parameter
-    "eRAG": ("none", {}),
-    "ANSWER_PROB": ("none", {}),
-    "containment": ("optional", {}),
-}
 MAX_CUTOFF = 1_000_000  # the largest k of @k (udcg.bounds.MAX_CUTOFF; metrics import nothing of udcg but errors)
-CLASSICAL = frozenset(("P", "R", "F1", "Success", "RR", "AP", "Rprec", "DCG", "nDCG", "ERR", "AUC-PR"))
-UTILITY = frozenset(UTILITY_NAMES)
-SETBASED = frozenset(SETBASED_NAMES)
-DCG_CHOICES = ("log2", "exp-log2")
 
-_ALIASES = {name.lower(): name for name in SPECS} | {
-    "mrr": "RR", "map": "AP", "hit": "Success", "hits": "Success", "recall": "R",
-    "precision": "P", "r-precision": "Rprec", "r_precision": "Rprec", "aucpr": "AUC-PR",
-    "auc_pr": "AUC-PR", "f": "F1", "udcg-theta": "UDCG_theta", "udcg_θ": "UDCG_theta", "udcgθ": "UDCG_theta",
-    "ranwg": "RA-nWG", "ra_nwg": "RA-nWG", "erag": "eRAG", "answer-prob": "ANSWER_PROB",
-}
+
+class _Specs(Mapping):
+    """``SPECS[name]`` = (cutoff rule, {param: default}) of every registered measure: a view of
+    ``udcg.metrics.registry``, in the order declared."""
+
+    def __getitem__(self, name: str) -> tuple[str, Mapping[str, Any]]:
+        d = registry.definition(name)
+        return d.cutoff, d.params
+
+    def __iter__(self) -> Iterator[str]:
+        return (d.name for d in registry.definitions())
+
+    def __len__(self) -> int:
+        return len(registry.definitions())
+
+
+SPECS = _Specs()
 _TOKEN = re.compile(r"^\s*([A-Za-z%][\w\-+%θ]*?)\s*(?:\((.*)\))?\s*(?:@\s*([^\s@]+))?\s*$")
 
 
@@ -89,22 +81,22 @@ class Measure:
 
     def param(self, key: str) -> Any:
         """The value of a parameter, or its default."""
-        return dict(self.params).get(key, SPECS[self.name][1][key])
+        return dict(self.params).get(key, registry.definition(self.name).params[key])
 
 
 def known_names() -> str:
     forms = {"required": "{}@k", "optional": "{}[@k]", "none": "{}"}
-    return ", ".join(forms[SPECS[n][0]].format(n) for n in SPECS)
+    return ", ".join(forms[d.cutoff].format(d.name) for d in registry.definitions())
 
 
 def make_measure(name: str, cutoff: int | None = None, where: str = "measure", whole_context: bool = False,
                  **params: Any) -> Measure:
     """Build a checked Measure; ``name`` may be any accepted spelling or alias. With
     ``whole_context`` a measure that needs a cutoff on a run may omit it (the whole context)."""
-    canon = _ALIASES.get(name.lower())
-    if canon is None:
+    definition = registry.lookup(name)
+    if definition is None:
         raise InputError(f"{where}: unknown measure {name!r} (known: {known_names()}; aliases MRR, MAP, hit@k)")
-    cutoff_rule, defaults = SPECS[canon]
+    canon, cutoff_rule, defaults = definition.name, definition.cutoff, definition.params
     if cutoff is None and cutoff_rule == "required" and not whole_context:
         raise InputError(f"{where}: {canon} needs a cutoff (write {canon}@10)")
     if cutoff is not None and cutoff_rule == "none":
@@ -119,16 +111,16 @@ def make_measure(name: str, cutoff: int | None = None, where: str = "measure", w
         if key not in defaults:
             allowed = ", ".join(defaults) or "none"
             raise InputError(f"{where}: {canon} has no parameter {key!r} (allowed: {allowed})")
-        value = _check_param(canon, key, value, where)
+        value = _check_param(canon, key, value, where, definition.choices.get(key))
         if value != defaults[key]:
             clean[key] = value
     return Measure(canon, cutoff, tuple(sorted(clean.items())))
 
 
-def _check_param(name: str, key: str, value: Any, where: str) -> Any:
-    if key == "dcg":
-        if value not in DCG_CHOICES:
-            raise InputError(f"{where}: {name}(dcg={value!r}) is not known (choose 'log2' or 'exp-log2')")
+def _check_param(name: str, key: str, value: Any, where: str, choices: tuple | None) -> Any:
+    if choices is not None:
+        if value not in choices:
+            raise InputError(f"{where}: {name}({key}={value!r}) is not known (choose {' or '.join(map(repr, choices))})")
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
         raise InputError(f"{where}: {name}({key}={value!r}) must be a positive number")

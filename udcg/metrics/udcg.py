@@ -22,9 +22,10 @@ AUTHORS_GAMMA = 0.333  # the weight the authors' pipeline script passes (their s
 VARIANTS = ("full", "rel-only", "binary")
 
 
-def _udcg(u: np.ndarray, gamma: float, length: np.ndarray | None = None) -> np.ndarray:
-    """Eq. 4 per row. ``length`` (per row) is the context size when rows are zero-padded beyond it
-    (a ranking shorter than k); a row of length 0 (no passage at all) is NaN."""
+def udcg_rows(u: np.ndarray, gamma: float, length: np.ndarray | None = None) -> np.ndarray:
+    """Eq. 4 per row, the kernel (no validation: ``udcg`` checks, then calls it). ``length`` (per
+    row) is the context size when rows are zero-padded beyond it (a ranking shorter than k); a row
+    of length 0 (no passage at all) is NaN."""
     k = u.shape[1] if length is None else np.asarray(length, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
         score = (np.clip(u, 0, None).sum(1) + gamma * np.clip(u, None, 0).sum(1)) / k
@@ -52,7 +53,7 @@ def check_gamma(gamma: object) -> float:
 
 def udcg(utilities: object, gamma: float = GAMMA) -> np.ndarray:
     """UDCG = sigmoid((sum u+ + gamma * sum u-) / k) per context (row). Returns shape (n_contexts,)."""
-    return _udcg(check_utilities(utilities), check_gamma(gamma))
+    return udcg_rows(check_utilities(utilities), check_gamma(gamma))
 
 
 def utilities_from(relevant: object, p_abs: object) -> np.ndarray:
