@@ -364,8 +364,8 @@ def test_the_python_api_still_scores_good_input():
     import udcg
 
     assert udcg.udcg([0.9, -0.4, 0.0, -0.8, 0.2]) == pytest.approx(0.5349, abs=1e-4)
-    assert udcg.udcg([[1, 0], [0, 0]]).shape == (2,)  # integers are numbers
-    assert udcg.evaluate({"q1": {"d1": 1.0}}, None, utilities={"q1": {"d1": -1}}, metrics="UDCG@1")["UDCG@1"] < 0.5
+    assert udcg.udcg_many([[1, 0], [0, 0]]).shape == (2,)  # integers are numbers
+    assert udcg.evaluate({"q1": {"d1": 1.0}}, None, utilities={"q1": {"d1": -1}}, metrics="UDCG@1").means()["UDCG@1"] < 0.5
 
 
 # ---------------------------------------------------------------- 4. checks that tie things together

@@ -6,10 +6,15 @@ Runs and qrels are the dict-of-dicts that ir_measures, pytrec_eval and ranx user
 
     import udcg
     udcg.udcg([0.9, -0.4, 0.0, -0.8, 0.2])                      # one context -> 0.5349...
-    udcg.evaluate("bm25.trec", "qrels.tsv", utilities="utilities", metrics=["UDCG@5", "nDCG@5"])
+    udcg.udcg_many([[0.9, -0.4], [0.2, 0.0]])                   # contexts x k -> one value per context
+    scores = udcg.evaluate("bm25.trec", "qrels.tsv", utilities="utilities", metrics=["UDCG@5", "nDCG@5"])
+    scores.means(), scores.per_query(), scores.to_frame()       # a RunScores, whatever the input
     cmp = udcg.compare({"bm25": "bm25.trec", "dense": "dense.trec"}, "qrels.tsv",
                        utilities="utilities", metrics=["UDCG@5", "nDCG@5"])
     print(cmp.format("markdown"))
+
+Each function returns one type: ``udcg`` a float, ``udcg_many`` an array, ``evaluate`` a
+``RunScores``, ``score_runs`` ``{name: RunScores}``, ``compare`` a ``Comparison``.
 
 Queries follow ir_measures' policy: those of the qrels (a qrels query missing from a run is an
 empty ranking); without qrels (UDCG only), the union of the runs' queries.
@@ -29,12 +34,13 @@ from udcg import bounds
 from udcg.errors import InputError
 from udcg.experiment.run_scores import DEFAULT_METRICS, Run, RunScores, named_runs, read_utilities, score_runs
 from udcg.metrics.measures import Measure
-from udcg.metrics.udcg import GAMMA, check_utilities, udcg as _udcg_matrix
+from udcg.metrics.udcg import GAMMA, udcg as _udcg_matrix
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
     from udcg.metrics.udcg_theta import UDCGTheta
 
-__all__ = ["DEFAULT_METRICS", "Run", "RunScores", "compare", "evaluate", "named_runs", "read_utilities", "score_runs", "udcg"]
+__all__ = ["DEFAULT_METRICS", "Run", "RunScores", "compare", "evaluate", "named_runs", "read_utilities", "score_runs", "udcg",
+           "udcg_many"]
 
 log = logging.getLogger(__name__)
 # The numeric arguments of the entry points, each in its range as on the command line (udcg.bounds).
@@ -55,47 +61,47 @@ def _bounded(func):
     return checked
 
 
-def udcg(utilities: Any, gamma: float = GAMMA) -> float | np.ndarray:
-    """UDCG (Eq. 4) of one context (a list of utilities in prompt order) -> a float, or of a
-    (contexts, k) matrix -> one value per row."""
+def _utilities(utilities: Any, ndim: int, what: str, other: str) -> np.ndarray:
     try:
         arr = np.asarray(utilities) if not isinstance(utilities, (str, bytes, Mapping)) else None
     except ValueError:  # lists of different lengths
         arr = None
     if arr is None or arr.dtype.kind not in "iuf":
-        raise InputError(f"utilities: give a list of numbers (one context) or a list of equal-length lists of numbers "
-                         f"(contexts x k), got {type(utilities).__name__}"
+        raise InputError(f"utilities: give {what}, got {type(utilities).__name__}"
                          f"{' of unequal lengths or non-numbers' if isinstance(utilities, (list, tuple)) else ''}")
-    arr = arr.astype(float)
-    values = _udcg_matrix(check_utilities(arr), gamma)
-    return float(values[0]) if arr.ndim == 1 else values
+    if arr.ndim != ndim:
+        raise InputError(f"utilities: give {what}, got an array of shape {arr.shape} ({other})")
+    return arr.astype(float)
 
 
-def _frame(rows: Any, index: str | list[str]):
-    try:
-        import pandas as pd
-    except ImportError:
-        raise InputError("as_frame=True needs pandas (pip install pandas)") from None
-    return pd.DataFrame(rows).set_index(index)
+def udcg(utilities: Any, gamma: float = GAMMA) -> float:
+    """UDCG (Eq. 4) of one context: its passages' utilities in prompt order -> a float."""
+    u = _utilities(utilities, 1, "a list of numbers (one context)", "for several contexts use udcg.udcg_many")
+    return float(_udcg_matrix(u, gamma)[0])
+
+
+def udcg_many(utilities: Any, gamma: float = GAMMA) -> np.ndarray:
+    """UDCG (Eq. 4) of each context of a (contexts, k) matrix or list of equal-length lists -> an
+    array, one value per context."""
+    return _udcg_matrix(_utilities(utilities, 2, "a list of equal-length lists of numbers (contexts x k)",
+                                   "for one context use udcg.udcg"), gamma)
 
 
 @_bounded
 def evaluate(run: Run | str | Path, qrels: Run | str | Path | None = None, *, utilities: Any = None,
              metrics: Sequence[str | Measure] | str = DEFAULT_METRICS, gamma: float = GAMMA,
-             theta: UDCGTheta | str | Path | None = None, unannotated: str = "error", per_query: bool = False,
-             as_frame: bool = False, model: str | None = None, prompt_version: str | None = None):
-    """Mean of every measure over the queries, ``{measure: value}`` (ir_measures' calc_aggregate);
-    with ``per_query``, ``{qid: {measure: value}}`` (pytrec_eval's shape). ``as_frame`` returns a
-    pandas DataFrame instead."""
-    scores = score_runs({"run": run}, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
-                        unannotated=unannotated, model=model, prompt_version=prompt_version)["run"]
+             theta: UDCGTheta | str | Path | None = None, unannotated: str = "error", model: str | None = None,
+             prompt_version: str | None = None) -> RunScores:
+    """Score one run: a ``RunScores``, whatever the input. ``.means()``: ``{measure: mean over the
+    queries}`` (ir_measures' calc_aggregate); ``.per_query()``: ``{qid: {measure: value}}``
+    (pytrec_eval's shape); ``.to_frame()``: a pandas DataFrame, one row per query; ``.qids``,
+    ``.values`` (``{measure: array}``), ``.coverage`` and ``.notes`` (also logged as warnings)."""
+    name = next(iter(named_runs([run]))) if isinstance(run, (str, Path)) else "run"  # a file: its name
+    scores = score_runs({name: run}, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
+                        unannotated=unannotated, model=model, prompt_version=prompt_version)[name]
     for note in scores.notes:
         log.warning(note)
-    if per_query:
-        table = {qid: {m: float(v[i]) for m, v in scores.values.items()} for i, qid in enumerate(scores.qids)}
-        return _frame([{"qid": q, **row} for q, row in table.items()], "qid") if as_frame else table
-    means = scores.means()
-    return _frame([{"measure": m, "mean": v} for m, v in means.items()], "measure") if as_frame else means
+    return scores
 
 
 @_bounded
