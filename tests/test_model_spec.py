@@ -138,12 +138,19 @@ def _commands(out, folder, run, extra=(), answers=None):
          "--no-progress", *extra]]
 
 
-@pytest.mark.parametrize("api", [True, False])
-def test_a_registered_scheme_is_the_same_model_in_annotate_answer_and_judge(tmp_path, toy, capsys, api):
+def _all_three(tmp_path, toy, capsys, api: bool, out: str):
+    """The toy scheme registered (API or local) and annotate, answer and judge run with it into
+    tmp_path/out; returns the BEIR folder and run they read."""
     toy.register(api=api)
     folder, run = _beir(tmp_path)
-    for argv in _commands(tmp_path / "out", folder, run):
+    for argv in _commands(tmp_path / out, folder, run):
         assert main(argv) == 0, capsys.readouterr().err
+    return folder, run
+
+
+@pytest.mark.parametrize("api", [True, False])
+def test_a_registered_scheme_is_the_same_model_in_annotate_answer_and_judge(tmp_path, toy, capsys, api):
+    _all_three(tmp_path, toy, capsys, api, "out")
     assert len(toy.specs) >= 3 and len({(s.model, s.scheme, s.api, s.name) for s in toy.specs}) == 1
     assert toy.specs[0].api is api and toy.specs[0].name == "reader"
     out = tmp_path / "out"
@@ -157,10 +164,7 @@ def test_a_registered_scheme_is_the_same_model_in_annotate_answer_and_judge(tmp_
 
 @pytest.mark.parametrize("api", [True, False])
 def test_batch_size_is_refused_by_every_command_for_an_api_scheme(tmp_path, toy, capsys, api):
-    toy.register(api=api)
-    folder, run = _beir(tmp_path)
-    for argv in _commands(tmp_path / "first", folder, run):
-        assert main(argv) == 0, capsys.readouterr().err
+    folder, run = _all_three(tmp_path, toy, capsys, api, "first")
     built = len(toy.built)
     for argv in _commands(tmp_path / "second", folder, run, ["--batch-size", "4"], tmp_path / "first" / "answers.jsonl"):
         rc, err = main(argv), capsys.readouterr().err
