@@ -250,15 +250,14 @@ def across_table(specs: list[tuple[Path, str]], metric: str) -> list[str]:
     if len(specs) != 2:
         raise SystemExit("--across compares two runs: give exactly two DIR:LABEL")
     (a, label_a), (b, label_b) = specs
-    rows_a, rows_b = read_per_question(a, "table3-all"), read_per_question(b, "table3-all")
+    # the metric's rows of both runs as two metrics of one table, so paired.aligned lines them up
+    rows = [{**r, "metric": run} for run, folder in (("A", a), ("B", b))
+            for r in read_per_question(folder, "table3-all") if r["metric"] == metric]
     lines = [f"| statistic | {label_a}: questions | {label_b}: questions | usable in both | {label_a} | {label_b} | "
              "A − B | 95% interval | p |", "|---" * 9 + "|"]
     for statistic, name in (("rho", "ρ"), ("tau_b", "τ_b"), ("pair_acc", "pairwise acc.")):
-        va = {r["qid"]: r[statistic] for r in rows_a if r["metric"] == metric}
-        vb = {r["qid"]: r[statistic] for r in rows_b if r["metric"] == metric}
-        common = [q for q in va if q in vb]
-        x, y = (np.array([math.nan if v[q] is None else v[q] for q in common], dtype=float) for v in (va, vb))
-        n_a, n_b = (sum(val is not None for val in v.values()) for v in (va, vb))
+        x, y = paired.aligned(rows, "A", "B", statistic)  # on A's questions; NaN where B has none
+        n_a, n_b = (sum(r[statistic] is not None for r in rows if r["metric"] == run) for run in "AB")
         both = np.isfinite(x) & np.isfinite(y)
         d = paired.paired_difference(x, y)
         lines.append(f"| {name} | {n_a} | {n_b} | {d.n} | {_num(float(x[both].mean()))} | {_num(float(y[both].mean()))} | "
