@@ -106,7 +106,7 @@ import sys
 from udcg.io.beir import check_run, read_collection
 from udcg.io.trec import read_run
 try:
-    from udcg.experiment.own_runs import run_docids
+    from udcg.flows.own_runs import run_docids
 except ImportError:
     run_docids = None
 corpus, queries, qrels, run_path, depth = sys.argv[1:4] + [sys.argv[4], int(sys.argv[5])]

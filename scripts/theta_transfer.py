@@ -22,9 +22,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from udcg.experiment.correlate import correlation_table_of  # noqa: E402
+from udcg.flows.correlate import correlation_table_of  # noqa: E402
 from udcg.experiment.reporting import finite, read_groups, write_jsonl_gz  # noqa: E402
-from udcg.experiment.theta import load_theta  # noqa: E402
+from udcg.flows.theta import load_theta  # noqa: E402
 from udcg.io.files import atomic_write_json, atomic_write_text  # noqa: E402
 from udcg.records import OUTCOME_SCORE  # noqa: E402
 

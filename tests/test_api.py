@@ -15,7 +15,7 @@ import pytest
 
 import udcg
 from udcg.errors import InputError
-from udcg.experiment import run_scores
+from udcg.flows import run_scores
 from udcg.io.sources import example_path
 
 RUN = {"q1": {"d1": 2.0, "d2": 1.0}, "q2": {"d3": 1.5, "d1": 0.5}}

@@ -8,9 +8,14 @@ Floors, from the bottom (a module may import only from floors below its own, or 
 3. runs (the one resumable, cached runner every model step uses)
 4. annotate/, grade/, metrics/ (metrics import only errors, besides numpy/scipy/scikit-learn/pandas;
    annotate and grade may use metrics, the pure one of the three, not each other)
-5. experiment/
-6. the interface: udcg (package), __main__, api, cli, commands/ (which may call each other downward:
+5. flows/ (the everyday flows: annotate, answer, judge, score, compare, fit-theta, correlate)
+6. experiment/ (the paper's validation only)
+7. the interface: udcg (package), __main__, api, cli, commands/ (which may call each other downward:
    cli -> commands -> api)
+
+Commands parse, call and print: they import the flows, the API, errors, progress and each other;
+``models`` and ``serve`` may reach ``llm`` (they install and serve models), and ``validate``,
+``report`` and ``demo`` the paper's validation (``experiment``).
 
 No import cycle between units, nor between the modules of one unit (there an import under ``if
 TYPE_CHECKING:``, a type named for an annotation and never run, is not counted).
@@ -36,6 +41,7 @@ FLOORS = [
     {"udcg.io", "udcg.llm"},
     {"udcg.runs"},
     {"udcg.annotate", "udcg.grade", "udcg.metrics"},
+    {"udcg.flows"},
     {"udcg.experiment"},
     {"udcg", "udcg.__main__", "udcg.api", "udcg.cli", "udcg.commands"},
 ]
@@ -44,18 +50,15 @@ DOMAIN_SHARED = {"udcg.metrics"}  # on the domain floor, the pure metrics serve 
 MAX_LINES = 400
 SCRIPTS = PACKAGE.parent / "scripts"
 # The entry points of udcg.experiment a script may use (ALL: a module whose public names all are):
-# a published run's data, config, Table 3 layout, paired statistics and UDCG_theta files
-# (theta_transfer, results_table, refit_theta), the retrieval the packaged example is built with
-# (make_example), the documents a run's top-depth needs (bench_corpus).
+# a published run's data, config, Table 3 layout and paired statistics (theta_transfer,
+# results_table, refit_theta), the retrieval the packaged example is built with (make_example).
+# The everyday flows (udcg.flows) are public to scripts.
 ALL = frozenset({"*"})
 SCRIPT_EXPERIMENT = {
     "udcg.experiment.config": {"read_run_config"},
-    "udcg.experiment.correlate": {"correlation_table_of"},
-    "udcg.experiment.own_runs": {"run_docids"},
     "udcg.experiment.paired": ALL,
     "udcg.experiment.pools": {"MiniLMEncoder", "bm25_scores", "build_corpus"},
     "udcg.experiment.reporting": {"finite", "question_order", "read_groups", "read_per_question", "write_jsonl_gz"},
-    "udcg.experiment.theta": {"load_theta"},
     "udcg.experiment.validate": {"refit_theta"},
 }
 # Benchmarks that time an internal choice against its alternative swap that internal (A/B arms).
@@ -281,7 +284,7 @@ self._own = 1
     assert [w.split(" (")[0] for w in wrong] == ["x.py:2: udcg.llm.hf._helper", "x.py:3: udcg.experiment.studies.correlate",
                                                  "x.py:4: udcg.experiment.reporting", "x.py:5: udcg.metrics._walk",
                                                  "x.py:6: backend._batches"]
-    fine = "from udcg.experiment.theta import load_theta\nfrom udcg.experiment import paired\nfrom udcg import runs\n"
+    fine = "from udcg.flows.theta import load_theta\nfrom udcg.experiment import paired\nfrom udcg import runs\n"
     assert _script_violations("x.py", [ast.parse(fine)]) == []
 
 
@@ -292,3 +295,19 @@ def test_script_experiment_names_exist():
                if not hasattr(importlib.import_module(m), n)]
     missing += [m for m in SCRIPT_EXPERIMENT if m not in MODULES]
     assert not missing, "SCRIPT_EXPERIMENT names what does not exist: " + ", ".join(missing)
+
+
+COMMAND_IMPORTS = {"udcg.commands", "udcg.flows", "udcg.api", "udcg.errors", "udcg.progress"}
+COMMAND_EXTRA = {"models": {"udcg.llm"}, "serve": {"udcg.llm"}, "validate": {"udcg.experiment"},
+                 "report": {"udcg.experiment"}, "demo": {"udcg.experiment"}}
+
+
+def test_commands_parse_call_print():
+    wrong = []
+    for module, targets in EDGES.items():
+        if _unit(module) != "udcg.commands":
+            continue
+        allowed = COMMAND_IMPORTS | COMMAND_EXTRA.get(module.rpartition(".")[2], set())
+        wrong += [f"{module} -> {t}" for t in targets if _unit(t) not in allowed and t not in allowed]
+    assert not wrong, ("commands import only the flows, the API, errors and progress (models/serve: llm; "
+                       "validate/report/demo: experiment):\n" + "\n".join(sorted(wrong)))

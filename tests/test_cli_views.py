@@ -6,7 +6,7 @@ import json
 import pytest
 
 from udcg.cli import main
-from udcg.experiment.correlate import COLUMNS
+from udcg.flows.correlate import COLUMNS
 from udcg.io.sources import example_path
 
 

@@ -12,8 +12,8 @@ from scipy.special import expit
 from udcg.errors import InputError
 from udcg.experiment import studies
 from udcg.experiment.context_records import PassageScore, answered, context_record, from_json, to_json
-from udcg.experiment.correlate import correlation_table
-from udcg.experiment.scoring import read_contexts
+from udcg.flows.correlate import correlation_table
+from udcg.flows.scoring import read_contexts
 from udcg.records import ContextRecord
 
 ORDER = ["qid", "cid", "study", "split", "pids", "relevant", "p_abs", "utilities", "contains", "n_relevant",

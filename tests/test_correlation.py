@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 from scipy.stats import kendalltau, spearmanr
 
 from udcg.errors import InputError
-from udcg.experiment.correlate import STATISTICS as TABLE_STATISTICS
-from udcg.experiment.correlate import correlation_table_of
+from udcg.flows.correlate import STATISTICS as TABLE_STATISTICS
+from udcg.flows.correlate import correlation_table_of
 from udcg.metrics.correlation import (STATISTICS, bootstrap_mean_ci, per_question, per_question_kendall,
                                      per_question_pairwise, per_question_spearman, summarize)
 from udcg.metrics.stats import holm, paired_test

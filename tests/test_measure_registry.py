@@ -13,7 +13,8 @@ import pytest
 import udcg
 from udcg.cli import main
 from udcg.errors import InputError
-from udcg.experiment import run_scores, studies
+from udcg.experiment import studies
+from udcg.flows import run_scores
 from udcg.io.sources import example_path
 from udcg.metrics import curves, registry
 from udcg.metrics.contexts import ContextBatch, parse_metrics, score_batch

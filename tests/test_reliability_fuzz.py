@@ -1,9 +1,9 @@
 """Property-based fuzzing of the input readers (issue 17): whatever bytes a file holds, a reader
 returns a value or raises a one-line ``InputError`` — never another exception. Readers: the
-authors' JSON / JSONL (``udcg.io.authors.read_authors``), contexts (``udcg.experiment.scoring.read_contexts``,
+authors' JSON / JSONL (``udcg.io.authors.read_authors``), contexts (``udcg.flows.scoring.read_contexts``,
 then scored with every metric family), TREC runs and qrels (``udcg.io.trec``), BEIR collections
 (``udcg.io.beir.read_collection``), validate configs (``udcg.experiment.config.load_config``)
-and saved UDCG_theta models (``udcg.experiment.theta.load_theta``).
+and saved UDCG_theta models (``udcg.flows.theta.load_theta``).
 
 Inputs are small: near-valid records whose fields take, one time in five, a value of any JSON type
 instead (and edge numbers: huge, tiny, negative, 300-digit integers), written as JSONL, a JSON
@@ -236,7 +236,7 @@ def test_fuzz_authors_format(folder, seed):
 
 
 def _read_and_score(path: Path) -> None:
-    from udcg.experiment.scoring import read_contexts, score_rows
+    from udcg.flows.scoring import read_contexts, score_rows
     from udcg.metrics.contexts import parse_metrics
 
     rows = read_contexts(str(path))
@@ -330,7 +330,7 @@ def test_fuzz_validate_config(folder, seed):
 def test_fuzz_theta_model(folder, seed):
     import numpy as np
 
-    from udcg.experiment.theta import load_theta
+    from udcg.flows.theta import load_theta
 
     g = Gen(seed)
 

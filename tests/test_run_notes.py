@@ -3,7 +3,7 @@ how many queries that touched (file runs through the columnar reader, dict runs 
 
 from __future__ import annotations
 
-from udcg.experiment.run_scores import score_runs
+from udcg.flows.run_scores import score_runs
 
 RUN = """q1 Q0 d1 1 2.0 t
 q1 Q0 d2 2 2.0 t

@@ -1,4 +1,4 @@
-"""Runs read as columns (udcg/io/trec_columns.py -> udcg/experiment/run_tables.py ->
+"""Runs read as columns (udcg/io/trec_columns.py -> udcg/flows/run_tables.py ->
 udcg.metrics.gains.row_table) against the dict path (read_run -> run_table): the same run, the same
 GainTable (ties, float32 ties, missing and unjudged queries, utilities with NaN), the same scores
 and notes, the same located error for a bad line, and the same values as ir_measures."""
@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from udcg.errors import InputError
-from udcg.experiment import run_scores
-from udcg.experiment.run_scores import score_runs
-from udcg.experiment.run_tables import columns_table
+from udcg.flows import run_scores
+from udcg.flows.run_scores import score_runs
+from udcg.flows.run_tables import columns_table
 from udcg.io import trec_columns
 from udcg.io.trec import read_qrels, read_run
 from udcg.io.trec_columns import RunColumns, read_run_columns

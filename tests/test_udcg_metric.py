@@ -14,7 +14,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 
 from udcg.errors import InputError
-from udcg.experiment.theta import load_theta, save_theta
+from udcg.flows.theta import load_theta, save_theta
 from udcg.metrics.udcg import AUTHORS_GAMMA, GAMMA, pairwise_differences, theta_features, udcg, utilities_from, utility
 from udcg.metrics.udcg_theta import SATURATED_SHARE, UDCGTheta, choose_C
 

@@ -21,11 +21,11 @@ import pytest
 from scipy.special import expit
 
 from tests.conftest import ScriptedBackend
-from udcg.experiment.scoring import read_contexts
+from udcg.flows.scoring import read_contexts
 from udcg.errors import InputError
 from udcg.experiment import context_records, studies
 from udcg.experiment.config import from_dict, load_config
-from udcg.experiment.correlate import correlation_table
+from udcg.flows.correlate import correlation_table
 from udcg.experiment.validate import run_validation
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -32,7 +32,7 @@ import numpy as np
 
 from udcg import bounds
 from udcg.errors import InputError
-from udcg.experiment.run_scores import DEFAULT_METRICS, Run, RunScores, named_runs, read_utilities, score_runs
+from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores, named_runs, read_utilities, score_runs
 from udcg.metrics.measures import Measure
 from udcg.metrics.udcg import GAMMA, udcg as _udcg_matrix
 
@@ -119,7 +119,7 @@ def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: 
     Returns a ``udcg.metrics.compare.Comparison``: ``.format(fmt)``, ``.to_dict()``,
     ``.to_frame()`` (runs), ``.to_frame("pairs")``, ``.to_frames()``. ``runs`` is ``{name: run}``
     or a list of run files (named by file name)."""
-    from udcg.experiment.run_compare import compare_runs
+    from udcg.flows.run_compare import compare_runs
 
     if not isinstance(runs, Mapping):
         runs = named_runs(runs)

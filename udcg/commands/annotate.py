@@ -9,7 +9,7 @@ from udcg.commands._parser import command
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from udcg.llm.openai_wire import DEFAULT_CONCURRENCY
+    from udcg.flows.annotate import DEFAULT_CONCURRENCY
 
     p = command(sub, "annotate", help="p(NO-RESPONSE) and utility per passage, for one LLM (resumable)",
                 description="""Give every (question, passage) its abstention probability p_abs for one reader LLM,
@@ -68,97 +68,34 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _model_spec(args: argparse.Namespace):
-    """The reader, resolved once (``udcg.llm.registry.resolve``): a model name with --api-base is
-    the model that API serves; an API model refuses --batch-size, --device and --dtype."""
-    from udcg.llm.registry import resolve
-
-    urls = [u.strip() for u in args.api_base.split(",") if u.strip()] if args.api_base else None
-    return resolve(args.model, device=args.device, dtype=args.dtype, batch_size=args.batch_size, base_urls=urls,
-                   api_key_env=args.api_key_env, max_concurrency=args.concurrency, requests_per_minute=args.rpm,
-                   timeout=args.timeout, max_retries=args.max_retries, defaults={"device": "auto", "dtype": "float32"})
-
-
-def _config(args: argparse.Namespace):
-    """(the reader's ``ModelSpec``, the ``AnnotateConfig``), the options checked before any model loads."""
-    from udcg.annotate.prompt import check_version
-    from udcg.annotate.runner import AnnotateConfig
+def run(args: argparse.Namespace) -> int:
     from udcg.errors import InputError
+    from udcg.flows.annotate import annotate_file, annotate_run_files, reader
+    from udcg.progress import follow_libraries
 
-    for flag, value in (("--limit", args.limit), ("--batch-size", args.batch_size), ("--chunk-size", args.chunk_size),
-                        ("--samples", args.samples), ("--depth", args.depth)):
+    if args.run and (args.input or not args.corpus):
+        raise InputError("with --run give --corpus (a BEIR folder or corpus file) and no INPUT file")
+    if not args.run and not args.input:
+        raise InputError("give an INPUT file, or --corpus with one or more --run")
+    for flag, value in (("--limit", args.limit), ("--depth", args.depth)):
         if value is not None and value < 1:  # checked before any model loads
             raise InputError(f"{flag} {value}: must be a positive integer")
-    spec = _model_spec(args)
-    estimator = args.estimator or ("api-logprobs" if spec.api else "first-token")
-    cfg = AnnotateConfig(estimator=estimator, prompt_version=check_version(args.prompt), chunk_size=args.chunk_size,
-                         n_samples=args.samples, temperature=args.temperature, target_width=args.target_width,
-                         seed=args.seed)
-    return spec, cfg
-
-
-def _run_runs(args: argparse.Namespace) -> int:
-    from udcg.experiment.run_scores import named_runs
-    from udcg.io.beir import check_run, read_collection
-    from udcg.errors import InputError
-    from udcg.experiment.own_runs import annotate_runs, run_docids
-    from udcg.progress import bar, follow_libraries
-    from udcg.io.trec import read_run
-
-    if args.input or not args.corpus:
-        raise InputError("with --run give --corpus (a BEIR folder or corpus file) and no INPUT file")
-    spec, cfg = _config(args)
-    paths = named_runs(args.run)
-    runs = {name: read_run(path) for name, path in paths.items()}
-    collection = read_collection(args.corpus, queries=args.queries, qrels=args.qrels, answers=args.answers,
-                                 docids=run_docids(runs, args.depth))  # only the documents annotated
-    for name, run in runs.items():
-        check_run(run, collection, str(paths[name]), depth=args.depth, queries_source=args.queries)
-    print(collection.scan.line(), file=sys.stderr)
-    follow_libraries(not args.no_progress)
-    bars = []
-
-    def progress(total: int, desc: str):
-        bars.append(bar(total=total, desc=desc, unit="pair", enabled=not args.no_progress))
-        return bars[-1].update
-
-    def judge_factory():
-        from udcg.grade.judges import LLMJudge, RuleJudge
-        from udcg.llm.registry import resolve
-
-        return RuleJudge("relevance") if args.judge == "rules" else LLMJudge(resolve(args.judge).load(), "relevance")
-
-    try:
-        report = annotate_runs(collection, runs, args.depth, args.output, cfg, spec.name, spec.load,
-                               unjudged=args.unjudged, judge_factory=judge_factory,
-                               progress=progress)
-    finally:
-        for b in bars:
-            b.close()
-    for line in report.lines(args.output):
-        print(line, file=sys.stderr)
-    return 0
-
-
-def run(args: argparse.Namespace) -> int:
-    from udcg.annotate.output import load_questions, write_annotated
-    from udcg.annotate.runner import annotate
-    from udcg.errors import InputError
-    from udcg.progress import bar, follow_libraries
-
+    reader_ = reader(args.model, estimator=args.estimator, prompt=args.prompt, api_base=args.api_base,
+                     api_key_env=args.api_key_env, concurrency=args.concurrency, rpm=args.rpm, timeout=args.timeout,
+                     max_retries=args.max_retries, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
+                     chunk_size=args.chunk_size, samples=args.samples, temperature=args.temperature,
+                     target_width=args.target_width, seed=args.seed)
     if args.run:
-        return _run_runs(args)
-    if not args.input:
-        raise InputError("give an INPUT file, or --corpus with one or more --run")
-    spec, cfg = _config(args)
-    questions, raw = load_questions(args.input, args.limit)
+        follow_libraries(not args.no_progress)
+        lines = annotate_run_files(args.corpus, args.run, args.output, reader_, depth=args.depth, queries=args.queries,
+                                   qrels=args.qrels, answers=args.answers, unjudged=args.unjudged, judge=args.judge,
+                                   show_progress=not args.no_progress, say=lambda line: print(line, file=sys.stderr))
+        for line in lines:
+            print(line, file=sys.stderr)
+        return 0
     follow_libraries(not args.no_progress)
-    backend = spec.load()
-    n = sum(len(q.passages) for q in questions)
-    with bar(total=n, desc=f"annotate {backend.name}", unit="passage", enabled=not args.no_progress) as progress:
-        annotations, stats = annotate(questions, backend, cfg, f"{args.output}.cache.jsonl", progress.update)
-    summary = write_annotated(args.output, questions, raw, annotations, cfg, backend.name, stats)
-    print(summary, file=sys.stderr)
-    for note in getattr(backend, "notes", {}).values():  # what was found out about an API server
+    done = annotate_file(args.input, args.output, reader_, limit=args.limit, show_progress=not args.no_progress)
+    print(done.summary, file=sys.stderr)
+    for note in done.server_notes:  # what was found out about an API server
         print(f"server: {note}", file=sys.stderr)
     return 0

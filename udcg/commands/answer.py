@@ -48,55 +48,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from udcg.flows.answer import answer_runs
+    from udcg.progress import follow_libraries
 
-    from udcg.annotate.prompt import check_version
-    from udcg.experiment.run_scores import named_runs, read_utilities
-    from udcg.io.beir import check_run, read_collection
-    from udcg.errors import InputError
-    from udcg.experiment.own_runs import answer_contexts, context_record, run_contexts, run_docids, select_queries
-    from udcg.experiment.steps import context_key
-    from udcg.io.files import atomic_write_jsonl
-    from udcg.llm.registry import resolve
-    from udcg.progress import bar, follow_libraries
-    from udcg.io.trec import read_run
-
-    for flag, value in (("--k", args.k), ("--depth", args.depth), ("--max-new-tokens", args.max_new_tokens),
-                        ("--batch-size", args.batch_size), ("--chunk-size", args.chunk_size), ("--limit", args.limit)):
-        if value is not None and value < 1:
-            raise InputError(f"{flag} {value}: must be a positive integer")
-    check_version(args.prompt)
-    spec = resolve(args.model, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
-                   defaults={"device": "auto", "dtype": "float32"})  # an API model refuses the local options
-    output = Path(args.output)
-    cache = Path(args.cache) if args.cache else output.with_name(output.name + ".cache.jsonl")
-    if cache.resolve() == output.resolve():
-        raise InputError(f"{output}: the output and the cache are one file (choose another --cache)")
-    utilities = read_utilities(args.utilities, spec.name, args.prompt) if args.utilities else None
-    paths = named_runs(args.run)
-    runs = {name: read_run(path) for name, path in paths.items()}
-    depth = max(args.k, args.depth) if args.samples else args.k  # the documents the contexts are made of
-    collection = read_collection(args.corpus, queries=args.queries, qrels=args.qrels, answers=args.answers,
-                                 docids=run_docids(runs, depth))
-    for name, run_ in runs.items():
-        check_run(run_, collection, str(paths[name]), depth=depth, queries_source=args.queries)
-    runs, collection = select_queries(runs, collection, args.limit)
-    print(collection.scan.line(), file=sys.stderr)
-    contexts, short = run_contexts(runs, collection, args.k, samples=args.samples, depth=args.depth, seed=args.seed)
-    for name, count in short.items():
-        print(f"{name}: {count} queries rank fewer than {args.k} documents and get no context", file=sys.stderr)
-    if not contexts:
-        raise InputError(f"no context of {args.k} documents in any run (lower --k)")
-    records_check = [context_record(c, collection, "", utilities) for c in contexts]  # fails before a model loads
     follow_libraries(not args.no_progress)
-    answers, stats = answer_contexts(
-        contexts, collection, spec.name, spec.load, cache,
-        prompt_version=args.prompt, max_new_tokens=args.max_new_tokens, chunk_size=args.chunk_size,
-        progress=lambda total, desc, unit: bar(total=total, desc=desc, unit=unit, enabled=not args.no_progress))
-    records = [{**rec, "answer": answers[context_key(c.qid, c.docids)], "model": spec.name,
-                "prompt_version": args.prompt} for c, rec in zip(contexts, records_check, strict=True)]
-    atomic_write_jsonl(output, records)
-    print(f"{len(records)} contexts ({len(collection.queries)} queries, {len(runs)} runs"
-          f"{f', {args.samples} samples per query' if args.samples else ''}); {stats['computed']} new prompts "
-          f"answered by the model, the rest from the cache -> {output}", file=sys.stderr)
+    result = answer_runs(args.corpus, args.run, args.output, args.model, k=args.k, queries=args.queries, qrels=args.qrels,
+                         answers=args.answers, utilities=args.utilities, limit=args.limit, samples=args.samples,
+                         depth=args.depth, seed=args.seed, prompt=args.prompt, max_new_tokens=args.max_new_tokens,
+                         batch_size=args.batch_size, chunk_size=args.chunk_size, device=args.device, dtype=args.dtype,
+                         cache=args.cache, show_progress=not args.no_progress,
+                         say=lambda line: print(line, file=sys.stderr))
+    print(result.line(args.samples), file=sys.stderr)
     return 0

@@ -59,10 +59,8 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from udcg.errors import InputError
-    from udcg.experiment.run_compare import compare_runs
-    from udcg.experiment.run_scores import named_runs
-    from udcg.io.files import atomic_write_text
-    from udcg.metrics.compare import format_comparison
+    from udcg.flows.run_compare import compare_run_files
+    from udcg.flows.score import score_notes
 
     if len(args.run) < 2:
         raise InputError(f"--run: compare needs two or more runs, got {len(args.run)} (use udcg score for one)")
@@ -73,18 +71,13 @@ def run(args: argparse.Namespace) -> int:
         if value < 100:
             raise InputError(f"{flag} {value}: must be at least 100 (default 10000)")
     fmt = args.format or (FORMATS.get(Path(args.output).suffix.lower(), "markdown") if args.output else "markdown")
-    cmp, scores = compare_runs(named_runs(args.run), args.qrels, utilities=args.utilities, metrics=args.metrics,
-                               gamma=args.gamma, theta=args.theta, unannotated=args.unannotated, model=args.model,
-                               prompt_version=args.prompt, answers=args.answers, test=args.test, alpha=args.alpha,
-                               n_resamples=args.n_resamples, n_boot=args.n_boot, seed=args.seed,
-                               correction=args.correction, power=args.power)
-    text = format_comparison(cmp, fmt)
-    if args.output:
-        atomic_write_text(args.output, text)
+    text, scores = compare_run_files(args.run, args.output, fmt, qrels=args.qrels, utilities=args.utilities,
+                                     metrics=args.metrics, gamma=args.gamma, theta=args.theta,
+                                     unannotated=args.unannotated, model=args.model, prompt_version=args.prompt,
+                                     answers=args.answers, test=args.test, alpha=args.alpha,
+                                     n_resamples=args.n_resamples, n_boot=args.n_boot, seed=args.seed,
+                                     correction=args.correction, power=args.power)
     print(text)
-    for name, s in scores.items():
-        for k, (annotated, total) in s.coverage.items():
-            print(f"{name}: annotated@{k if k is not None else 'all'} = {annotated}/{total}", file=sys.stderr)
-        for note in s.notes:
-            print(f"{name}: {note}", file=sys.stderr)
+    for line in score_notes(scores):
+        print(line, file=sys.stderr)
     return 0

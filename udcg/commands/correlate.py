@@ -40,27 +40,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from udcg.errors import InputError
-    from udcg.experiment.correlate import check_stored_baseline, choose_baseline, compact_table, correlation_table
-    from udcg.experiment.scoring import read_contexts
-    from udcg.experiment.theta import load_theta
+    from udcg.flows.correlate import compact_table, correlate_file
 
-    for flag, value, low in (("--n-boot", args.n_boot, 1), ("--n-resamples", args.n_resamples, 1), ("--seed", args.seed, 0)):
-        if value < low:  # checked before any file is read
-            raise InputError(f"{flag} {value}: must be an integer >= {low}")
-    baseline, note = choose_baseline(args.metrics, args.baseline)
-    if note:
+    table, baseline, notes = correlate_file(args.input, metrics=args.metrics, baseline=args.baseline, gamma=args.gamma,
+                                            theta=args.theta, constant_metric=args.constant_metric, n_boot=args.n_boot,
+                                            seed=args.seed, test=args.test, n_resamples=args.n_resamples)
+    for note in notes:
         print(f"udcg correlate: {note}", file=sys.stderr)
-    rows = read_contexts(args.input)
-    if args.metrics is None and args.baseline is not None:
-        check_stored_baseline(rows, args.baseline, args.input)
-    theta = load_theta(args.theta) if args.theta else None
-    table = correlation_table(rows, args.metrics, baseline, args.gamma, theta, args.constant_metric,
-                              args.n_boot, args.seed, test=args.test, n_resamples=args.n_resamples)
     if args.full:
         print(table.markdown(3))
     else:
-        print(compact_table(table, baseline if baseline in {r["metric"] for r in table.rows} else None).markdown(3))
+        print(compact_table(table, baseline).markdown(3))
         print("(the compact view: every column with --full, and always in -o FILE)", file=sys.stderr)
     if args.output:
         table.write(args.output)

@@ -20,23 +20,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import shutil
-    from pathlib import Path
+    from udcg.flows.example import copy_example
 
-    from udcg.errors import InputError
-    from udcg.io.sources import example_path
-
-    target = Path(args.folder)
-    if target.exists() or target.is_symlink():
-        raise InputError(f"{target}: already exists (choose a new folder, or remove it first)")
-    tmp = target.with_name(f".{target.name}.partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        shutil.copytree(example_path(), tmp)
-    except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise InputError(f"{target}: cannot write here ({e.strerror}); choose another folder") from None
-    tmp.rename(target)  # whole or not at all
+    target = copy_example(args.folder)
     print(f"copied the example collection to {target}/ (corpus.jsonl, queries.jsonl, qrels/test.tsv, "
           "runs/bm25.trec, runs/dense.trec, runs/hybrid.trec)", file=sys.stderr)
     return 0

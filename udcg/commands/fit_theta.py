@@ -29,10 +29,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-MIN_QUESTIONS = 30  # below this, or PAIRS_PER_WEIGHT pairs per weight, fit-theta warns that the weights are unstable
-PAIRS_PER_WEIGHT = 20
-
-
 def _C(text: str) -> float | str:
     if text == "auto":
         return text
@@ -46,27 +42,13 @@ def _C(text: str) -> float | str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from udcg.errors import InputError
-    from udcg.experiment.scoring import read_contexts
-    from udcg.experiment.theta import fit_model, save_theta, training_set, validation_curve_table, weights_table
+    from udcg.flows.theta import fit_theta_file, validation_curve_table, weights_table
 
-    if args.k is not None and args.k <= 0:
-        raise InputError(f"--k {args.k}: must be a positive integer (the number of passages per context)")
-    u, y, groups, relevance = training_set(read_contexts(args.input), args.k, args.input)
-    model = fit_model(u, y, groups, relevance, args.variant, args.C, cv=args.cv_folds, cv_score=args.cv_score,
-                      random_state=args.seed)
-    save_theta(model, args.output)
+    model, warnings = fit_theta_file(args.input, args.output, k=args.k, variant=args.variant, C=args.C,
+                                     cv_folds=args.cv_folds, cv_score=args.cv_score, seed=args.seed)
     print(weights_table(model).markdown(4))
-    weights = model.coef_.size
-    if model.n_queries_ < MIN_QUESTIONS or model.n_pairs_ < PAIRS_PER_WEIGHT * weights:
-        print(f"warning: fitted from {model.n_queries_} questions and {model.n_pairs_} context pairs for {weights} "
-              f"weights: too few for stable weights (a rule of thumb: at least {MIN_QUESTIONS} questions with "
-              f"differing outcomes and {PAIRS_PER_WEIGHT} pairs per weight); signs and sizes here may be noise, "
-              "not positional effects", file=sys.stderr)
-    if model.saturated_:
-        print(f"warning: saturated fit: {model.margin_share_:.0%} of the {model.n_pairs_} training pairs lie inside the "
-              f"margin, so the weights are the mean pair difference (cosine {model.cosine_mean_difference_:.4f}), "
-              "not positional effects; a larger --C fits past the average, if the data support it", file=sys.stderr)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     curve = validation_curve_table(model)
     if curve is not None:
         print(curve.markdown(4))

@@ -29,12 +29,11 @@ def run(args: argparse.Namespace) -> int:
 
     from udcg.errors import InputError
     from udcg.experiment.reporting import report
-    from udcg.io.files import check_output_path
 
     run_dir = Path(args.run_dir)
     if not (run_dir / "config.yaml").is_file():
         raise InputError(f"{run_dir}: no config.yaml (give a udcg validate run folder, e.g. docs/results/popqa-qwen0.5b)")
-    out = check_output_path(args.output, "-o", folder=True) if args.output else run_dir
+    out = Path(args.output) if args.output else run_dir
     tables, _, _ = report(run_dir, out)
     print(f"udcg report: {len(tables)} tables -> {out}", file=sys.stderr)
     return 0

@@ -6,8 +6,8 @@ import argparse
 import sys
 
 from udcg.commands._parser import command
+from udcg.flows.score import DEFAULT_CONTEXT_METRICS as DEFAULT_METRICS
 
-DEFAULT_METRICS = "UDCG,nDCG,P,Success,RR,AP"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -54,47 +54,28 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_trec(args: argparse.Namespace) -> int:
-    from udcg.experiment.run_scores import named_runs, score_runs
     from udcg.errors import InputError
-    from udcg.io.files import atomic_write_text
-    from udcg.metrics.evaluate import format_tsv
+    from udcg.flows.score import score_run_files
 
     if args.metrics is None:
         raise InputError("--metrics is required with --run (e.g. --metrics UDCG@5,nDCG@5,P@5)")
-    scores = score_runs(named_runs(args.run), args.qrels, utilities=args.utilities, metrics=args.metrics,
-                        gamma=args.gamma, theta=args.theta, unannotated=args.unannotated, model=args.model,
-                        prompt_version=args.prompt)
-    several = len(scores) > 1
-    text = "".join(("".join(f"{name}\t{line}" for line in format_tsv(s.rows()).splitlines(keepends=True))
-                    if several else format_tsv(s.rows())) for name, s in scores.items())
-    atomic_write_text(args.output, text)
-    for name, s in scores.items():
-        for measure, mean in s.means().items():
-            print(f"{name}\t" * several + f"all\t{measure}\t{mean!r}")  # the written rows' layout, qid = all
-        for k, (annotated, total) in s.coverage.items():
-            print(f"{name}: annotated@{k if k is not None else 'all'} = {annotated}/{total}", file=sys.stderr)
-        for note in s.notes:
-            print(f"{name}: {note}", file=sys.stderr)
-    n = sum(len(s.qids) * len(s.values) for s in scores.values())
-    print(f"wrote {n} per-query values of {len(scores)} run(s) to {args.output}", file=sys.stderr)
+    result = score_run_files(args.run, args.output, qrels=args.qrels, utilities=args.utilities, metrics=args.metrics,
+                             gamma=args.gamma, theta=args.theta, unannotated=args.unannotated, model=args.model,
+                             prompt_version=args.prompt)
+    for line in result.mean_lines():
+        print(line)
+    for line in result.note_lines():
+        print(line, file=sys.stderr)
+    print(result.summary(), file=sys.stderr)
     return 0
 
 
 def _run_contexts(args: argparse.Namespace) -> int:
-    from udcg.experiment.scoring import default_metrics, means_table, read_contexts, score_rows, scored_items
-    from udcg.experiment.theta import load_theta
-    from udcg.io.authors import write_authors
-    from udcg.metrics.contexts import parse_metrics
+    from udcg.flows.score import score_context_file
 
-    rows = read_contexts(args.input, model=args.model, k=args.k)
-    if args.metrics is None:
-        metrics, why = default_metrics(rows, DEFAULT_METRICS, args.model)
-        if why:  # nothing annotated yet: classical only
-            print(f"udcg score: UDCG left out of the default metrics: {why}", file=sys.stderr)
-    else:
-        metrics = parse_metrics(args.metrics)
-    theta = load_theta(args.theta) if args.theta else None
-    values = score_rows(rows, metrics, args.gamma, theta)
-    write_authors(args.output, scored_items(rows, values, args.gamma, args.k))
-    print(means_table(values, f"{len(rows)} contexts from {args.input}").markdown(4))
+    result = score_context_file(args.input, args.output, metrics=args.metrics, k=args.k, gamma=args.gamma,
+                                model=args.model, theta=args.theta)
+    for note in result.notes:
+        print(f"udcg score: {note}", file=sys.stderr)
+    print(result.means.markdown(4))
     return 0

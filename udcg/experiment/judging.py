@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from udcg.experiment.config import Config
-from udcg.experiment.steps import Progress
+from udcg.flows.reading import Progress
 from udcg.records import Outcome, Question
 from udcg.runs import key, split_key
 

@@ -26,11 +26,11 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from udcg.experiment.theta import load_theta
+from udcg.flows.theta import load_theta
 from udcg.errors import InputError
 from udcg.experiment import context_records, paired, studies
 from udcg.experiment.config import Config, read_run_config
-from udcg.io.files import atomic_write_bytes, atomic_write_text, iter_jsonl, read_json
+from udcg.io.files import atomic_write_bytes, atomic_write_text, check_output_path, iter_jsonl, read_json
 from udcg.metrics.udcg import VARIANTS
 from udcg.io.tables import Table
 from udcg.records import ContextRecord
@@ -311,7 +311,7 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None, cfg: Config |
     """Rebuild the report of ``run_dir`` from its ``config.yaml``, ``data/`` and ``theta/`` into
     ``out_dir`` (default: ``run_dir``). Returns the tables, the notes and the per-question values."""
     run_dir = Path(run_dir)
-    out_dir = Path(out_dir) if out_dir is not None else run_dir
+    out_dir = check_output_path(out_dir, "-o", folder=True) if out_dir is not None else run_dir
     if cfg is None:
         cfg = read_run_config(run_dir / "config.yaml")
     notes = read_notes(run_dir / DATA / NOTES)

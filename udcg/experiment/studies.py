@@ -30,8 +30,8 @@ import numpy as np
 
 from udcg.annotate.sampling import wilson_interval
 from udcg.errors import InputError
-from udcg.experiment.correlate import correlation_table_of, per_question_values
-from udcg.experiment.theta import fit_model
+from udcg.flows.correlate import correlation_table_of, per_question_values
+from udcg.flows.theta import fit_model
 from udcg.io.tables import Table
 from udcg.metrics import registry
 from udcg.metrics.contexts import ContextBatch, parse_metric, score_batch

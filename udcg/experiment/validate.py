@@ -39,9 +39,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from udcg.experiment.theta import load_theta, save_theta
+from udcg.flows.theta import load_theta, save_theta
 from udcg.version import __version__
 from udcg.experiment import context_records, judging, questions, reporting, steps, studies
+from udcg.flows import reading
 from udcg.experiment.config import Config, portable, read_run_config, to_yaml
 from udcg.io.files import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from udcg.llm.lazy import LazyBackend
@@ -109,7 +110,7 @@ class _Models:
         return {m: round(b.load_seconds, 3) for m, b in self._others.items() if getattr(b, "load_seconds", 0)}
 
 
-def run_validation(cfg: Config, progress: steps.Progress | None = None, backends: dict | None = None) -> RunResult:
+def run_validation(cfg: Config, progress: reading.Progress | None = None, backends: dict | None = None) -> RunResult:
     """Run (or resume) the experiment of ``cfg`` in ``cfg.output``; returns the tables.
     ``progress(total, desc, unit)``: a progress-bar factory (e.g. ``udcg.progress.bar``).
     ``backends``: already loaded backends by model name (default: loaded on first use)."""
@@ -139,12 +140,12 @@ def run_validation(cfg: Config, progress: steps.Progress | None = None, backends
         groups, notes["contexts"] = _build_contexts(cfg, pooled, scores, split)
 
     with timer.step("answers") as t:
-        keys = list(dict.fromkeys(steps.context_key(r.qid, r.pids) for rs in groups.values() for r in rs))
+        keys = list(dict.fromkeys(reading.context_key(r.qid, r.pids) for rs in groups.values() for r in rs))
         # a question's contexts batched together, in question order (as the published runs were answered)
         rank = {q.qid: i for i, q in enumerate(pooled)}
-        pending = sorted((k for k in keys if k not in single_keys), key=lambda k: rank[steps.split_key(k)[0]])
+        pending = sorted((k for k in keys if k not in single_keys), key=lambda k: rank[reading.split_key(k)[0]])
         requests = steps.context_requests(by_qid, pending, cfg)
-        answers, t["generate"] = steps.generate_cached(models.reader, requests, run_dir / "cache" / "answers.jsonl",
+        answers, t["generate"] = reading.generate_cached(models.reader, requests, run_dir / "cache" / "answers.jsonl",
                                                        cfg.reader.max_new_tokens, cfg.reader.prompt_version,
                                                        cfg.reader.chunk_size, progress, "answer contexts")
         answers.update({k: single_keys[k] for k in keys if k in single_keys})
@@ -153,9 +154,9 @@ def run_validation(cfg: Config, progress: steps.Progress | None = None, backends
         items = judging.answer_items(by_qid, keys, answers)
         outcomes, notes["grading"] = judging.grade_answers(items, models.judge(cfg.grading.judge), cfg, run_dir, progress)
         groups = {name: [context_records.answered(r, answers[key], outcomes[key].label, outcomes[key].note)
-                         for r in rs for key in [steps.context_key(r.qid, r.pids)]] for name, rs in groups.items()}
+                         for r in rs for key in [reading.context_key(r.qid, r.pids)]] for name, rs in groups.items()}
         atomic_write_jsonl(run_dir / "answers.jsonl", [
-            {"qid": steps.split_key(k)[0], "pids": steps.split_key(k)[1], "answer": answers[k], "outcome": outcomes[k].label,
+            {"qid": reading.split_key(k)[0], "pids": reading.split_key(k)[1], "answer": answers[k], "outcome": outcomes[k].label,
              **({"note": outcomes[k].note} if outcomes[k].note else {})} for k in keys])
 
     with timer.step("metrics"):
@@ -210,15 +211,15 @@ def _passage_scores(cfg: Config, pooled: list[Question], models: _Models, run_di
     annotations, t["annotate"] = steps.annotate_pools(pooled, models.reader, cfg, run_dir, progress)
     single: dict[str, str] = {}
     if need_single:
-        requests = [(steps.context_key(q.qid, [p.pid]), steps.passage_chat(q, [p.text], cfg)) for q in pooled for p in q.passages]
-        single, t["generate_single"] = steps.generate_cached(models.reader, requests, run_dir / "cache" / "answers.jsonl",
+        requests = [(reading.context_key(q.qid, [p.pid]), steps.passage_chat(q, [p.text], cfg)) for q in pooled for p in q.passages]
+        single, t["generate_single"] = reading.generate_cached(models.reader, requests, run_dir / "cache" / "answers.jsonl",
                                                              cfg.reader.max_new_tokens, cfg.reader.prompt_version,
                                                              cfg.reader.chunk_size, progress, "answer single passages")
     loglik: dict[str, float] = {}
     if "ANSWER_PROB" in names:
-        requests = [(steps.context_key(q.qid, [p.pid]), steps.passage_chat(q, [p.text], cfg), q.answers[0])
+        requests = [(reading.context_key(q.qid, [p.pid]), steps.passage_chat(q, [p.text], cfg), q.answers[0])
                     for q in pooled if q.answers for p in q.passages]
-        loglik, t["answer_ll"] = steps.loglik_cached(models.reader, requests, run_dir / "cache" / "answer-ll.jsonl",
+        loglik, t["answer_ll"] = reading.loglik_cached(models.reader, requests, run_dir / "cache" / "answer-ll.jsonl",
                                                      cfg.reader.prompt_version, cfg.reader.chunk_size, progress)
     grades, grade_note = ({}, "")
     if names & set(SETBASED):
@@ -228,7 +229,7 @@ def _passage_scores(cfg: Config, pooled: list[Question], models: _Models, run_di
     for q in pooled:
         scores[q.qid] = {}
         for rank, p in enumerate(q.passages, start=1):
-            key = steps.context_key(q.qid, [p.pid])
+            key = reading.context_key(q.qid, [p.pid])
             answer = single.get(key)
             erag = None
             if answer is not None:

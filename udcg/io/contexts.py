@@ -175,7 +175,7 @@ def _from_authors(obj: dict, where: str, model: str | None, k_cut: int | None) -
             raise InputError(f"{where}: passage {missing[0]!r} has no models_info[{chosen!r}].no_res_prob (annotate it first)")
         if "relevant" not in fields:
             raise InputError(f"{where}: a passage has no 'is_relevant' (judge relevance first: udcg judge relevance)")
-        fields["p_abs"] = [p.p_abs[chosen] for p in q.passages]  # utilities: udcg.experiment.scoring
+        fields["p_abs"] = [p.p_abs[chosen] for p in q.passages]  # utilities: udcg.flows.scoring
     grades = [p.grade for p in q.passages]
     if all(g is not None for g in grades):
         fields["grades"] = grades
@@ -190,7 +190,7 @@ def _from_authors(obj: dict, where: str, model: str | None, k_cut: int | None) -
 
 def read_context_rows(path: str, model: str | None = None, k: int | None = None) -> ContextRows:
     """The contexts of a file as checked fields; utilities from ``p_abs`` are added by
-    ``udcg.experiment.scoring.read_contexts``, which is what commands use."""
+    ``udcg.flows.scoring.read_contexts``, which is what commands use."""
     if k is not None and k <= 0:
         raise InputError(f"--k {k}: must be a positive integer")
     records = read_records(path)

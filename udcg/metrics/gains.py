@@ -7,7 +7,7 @@ run query without qrels is skipped (logged). The walk over the dicts runs in C w
 extension ``udcg.metrics._walk`` is built (``_walk.c``), else in Python, with the same values.
 
 ``row_table`` builds the same table from rows (query index, score, relevance per line of a run
-file), the kernel of the columnar path (``udcg.experiment.run_tables``); ``ranked_rows`` is its
+file), the kernel of the columnar path (``udcg.flows.run_tables``); ``ranked_rows`` is its
 ranking: one stable sort of a (query, float32 score) key, then docid order among ties only.
 """
 

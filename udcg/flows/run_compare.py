@@ -25,7 +25,7 @@ from typing import Any, TYPE_CHECKING
 import numpy as np
 
 from udcg.errors import InputError
-from udcg.experiment.run_scores import DEFAULT_METRICS, Run, RunScores, score_runs
+from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores, score_runs
 from udcg.io.files import read_records
 from udcg.metrics.compare import Comparison, compare_scores
 from udcg.metrics.measures import Measure
@@ -124,3 +124,18 @@ def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path |
     cmp = compare_scores(values, test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
                          correction=correction, power=power, notes=notes, direction=OUTCOME_DIRECTION)
     return cmp, scores
+
+
+def compare_run_files(run_paths: Sequence[str | Path], output: str | Path | None = None, fmt: str = "markdown",
+                      **options) -> tuple[str, dict[str, RunScores]]:
+    """``udcg compare``: the run files (named by file name) compared with ``compare_runs(**options)``,
+    the table rendered in ``fmt`` and written to ``output`` when given; (the text, the scores)."""
+    from udcg.flows.run_scores import named_runs
+    from udcg.io.files import atomic_write_text
+    from udcg.metrics.compare import format_comparison
+
+    cmp, scores = compare_runs(named_runs(run_paths), **options)
+    text = format_comparison(cmp, fmt)
+    if output:
+        atomic_write_text(output, text)
+    return text, scores

@@ -286,7 +286,7 @@ def answer_contexts(contexts: Sequence[RunContext], collection: Collection, mode
     any run: same query, same documents in the same order) is not asked again, and when every
     answer is cached no model is loaded. Returns ({context key: answer}, timing stats)."""
     from udcg.annotate.prompt import reader_chat
-    from udcg.experiment.steps import answer_expect, context_key, generate_cached
+    from udcg.flows.reading import answer_expect, context_key, generate_cached
 
     requests = [(context_key(c.qid, c.docids),
                  reader_chat(collection.queries[c.qid].text, [collection.corpus[d].text for d in c.docids],

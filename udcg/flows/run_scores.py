@@ -7,7 +7,7 @@ empty ranking); without qrels (UDCG only), the union of the runs' queries.
 
 The qrels, utilities and UDCG_theta model are read (and checked) first, so a bad one fails before
 a long run is read. A run given as a file is read as columns (``udcg.io.trec_columns``,
-``udcg.experiment.run_tables``): the same values as the dict path, for runs of millions of lines; a
+``udcg.flows.run_tables``): the same values as the dict path, for runs of millions of lines; a
 run given as a dict takes the dict path (``udcg.metrics.evaluate.run_table``).
 """
 
@@ -24,8 +24,8 @@ from typing import Any, TYPE_CHECKING
 import numpy as np
 
 from udcg.errors import InputError
-from udcg.experiment.run_tables import columns_table, run_queries
-from udcg.experiment.theta import load_theta
+from udcg.flows.run_tables import columns_table, run_queries
+from udcg.flows.theta import load_theta
 from udcg.io.trec_columns import RunColumns
 from udcg.metrics.gains import flat_values
 from udcg.metrics.evaluate import (UtilityOptions, as_measures, check_inputs, evaluate_table, reads_utilities, run_table,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from udcg.io.contexts import ContextRows
-from udcg.experiment.scoring import score_rows
+from udcg.flows.scoring import score_rows
 from udcg.errors import InputError
 from udcg.metrics.contexts import parse_metric, parse_metrics
 from udcg.metrics.correlation import bootstrap_mean_ci, per_question, summarize
@@ -195,3 +195,23 @@ def compact_table(table: Table, baseline: str | None, digits: int = 3) -> Table:
         out.add(metric=r["metric"], **({"circular": r["circular"]} if circular else {}), **{
             "rho [95% CI]": rho, p_column: p, "tau_b": r["mean_tau_b"], "pairwise accuracy": r["pair_acc"]})
     return out
+
+
+def correlate_file(path: str, *, metrics: str | None = None, baseline: str | None = None, gamma: float = GAMMA,
+                   theta: str | None = None, constant_metric: str = "zero", n_boot: int = 10_000, seed: int = 0,
+                   test: str = "permutation", n_resamples: int = 10_000) -> tuple[Table, str | None, list[str]]:
+    """The correlation table of the judged contexts of ``path`` (every column), the baseline the
+    others were tested against (None: not among the metrics) and the notes for the user."""
+    from udcg.flows.scoring import read_contexts
+    from udcg.flows.theta import load_theta
+
+    for flag, value, low in (("--n-boot", n_boot, 1), ("--n-resamples", n_resamples, 1), ("--seed", seed, 0)):
+        if value < low:  # checked before any file is read
+            raise InputError(f"{flag} {value}: must be an integer >= {low}")
+    chosen, note = choose_baseline(metrics, baseline)
+    rows = read_contexts(path)
+    if metrics is None and baseline is not None:
+        check_stored_baseline(rows, baseline, path)
+    table = correlation_table(rows, metrics, chosen, gamma, load_theta(theta) if theta else None, constant_metric,
+                              n_boot, seed, test=test, n_resamples=n_resamples)
+    return table, chosen if chosen in {r["metric"] for r in table.rows} else None, [note] if note else []

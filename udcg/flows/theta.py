@@ -99,3 +99,34 @@ def load_theta(path: str | Path) -> UDCGTheta:
     from udcg.metrics.udcg_theta import UDCGTheta
 
     return UDCGTheta.from_dict(read_json(path), str(path))
+
+
+MIN_QUESTIONS = 30  # below this, or PAIRS_PER_WEIGHT pairs per weight, fit-theta warns that the weights are unstable
+PAIRS_PER_WEIGHT = 20
+
+
+def fit_theta_file(path: str, output: str | Path, *, k: int | None = None, variant: str = "full",
+                   C: float | str = 0.01, cv_folds: int = 5, cv_score: str = "spearman",
+                   seed: int = 0) -> tuple[UDCGTheta, list[str]]:
+    """UDCG_theta fitted on the judged contexts of ``path`` with exactly ``k`` passages, saved to
+    ``output``; returns the model and the warnings (too few questions or pairs; a saturated fit)."""
+    from udcg.flows.scoring import read_contexts
+
+    if k is not None and k <= 0:
+        raise InputError(f"--k {k}: must be a positive integer (the number of passages per context)")
+    u, y, groups, relevance = training_set(read_contexts(path), k, path)
+    model = fit_model(u, y, groups, relevance, variant, C, cv=cv_folds, cv_score=cv_score, random_state=seed)
+    save_theta(model, output)
+    warnings = []
+    weights = model.coef_.size
+    if model.n_queries_ < MIN_QUESTIONS or model.n_pairs_ < PAIRS_PER_WEIGHT * weights:
+        warnings.append(f"fitted from {model.n_queries_} questions and {model.n_pairs_} context pairs for {weights} "
+                        f"weights: too few for stable weights (a rule of thumb: at least {MIN_QUESTIONS} questions "
+                        f"with differing outcomes and {PAIRS_PER_WEIGHT} pairs per weight); signs and sizes here may "
+                        "be noise, not positional effects")
+    if model.saturated_:
+        warnings.append(f"saturated fit: {model.margin_share_:.0%} of the {model.n_pairs_} training pairs lie inside "
+                        f"the margin, so the weights are the mean pair difference (cosine "
+                        f"{model.cosine_mean_difference_:.4f}), not positional effects; a larger --C fits past the "
+                        "average, if the data support it")
+    return model, warnings

@@ -1,0 +1,119 @@
+"""The annotate flow: every (question, passage)'s p_abs and utility for one reader, from a QA file
+(the authors' format or a QA data set) or from the union of retrieval runs' top documents.
+
+``reader(...)`` resolves the reader and the estimator settings before any file is read or model
+loaded; ``annotate_file`` and ``annotate_run_files`` do the work and return what the command prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from udcg.annotate.prompt import check_version
+from udcg.annotate.runner import AnnotateConfig
+from udcg.errors import InputError
+from udcg.llm.openai_wire import DEFAULT_CONCURRENCY
+from udcg.llm.registry import ModelSpec, resolve
+from udcg.progress import bar
+
+Say = Callable[[str], None]  # a line for the user (the command prints it on stderr)
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Reader:
+    """The reader resolved once and the annotation settings, checked before any work."""
+
+    spec: ModelSpec
+    config: AnnotateConfig
+
+
+def reader(model: str, *, estimator: str | None = None, prompt: str = "udcg-code-v1", api_base: str | None = None,
+           api_key_env: str = "OPENAI_API_KEY", concurrency: int = DEFAULT_CONCURRENCY, rpm: float | None = None,
+           timeout: float = 60.0, max_retries: int = 5, device: str | None = None, dtype: str | None = None,
+           batch_size: int | None = None, chunk_size: int = 32, samples: int = 20, temperature: float = 1.0,
+           target_width: float | None = None, seed: int = 0) -> Reader:
+    """The reader (``udcg.llm.registry.resolve``: a model name with ``api_base`` is the model that
+    API serves; an API model refuses ``batch_size``, ``device`` and ``dtype``) and its
+    ``AnnotateConfig`` (estimator: first-token for a local model, api-logprobs for an API one)."""
+    for flag, value in (("--batch-size", batch_size), ("--chunk-size", chunk_size), ("--samples", samples)):
+        if value is not None and value < 1:  # checked before any model loads
+            raise InputError(f"{flag} {value}: must be a positive integer")
+    urls = [u.strip() for u in api_base.split(",") if u.strip()] if api_base else None
+    spec = resolve(model, device=device, dtype=dtype, batch_size=batch_size, base_urls=urls, api_key_env=api_key_env,
+                   max_concurrency=concurrency, requests_per_minute=rpm, timeout=timeout, max_retries=max_retries,
+                   defaults={"device": "auto", "dtype": "float32"})
+    config = AnnotateConfig(estimator=estimator or ("api-logprobs" if spec.api else "first-token"),
+                            prompt_version=check_version(prompt), chunk_size=chunk_size, n_samples=samples,
+                            temperature=temperature, target_width=target_width, seed=seed)
+    return Reader(spec, config)
+
+
+@dataclass
+class FileAnnotation:
+    """What ``annotate_file`` did: the output's summary line and what was found out about an API server."""
+
+    summary: str
+    server_notes: list[str] = field(default_factory=list)
+
+
+def annotate_file(path: str, output: str, reader_: Reader, *, limit: int | None = None,
+                  show_progress: bool = True) -> FileAnnotation:
+    """Annotate every passage of a QA file (the first ``limit`` questions) and write the authors'
+    format with our record beside it; resumable through ``OUTPUT.cache.jsonl``."""
+    from udcg.annotate.output import load_questions, write_annotated
+    from udcg.annotate.runner import annotate
+
+    if limit is not None and limit < 1:
+        raise InputError(f"--limit {limit}: must be a positive integer")
+    questions, raw = load_questions(path, limit)
+    backend = reader_.spec.load()
+    n = sum(len(q.passages) for q in questions)
+    with bar(total=n, desc=f"annotate {backend.name}", unit="passage", enabled=show_progress) as progress:
+        annotations, stats = annotate(questions, backend, reader_.config, f"{output}.cache.jsonl", progress.update)
+    summary = write_annotated(output, questions, raw, annotations, reader_.config, backend.name, stats)
+    return FileAnnotation(summary, list(getattr(backend, "notes", {}).values()))
+
+
+def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reader_: Reader, *, depth: int = 10,
+                       queries: str | None = None, qrels: str | None = None, answers: str | None = None,
+                       unjudged: str = "irrelevant", judge: str = "rules", show_progress: bool = True,
+                       say: Say = _quiet) -> list[str]:
+    """Annotate the union of the runs' top-``depth`` documents per query into the utilities folder
+    ``output`` (created, or extended with the new pairs only). Only the documents annotated are kept
+    from the corpus. Returns the report's lines."""
+    from udcg.flows.own_runs import annotate_runs, run_docids
+    from udcg.flows.run_scores import named_runs
+    from udcg.io.beir import check_run, read_collection
+    from udcg.io.trec import read_run
+
+    if depth < 1:
+        raise InputError(f"--depth {depth}: must be a positive integer")
+    paths = named_runs(run_paths)
+    runs = {name: read_run(path) for name, path in paths.items()}
+    collection = read_collection(corpus, queries=queries, qrels=qrels, answers=answers, docids=run_docids(runs, depth))
+    for name, run in runs.items():
+        check_run(run, collection, str(paths[name]), depth=depth, queries_source=queries)
+    say(collection.scan.line())
+    bars = []
+
+    def progress(total: int, desc: str):
+        bars.append(bar(total=total, desc=desc, unit="pair", enabled=show_progress))
+        return bars[-1].update
+
+    def judge_factory():
+        from udcg.grade.judges import LLMJudge, RuleJudge
+
+        return RuleJudge("relevance") if judge == "rules" else LLMJudge(resolve(judge).load(), "relevance")
+
+    try:
+        report = annotate_runs(collection, runs, depth, output, reader_.config, reader_.spec.name, reader_.spec.load,
+                               unjudged=unjudged, judge_factory=judge_factory, progress=progress)
+    finally:
+        for b in bars:
+            b.close()
+    return report.lines(output)

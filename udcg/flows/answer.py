@@ -1,0 +1,80 @@
+"""The answer flow: the reader's greedy answer to each run's top-k context (and to seeded k-subsets
+of its top documents), resumable, written as a contexts JSONL that ``judge answer`` grades."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from udcg.annotate.prompt import check_version
+from udcg.errors import InputError
+from udcg.flows.annotate import Say, _quiet
+from udcg.llm.registry import resolve
+from udcg.progress import bar
+
+
+@dataclass(frozen=True)
+class AnswerResult:
+    contexts: int
+    queries: int
+    runs: int
+    computed: int  # prompts the model answered in this call (the rest came from the cache)
+    output: Path
+
+    def line(self, samples: int = 0) -> str:
+        return (f"{self.contexts} contexts ({self.queries} queries, {self.runs} runs"
+                f"{f', {samples} samples per query' if samples else ''}); {self.computed} new prompts answered by the "
+                f"model, the rest from the cache -> {self.output}")
+
+
+def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model: str, *, k: int = 5,
+                queries: str | None = None, qrels: str | None = None, answers: str | None = None,
+                utilities: str | None = None, limit: int | None = None, samples: int = 0, depth: int = 20,
+                seed: int = 0, prompt: str = "udcg-code-v1", max_new_tokens: int = 32, batch_size: int | None = None,
+                chunk_size: int = 16, device: str | None = None, dtype: str | None = None,
+                cache: str | Path | None = None, show_progress: bool = True, say: Say = _quiet) -> AnswerResult:
+    """Answer every context of the runs and write them, each with its answer, model and prompt
+    version, to ``output`` (contexts already answered, by any run, are not asked again; a bad input
+    fails before a model loads)."""
+    from udcg.flows.own_runs import answer_contexts, context_record, run_contexts, run_docids, select_queries
+    from udcg.flows.reading import context_key
+    from udcg.flows.run_scores import named_runs, read_utilities
+    from udcg.io.beir import check_run, read_collection
+    from udcg.io.files import atomic_write_jsonl
+    from udcg.io.trec import read_run
+
+    for flag, value in (("--k", k), ("--depth", depth), ("--max-new-tokens", max_new_tokens),
+                        ("--batch-size", batch_size), ("--chunk-size", chunk_size), ("--limit", limit)):
+        if value is not None and value < 1:
+            raise InputError(f"{flag} {value}: must be a positive integer")
+    check_version(prompt)
+    spec = resolve(model, device=device, dtype=dtype, batch_size=batch_size,
+                   defaults={"device": "auto", "dtype": "float32"})  # an API model refuses the local options
+    output = Path(output)
+    cache = Path(cache) if cache else output.with_name(output.name + ".cache.jsonl")
+    if cache.resolve() == output.resolve():
+        raise InputError(f"{output}: the output and the cache are one file (choose another --cache)")
+    table = read_utilities(utilities, spec.name, prompt) if utilities else None
+    paths = named_runs(run_paths)
+    runs = {name: read_run(path) for name, path in paths.items()}
+    needed = max(k, depth) if samples else k  # the documents the contexts are made of
+    collection = read_collection(corpus, queries=queries, qrels=qrels, answers=answers, docids=run_docids(runs, needed))
+    for name, run in runs.items():
+        check_run(run, collection, str(paths[name]), depth=needed, queries_source=queries)
+    runs, collection = select_queries(runs, collection, limit)
+    say(collection.scan.line())
+    contexts, short = run_contexts(runs, collection, k, samples=samples, depth=depth, seed=seed)
+    for name, count in short.items():
+        say(f"{name}: {count} queries rank fewer than {k} documents and get no context")
+    if not contexts:
+        raise InputError(f"no context of {k} documents in any run (lower --k)")
+    records = [context_record(c, collection, "", table) for c in contexts]  # fails before a model loads
+    found, stats = answer_contexts(
+        contexts, collection, spec.name, spec.load, cache, prompt_version=prompt, max_new_tokens=max_new_tokens,
+        chunk_size=chunk_size,
+        progress=lambda total, desc, unit: bar(total=total, desc=desc, unit=unit, enabled=show_progress))
+    records = [{**rec, "answer": found[context_key(c.qid, c.docids)], "model": spec.name, "prompt_version": prompt}
+               for c, rec in zip(contexts, records, strict=True)]
+    atomic_write_jsonl(output, records)
+    return AnswerResult(len(records), len(collection.queries), len(runs), stats["computed"], output)

@@ -1,0 +1,104 @@
+"""The judge flow: passage relevance, 1-5 utility grades or answer outcomes, by rules or an LLM
+judge (the paper's prompts), resumable; answer outcomes are merged into their contexts."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from udcg.errors import InputError
+from udcg.progress import bar
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class JudgeResult:
+    task: str
+    summary: dict  # udcg.grade.runner.summarize
+    output: Path
+
+    def lines(self) -> list[str]:
+        from udcg.grade.runner import format_summary
+
+        out = [f"udcg judge {self.task}: {format_summary(self.summary)} -> {self.output}"]
+        if self.summary["unparseable"]:
+            out.append(f"  {self.summary['unparseable']} unparseable repl(ies) kept with label null, raw reply and "
+                       "error (rerun with --retry-unparseable to try them again)")
+        return out
+
+
+def _make_judge(task, judge: str, *, match: str, f1_threshold: float, require_relevant_context: bool,
+                batch_size: int | None, prompt_version: str, max_new_tokens: int, retries: int, keep_raw: bool):
+    from udcg.grade.judges import LLMJudge, RuleJudge
+    from udcg.llm.registry import resolve
+
+    if judge == "rules":
+        return RuleJudge(task, match=match, f1_threshold=f1_threshold, require_relevant_context=require_relevant_context)
+    backend = resolve(judge, batch_size=batch_size).load()  # an API model refuses --batch-size
+    return LLMJudge(backend, task, prompt_version=prompt_version, max_new_tokens=max_new_tokens, retries=retries,
+                    require_relevant_context=require_relevant_context, keep_raw=keep_raw)
+
+
+def _with_inputs(path, records: list[dict]) -> list[dict]:
+    """Each judged answer merged into its input record, with ``outcome`` = the label (null when the
+    reply could not be parsed), so the output is a contexts JSONL for fit-theta and correlate."""
+    from udcg.io.files import read_records
+
+    by_key = {(str(r["qid"]), str(r["cid"])): r for r in records}
+    out = []
+    for _, obj in read_records(path):
+        judged = by_key[str(obj["qid"]), str(obj["cid"])]
+        out.append({**obj, **{k: v for k, v in judged.items() if k not in ("qid", "cid")}, "outcome": judged["label"]})
+    return out
+
+
+def judge_file(task_name: str, path: str | Path, output: str | Path, *, judge: str = "rules",
+               prompt_version: str = "v1", batch_size: int | None = None, chunk_size: int | None = None,
+               max_new_tokens: int = 128, retries: int = 1, match: str = "contains", f1_threshold: float = 0.5,
+               require_relevant_context: bool = False, write_authors: str | Path | None = None,
+               cache: str | Path | None = None, keep_raw: bool = False, retry_unparseable: bool = False,
+               show_progress: bool = True) -> JudgeResult:
+    """Judge every item of ``path`` (the authors' format for relevance and grade, a contexts JSONL
+    with answers for answer) and write the judgements to ``output``; a bad file fails before a model
+    loads. ``write_authors``: also the input with is_relevant or grade set from the judgements."""
+    from udcg.grade import runner
+    from udcg.grade.judges import get_task
+    from udcg.io.authors import read_authors, write_authors as write_authors_file
+    from udcg.io.files import atomic_write_jsonl
+
+    task = get_task(task_name)
+    path, output = Path(path), Path(output)
+    for flag, value, low in (("--batch-size", batch_size, 1), ("--chunk-size", chunk_size, 1),
+                             ("--max-new-tokens", max_new_tokens, 1), ("--retries", retries, 0)):
+        if value is not None and value < low:  # checked before any file is read or model loaded
+            raise InputError(f"{flag} {value}: must be an integer >= {low}")
+    if write_authors and task.name == "answer":
+        raise InputError("--write-authors works for relevance and grade (answers have no authors' format)")
+    if output.resolve() == path.resolve():
+        raise InputError(f"{output}: the output would overwrite the input (choose another -o)")
+    raw_items: list[dict] = []
+    if task.name == "answer":
+        items = runner.read_answer_items(path)
+    else:
+        raw_items, questions = read_authors(path)
+        items = runner.passage_items(questions)
+    runner.check_answers(items, task, str(path))
+    judge_ = _make_judge(task, judge, match=match, f1_threshold=f1_threshold,
+                         require_relevant_context=require_relevant_context, batch_size=batch_size,
+                         prompt_version=prompt_version, max_new_tokens=max_new_tokens, retries=retries,
+                         keep_raw=keep_raw)  # after the input checks: a bad file fails before a model loads
+    cache = Path(cache) if cache else output.with_name(output.name + ".cache.jsonl")
+    with bar(total=len(items), desc=f"judge {task.name}", unit="item", enabled=show_progress) as progress:
+        records = runner.run_judge(judge_, items, cache, chunk_size=chunk_size or batch_size or 8,
+                                   progress=progress.update, redo_unparseable=retry_unparseable)
+    if task.name == "answer":  # keep each input record (a context: relevant, utilities, ...) and add its outcome
+        records = _with_inputs(path, records)
+    atomic_write_jsonl(output, records)
+    if write_authors:
+        out, skipped = runner.write_back(raw_items, records, task)
+        write_authors_file(write_authors, out)
+        if skipped:
+            log.warning("%d passage(s) left unchanged in %s: their judgement could not be parsed", skipped, write_authors)
+    return JudgeResult(task.name, runner.summarize(records), output)

@@ -1,0 +1,100 @@
+"""The score flow: every metric of every context of a contexts file (kept whole, 'metrics' added), or
+per-query values of TREC runs against qrels and utilities, written as TSV."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from udcg.io.tables import Table
+
+# Light at import (the command's help names the defaults): numpy and the metrics load when a flow runs.
+DEFAULT_CONTEXT_METRICS = "UDCG,nDCG,P,Success,RR,AP"
+
+
+def score_notes(scores: dict) -> list[str]:
+    """Per run (``{name: RunScores}``): the share of top-k documents annotated, then its notes."""
+    out = []
+    for name, s in scores.items():
+        out += [f"{name}: annotated@{k if k is not None else 'all'} = {annotated}/{total}"
+                for k, (annotated, total) in s.coverage.items()]
+        out += [f"{name}: {note}" for note in s.notes]
+    return out
+
+
+@dataclass
+class RunFileScores:
+    """What ``score_run_files`` wrote: per run, its scores (``RunScores``); the mean lines in the
+    written rows' layout (qid = all, trec_eval's name for the mean row), and the notes."""
+
+    scores: dict
+    output: Path
+
+    def mean_lines(self) -> list[str]:
+        several = len(self.scores) > 1
+        return [f"{name}\t" * several + f"all\t{measure}\t{mean!r}"
+                for name, s in self.scores.items() for measure, mean in s.means().items()]
+
+    def note_lines(self) -> list[str]:
+        return score_notes(self.scores)
+
+    def summary(self) -> str:
+        n = sum(len(s.qids) * len(s.values) for s in self.scores.values())
+        return f"wrote {n} per-query values of {len(self.scores)} run(s) to {self.output}"
+
+
+def score_run_files(run_paths: Sequence[str], output: str | Path, *, qrels: str | None = None,
+                    utilities: str | None = None, metrics: str, gamma: float | None = None, theta: str | None = None,
+                    unannotated: str = "error", model: str | None = None,
+                    prompt_version: str | None = None) -> RunFileScores:
+    """Per-query values of every run, as ``qid<TAB>measure<TAB>value`` (with several runs a leading
+    run column), written atomically to ``output``."""
+    from udcg.flows.run_scores import named_runs, score_runs
+    from udcg.io.files import atomic_write_text
+    from udcg.metrics.evaluate import format_tsv
+
+    from udcg.metrics.udcg import GAMMA
+
+    gamma = GAMMA if gamma is None else gamma
+    scores = score_runs(named_runs(run_paths), qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
+                        unannotated=unannotated, model=model, prompt_version=prompt_version)
+    several = len(scores) > 1
+    text = "".join(("".join(f"{name}\t{line}" for line in format_tsv(s.rows()).splitlines(keepends=True))
+                    if several else format_tsv(s.rows())) for name, s in scores.items())
+    atomic_write_text(output, text)
+    return RunFileScores(scores, Path(output))
+
+
+@dataclass
+class ContextFileScores:
+    means: Table  # mean, count and NA count of every metric
+    notes: list[str] = field(default_factory=list)
+
+
+def score_context_file(path: str, output: str | Path, *, metrics: str | None = None, k: int | None = None,
+                       gamma: float | None = None, model: str | None = None, theta: str | None = None) -> ContextFileScores:
+    """Every metric of every context of ``path`` (the authors' format or a contexts JSONL), written to
+    ``output`` with every input field kept ('metrics' added; the authors' ``udcg[<model>]``
+    recomputed). Without ``metrics``: the defaults, UDCG left out (with a note) when utilities are
+    missing."""
+    from udcg.flows.scoring import default_metrics, means_table, read_contexts, score_rows, scored_items
+    from udcg.flows.theta import load_theta
+    from udcg.io.authors import write_authors
+    from udcg.metrics.contexts import parse_metrics
+    from udcg.metrics.udcg import GAMMA
+
+    gamma = GAMMA if gamma is None else gamma
+    rows = read_contexts(path, model=model, k=k)
+    notes = []
+    if metrics is None:
+        chosen, why = default_metrics(rows, DEFAULT_CONTEXT_METRICS, model)
+        if why:  # nothing annotated yet: classical only
+            notes.append(f"UDCG left out of the default metrics: {why}")
+    else:
+        chosen = parse_metrics(metrics)
+    values = score_rows(rows, chosen, gamma, load_theta(theta) if theta else None)
+    write_authors(output, scored_items(rows, values, gamma, k))
+    return ContextFileScores(means_table(values, f"{len(rows)} contexts from {path}"), notes)
