@@ -30,7 +30,7 @@ from udcg.records import OUTCOME_SCORE  # noqa: E402
 
 
 def test_contexts(run: Path, k: int) -> list:
-    return [r for r in read_groups(run)["main"] if r.split == "test" and r.k == k and r.outcome in OUTCOME_SCORE]
+    return [r for r in read_groups(run)["main"] if r.split == "test" and r.k == k and r.label in OUTCOME_SCORE]
 
 
 def direction(source: Path, target: Path, k: int, n_boot: int, seed: int) -> tuple[object, list[dict]]:
@@ -48,12 +48,12 @@ def direction(source: Path, target: Path, k: int, n_boot: int, seed: int) -> tup
     stored = np.array([r.metrics.get("UDCG_theta", np.nan) for r in records], dtype=float)
     if not np.allclose(stored, values[names["own"]], equal_nan=True):  # the published scores, re-derived
         raise SystemExit(f"{target}: theta/full-k{k}.json does not give the published UDCG_theta scores")
-    outcome = np.array([OUTCOME_SCORE[r.outcome] for r in records], dtype=float)
+    outcome = np.array([OUTCOME_SCORE[r.label] for r in records], dtype=float)
     groups = np.array([r.qid for r in records])
     table = correlation_table_of(values, outcome, groups, baseline="UDCG", n_boot=n_boot, seed=seed,
                                  title=f"UDCG_theta from {source.name} on {target.name}'s test questions, k = {k} "
                                        f"({len(set(groups.tolist()))} questions, {len(records)} contexts)")
-    rows = [{"source": source.name, "target": target.name, "qid": r.qid, "cid": r.cid, "outcome": r.outcome,
+    rows = [{"source": source.name, "target": target.name, "qid": r.qid, "cid": r.cid, "outcome": r.label,
              **{name: float(v[i]) for name, v in values.items()}} for i, r in enumerate(records)]
     return table, rows
 

@@ -311,3 +311,17 @@ def test_commands_parse_call_print():
         wrong += [f"{module} -> {t}" for t in targets if _unit(t) not in allowed and t not in allowed]
     assert not wrong, ("commands import only the flows, the API, errors and progress (models/serve: llm; "
                        "validate/report/demo: experiment):\n" + "\n".join(sorted(wrong)))
+
+
+def test_the_architecture_doc_lists_the_floors_of_this_test():
+    """docs/architecture.md's floor table names, bottom to top, the packages of FLOORS."""
+    import re
+
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    rows = [line for line in doc.splitlines() if re.match(r"\| \d+b? [a-z]", line)]
+    listed = []
+    for row in reversed(rows):  # the table lists the top floor first
+        cell = row.split("|")[2]
+        names = re.findall(r"`([a-z_]+(?:\.py|/)?)`", cell)
+        listed.append({"udcg" if n == "udcg" else "udcg." + n.removesuffix(".py").removesuffix("/") for n in names})
+    assert listed == FLOORS

@@ -1,5 +1,7 @@
 """Context records of an experiment: built from per-passage scores, read from and written to the
-contexts file unchanged, scored without touching their input, correlated like the contexts-file route."""
+contexts file unchanged (``udcg.io.contexts``), scored without touching their input, correlated like
+the contexts-file route; the one record every flow reads (a typed outcome, the line's other fields
+kept as extra)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ from scipy.special import expit
 
 from udcg.errors import InputError
 from udcg.experiment import studies
-from udcg.experiment.context_records import PassageScore, answered, context_record, from_json, to_json
+from udcg.experiment.context_records import PassageScore, answered, context_record
+from udcg.io.contexts import from_json, read_contexts as read_context_file, to_json
 from udcg.flows.correlate import correlation_table
 from udcg.flows.scoring import read_contexts
-from udcg.records import ContextRecord
+from udcg.records import ContextRecord, Outcome
 
 ORDER = ["qid", "cid", "study", "split", "pids", "relevant", "p_abs", "utilities", "contains", "n_relevant",
          "grades", "corpus_grades", "erag", "answer_ll", "answer", "outcome", "outcome_note", "metrics"]
@@ -74,8 +77,8 @@ def test_scoring_returns_new_records_and_keeps_the_order_of_mixed_k():
 
 def test_correlate_on_records_equals_the_contexts_file_route(tmp_path):
     outcomes = ["correct", "wrong", "abstained", "correct", "wrong", "correct"]
-    recs = [ContextRecord(qid=f"q{i // 3}", cid=f"q{i // 3}:{i % 3}", relevant=(u > 0,), utilities=(u,), outcome=o,
-                          metrics={"M": m, "N": n})
+    recs = [ContextRecord(qid=f"q{i // 3}", cid=f"q{i // 3}:{i % 3}", relevant=(u > 0,), utilities=(u,), answer="a",
+                          outcome=Outcome(f"q{i // 3}", f"q{i // 3}:{i % 3}", "a", o), metrics={"M": m, "N": n})
             for i, (u, o, m, n) in enumerate(zip([0.9, -0.4, 0.2, 0.5, -0.9, 0.1], outcomes,
                                                  [0.9, 0.1, 0.5, 0.7, 0.2, 0.4], [0.3, 0.6, 0.1, 0.2, 0.9, 0.5]))]
     ungraded = ContextRecord(qid="q0", cid="q0:x", relevant=(True,), utilities=(0.5,), answer="?", metrics={"M": 1, "N": 1})
@@ -85,3 +88,23 @@ def test_correlate_on_records_equals_the_contexts_file_route(tmp_path):
     path.write_text("".join(json.dumps(to_json(r)) + "\n" for r in recs))
     again = correlation_table(read_contexts(str(path)), None, "M", n_boot=200, title="toy")
     assert json.dumps(table.rows) == json.dumps(again.rows)  # NaN where undefined, in both
+
+
+def test_every_flow_reads_one_record_with_a_typed_outcome_and_its_other_fields_kept(tmp_path):
+    path = tmp_path / "judged.jsonl"
+    lines = [{"qid": "q1", "cid": "bm25", "pids": ["d1", "d2"], "relevant": [True, False], "utilities": [0.5, -0.25],
+              "question": "who?", "answer": "Ada", "outcome": "correct", "label": "correct", "model": "m"},
+             {"qid": "q1", "cid": "dense", "relevant": [False, False], "answer": "x", "outcome": None,
+              "outcome_note": "", "error": "no JSON in the reply"}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    file = read_context_file(path)
+    first, second = file.records
+    assert isinstance(first.outcome, Outcome) and first.label == "correct" and first.outcome.answer == "Ada"
+    assert first.extra == {"question": "who?", "label": "correct", "model": "m"} and first.pids == ("d1", "d2")
+    assert second.label is None and second.outcome.error == "no JSON in the reply"
+    assert to_json(first) == {k: lines[0][k] for k in ("qid", "cid", "pids", "relevant", "utilities", "answer",
+                                                       "outcome", "question", "label", "model")}
+    assert file.sources[0] == lines[0]  # what score echoes back, as read
+    with pytest.raises(InputError, match=r"judged.jsonl:1: field 'outcome' = 'maybe'"):
+        path.write_text(json.dumps({**lines[0], "outcome": "maybe"}) + "\n")
+        read_context_file(path)

@@ -24,6 +24,7 @@ from tests.conftest import ScriptedBackend
 from udcg.flows.scoring import read_contexts
 from udcg.errors import InputError
 from udcg.experiment import context_records, studies
+from udcg.io import contexts
 from udcg.experiment.config import from_dict, load_config
 from udcg.flows.correlate import correlation_table
 from udcg.experiment.validate import run_validation
@@ -139,7 +140,7 @@ def test_context_record_holds_the_per_position_fields():
     assert rec.answer_ll == (-3.0, -0.5) and rec.contains == (False, True) and rec.n_relevant == 2
     partial = context_records.context_record("q", "q:1", "main", "test", ["a", "d"], toy_scores(), 2, [0, 2, 0, 0, 1])
     assert partial.grades is None and partial.answer_ll is None  # d has neither: the metric becomes NA
-    line = context_records.to_json(partial)
+    line = contexts.to_json(partial)
     assert "grades" not in line and "answer_ll" not in line
 
 
@@ -166,7 +167,7 @@ def test_score_records_by_hand():
 
 
 def graded(qid, cid, utilities, outcome, **metrics):
-    return context_records.from_json({"qid": qid, "cid": cid, "split": "train", "relevant": [u > 0 for u in utilities],
+    return contexts.from_json({"qid": qid, "cid": cid, "split": "train", "relevant": [u > 0 for u in utilities],
                                       "utilities": utilities, "answer": "", "outcome": outcome, "metrics": metrics})
 
 
@@ -209,13 +210,13 @@ def test_fit_theta_is_deterministic_and_none_without_pairs():
     before = np.random.get_state()[1].copy()
     studies.fit_theta(recs, "binary", 0.01, seed=0)
     assert np.array_equal(np.random.get_state()[1], before)  # numpy's global generator is left as it was
-    same = [dataclasses.replace(r, outcome="wrong") for r in recs]
+    same = [dataclasses.replace(r, outcome=dataclasses.replace(r.outcome, label="wrong")) for r in recs]
     assert studies.fit_theta(same, "full", 0.01, 0) is None
 
 
 def test_position_and_oracle_tables_by_hand():
     def rec(cid, rel, outcome, **m):
-        return context_records.from_json({"qid": cid.split(":")[0], "cid": cid, "relevant": rel, "answer": "", "outcome": outcome,
+        return contexts.from_json({"qid": cid.split(":")[0], "cid": cid, "relevant": rel, "answer": "", "outcome": outcome,
                                           "metrics": {"UDCG": 0.5, "RR": 1.0 / (1 + rel.index(True)) if True in rel else 0.0, **m}})
 
     pos = [rec("q1:pos0", [True, False], "correct"), rec("q1:pos1", [False, True], "wrong"),
@@ -447,8 +448,8 @@ def test_stored_metrics_agree_with_the_contexts_file_route(scripted_run):
     rows = read_contexts(str(out / "contexts.jsonl"))
     spec = "UDCG,nDCG,RR,AP,P,Success,eRAG,ANSWER_PROB"
     stored = {r["metric"]: r["mean_rho"] for r in result.tables["table3-all"].rows}
-    for raw in rows.raw:  # recompute from the per-position fields, not the stored values
-        raw.pop("metrics")
+    # recompute from the per-position fields, not the stored values
+    rows = rows.replace_records([dataclasses.replace(r, metrics=None) for r in rows.records])
     again = {r["metric"]: r["mean_rho"] for r in correlation_table(rows, spec, n_boot=500).rows}
     assert again == pytest.approx({m: stored[m] for m in again})
 

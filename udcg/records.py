@@ -84,33 +84,41 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class ContextRecord:
-    """One context of an experiment with what is known about it, one line of a contexts file
-    (``udcg.experiment.context_records`` reads and writes it): per position, in prompt order,
-    ``relevant``, ``p_abs`` and ``utilities`` (Eq. 2), answer containment ``contains``, and where
-    known the 1..5 ``grades``, single-passage ``erag`` scores and ``answer_ll``; ``n_relevant`` and
-    ``corpus_grades`` count the question's pool. ``answer``/``outcome`` once answered and graded
-    (``outcome`` None with an answer: the judge's reply could not be parsed); ``metrics`` once
-    scored, {name: value or None (NA)}."""
+    """One context with what is known about it, one line of a contexts file (``udcg.io.contexts``
+    reads and writes it, and nothing else does): per position, in prompt order, ``relevant``,
+    ``p_abs`` and ``utilities`` (Eq. 2), answer containment ``contains``, and where known the 1..5
+    ``grades``, single-passage ``erag`` scores and ``answer_ll``; ``n_relevant``,
+    ``corpus_grades`` and ``pool_grades`` count the question's labelled pool and retrieval pool.
+    ``study``/``split`` place it in an experiment (None outside one). ``answer`` once answered,
+    ``outcome`` once graded (its ``label`` None: the judge's reply could not be parsed); ``metrics``
+    once scored, {name: value or None (NA)}. ``extra``: the line's other fields (the question, the
+    reader's name, the judge's reply …), kept as they were and written back after the known ones."""
 
     qid: str
     cid: str
     relevant: tuple[bool, ...]
     pids: tuple[str, ...] = ()
-    study: str = "main"
-    split: str = "test"
+    study: str | None = None
+    split: str | None = None
     p_abs: tuple[float, ...] | None = None  # None = not known (then the metrics that need it are NA)
     utilities: tuple[float, ...] | None = None
     contains: tuple[bool, ...] | None = None
     n_relevant: int | None = None
     grades: tuple[int, ...] | None = None
     corpus_grades: tuple[int, ...] | None = None
+    pool_grades: tuple[int, ...] | None = None
     erag: tuple[float, ...] | None = None
     answer_ll: tuple[float, ...] | None = None
     answer: str | None = None
-    outcome: OutcomeLabel | None = None
-    outcome_note: str = ""
+    outcome: Outcome | None = None
     metrics: dict[str, float | None] | None = field(default=None, hash=False)
+    extra: dict[str, object] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def k(self) -> int:
         return len(self.relevant)
+
+    @property
+    def label(self) -> OutcomeLabel | None:
+        """The graded outcome's label; None when not graded or not parseable."""
+        return None if self.outcome is None else self.outcome.label

@@ -28,8 +28,9 @@ from pathlib import Path
 
 from udcg.flows.theta import load_theta
 from udcg.errors import InputError
-from udcg.experiment import context_records, paired, studies
+from udcg.experiment import paired, studies
 from udcg.experiment.config import Config, read_run_config
+from udcg.io import contexts
 from udcg.io.files import atomic_write_bytes, atomic_write_text, check_output_path, iter_jsonl, read_json
 from udcg.metrics.udcg import VARIANTS
 from udcg.io.tables import Table
@@ -134,7 +135,7 @@ def read_groups(run_dir: Path) -> dict[str, list[ContextRecord]]:
     """{study: [context records]} from ``data/contexts.jsonl.gz``, in the order they were written."""
     groups: dict[str, list[ContextRecord]] = {}
     for line_no, r in read_jsonl_gz(run_dir / DATA / CONTEXTS):
-        record = context_records.from_json(r, f"{run_dir / DATA / CONTEXTS}:{line_no}")
+        record = contexts.from_json(r, f"{run_dir / DATA / CONTEXTS}:{line_no}")
         groups.setdefault(record.study or "main", []).append(record)
     return groups
 

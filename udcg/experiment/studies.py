@@ -31,10 +31,11 @@ import numpy as np
 from udcg.annotate.sampling import wilson_interval
 from udcg.errors import InputError
 from udcg.flows.correlate import correlation_table_of, per_question_values
+from udcg.flows.scoring import context_batch, field_matrix
 from udcg.flows.theta import fit_model
 from udcg.io.tables import Table
 from udcg.metrics import registry
-from udcg.metrics.contexts import ContextBatch, parse_metric, score_batch
+from udcg.metrics.contexts import parse_metric, score_batch
 from udcg.metrics.udcg import udcg
 from udcg.records import OUTCOME_LABELS, OUTCOME_SCORE, ContextRecord
 
@@ -49,21 +50,6 @@ JUDGED = frozenset(("grades", "erag", "answer_ll", "contains"))  # per-passage s
 
 
 # ---------------------------------------------------------------- metrics
-
-
-def _matrix(records: Sequence[ContextRecord], name: str, dtype: type) -> np.ndarray | None:
-    """The field ``name`` of every record as one matrix; None when some record does not know it."""
-    if not records or any(getattr(r, name) is None for r in records):
-        return None
-    return np.asarray([getattr(r, name) for r in records], dtype=dtype)
-
-
-def _batch(records: Sequence[ContextRecord], n_relevant: str) -> ContextBatch:
-    return ContextBatch(relevant=_matrix(records, "relevant", bool), utilities=_matrix(records, "utilities", float),
-                        n_relevant=_matrix(records, "n_relevant", float) if n_relevant == "pool" else None,
-                        grades=_matrix(records, "grades", int), corpus_counts=_matrix(records, "corpus_grades", float),
-                        erag=_matrix(records, "erag", float), answer_ll=_matrix(records, "answer_ll", float),
-                        contains=_matrix(records, "contains", bool))
 
 
 def score_records(records: Sequence[ContextRecord], names: Sequence[str], gamma: float, n_relevant: str = "pool",
@@ -82,18 +68,18 @@ def score_records(records: Sequence[ContextRecord], names: Sequence[str], gamma:
         metric = parse_metric(name)
         if metric.family == "UDCG_theta":
             if "full" in theta:
-                values[name] = theta["full"].predict(_matrix(records, "utilities", float))
+                values[name] = theta["full"].predict(field_matrix(records, "utilities", float))
             continue
         judged = registry.needs(metric) & JUDGED
         have = np.array([all(getattr(r, field) is not None for field in judged) for r in records])
         out = np.full(len(records), np.nan)
         if have.any():
             subset = [r for r, h in zip(records, have) if h]
-            out[have] = score_batch(_batch(subset, n_relevant), [metric], gamma)[str(metric)]
+            out[have] = score_batch(context_batch(subset, n_relevant), [metric], gamma)[str(metric)]
         values[name] = out
     if ablations:
-        u = _matrix(records, "utilities", float)
-        rel = _matrix(records, "relevant", bool)
+        u = field_matrix(records, "utilities", float)
+        rel = field_matrix(records, "relevant", bool)
         for variant in ("rel-only", "binary"):
             if variant in theta:
                 values[f"UDCG_theta({variant})"] = theta[variant].predict(u, rel if variant == "binary" else None)
@@ -129,11 +115,11 @@ def split_questions(qids: Sequence[str], train_share: float, seed: int) -> dict[
 
 
 def _graded_only(records: Sequence[ContextRecord]) -> list[ContextRecord]:
-    return [r for r in records if r.outcome in OUTCOME_SCORE]
+    return [r for r in records if r.label in OUTCOME_SCORE]
 
 
 def outcome_array(records: Sequence[ContextRecord]) -> np.ndarray:
-    return np.array([OUTCOME_SCORE[r.outcome] for r in records])
+    return np.array([OUTCOME_SCORE[r.label] for r in records])
 
 
 def fit_theta(records: Sequence[ContextRecord], variant: str, C: float | str, seed: int, C_grid: Sequence[float] | None = None,
@@ -146,8 +132,8 @@ def fit_theta(records: Sequence[ContextRecord], variant: str, C: float | str, se
     if not records:
         return None
     try:
-        return fit_model(_matrix(records, "utilities", float), outcome_array(records), np.array([r.qid for r in records]),
-                         _matrix(records, "relevant", bool), variant, C, C_grid, cv, cv_score, random_state=seed)
+        return fit_model(field_matrix(records, "utilities", float), outcome_array(records), np.array([r.qid for r in records]),
+                         field_matrix(records, "relevant", bool), variant, C, C_grid, cv, cv_score, random_state=seed)
     except InputError:
         return None
 
@@ -317,7 +303,7 @@ def mcnemar_exact(b: int, c: int) -> float:
 
 def _graded(records: Sequence[ContextRecord]) -> dict[str, str]:
     """{qid: outcome} of the graded records."""
-    return {r.qid: r.outcome for r in _graded_only(records)}
+    return {r.qid: r.label for r in _graded_only(records)}
 
 
 def _paired_p(a: dict[str, str], b: dict[str, str], label: str) -> float:
@@ -347,7 +333,7 @@ def position_table(records: Sequence[ContextRecord], k: int) -> Table:
         low, high = ((100.0 * b for b in wilson_interval(sum(o == "correct" for o in outcomes.values()), len(outcomes), Z95))
                      if outcomes else (float("nan"), float("nan")))
         p_vs_1 = _paired_p(outcomes, graded.get(1, {}), "correct")
-        table.add(position=pos, n_questions=len(rs), **_shares([r.outcome for r in rs]),
+        table.add(position=pos, n_questions=len(rs), **_shares([r.label for r in rs]),
                   correct_low=low, correct_high=high, p_vs_1=p_vs_1, **means)
     return table
 
@@ -369,5 +355,5 @@ def oracle_table(records: Sequence[ContextRecord], k: int, reference: str = "bin
         with_rel = 100.0 * float(np.mean([any(r.relevant) for r in rs]))
         ps = {f"p_{lab}": (_paired_p(graded[sel], ref, lab) if ref is not None and sel != reference else float("nan"))
               for lab in ("correct", "wrong")}
-        table.add(selection=sel, n_questions=len(rs), **_shares([r.outcome for r in rs]), with_relevant=with_rel, **ps)
+        table.add(selection=sel, n_questions=len(rs), **_shares([r.label for r in rs]), with_relevant=with_rel, **ps)
     return table

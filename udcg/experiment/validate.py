@@ -44,6 +44,7 @@ from udcg.version import __version__
 from udcg.experiment import context_records, judging, questions, reporting, steps, studies
 from udcg.flows import reading
 from udcg.experiment.config import Config, portable, read_run_config, to_yaml
+from udcg.io import contexts
 from udcg.io.files import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from udcg.llm.lazy import LazyBackend
 from udcg.llm.registry import resolve
@@ -161,7 +162,7 @@ def run_validation(cfg: Config, progress: reading.Progress | None = None, backen
 
     with timer.step("metrics"):
         groups = _metrics(cfg, groups, run_dir, notes)
-        lines = {name: [context_records.to_json(r) for r in rs] for name, rs in groups.items()}
+        lines = {name: [contexts.to_json(r) for r in rs] for name, rs in groups.items()}
         _write_contexts(run_dir, lines)
 
     with timer.step("report"):  # from the data as written, as `udcg report` rebuilds it
@@ -187,7 +188,7 @@ def refit_theta(run_dir: str | Path) -> RunResult:
     cfg = read_run_config(run_dir / "config.yaml")
     notes = reporting.read_notes(data / reporting.NOTES)
     groups = _metrics(cfg, reporting.read_groups(run_dir), run_dir, notes)
-    reporting.write_jsonl_gz(data / reporting.CONTEXTS, (context_records.to_json(r) for rs in groups.values() for r in rs))
+    reporting.write_jsonl_gz(data / reporting.CONTEXTS, (contexts.to_json(r) for rs in groups.values() for r in rs))
     stored = json.loads(json.dumps(reporting.finite(notes), ensure_ascii=False, allow_nan=False))  # as write_data stores them
     atomic_write_text(data / reporting.NOTES, json.dumps(stored, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
     tables, notes, per_question = reporting.report(run_dir, run_dir, cfg)

@@ -3,6 +3,7 @@ of its top documents), resumable, written as a contexts JSONL that ``judge answe
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,7 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
     from udcg.flows.reading import context_key
     from udcg.flows.run_scores import named_runs, read_utilities
     from udcg.io.beir import check_run, read_collection
-    from udcg.io.files import atomic_write_jsonl
+    from udcg.io.contexts import write_contexts
     from udcg.io.trec import read_run
 
     for flag, value in (("--k", k), ("--depth", depth), ("--max-new-tokens", max_new_tokens),
@@ -69,12 +70,13 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
         say(f"{name}: {count} queries rank fewer than {k} documents and get no context")
     if not contexts:
         raise InputError(f"no context of {k} documents in any run (lower --k)")
-    records = [context_record(c, collection, "", table) for c in contexts]  # fails before a model loads
+    records = [context_record(c, collection, table) for c in contexts]  # fails before a model loads
     found, stats = answer_contexts(
         contexts, collection, spec.name, spec.load, cache, prompt_version=prompt, max_new_tokens=max_new_tokens,
         chunk_size=chunk_size,
         progress=lambda total, desc, unit: bar(total=total, desc=desc, unit=unit, enabled=show_progress))
-    records = [{**rec, "answer": found[context_key(c.qid, c.docids)], "model": spec.name, "prompt_version": prompt}
+    records = [dataclasses.replace(rec, answer=found[context_key(c.qid, c.docids)],
+                                   extra={**rec.extra, "model": spec.name, "prompt_version": prompt})
                for c, rec in zip(contexts, records, strict=True)]
-    atomic_write_jsonl(output, records)
+    write_contexts(output, records)
     return AnswerResult(len(records), len(collection.queries), len(runs), stats["computed"], output)

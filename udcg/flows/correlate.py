@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from udcg.io.contexts import ContextRows
+from udcg.io.contexts import ContextFile
 from udcg.flows.scoring import score_rows
 from udcg.errors import InputError
 from udcg.metrics.contexts import parse_metric, parse_metrics
@@ -44,10 +44,10 @@ COLUMNS = ["metric", "mean_rho", "ci_low", "ci_high", "n_questions", "no_rho_out
            "pair_acc", "pair_acc_ci_low", "pair_acc_ci_high", "p_pair_acc", "p_pair_acc_holm", "best_pair_acc"]
 
 
-def metric_values(rows: ContextRows, spec: str | None, gamma: float = GAMMA,
+def metric_values(file: ContextFile, spec: str | None, gamma: float = GAMMA,
                   theta: UDCGTheta | None = None) -> dict[str, np.ndarray]:
     """Values from the file's 'metrics' field when present, else computed from the context fields."""
-    stored = [r.get("metrics", {}) for r in rows.raw]
+    stored = [r.metrics or {} for r in file.records]
     if spec is None:
         names = list(dict.fromkeys(n for s in stored for n in s))
         if not names:
@@ -57,7 +57,7 @@ def metric_values(rows: ContextRows, spec: str | None, gamma: float = GAMMA,
     out: dict[str, np.ndarray] = {}
     missing = [n for n in names if not all(n in s and s[n] is not None for s in stored)]
     if missing:
-        out.update(score_rows(rows, parse_metrics(",".join(missing)), gamma, theta))
+        out.update(score_rows(file, parse_metrics(",".join(missing)), gamma, theta))
     for n in names:
         if n not in out:
             out[n] = np.array([s[n] for s in stored], dtype=float)
@@ -79,9 +79,9 @@ def choose_baseline(spec: str | None, baseline: str | None) -> tuple[str, str]:
                                                "or give --baseline)")
 
 
-def check_stored_baseline(rows: ContextRows, baseline: str, source: str) -> None:
+def check_stored_baseline(file: ContextFile, baseline: str, source: str) -> None:
     """A baseline named for a file's stored 'metrics' must be one of them."""
-    stored = sorted(set().union(*(r.get("metrics", {}) for r in rows.raw)))
+    stored = sorted(set().union(*(r.metrics or {} for r in file.records)))
     if str(parse_metric(baseline, "--baseline")) not in stored:
         raise InputError(f"--baseline {baseline}: {source} holds no such metric (it holds: "
                          f"{', '.join(stored) or 'none'}; choose one of them or pass --metrics)")
@@ -111,15 +111,15 @@ def per_question_values(values: dict[str, np.ndarray], outcome: np.ndarray, grou
     return qids, out, status
 
 
-def correlation_table(rows: ContextRows, spec: str | None, baseline: str | None = "UDCG", gamma: float = GAMMA,
+def correlation_table(file: ContextFile, spec: str | None, baseline: str | None = "UDCG", gamma: float = GAMMA,
                       theta: UDCGTheta | None = None, constant_metric: str = "zero", n_boot: int = 10_000,
                       seed: int = 0, title: str = "", test: str = "permutation", n_resamples: int = 10_000,
                       circular: tuple[str, ...] | frozenset[str] = ()) -> Table:
     """Table 3 of a contexts file (``correlation_table_of``): metric values from the file's
     'metrics', else computed from its fields (``metric_values``); every context must be graded."""
-    values = metric_values(rows, spec, gamma, theta)
-    return correlation_table_of(values, rows.outcome_scores(), np.asarray(rows.qid), baseline, constant_metric,
-                                n_boot, seed, title, test, n_resamples, circular)
+    values = metric_values(file, spec, gamma, theta)
+    return correlation_table_of(values, file.outcome_scores(), np.asarray([r.qid for r in file.records]), baseline,
+                                constant_metric, n_boot, seed, title, test, n_resamples, circular)
 
 
 def correlation_table_of(values: dict[str, np.ndarray], outcome: np.ndarray, groups: np.ndarray,
@@ -209,9 +209,9 @@ def correlate_file(path: str, *, metrics: str | None = None, baseline: str | Non
         if value < low:  # checked before any file is read
             raise InputError(f"{flag} {value}: must be an integer >= {low}")
     chosen, note = choose_baseline(metrics, baseline)
-    rows = read_contexts(path)
+    file = read_contexts(path)
     if metrics is None and baseline is not None:
-        check_stored_baseline(rows, baseline, path)
-    table = correlation_table(rows, metrics, chosen, gamma, load_theta(theta) if theta else None, constant_metric,
+        check_stored_baseline(file, baseline, path)
+    table = correlation_table(file, metrics, chosen, gamma, load_theta(theta) if theta else None, constant_metric,
                               n_boot, seed, test=test, n_resamples=n_resamples)
     return table, chosen if chosen in {r["metric"] for r in table.rows} else None, [note] if note else []

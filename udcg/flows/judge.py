@@ -41,19 +41,6 @@ def _make_judge(task, judge: str, *, match: str, f1_threshold: float, require_re
                     require_relevant_context=require_relevant_context, keep_raw=keep_raw)
 
 
-def _with_inputs(path, records: list[dict]) -> list[dict]:
-    """Each judged answer merged into its input record, with ``outcome`` = the label (null when the
-    reply could not be parsed), so the output is a contexts JSONL for fit-theta and correlate."""
-    from udcg.io.files import read_records
-
-    by_key = {(str(r["qid"]), str(r["cid"])): r for r in records}
-    out = []
-    for _, obj in read_records(path):
-        judged = by_key[str(obj["qid"]), str(obj["cid"])]
-        out.append({**obj, **{k: v for k, v in judged.items() if k not in ("qid", "cid")}, "outcome": judged["label"]})
-    return out
-
-
 def judge_file(task_name: str, path: str | Path, output: str | Path, *, judge: str = "rules",
                prompt_version: str = "v1", batch_size: int | None = None, chunk_size: int | None = None,
                max_new_tokens: int = 128, retries: int = 1, match: str = "contains", f1_threshold: float = 0.5,
@@ -66,6 +53,7 @@ def judge_file(task_name: str, path: str | Path, output: str | Path, *, judge: s
     from udcg.grade import runner
     from udcg.grade.judges import get_task
     from udcg.io.authors import read_authors, write_authors as write_authors_file
+    from udcg.io.contexts import judged_lines
     from udcg.io.files import atomic_write_jsonl
 
     task = get_task(task_name)
@@ -93,9 +81,8 @@ def judge_file(task_name: str, path: str | Path, output: str | Path, *, judge: s
     with bar(total=len(items), desc=f"judge {task.name}", unit="item", enabled=show_progress) as progress:
         records = runner.run_judge(judge_, items, cache, chunk_size=chunk_size or batch_size or 8,
                                    progress=progress.update, redo_unparseable=retry_unparseable)
-    if task.name == "answer":  # keep each input record (a context: relevant, utilities, ...) and add its outcome
-        records = _with_inputs(path, records)
-    atomic_write_jsonl(output, records)
+    # each input line kept (a context: relevant, utilities, ...) with its outcome added
+    atomic_write_jsonl(output, judged_lines(path, records) if task.name == "answer" else records)
     if write_authors:
         out, skipped = runner.write_back(raw_items, records, task)
         write_authors_file(write_authors, out)

@@ -26,7 +26,7 @@ from udcg.io.beir import Collection
 from udcg.errors import InputError
 from udcg.io.files import read_json
 from udcg.runs import RunStats, open_cache
-from udcg.records import Annotation, Passage, Question
+from udcg.records import Annotation, ContextRecord, Passage, Question
 from udcg.io.trec import ranked_docids
 
 log = logging.getLogger(__name__)
@@ -258,24 +258,26 @@ def run_contexts(runs: Mapping[str, Run], collection: Collection, k: int, *, sam
     return out, short
 
 
-def context_record(ctx: RunContext, collection: Collection, answer: str,
-                   utilities: Mapping[str, Mapping[str, float]] | None) -> dict:
-    """A contexts-JSONL record (``udcg.io.contexts``) that is also an answer item for ``udcg judge
-    answer``: qid, cid, pids, relevant, utilities, n_relevant, question, answers, answer."""
+def context_record(ctx: RunContext, collection: Collection,
+                   utilities: Mapping[str, Mapping[str, float]] | None) -> ContextRecord:
+    """The context's record (``udcg.io.contexts``), also an answer item for ``udcg judge answer``
+    once answered: pids, relevant, utilities, n_relevant, and as extra fields the run, the question,
+    its answers and whether the context holds a relevant passage."""
     q = collection.queries[ctx.qid]
     judged = collection.qrels.get(ctx.qid, {})
-    relevant = [judged.get(d, 0) > 0 for d in ctx.docids]
-    rec = {"qid": ctx.qid, "cid": ctx.cid, "run": ctx.run, "pids": list(ctx.docids), "relevant": relevant,
-           "n_relevant": max(sum(v > 0 for v in judged.values()), sum(relevant)), "question": q.text,
-           "answers": list(q.answers), "answer": answer, "context_has_relevant": any(relevant)}
+    relevant = tuple(judged.get(d, 0) > 0 for d in ctx.docids)
+    u = None
     if utilities is not None:
-        u = utilities.get(ctx.qid, {})
-        missing = [d for d in ctx.docids if d not in u]
+        known = utilities.get(ctx.qid, {})
+        missing = [d for d in ctx.docids if d not in known]
         if missing:
             raise InputError(f"query {ctx.qid!r}, context {ctx.cid!r}: document {missing[0]!r} has no utility "
                              "(annotate these runs first: udcg annotate --run ... --depth K)")
-        rec["utilities"] = [u[d] for d in ctx.docids]
-    return rec
+        u = tuple(known[d] for d in ctx.docids)
+    return ContextRecord(qid=ctx.qid, cid=ctx.cid, relevant=relevant, pids=tuple(ctx.docids), utilities=u,
+                         n_relevant=max(sum(v > 0 for v in judged.values()), sum(relevant)),
+                         extra={"run": ctx.run, "question": q.text, "answers": list(q.answers),
+                                "context_has_relevant": any(relevant)})
 
 
 def answer_contexts(contexts: Sequence[RunContext], collection: Collection, model: str,

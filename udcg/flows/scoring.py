@@ -5,83 +5,83 @@ field recomputed for the authors' format)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+import dataclasses
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from udcg.errors import InputError
-from udcg.io.contexts import ContextRows, read_context_rows
+from udcg.io.contexts import ContextFile, read_contexts as read_context_file
 from udcg.io.tables import Table
 from udcg.metrics.contexts import ContextBatch, MetricName, parse_metrics, score_batch
 from udcg.metrics.udcg import GAMMA, udcg, utilities_from
+from udcg.records import ContextRecord
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
     from udcg.metrics.udcg_theta import UDCGTheta
 
 
-def read_contexts(path: str, model: str | None = None, k: int | None = None) -> ContextRows:
+def read_contexts(path: str, model: str | None = None, k: int | None = None) -> ContextFile:
     """A contexts file (``udcg.io.contexts``) with every context's utilities: given, or made from
     'relevant' and 'p_abs'; both given must agree."""
-    rows = read_context_rows(path, model, k)
-    rows.fields[:] = [with_utilities(fields, where) for where, fields in zip(rows.where, rows.fields)]
-    return rows
+    file = read_context_file(path, model, k)
+    return file.replace_records([with_utilities(r, where) for r, where in zip(file.records, file.where)])
 
 
-def with_utilities(fields: dict, where: str) -> dict:
-    """The context's fields with 'utilities' made from 'relevant' and 'p_abs' when absent; both
-    given must agree."""
-    rel, p_abs, u = fields.get("relevant"), fields.get("p_abs"), fields.get("utilities")
-    if rel is None or p_abs is None:
-        return fields
-    expected = utilities_from(rel, p_abs).tolist()
-    if u is None:
-        return {**fields, "utilities": expected}
-    for i, (v, e) in enumerate(zip(u, expected)):
+def with_utilities(record: ContextRecord, where: str) -> ContextRecord:
+    """The record with 'utilities' made from 'relevant' and 'p_abs' when absent; both given must agree."""
+    if record.p_abs is None:
+        return record
+    expected = utilities_from(record.relevant, record.p_abs).tolist()
+    if record.utilities is None:
+        return dataclasses.replace(record, utilities=tuple(expected))
+    for i, (v, e) in enumerate(zip(record.utilities, expected)):
         if abs(v - e) > 1e-6:
             raise InputError(f"{where}: position {i}: 'utilities' holds {v!r} but 'relevant' and 'p_abs' give {e!r} "
                              "(give one of them, or make them agree)")
-    return fields
+    return record
 
 
-def _matrix(fields: Sequence[dict], name: str, dtype: type) -> np.ndarray | None:
-    if not all(name in f for f in fields):
+def field_matrix(records: Sequence[ContextRecord], name: str, dtype: type) -> np.ndarray | None:
+    """The field ``name`` of every record as one matrix; None when some record does not know it."""
+    if not records or any(getattr(r, name) is None for r in records):
         return None
-    return np.asarray([f[name] for f in fields], dtype=dtype)
+    return np.asarray([getattr(r, name) for r in records], dtype=dtype)
 
 
-def batches_by_k(rows: ContextRows) -> dict[int, tuple[np.ndarray, ContextBatch]]:
+def context_batch(records: Sequence[ContextRecord], n_relevant: str = "pool") -> ContextBatch:
+    """The metrics' batch of records of one k. ``n_relevant``: "pool" reads each record's count of
+    relevant passages in its question's pool (the context's own when not known); "context" always
+    the context's own."""
+    n_rel = (np.array([sum(r.relevant) if r.n_relevant is None else r.n_relevant for r in records], dtype=float)
+             if n_relevant == "pool" else None)
+    m = lambda name, dtype: field_matrix(records, name, dtype)  # noqa: E731
+    return ContextBatch(relevant=m("relevant", bool), utilities=m("utilities", float), n_relevant=n_rel,
+                        grades=m("grades", int), corpus_counts=m("corpus_grades", float), erag=m("erag", float),
+                        answer_ll=m("answer_ll", float), contains=m("contains", bool),
+                        pool_counts=m("pool_grades", float))
+
+
+def batches_by_k(file: ContextFile) -> dict[int, tuple[np.ndarray, ContextBatch]]:
     """Group contexts by k: k -> (row indices, batch)."""
-    ks = np.array([len(f["relevant"]) if "relevant" in f else len(f["utilities"]) for f in rows.fields])
-    out = {}
-    for k in np.unique(ks):
-        idx = np.flatnonzero(ks == k)
-        fs = [rows.fields[i] for i in idx]
-        rel = _matrix(fs, "relevant", bool)
-        if rel is None:
-            raise InputError(f"{rows.where[idx[0]]}: some contexts lack 'relevant' (every context needs it)")
-        n_rel = np.array([f.get("n_relevant", sum(f["relevant"])) for f in fs], dtype=float)
-        out[int(k)] = (idx, ContextBatch(relevant=rel, utilities=_matrix(fs, "utilities", float), n_relevant=n_rel,
-                                         grades=_matrix(fs, "grades", int), corpus_counts=_matrix(fs, "corpus_grades", float),
-                                         erag=_matrix(fs, "erag", float), answer_ll=_matrix(fs, "answer_ll", float),
-                                         contains=_matrix(fs, "contains", bool),
-                                         pool_counts=_matrix(fs, "pool_grades", float)))
-    return out
+    ks = np.array([r.k for r in file.records])
+    return {int(k): (idx, context_batch([file.records[i] for i in idx]))
+            for k in np.unique(ks) for idx in [np.flatnonzero(ks == k)]}
 
 
-def score_rows(rows: ContextRows, metrics: list[MetricName], gamma: float = GAMMA,
+def score_rows(file: ContextFile, metrics: list[MetricName], gamma: float = GAMMA,
                theta: UDCGTheta | None = None) -> dict[str, np.ndarray]:
     """Every metric for every context, in file order (NaN = NA)."""
-    out = {str(m): np.full(len(rows), np.nan) for m in metrics}
-    for k, (idx, batch) in batches_by_k(rows).items():
+    out = {str(m): np.full(len(file), np.nan) for m in metrics}
+    for k, (idx, batch) in batches_by_k(file).items():
         too_deep = [m for m in metrics if m.k is not None and m.k > k]
         if too_deep:  # same rule as --k: a cut-off beyond the context is an error, not a silent P@k -> P@len
-            raise InputError(f"{rows.where[idx[0]]}: metric {too_deep[0]} cuts at {too_deep[0].k} but the context has "
+            raise InputError(f"{file.where[idx[0]]}: metric {too_deep[0]} cuts at {too_deep[0].k} but the context has "
                              f"{k} passages (use {too_deep[0].family}@{k} or less, or {too_deep[0].family} for the whole context)")
         thetas = [m for m in metrics if m.family == "UDCG_theta"]
         if thetas and theta is not None and (thetas[0].k or k) != theta.k_:
-            raise InputError(f"{rows.where[idx[0]]}: {thetas[0]} scores {thetas[0].k or k} passages but the UDCG_theta model "
+            raise InputError(f"{file.where[idx[0]]}: {thetas[0]} scores {thetas[0].k or k} passages but the UDCG_theta model "
                              f"was fitted for k = {theta.k_} (fit one for this k: udcg fit-theta --k {thetas[0].k or k})")
         for name, values in score_batch(batch, metrics, gamma, theta).items():
             out[name][idx] = values
@@ -91,13 +91,13 @@ def score_rows(rows: ContextRows, metrics: list[MetricName], gamma: float = GAMM
 # ---------------------------------------------------------------- udcg score's output
 
 
-def default_metrics(rows: ContextRows, spec: str, model: str | None = None) -> tuple[list[MetricName], str]:
+def default_metrics(file: ContextFile, spec: str, model: str | None = None) -> tuple[list[MetricName], str]:
     """The metrics of ``spec``, + RA-nWG when every context has grades; UDCG is left out when some
     context has no utilities, with the reason (else the reason is ""; ``model``: the one chosen)."""
-    metrics = parse_metrics(spec + (",RA-nWG" if all("grades" in f for f in rows.fields) else ""))
-    if all("utilities" in f for f in rows.fields):
+    metrics = parse_metrics(spec + (",RA-nWG" if all(r.grades is not None for r in file.records) else ""))
+    if all(r.utilities is not None for r in file.records):
         return metrics, ""
-    models = sorted({m for raw in rows.raw for p in raw.get("passages", []) if isinstance(p, dict)
+    models = sorted({m for raw in file.sources for p in raw.get("passages", []) if isinstance(p, dict)
                      for m in (p.get("models_info") or {})})
     why = (f"the passages carry p_abs of several models ({', '.join(models)}); choose one with --model"
            if len(models) > 1 and model is None else "some contexts have no utilities (udcg annotate first)")
@@ -115,19 +115,16 @@ def authors_udcg(passages: Sequence[dict], gamma: float) -> dict[str, float]:
             for m in sorted(models)}
 
 
-def scored_items(rows: ContextRows, values: dict[str, np.ndarray], gamma: float, k: int | None = None) -> list[dict]:
-    """Each input item with every field kept, its metric ``values`` added to 'metrics' (NaN = NA
-    -> None) and, for the authors' format, ``udcg[<model>]`` of its first ``k`` passages."""
-    out = []
-    for i, raw in enumerate(rows.raw):
-        item = dict(raw)
-        item["metrics"] = {**(raw.get("metrics") or {}), **{n: (None if np.isnan(v[i]) else float(v[i])) for n, v in values.items()}}
-        if "passages" in raw:
-            by_model = authors_udcg(raw["passages"][:k] if k else raw["passages"], gamma)
-            if by_model:
-                item["udcg"] = {**(raw.get("udcg") or {}), **by_model}
-        out.append(item)
-    return out
+def scored_items(file: ContextFile, values: dict[str, np.ndarray], gamma: float, k: int | None = None) -> list[dict]:
+    """Each input item with every field kept (``udcg.io.contexts.scored_lines``), its metric
+    ``values`` added to 'metrics' (NaN = NA -> None) and, for the authors' format, ``udcg[<model>]``
+    of its first ``k`` passages."""
+    from udcg.io.contexts import scored_lines
+
+    metrics = [{n: (None if np.isnan(v[i]) else float(v[i])) for n, v in values.items()} for i in range(len(file))]
+    by_model = [authors_udcg(raw["passages"][:k] if k else raw["passages"], gamma) if "passages" in raw else {}
+                for raw in file.sources]
+    return scored_lines(file, metrics, by_model)
 
 
 def means_table(values: dict[str, np.ndarray], title: str) -> Table:

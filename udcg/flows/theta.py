@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from udcg.errors import InputError
-from udcg.io.contexts import ContextRows
+from udcg.io.contexts import ContextFile
 from udcg.io.files import atomic_write_json, read_json
 from udcg.io.tables import Table
 
@@ -31,24 +31,25 @@ def fit_model(u: np.ndarray, y: np.ndarray, groups: np.ndarray, relevance: np.nd
     return model.fit(u, y, groups, relevance=relevance if variant == "binary" else None)
 
 
-def training_set(rows: ContextRows, k: int | None, source: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def training_set(file: ContextFile, k: int | None, source: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(utilities, outcome scores, question ids, relevance) of the contexts of ``source`` with
     exactly ``k`` passages (None: the only k present); every context needs utilities and those
     used an outcome."""
-    ks = np.array([len(f.get("utilities", [])) for f in rows.fields])
-    if (ks == 0).any():
-        i = int(np.flatnonzero(ks == 0)[0])
-        raise InputError(f"{rows.where[i]}: no utilities (annotate first: udcg annotate)")
+    missing = [i for i, r in enumerate(file.records) if r.utilities is None]
+    if missing:
+        raise InputError(f"{file.where[missing[0]]}: no utilities (annotate first: udcg annotate)")
+    ks = np.array([r.k for r in file.records])
     k = k or (int(ks[0]) if len(set(ks)) == 1 else None)
     if k is None:
         raise InputError(f"{source}: contexts have several k ({sorted(set(ks.tolist()))}); choose one with --k")
     idx = np.flatnonzero(ks == k)
     if len(idx) == 0:
         raise InputError(f"{source}: --k {k}: no context has exactly {k} passages (choose a k from {sorted(set(ks.tolist()))})")
-    u = np.asarray([rows.fields[i]["utilities"] for i in idx])
-    y = rows.outcome_scores()[idx]
-    groups = np.asarray([rows.qid[i] for i in idx])
-    rel = np.asarray([rows.fields[i]["relevant"] for i in idx], dtype=bool)
+    records = [file.records[i] for i in idx]
+    u = np.asarray([r.utilities for r in records])
+    y = file.outcome_scores()[idx]
+    groups = np.asarray([r.qid for r in records])
+    rel = np.asarray([r.relevant for r in records], dtype=bool)
     return u, y, groups, rel
 
 

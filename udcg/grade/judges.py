@@ -204,12 +204,12 @@ class LLMJudge:
         return templates.prompt_id(self.task.name, self.prompt_version)
 
     def prompt(self, item: Item) -> str:
-        fields = {"question": item.question, "answers": templates.format_answers(item.answers)}
+        values = {"question": item.question, "answers": templates.format_answers(item.answers)}
         if isinstance(item, AnswerItem):
-            fields["answer"] = item.answer
+            values["answer"] = item.answer
         else:
-            fields["document"] = item.text
-        return templates.render(self.template, fields)
+            values["document"] = item.text
+        return templates.render(self.template, values)
 
     def _generate(self, chats: list[list[dict]]) -> list[str]:
         params = GenerationParams(max_new_tokens=self.max_new_tokens, temperature=0.0, n=1)

@@ -58,10 +58,10 @@ def format_answers(answers: Sequence[str]) -> str:
     return repr(list(answers))
 
 
-def render(template: str, fields: Mapping[str, str]) -> str:
+def render(template: str, values: Mapping[str, str]) -> str:
     """Fill ``{question}``, ``{answers}``, ``{document}``, ``{answer}`` in one pass; values are
     neutralised, and the template's other braces (its JSON example) are left alone."""
-    missing = set(_PLACEHOLDER.findall(template)) - set(fields)
+    missing = set(_PLACEHOLDER.findall(template)) - set(values)
     if missing:
         raise ValueError(f"template needs {sorted(missing)}")
-    return _PLACEHOLDER.sub(lambda m: neutralize(fields[m.group(1)]), template)
+    return _PLACEHOLDER.sub(lambda m: neutralize(values[m.group(1)]), template)

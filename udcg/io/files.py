@@ -239,24 +239,24 @@ def read_records(path: str | Path) -> list[tuple[str, dict]]:
 
 
 class JsonlScan:
-    """The records of a streamed JSONL file whose id (first non-null of ``id_fields``, an integer as its
+    """The records of a streamed JSONL file whose id (first non-null of ``id_keys``, an integer as its
     string) is in ``keep``. A line whose id shows unparsed (a whole ``{...}``, one id key at top level,
     no ``{`` before it, a plain string or integer) is parsed only if kept; others are parsed, yielded if
     kept or without a readable id (the caller locates the error); one that is no JSON object is the
     error if it holds (or seems to) a kept id, else counted in ``skipped`` (``first_skipped``). After
     ``rows()``: ``scanned`` (records), ``nbytes`` (decompressed), ``seen`` (the ids of ``watch`` met)."""
 
-    def __init__(self, path: str | Path, id_fields: tuple[str, ...], keep: Set[str], watch: Set[str] = frozenset()):
-        self.path, self.id_fields, self.keep, self.watch = Path(path), id_fields, keep, watch
+    def __init__(self, path: str | Path, id_keys: tuple[str, ...], keep: Set[str], watch: Set[str] = frozenset()):
+        self.path, self.id_keys, self.keep, self.watch = Path(path), id_keys, keep, watch
         self.scanned, self.nbytes, self.seen, self.skipped, self.first_skipped = 0, 0, set(), 0, ""
-        names = b"|".join(re.escape(f.encode()) for f in id_fields)
+        names = b"|".join(re.escape(f.encode()) for f in id_keys)
         self._first = re.compile(rb'\s*\{\s*"(' + names + rb')"\s*:\s*')  # the usual line: the id key opens it
         self._key = re.compile(rb'"(' + names + rb')"\s*:\s*')
         self._loose = re.compile(rb'"(?:' + names + rb')"\s*:\s*"?([^"\\\s,}]+)')
-        self._top, self._tail = id_fields[0].encode(), os.path.commonprefix([f[::-1] for f in id_fields])[::-1].encode() + b'"'
+        self._top, self._tail = id_keys[0].encode(), os.path.commonprefix([f[::-1] for f in id_keys])[::-1].encode() + b'"'
 
     def _fast_id(self, line: bytes) -> bytes | None:
-        """The id, or None (parse it). A duplicate top-level ``id_fields[0]`` key is read by the first."""
+        """The id, or None (parse it). A duplicate top-level ``id_keys[0]`` key is read by the first."""
         key = self._first.match(line)
         if key is None:
             key = self._key.search(line)
@@ -289,7 +289,7 @@ class JsonlScan:
 
     def kept(self, where: str, obj: dict) -> Iterator[tuple[str, dict]]:
         """``(where, obj)`` if its id is kept or unreadable (for records read otherwise, e.g. a JSON list)."""
-        value = next((obj[f] for f in self.id_fields if obj.get(f) is not None), None)
+        value = next((obj[f] for f in self.id_keys if obj.get(f) is not None), None)
         docid = value if isinstance(value, str) else str(value) if type(value) is int else None
         self.seen.update({docid} & self.watch)
         if docid is None or docid in self.keep:

@@ -76,25 +76,25 @@ def _rows(path: Path, layouts: tuple[_Layout, ...]) -> Iterator[tuple[str, list[
         raise InputError(f"{path}:{text.count(chr(10), 0, inner) + 1}: a byte-order mark (U+FEFF) inside the file, "
                          "which would become part of an id (files joined with a BOM each? remove it)")
     for line_no, line in enumerate(text.splitlines(), start=1):
-        fields = line.split()
-        if not fields:
+        cols = line.split()
+        if not cols:
             continue
         if layout is None:
-            if len(fields) not in by_width:
+            if len(cols) not in by_width:
                 expected = " or ".join(f"{n} ({lay.columns})" for n, lay in by_width.items())
-                raise InputError(f"{path}:{line_no}: {len(fields)} fields, expected {expected}, "
+                raise InputError(f"{path}:{line_no}: {len(cols)} fields, expected {expected}, "
                                  "separated by spaces or tabs")
-            layout, first = by_width[len(fields)], line_no
-            if line_no == 1 and layout.header and not _is_number(fields[layout.value]):
+            layout, first = by_width[len(cols)], line_no
+            if line_no == 1 and layout.header and not _is_number(cols[layout.value]):
                 continue  # a header line such as BEIR's "query-id corpus-id score"
-        elif len(fields) != len(layout.columns.split()):
-            if len(fields) in by_width:
-                raise InputError(f"{path}:{line_no}: {len(fields)} fields ({by_width[len(fields)].columns}), but "
+        elif len(cols) != len(layout.columns.split()):
+            if len(cols) in by_width:
+                raise InputError(f"{path}:{line_no}: {len(cols)} fields ({by_width[len(cols)].columns}), but "
                                  f"line {first} has {len(layout.columns.split())} ({layout.columns}); one file holds "
                                  "one layout (convert every line to the same one)")
-            raise InputError(f"{path}:{line_no}: {len(fields)} fields, expected {len(layout.columns.split())} "
+            raise InputError(f"{path}:{line_no}: {len(cols)} fields, expected {len(layout.columns.split())} "
                              f"({layout.columns}, separated by spaces or tabs)")
-        yield f"{path}:{line_no}", fields, layout
+        yield f"{path}:{line_no}", cols, layout
 
 
 def _read_table(path: str | Path, kind: str, layouts: tuple[_Layout, ...], twice: str,
