@@ -20,7 +20,7 @@ from udcg.progress import bar
 Say = Callable[[str], None]  # a line for the user (the command prints it on stderr)
 
 
-def _quiet(_: str) -> None:
+def quiet(_: str) -> None:
     return None
 
 
@@ -82,7 +82,7 @@ def annotate_file(path: str, output: str, reader_: Reader, *, limit: int | None 
 def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reader_: Reader, *, depth: int = 10,
                        queries: str | None = None, qrels: str | None = None, answers: str | None = None,
                        unjudged: str = "irrelevant", judge: str = "rules", show_progress: bool = True,
-                       say: Say = _quiet) -> list[str]:
+                       say: Say = quiet) -> list[str]:
     """Annotate the union of the runs' top-``depth`` documents per query into the utilities folder
     ``output`` (created, or extended with the new pairs only). Only the documents annotated are kept
     from the corpus. Returns the report's lines."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from udcg.annotate.prompt import check_version
 from udcg.errors import InputError
-from udcg.flows.annotate import Say, _quiet
+from udcg.flows.annotate import Say, quiet
 from udcg.llm.registry import resolve
 from udcg.progress import bar
 
@@ -34,7 +34,7 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
                 utilities: str | None = None, limit: int | None = None, samples: int = 0, depth: int = 20,
                 seed: int = 0, prompt: str = "udcg-code-v1", max_new_tokens: int = 32, batch_size: int | None = None,
                 chunk_size: int = 16, device: str | None = None, dtype: str | None = None,
-                cache: str | Path | None = None, show_progress: bool = True, say: Say = _quiet) -> AnswerResult:
+                cache: str | Path | None = None, show_progress: bool = True, say: Say = quiet) -> AnswerResult:
     """Answer every context of the runs and write them, each with its answer, model and prompt
     version, to ``output`` (contexts already answered, by any run, are not asked again; a bad input
     fails before a model loads)."""

@@ -5,7 +5,6 @@ field recomputed for the authors' format)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -24,23 +23,8 @@ if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
 
 def read_contexts(path: str, model: str | None = None, k: int | None = None) -> ContextFile:
     """A contexts file (``udcg.io.contexts``) with every context's utilities: given, or made from
-    'relevant' and 'p_abs'; both given must agree."""
-    file = read_context_file(path, model, k)
-    return file.replace_records([with_utilities(r, where) for r, where in zip(file.records, file.where)])
-
-
-def with_utilities(record: ContextRecord, where: str) -> ContextRecord:
-    """The record with 'utilities' made from 'relevant' and 'p_abs' when absent; both given must agree."""
-    if record.p_abs is None:
-        return record
-    expected = utilities_from(record.relevant, record.p_abs).tolist()
-    if record.utilities is None:
-        return dataclasses.replace(record, utilities=tuple(expected))
-    for i, (v, e) in enumerate(zip(record.utilities, expected)):
-        if abs(v - e) > 1e-6:
-            raise InputError(f"{where}: position {i}: 'utilities' holds {v!r} but 'relevant' and 'p_abs' give {e!r} "
-                             "(give one of them, or make them agree)")
-    return record
+    'relevant' and 'p_abs' (Eq. 2, ``utilities_from``); both given must agree."""
+    return read_context_file(path, model, k, utilities=utilities_from)
 
 
 def field_matrix(records: Sequence[ContextRecord], name: str, dtype: type) -> np.ndarray | None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +44,7 @@ MAX_SCORE = 1e6  # |erag|, |answer_ll|: per-passage scores and log-probabilities
 _LISTS = {"relevant": bool, "utilities": float, "p_abs": float, "grades": int, "erag": float,
           "answer_ll": float, "contains": bool}
 _COUNTS = ("corpus_grades", "pool_grades")
+Utilities = Callable[[Sequence[bool], Sequence[float]], np.ndarray]  # (relevant, p_abs) -> utilities
 _TUPLES = ("pids", "relevant", "p_abs", "utilities", "contains", "grades", "corpus_grades", "pool_grades", "erag",
            "answer_ll")
 # A line's known fields, in the order they are written (then the record's extra fields).
@@ -171,7 +172,23 @@ def _record(qid: str, cid: str, checked: dict, obj: dict, where: str, extra: dic
         extra=extra)
 
 
-def _from_context(obj: dict, where: str, k_cut: int | None) -> ContextRecord:
+def _add_utilities(checked: dict, where: str, make: Utilities | None) -> None:
+    """With ``make`` (the utility formula, ``udcg.metrics.udcg.utilities_from``): 'utilities' made from
+    'relevant' and 'p_abs' when absent; when both are given they must agree."""
+    if make is None or checked.get("p_abs") is None:
+        return
+    expected = make(checked["relevant"], checked["p_abs"]).tolist()
+    given = checked.get("utilities")
+    if given is None:
+        checked["utilities"] = expected
+        return
+    for i, (v, e) in enumerate(zip(given, expected)):
+        if abs(v - e) > 1e-6:
+            raise InputError(f"{where}: position {i}: 'utilities' holds {v!r} but 'relevant' and 'p_abs' give {e!r} "
+                             "(give one of them, or make them agree)")
+
+
+def _from_context(obj: dict, where: str, k_cut: int | None, make: Utilities | None = None) -> ContextRecord:
     qid = obj.get("qid")
     if not isinstance(qid, (str, int)) or isinstance(qid, bool):
         raise InputError(f"{where}: missing field 'qid' (every context names its question)")
@@ -201,6 +218,7 @@ def _from_context(obj: dict, where: str, k_cut: int | None) -> ContextRecord:
         if obj.get(name) is not None:
             checked[name] = _check_counts(obj[name], name, where)
     _check_consistent(checked, where)
+    _add_utilities(checked, where, make)
     cid = obj.get("cid")
     extra = {n: v for n, v in obj.items() if n not in _ORDER}
     return _cut(_record(str(qid), "" if cid is None else str(cid), checked, obj, where, extra), k_cut, where)
@@ -218,7 +236,8 @@ def _cut(record: ContextRecord, k_cut: int | None, where: str = "") -> ContextRe
     return dataclasses.replace(record, **cut)
 
 
-def _from_authors(obj: dict, where: str, model: str | None, k_cut: int | None) -> ContextRecord:
+def _from_authors(obj: dict, where: str, model: str | None, k_cut: int | None,
+                  make: Utilities | None = None) -> ContextRecord:
     q = question_from_authors(obj, where)
     checked: dict = {}
     rels = [p.relevant for p in q.passages]
@@ -232,7 +251,7 @@ def _from_authors(obj: dict, where: str, model: str | None, k_cut: int | None) -
             raise InputError(f"{where}: passage {missing[0]!r} has no models_info[{chosen!r}].no_res_prob (annotate it first)")
         if "relevant" not in checked:
             raise InputError(f"{where}: a passage has no 'is_relevant' (judge relevance first: udcg judge relevance)")
-        checked["p_abs"] = [p.p_abs[chosen] for p in q.passages]  # utilities: udcg.flows.scoring
+        checked["p_abs"] = [p.p_abs[chosen] for p in q.passages]
     grades = [p.grade for p in q.passages]
     if all(g is not None for g in grades):
         checked["grades"] = grades
@@ -240,15 +259,18 @@ def _from_authors(obj: dict, where: str, model: str | None, k_cut: int | None) -
     if "relevant" not in checked:
         raise InputError(f"{where}: nothing to score (every passage needs 'is_relevant', and models_info for UDCG; "
                          "udcg judge relevance --write-authors adds it)")
+    _add_utilities(checked, where, make)
     line = {"pids": [p.pid for p in q.passages], **{n: obj[n] for n in ("outcome", "metrics") if n in obj}}
     return _cut(_record(q.qid, "", checked, line, where, {}), k_cut, where)
 
 
-def read_contexts(path: str | Path, model: str | None = None, k: int | None = None) -> ContextFile:
+def read_contexts(path: str | Path, model: str | None = None, k: int | None = None,
+                  utilities: Utilities | None = None) -> ContextFile:
     """The contexts of a file (a contexts JSONL, or the authors' format: one context per item), every
     field checked. ``model``: whose p_abs to read from the authors' ``models_info`` (needed when
-    several are present); ``k``: keep the first k passages of every context. Utilities from
-    ``p_abs`` are added by ``udcg.flows.scoring.read_contexts``, which is what the flows use."""
+    several are present); ``k``: keep the first k passages of every context; ``utilities``: the
+    utility formula, to make each context's utilities from 'relevant' and 'p_abs' (the flows pass
+    ``udcg.metrics.udcg.utilities_from``: ``udcg.flows.scoring.read_contexts``)."""
     if k is not None and k <= 0:
         raise InputError(f"--k {k}: must be a positive integer")
     records, wheres, sources = [], [], []
@@ -263,7 +285,7 @@ def read_contexts(path: str | Path, model: str | None = None, k: int | None = No
                 raise InputError(f"{where}: field {name!r} must be an object {{name: value}}, got "
                                  f"{type(obj[name]).__name__} (remove it; udcg score writes it)")
         authors = "passages" in obj
-        record = _from_authors(obj, where, model, k) if authors else _from_context(obj, where, k)
+        record = _from_authors(obj, where, model, k, utilities) if authors else _from_context(obj, where, k, utilities)
         if authors or obj.get("cid") is not None:
             key = (record.qid, record.cid)
             if key in seen:
