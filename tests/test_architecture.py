@@ -325,3 +325,22 @@ def test_the_architecture_doc_lists_the_floors_of_this_test():
         names = re.findall(r"`([a-z_]+(?:\.py|/)?)`", cell)
         listed.append({"udcg" if n == "udcg" else "udcg." + n.removesuffix(".py").removesuffix("/") for n in names})
     assert listed == FLOORS
+
+
+def test_every_module_and_name_the_architecture_doc_names_exists():
+    """Each `path/module.name` and `path/module.py` of docs/architecture.md is a module of the package
+    with that name in it (so a move or a rename cannot leave the walks behind)."""
+    import importlib
+    import re
+
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    missing = []
+    for path, name in re.findall(r"`([a-z_]+/[a-z_]+)(?:\.py)?(?:\.([A-Za-z_]+))?", doc):
+        if path.split("/")[0] in ("tests", "scripts", "docs"):
+            continue
+        module = "udcg." + path.replace("/", ".")
+        if module not in MODULES:
+            missing.append(f"{path} (no module {module})")
+        elif name and not hasattr(importlib.import_module(module), name):
+            missing.append(f"{path}.{name}")
+    assert not missing, "docs/architecture.md names what the code does not have: " + ", ".join(sorted(set(missing)))
