@@ -1,16 +1,19 @@
 """udcg: utility- and distraction-aware retrieval evaluation for RAG.
 
 The Python API (``udcg.udcg``, ``udcg.udcg_many``, ``udcg.evaluate``, ``udcg.compare``,
-``udcg.score_runs``, ``udcg.read_utilities``) is imported on first use, so ``import udcg`` and the
-CLI stay fast.
+``udcg.score_runs``, ``udcg.read_utilities``; the model flows ``udcg.annotate_runs``, ``udcg.answer_runs``,
+``udcg.judge``, ``udcg.fit_theta``, ``udcg.correlate``) is imported on first use, so ``import udcg``
+and the CLI stay fast.
 """
 
 from udcg.version import __version__
-__all__ = ["compare", "evaluate", "read_utilities", "score_runs", "udcg", "udcg_many", "__version__"]
+_API = ("annotate_runs", "answer_runs", "compare", "correlate", "evaluate", "fit_theta", "judge", "read_utilities", "score_runs",
+        "udcg", "udcg_many")
+__all__ = [*_API, "__version__"]
 
 
 def __getattr__(name: str):
-    if name in ("compare", "evaluate", "read_utilities", "score_runs", "udcg", "udcg_many"):
+    if name in _API:
         from udcg import api
 
         return getattr(api, name)

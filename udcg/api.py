@@ -16,6 +16,11 @@ Runs and qrels are the dict-of-dicts that ir_measures, pytrec_eval and ranx user
 Each function returns one type: ``udcg`` a float, ``udcg_many`` an array, ``evaluate`` a
 ``RunScores``, ``score_runs`` ``{name: RunScores}``, ``compare`` a ``Comparison``.
 
+The model flows run as their commands do (the same ``udcg.flows`` functions, resumable, with
+progress bars): ``annotate_runs`` (runs -> utilities folder, its report), ``answer_runs`` (runs'
+contexts -> answers file, an ``AnswerResult``), ``judge`` (a ``JudgeResult``), ``fit_theta`` (the fitted
+``UDCGTheta``), ``correlate`` (the correlation ``Table``).
+
 Queries follow ir_measures' policy: those of the qrels (a qrels query missing from a run is an
 empty ranking); without qrels (UDCG only), the union of the runs' queries.
 """
@@ -39,8 +44,8 @@ from udcg.metrics.udcg import GAMMA, udcg as _udcg_matrix
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
     from udcg.metrics.udcg_theta import UDCGTheta
 
-__all__ = ["DEFAULT_METRICS", "Run", "RunScores", "compare", "evaluate", "named_runs", "read_utilities", "score_runs", "udcg",
-           "udcg_many"]
+__all__ = ["DEFAULT_METRICS", "Run", "RunScores", "annotate_runs", "answer_runs", "compare", "correlate", "evaluate",
+           "fit_theta", "judge", "named_runs", "read_utilities", "score_runs", "udcg", "udcg_many"]
 
 log = logging.getLogger(__name__)
 # The numeric arguments of the entry points, each in its range as on the command line (udcg.bounds).
@@ -131,3 +136,74 @@ def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: 
         for note in s.notes:
             log.warning("%s: %s", s.name, note)
     return cmp
+
+
+# ---------------------------------------------------------------- the model flows, as the commands run them
+
+
+def annotate_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Path, model: str, *, depth: int = 10,
+             queries: str | None = None, qrels: str | None = None, answers: str | None = None,
+             unjudged: str = "irrelevant", judge: str = "rules", show_progress: bool = True, **reader_options):
+    """``udcg annotate --run``: p_abs and the utility of every pair in the union of the runs'
+    top-``depth`` documents, for the reader ``model``, into the utilities folder ``output`` (created,
+    or extended with the new pairs only; resumable). ``reader_options``: those of
+    ``udcg.flows.annotate.reader`` (``estimator``, ``prompt``, ``api_base``, ``concurrency``,
+    ``device``, ``batch_size``, ``samples`` …). Returns the report (``.computed``, ``.reused``,
+    ``.total``, ``.lines(output)``); read the folder back with ``read_utilities``."""
+    from udcg.flows.annotate import annotate_run_files, reader
+
+    return annotate_run_files(str(corpus), [str(r) for r in runs], str(output), reader(model, **reader_options),
+                              depth=depth, queries=queries, qrels=qrels, answers=answers, unjudged=unjudged,
+                              judge=judge, show_progress=show_progress)
+
+
+def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Path, model: str, *, k: int = 5, **options):
+    """``udcg answer``: the reader's greedy answer to each run's top-``k`` context, written to
+    ``output`` as a contexts JSONL (resumable). ``options``: those of ``udcg.flows.answer.answer_runs``
+    (``utilities``, ``samples``, ``limit``, ``prompt``, ``max_new_tokens`` …). Returns an
+    ``AnswerResult`` (``.contexts``, ``.computed``, ``.output``)."""
+    from udcg.flows.answer import answer_runs as flow
+
+    return flow(str(corpus), [str(r) for r in runs], output, model, k=k, **options)
+
+
+def judge(task: str, path: str | Path, output: str | Path, *, judge: str = "rules", **options):
+    """``udcg judge TASK``: relevance, grade or answer outcomes of ``path`` by rules or an LLM judge,
+    written to ``output`` (resumable). ``options``: those of ``udcg.flows.judge.judge_file``
+    (``require_relevant_context``, ``match``, ``batch_size`` …). Returns a ``JudgeResult``
+    (``.summary``: counts per label and unparseable replies)."""
+    from udcg.flows.judge import judge_file
+
+    return judge_file(task, path, output, judge=judge, **options)
+
+
+@_bounded
+def fit_theta(contexts: str | Path, output: str | Path, *, k: int | None = None, variant: str = "full",
+              C: float | str = 0.01, cv_folds: int = 5, cv_score: str = "spearman", seed: int = 0) -> UDCGTheta:
+    """``udcg fit-theta``: UDCG_theta fitted on the judged contexts of ``contexts`` (one k) and saved
+    to ``output``; returns the fitted estimator. Its warnings (too few questions, a saturated fit)
+    are logged."""
+    from udcg.flows.theta import fit_theta_file
+
+    model, warnings = fit_theta_file(str(contexts), output, k=k, variant=variant, C=C, cv_folds=cv_folds,
+                                     cv_score=cv_score, seed=seed)
+    for warning in warnings:
+        log.warning(warning)
+    return model
+
+
+@_bounded
+def correlate(contexts: str | Path, *, metrics: str | None = None, baseline: str | None = None, gamma: float = GAMMA,
+              theta: str | None = None, constant_metric: str = "zero", n_boot: int = 10_000, seed: int = 0,
+              test: str = "permutation", n_resamples: int = 10_000):
+    """``udcg correlate``: per question, Spearman's rho (and tau-b, pairwise accuracy) of each metric
+    with the judged answer outcomes of ``contexts``, tested against ``baseline``. Returns the full
+    table (a ``udcg.io.tables.Table``: ``.rows``, ``.markdown()``, ``.write(path)``)."""
+    from udcg.flows.correlate import correlate_file
+
+    table, _, notes = correlate_file(str(contexts), metrics=metrics, baseline=baseline, gamma=gamma, theta=theta,
+                                     constant_metric=constant_metric, n_boot=n_boot, seed=seed, test=test,
+                                     n_resamples=n_resamples)
+    for note in notes:
+        log.info(note)
+    return table

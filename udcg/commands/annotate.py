@@ -87,10 +87,10 @@ def run(args: argparse.Namespace) -> int:
                      target_width=args.target_width, seed=args.seed)
     if args.run:
         follow_libraries(not args.no_progress)
-        lines = annotate_run_files(args.corpus, args.run, args.output, reader_, depth=args.depth, queries=args.queries,
-                                   qrels=args.qrels, answers=args.answers, unjudged=args.unjudged, judge=args.judge,
-                                   show_progress=not args.no_progress, say=lambda line: print(line, file=sys.stderr))
-        for line in lines:
+        report = annotate_run_files(args.corpus, args.run, args.output, reader_, depth=args.depth, queries=args.queries,
+                                    qrels=args.qrels, answers=args.answers, unjudged=args.unjudged, judge=args.judge,
+                                    show_progress=not args.no_progress, say=lambda line: print(line, file=sys.stderr))
+        for line in report.lines(args.output):
             print(line, file=sys.stderr)
         return 0
     follow_libraries(not args.no_progress)

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from udcg.annotate.prompt import check_version
-from udcg.annotate.runner import AnnotateConfig
 from udcg.errors import InputError
 from udcg.llm.openai_wire import DEFAULT_CONCURRENCY
-from udcg.llm.registry import ModelSpec, resolve
-from udcg.progress import bar
+
+if TYPE_CHECKING:  # light at import (the command's parser reads DEFAULT_CONCURRENCY): the rest loads on use
+    from udcg.annotate.runner import AnnotateConfig
+    from udcg.flows.own_runs import AnnotateRunsReport
+    from udcg.llm.registry import ModelSpec
 
 Say = Callable[[str], None]  # a line for the user (the command prints it on stderr)
 
@@ -40,6 +42,10 @@ def reader(model: str, *, estimator: str | None = None, prompt: str = "udcg-code
     """The reader (``udcg.llm.registry.resolve``: a model name with ``api_base`` is the model that
     API serves; an API model refuses ``batch_size``, ``device`` and ``dtype``) and its
     ``AnnotateConfig`` (estimator: first-token for a local model, api-logprobs for an API one)."""
+    from udcg.annotate.prompt import check_version
+    from udcg.annotate.runner import AnnotateConfig
+    from udcg.llm.registry import resolve
+
     for flag, value in (("--batch-size", batch_size), ("--chunk-size", chunk_size), ("--samples", samples)):
         if value is not None and value < 1:  # checked before any model loads
             raise InputError(f"{flag} {value}: must be a positive integer")
@@ -67,6 +73,7 @@ def annotate_file(path: str, output: str, reader_: Reader, *, limit: int | None 
     format with our record beside it; resumable through ``OUTPUT.cache.jsonl``."""
     from udcg.annotate.output import load_questions, write_annotated
     from udcg.annotate.runner import annotate
+    from udcg.progress import bar
 
     if limit is not None and limit < 1:
         raise InputError(f"--limit {limit}: must be a positive integer")
@@ -82,14 +89,16 @@ def annotate_file(path: str, output: str, reader_: Reader, *, limit: int | None 
 def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reader_: Reader, *, depth: int = 10,
                        queries: str | None = None, qrels: str | None = None, answers: str | None = None,
                        unjudged: str = "irrelevant", judge: str = "rules", show_progress: bool = True,
-                       say: Say = quiet) -> list[str]:
+                       say: Say = quiet) -> AnnotateRunsReport:
     """Annotate the union of the runs' top-``depth`` documents per query into the utilities folder
     ``output`` (created, or extended with the new pairs only). Only the documents annotated are kept
-    from the corpus. Returns the report's lines."""
+    from the corpus. Returns the report (``.lines(output)``: what the command prints)."""
     from udcg.flows.own_runs import annotate_runs, run_docids
     from udcg.flows.run_scores import named_runs
     from udcg.io.beir import check_run, read_collection
     from udcg.io.trec import read_run
+    from udcg.llm.registry import resolve
+    from udcg.progress import bar
 
     if depth < 1:
         raise InputError(f"--depth {depth}: must be a positive integer")
@@ -111,9 +120,8 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
         return RuleJudge("relevance") if judge == "rules" else LLMJudge(resolve(judge).load(), "relevance")
 
     try:
-        report = annotate_runs(collection, runs, depth, output, reader_.config, reader_.spec.name, reader_.spec.load,
+        return annotate_runs(collection, runs, depth, output, reader_.config, reader_.spec.name, reader_.spec.load,
                                unjudged=unjudged, judge_factory=judge_factory, progress=progress)
     finally:
         for b in bars:
             b.close()
-    return report.lines(output)

@@ -1,0 +1,87 @@
+"""The model flows in Python (udcg.annotate_runs / answer_runs / judge / fit_theta / correlate) are the commands'
+flows: on the packaged example, against a real OpenAI-compatible server on 127.0.0.1
+(``scripts/instant_openai_server.py``: deterministic log-probabilities and answers), every file the API
+writes is byte for byte the file the command writes, and each function returns its one type."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import udcg
+from tests.conftest import load_script
+from udcg.io.sources import example_path
+from udcg.io.tables import Table
+
+
+@pytest.fixture(scope="module")
+def server():
+    with load_script("instant_openai_server").Process(0.0) as s:
+        yield s
+
+
+def _cli(*argv: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "udcg", *argv], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_api_flows_write_what_the_commands_write(server, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)  # where openai:bench is served, for the API and the commands
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    ex = tmp_path / "nq-example"
+    shutil.copytree(example_path(), ex)
+    runs = [ex / "runs" / "bm25.trec", ex / "runs" / "dense.trec"]
+    api, cli = tmp_path / "api", tmp_path / "cli"
+    api.mkdir(), cli.mkdir()
+    model = ["--model", "bench", "--api-base", server.url]
+
+    report = udcg.annotate_runs(ex, runs, api / "utilities", "bench", depth=10, api_base=server.url, show_progress=False)
+    _cli("annotate", "--corpus", str(ex), *[a for r in runs for a in ("--run", str(r))], "--depth", "10", *model,
+         "-o", str(cli / "utilities"), "--no-progress")
+    assert report.computed == report.total > 0 and report.reused == 0
+    for name in ("utilities.qrels", "utilities.jsonl"):
+        assert (api / "utilities" / name).read_bytes() == (cli / "utilities" / name).read_bytes()
+
+    result = udcg.answer_runs(ex, runs, api / "answers.jsonl", "openai:bench", k=5, samples=2, depth=10,
+                         utilities=str(api / "utilities"), show_progress=False)
+    _cli("answer", "--corpus", str(ex), *[a for r in runs for a in ("--run", str(r))], "--k", "5", "--samples", "2",
+         "--depth", "10", "--model", "openai:bench", "--utilities", str(cli / "utilities"),
+         "-o", str(cli / "answers.jsonl"), "--no-progress")
+    assert result.contexts == len((api / "answers.jsonl").read_text().splitlines()) == 20 * 4
+    assert (api / "answers.jsonl").read_bytes() == (cli / "answers.jsonl").read_bytes()
+
+    judged = udcg.judge("answer", api / "answers.jsonl", api / "judged.jsonl", show_progress=False)
+    _cli("judge", "answer", str(cli / "answers.jsonl"), "-o", str(cli / "judged.jsonl"), "--no-progress")
+    assert (api / "judged.jsonl").read_bytes() == (cli / "judged.jsonl").read_bytes()
+    assert judged.summary["n"] == 80 and judged.summary["unparseable"] == 0
+    lines = [json.loads(line) for line in (api / "judged.jsonl").read_text().splitlines()]
+    assert {line["outcome"] for line in lines} <= {"correct", "abstained", "wrong"}
+    assert all(line["question"] and line["model"] == "bench" for line in lines)  # the answer step's fields kept
+
+    theta = udcg.fit_theta(api / "judged.jsonl", api / "theta.json", k=5)
+    _cli("fit-theta", str(cli / "judged.jsonl"), "--k", "5", "-o", str(cli / "theta.json"))
+    assert theta.k_ == 5 and (api / "theta.json").read_bytes() == (cli / "theta.json").read_bytes()
+
+    table = udcg.correlate(api / "judged.jsonl", metrics="UDCG,nDCG,P", baseline="UDCG", n_boot=200)
+    _cli("correlate", str(cli / "judged.jsonl"), "--metrics", "UDCG,nDCG,P", "--baseline", "UDCG", "--n-boot", "200",
+         "-o", str(cli / "table.json"))
+    table.write(api / "table.json")
+    assert isinstance(table, Table) and (api / "table.json").read_bytes() == (cli / "table.json").read_bytes()
+    assert {r["metric"] for r in table.rows} == {"UDCG", "nDCG", "P"}
+
+
+def test_no_api_name_is_hidden_by_a_subpackage():
+    """``udcg.NAME`` is the API function even after ``udcg.NAME`` the package was imported (an API
+    function named like a subpackage, e.g. ``annotate``, would turn into the package)."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.iter_modules(udcg.__path__):
+        if info.name != "__main__":  # that one runs the command line
+            importlib.import_module(f"udcg.{info.name}")
+    assert all(callable(getattr(udcg, name)) for name in udcg.__all__ if name != "__version__")
