@@ -25,6 +25,7 @@ from udcg.flows.scoring import read_contexts
 from udcg.errors import InputError
 from udcg.experiment import context_records, studies
 from udcg.io import contexts
+from udcg.io.contexts import ContextFile
 from udcg.experiment.config import from_dict, load_config
 from udcg.flows.correlate import correlation_table
 from udcg.experiment.validate import run_validation
@@ -449,7 +450,7 @@ def test_stored_metrics_agree_with_the_contexts_file_route(scripted_run):
     spec = "UDCG,nDCG,RR,AP,P,Success,eRAG,ANSWER_PROB"
     stored = {r["metric"]: r["mean_rho"] for r in result.tables["table3-all"].rows}
     # recompute from the per-position fields, not the stored values
-    rows = rows.replace_records([dataclasses.replace(r, metrics=None) for r in rows.records])
+    rows = ContextFile(tuple(dataclasses.replace(r, metrics=None) for r in rows.records), rows.where, rows.sources)
     again = {r["metric"]: r["mean_rho"] for r in correlation_table(rows, spec, n_boot=500).rows}
     assert again == pytest.approx({m: stored[m] for m in again})
 

@@ -77,9 +77,6 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("with --run give --corpus (a BEIR folder or corpus file) and no INPUT file")
     if not args.run and not args.input:
         raise InputError("give an INPUT file, or --corpus with one or more --run")
-    for flag, value in (("--limit", args.limit), ("--depth", args.depth)):
-        if value is not None and value < 1:  # checked before any model loads
-            raise InputError(f"{flag} {value}: must be a positive integer")
     reader_ = reader(args.model, estimator=args.estimator, prompt=args.prompt, api_base=args.api_base,
                      api_key_env=args.api_key_env, concurrency=args.concurrency, rpm=args.rpm, timeout=args.timeout,
                      max_retries=args.max_retries, device=args.device, dtype=args.dtype, batch_size=args.batch_size,

@@ -9,7 +9,6 @@ from udcg.commands._parser import command
 from udcg.flows.score import DEFAULT_CONTEXT_METRICS as DEFAULT_METRICS
 
 
-
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = command(sub, "score", help="add metric values to contexts, or evaluate a TREC run",
                 description="""Score contexts (the authors' JSON/JSONL, or a contexts JSONL) with every metric

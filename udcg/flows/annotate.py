@@ -121,7 +121,7 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
 
     try:
         return annotate_runs(collection, runs, depth, output, reader_.config, reader_.spec.name, reader_.spec.load,
-                               unjudged=unjudged, judge_factory=judge_factory, progress=progress)
+                             unjudged=unjudged, judge_factory=judge_factory, progress=progress)
     finally:
         for b in bars:
             b.close()

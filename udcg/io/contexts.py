@@ -64,26 +64,16 @@ class ContextFile:
     def __len__(self) -> int:
         return len(self.records)
 
-    def replace_records(self, records: Sequence[ContextRecord]) -> ContextFile:
-        """The same file with new records (one per context, same order)."""
-        if len(records) != len(self.records):
-            raise ValueError(f"{len(records)} records for {len(self.records)} contexts")
-        return ContextFile(tuple(records), self.where, self.sources)
-
     def outcome_scores(self) -> np.ndarray:
-        """correct 2 > abstained 1 > wrong 0; every context must have a label."""
-        return outcome_scores(self.records, self.where)
-
-
-def outcome_scores(records: Sequence[ContextRecord], where: Sequence[str]) -> np.ndarray:
-    """correct 2 > abstained 1 > wrong 0 per record; a record without a label is an error naming it."""
-    out = np.empty(len(records))
-    for i, r in enumerate(records):
-        if r.label not in OUTCOME_SCORE:
-            raise InputError(f"{where[i]}: field 'outcome' = {r.label!r} (give one of {', '.join(OUTCOME_LABELS)}; "
-                             "unparseable judgements cannot be correlated — re-judge or drop them)")
-        out[i] = OUTCOME_SCORE[r.label]
-    return out
+        """correct 2 > abstained 1 > wrong 0 per context; a context without a label is an error naming it."""
+        out = np.empty(len(self.records))
+        for i, r in enumerate(self.records):
+            if r.label not in OUTCOME_SCORE:
+                raise InputError(f"{self.where[i]}: field 'outcome' = {r.label!r} (give one of "
+                                 f"{', '.join(OUTCOME_LABELS)}; unparseable judgements cannot be correlated — "
+                                 "re-judge or drop them)")
+            out[i] = OUTCOME_SCORE[r.label]
+        return out
 
 
 def _check_list(value: object, name: str, kind: type, k: int | None, where: str) -> list:
