@@ -85,3 +85,27 @@ def test_no_api_name_is_hidden_by_a_subpackage():
         if info.name != "__main__":  # that one runs the command line
             importlib.import_module(f"udcg.{info.name}")
     assert all(callable(getattr(udcg, name)) for name in udcg.__all__ if name != "__version__")
+
+
+def test_an_api_output_never_replaces_an_input(tmp_path):
+    """As on the command line: before any work, an output that is an input file, lies inside an
+    input folder, or is a second output's file is refused, and the inputs stay as they were."""
+    from udcg.errors import InputError
+
+    ex = tmp_path / "nq-example"
+    shutil.copytree(example_path(), ex)
+    run = shutil.copy(ex / "runs" / "bm25.trec", tmp_path / "bm25.trec")  # outside the corpus folder
+    before = run.read_bytes()
+    with pytest.raises(InputError, match=r"output .*bm25.trec: is the input runs"):
+        udcg.answer_runs(ex, [run], run, "openai:bench")
+    with pytest.raises(InputError, match=r"output .*corpus.jsonl: lies inside the input corpus"):
+        udcg.answer_runs(ex, [run], ex / "corpus.jsonl", "openai:bench")
+    with pytest.raises(InputError, match="the same file as output"):
+        udcg.answer_runs(ex, [run], tmp_path / "a.jsonl", "openai:bench", cache=tmp_path / "a.jsonl")
+    contexts = tmp_path / "judged.jsonl"
+    contexts.write_text('{"qid": "q", "cid": "c", "relevant": [true], "utilities": [0.5], "outcome": "correct"}\n')
+    with pytest.raises(InputError, match="is the input contexts"):
+        udcg.fit_theta(contexts, contexts)
+    with pytest.raises(InputError, match="is the input path"):
+        udcg.judge("answer", contexts, tmp_path / "out.jsonl", write_authors=contexts)
+    assert run.read_bytes() == before and contexts.read_text().startswith('{"qid": "q"')

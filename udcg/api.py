@@ -141,6 +141,16 @@ def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: 
 # ---------------------------------------------------------------- the model flows, as the commands run them
 
 
+def _outputs_not_inputs(outputs: dict[str, Any], inputs: dict[str, Any], folder: str = "") -> None:
+    """As the command line does before any work (``udcg.io.writing.check_outputs``): each output may
+    be written, no two are one file, none replaces an input. ``folder``: the output that is a folder."""
+    from udcg.io.writing import check_outputs
+
+    check_outputs([(name, path, name == folder) for name, path in outputs.items() if path],
+                  [(name, item) for name, value in inputs.items() if value
+                   for item in (value if isinstance(value, (list, tuple)) else [value])])
+
+
 def annotate_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Path, model: str, *, depth: int = 10,
              queries: str | None = None, qrels: str | None = None, answers: str | None = None,
              unjudged: str = "irrelevant", judge: str = "rules", show_progress: bool = True, **reader_options):
@@ -149,9 +159,12 @@ def annotate_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | 
     or extended with the new pairs only; resumable). ``reader_options``: those of
     ``udcg.flows.annotate.reader`` (``estimator``, ``prompt``, ``api_base``, ``concurrency``,
     ``device``, ``batch_size``, ``samples`` …). Returns the report (``.computed``, ``.reused``,
-    ``.total``, ``.lines(output)``); read the folder back with ``read_utilities``."""
+    ``.total``, ``.lines(output)``); read the folder back with ``read_utilities``. Like every flow
+    here, an output that would replace an input is refused before any work (``InputError``)."""
     from udcg.flows.annotate import annotate_run_files, reader
 
+    _outputs_not_inputs({"output": output}, {"corpus": corpus, "runs": runs, "queries": queries, "qrels": qrels,
+                                             "answers": answers}, folder="output")
     return annotate_run_files(str(corpus), [str(r) for r in runs], str(output), reader(model, **reader_options),
                               depth=depth, queries=queries, qrels=qrels, answers=answers, unjudged=unjudged,
                               judge=judge, show_progress=show_progress)
@@ -164,6 +177,9 @@ def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Pa
     ``AnswerResult`` (``.contexts``, ``.computed``, ``.output``)."""
     from udcg.flows.answer import answer_runs as flow
 
+    _outputs_not_inputs({"output": output, "cache": options.get("cache")},
+                        {"corpus": corpus, "runs": runs, **{n: options.get(n) for n in ("queries", "qrels", "answers",
+                                                                                         "utilities")}})
     return flow(str(corpus), [str(r) for r in runs], output, model, k=k, **options)
 
 
@@ -174,6 +190,8 @@ def judge(task: str, path: str | Path, output: str | Path, *, judge: str = "rule
     (``.summary``: counts per label and unparseable replies)."""
     from udcg.flows.judge import judge_file
 
+    _outputs_not_inputs({"output": output, "cache": options.get("cache"), "write_authors": options.get("write_authors")},
+                        {"path": path})
     return judge_file(task, path, output, judge=judge, **options)
 
 
@@ -185,6 +203,7 @@ def fit_theta(contexts: str | Path, output: str | Path, *, k: int | None = None,
     are logged."""
     from udcg.flows.theta import fit_theta_file
 
+    _outputs_not_inputs({"output": output}, {"contexts": contexts})
     model, warnings = fit_theta_file(str(contexts), output, k=k, variant=variant, C=C, cv_folds=cv_folds,
                                      cv_score=cv_score, seed=seed)
     for warning in warnings:

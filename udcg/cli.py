@@ -91,70 +91,22 @@ OUTPUT_OPTIONS = (("output", "-o"), ("cache", "--cache"), ("write_authors", "--w
 
 def _check_outputs(args: argparse.Namespace) -> None:
     """Before any work: every output path is a regular file or a new path (a folder where the
-    command writes a folder), and no two outputs are one file."""
-    from pathlib import Path
-
-    from udcg.errors import InputError
-    from udcg.io.files import check_output_path
+    command writes a folder), no two outputs are one file, and none replaces an input
+    (``udcg.io.writing.check_outputs``)."""
+    from udcg.io.writing import check_outputs
 
     folder = args.command in ("validate", "demo", "report") or (args.command == "annotate" and bool(getattr(args, "run", None)))
-    given = [(flag, Path(value)) for name, flag in OUTPUT_OPTIONS if (value := getattr(args, name, None))]
-    for flag, path in given:
-        check_output_path(path, flag, folder=folder and flag == "-o")
-    seen: dict[Path, str] = {}
-    for flag, path in given:
-        key = path.expanduser().resolve()
-        if key in seen:
-            raise InputError(f"{flag} {path}: the same file as {seen[key]} (give each output its own path)")
-        seen[key] = flag
-    inputs = _input_paths(args)
-    for flag, path in given:
-        _check_not_an_input(flag, path, inputs, in_place=args.command == "report")
+    outputs = [(flag, value, folder and flag == "-o") for name, flag in OUTPUT_OPTIONS if (value := getattr(args, name, None))]
+    check_outputs(outputs, _input_paths(args), in_place=args.command == "report")
 
 
-def _input_paths(args: argparse.Namespace) -> list[tuple[str, Path]]:
-    """Every existing file or folder the command was given that is not one of its outputs (runs,
-    qrels, corpus folders, utilities, input files, model folders ...), with the option that named it."""
+def _input_paths(args: argparse.Namespace) -> list[tuple[str, object]]:
+    """Every path-like value the command was given that is not one of its outputs (runs, qrels,
+    corpus folders, utilities, input files, model folders ...), with the option that named it."""
     outputs = {name for name, _ in OUTPUT_OPTIONS}
-    found = []
-    for name, value in vars(args).items():
-        if name in outputs or name == "func":
-            continue
-        for item in value if isinstance(value, (list, tuple)) else [value]:
-            if isinstance(item, (str, Path)) and str(item) and not str(item).startswith(("http://", "https://")):
-                path = Path(item).expanduser()
-                try:
-                    if path.exists():
-                        found.append((f"--{name.replace('_', '-')}" if name not in ("input", "run_dir", "config") else
-                                      name.upper(), path))
-                except OSError:  # a name too long for a path, and the like: not a file given
-                    continue
-    return found
-
-
-def _check_not_an_input(flag: str, out: Path, inputs: list[tuple[str, Path]], in_place: bool) -> None:
-    """An output never replaces an input: refuse an output that is an input file (after links), an
-    existing file inside an input folder, or an input folder itself (``report`` rebuilds its run
-    folder in place, on purpose)."""
-    import os
-
-    from udcg.errors import InputError
-
-    target = out.expanduser()
-    if not target.exists():
-        return
-    real = target.resolve()
-    for option, path in inputs:
-        if os.path.samefile(target, path):
-            if path.is_dir() and in_place:
-                continue
-            where = "is"
-        elif path.is_dir() and real.is_file() and real.is_relative_to(path.resolve()):
-            where = "lies inside"
-        else:
-            continue
-        raise InputError(f"{flag} {out}: {where} the input {option} {path}, which this command reads; write the "
-                         "output somewhere else (an output never replaces an input)")
+    return [(f"--{name.replace('_', '-')}" if name not in ("input", "run_dir", "config") else name.upper(), item)
+            for name, value in vars(args).items() if name not in outputs and name != "func"
+            for item in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(item, (str, Path))]
 
 
 class _Redacting(logging.Filter):

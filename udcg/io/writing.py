@@ -53,6 +53,54 @@ def check_output_path(path: str | Path, flag: str = "-o", folder: bool = False) 
     return path
 
 
+def check_outputs(outputs: Iterable[tuple[str, str | Path, bool]], inputs: Iterable[tuple[str, str | Path]],
+                  in_place: bool = False) -> None:
+    """Before any work, for the (flag, path, is a folder) ``outputs`` of one command or API call:
+    each path may be written (``check_output_path``), no two are one file, and none replaces one of
+    the (option, path) ``inputs``: not an input file (after links), not an existing file inside an
+    input folder, not an input folder itself (unless ``in_place``: ``report`` rebuilds its run
+    folder on purpose). Inputs that do not exist, or are URLs, are left out."""
+    given = [(flag, Path(path), folder) for flag, path, folder in outputs]
+    for flag, path, folder in given:
+        check_output_path(path, flag, folder=folder)
+    seen: dict[Path, str] = {}
+    for flag, path, _ in given:
+        key = path.expanduser().resolve()
+        if key in seen:
+            raise InputError(f"{flag} {path}: the same file as {seen[key]} (give each output its own path)")
+        seen[key] = flag
+    existing = []
+    for option, item in inputs:
+        if not str(item) or str(item).startswith(("http://", "https://")):
+            continue
+        path = Path(item).expanduser()
+        try:
+            if path.exists():
+                existing.append((option, path))
+        except OSError:  # a name too long for a path, and the like: not a file given
+            continue
+    for flag, path, _ in given:
+        _check_not_an_input(flag, path, existing, in_place)
+
+
+def _check_not_an_input(flag: str, out: Path, inputs: list[tuple[str, Path]], in_place: bool) -> None:
+    target = out.expanduser()
+    if not target.exists():
+        return
+    real = target.resolve()
+    for option, path in inputs:
+        if os.path.samefile(target, path):
+            if path.is_dir() and in_place:
+                continue
+            where = "is"
+        elif path.is_dir() and real.is_file() and real.is_relative_to(path.resolve()):
+            where = "lies inside"
+        else:
+            continue
+        raise InputError(f"{flag} {out}: {where} the input {option} {path}, which this command reads; write the "
+                         "output somewhere else (an output never replaces an input)")
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write text (UTF-8, \\n line ends) to path via a temporary file in the same folder and an
     atomic rename. Refuses to replace anything but a regular file (``check_output_path``); an OS
