@@ -12,6 +12,12 @@ for every token run, plus the vocabulary projection (hidden x vocab) for every p
 
     python scripts/bench_annotate.py --model qwen2.5-coder-0.5b --n-passages 64
     python scripts/bench_annotate.py --model smollm2-135m --n-passages 32 --int8
+    python scripts/bench_annotate.py --model CONFIG_FOLDER --random-init --device cuda --dtype bfloat16 \
+        --n-passages 1024 --chunk 256 --peak-gflops 989000
+
+``--random-init``: the model's config and tokenizer with randomly initialised weights (seeded),
+for a GPU machine the weights cannot travel to: the same shapes cost the same FLOPs. The model
+folder then needs config.json and the tokenizer files only.
 
 The last line is ``ratio: <ours / authors' passages per second>``.
 """
@@ -23,6 +29,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -98,6 +105,30 @@ def our_tokens(backend, chats, chunk: int) -> tuple[int, int]:
     return run, useful
 
 
+def random_model(source: str, dtype: str, folder: Path) -> str:
+    """A model folder with ``source``'s config and tokenizer and seeded random weights in ``dtype``."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from udcg.llm.hf_load import resolve
+
+    path, _, local = resolve(source)
+    torch.manual_seed(0)
+    config = AutoConfig.from_pretrained(path, local_files_only=local)
+    net = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
+    net.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(path, local_files_only=local).save_pretrained(folder)
+    return str(folder)
+
+
+def device_name(device: str) -> str:
+    import torch
+
+    if device.startswith("cuda"):
+        return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
+    return cpu_name()
+
+
 def cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -127,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peak-gflops", type=float, default=150.0, help="the machine's fp32 peak")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--random-init", action="store_true",
+                        help="the model's config and tokenizer with seeded random weights (no weights needed)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -140,12 +173,15 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = load_passages(args.data, args.n_passages)
     chats = [reader_chat(q, [text]) for q, text, _ in rows]
-    backend = HFBackend(args.model, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
-                        share_prefix=not args.no_share_prefix)
+    with tempfile.TemporaryDirectory() as tmp:
+        model_path = random_model(args.model, args.dtype, Path(tmp)) if args.random_init else args.model
+        backend = HFBackend(model_path, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
+                            share_prefix=not args.no_share_prefix)
     model, tokenizer = backend.model, backend.tokenizer
     token_id = backend.first_token("NO-RESPONSE")
-    print(f"cpu: {cpu_name()}")
-    print(f"model {args.model} ({args.dtype}, {args.device}, {torch.get_num_threads()} threads), {len(chats)} PopQA "
+    print(f"device: {device_name(backend.device)}")
+    weights = "seeded random weights" if args.random_init else "its weights"
+    print(f"model {args.model} with {weights} ({args.dtype}, {args.device}, {torch.get_num_threads()} threads), {len(chats)} PopQA "
           f"passages, chunks of {args.chunk}; load average at start {os.getloadavg()[0]:.1f}")
     authors_loop(model, tokenizer, chats[:1], token_id)  # warm-up, both paths
     abstention_probs(backend, chats[:2])

@@ -113,6 +113,18 @@ def test_first_token_matches_authors_loop_and_one_by_one(tiny):
             assert row[c] == pytest.approx(alone[c], abs=1e-5)
 
 
+def test_one_tokenizer_call_gives_each_chats_own_ids(tiny):
+    assert tiny._encode_all(CHATS) == [tiny.encode(chat) for chat in CHATS]
+
+
+def test_candidates_sharing_a_first_token_read_the_same_column(tiny):
+    rows = tiny.next_token_logprobs(CHATS, ["Paris", "NO-RESPONSE", "Paris is", "NO"])
+    for chat, row in zip(CHATS, rows):
+        assert row["Paris"] == row["Paris is"]
+        assert math.exp(row["Paris"]) == pytest.approx(authors_first_token(tiny, chat, "Paris"), abs=1e-6)
+        assert math.exp(row["NO-RESPONSE"]) == pytest.approx(authors_first_token(tiny, chat), abs=1e-6)
+
+
 @pytest.mark.parametrize("batch_size, share_prefix", [(None, True), (1, False), (4, False), (3, True)])
 def test_batching_options_agree(tiny_dir, tiny, batch_size, share_prefix):
     other = HFBackend(str(tiny_dir), device="cpu", dtype="float32", batch_size=batch_size, share_prefix=share_prefix)
