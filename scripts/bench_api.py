@@ -15,9 +15,11 @@ URL -o OUT`) in a subprocess; its rate is what it prints, pairs computed per sec
 (the runner with prompts, estimator and fsynced cache; the fixed start-up and corpus read are
 printed apart). Its client CPU per pair is the child's CPU time over the pairs. Baseline: a child
 that builds every payload dict first (outside the timing), then posts them with ``concurrency``
-workers on one AsyncClient (the httpx the SDK is built on), keep-alive, serialising each body with
-``json.dumps`` as it posts and ``json.loads``-ing each answer. Last line: ``ratio: X``,
-udcg / baseline, the worse of the two settings.
+workers on one keep-alive client, serialising each body with ``json.dumps`` as it posts and
+``json.loads``-ing each answer; twice, once with each HTTP client udcg can ride on: httpx's
+AsyncClient (the package the SDK is built on: the issue's baseline) and aiohttp's ClientSession (the
+SDK's aiohttp extra, udcg's default where installed). Lines ``ratio vs raw aiohttp: X`` and, last,
+``ratio: X``: udcg / the raw httpx client, each the worse of the two settings.
 """
 
 from __future__ import annotations
@@ -44,34 +46,46 @@ WORDS = ("river city war album film born river season team king church song part
 
 BASELINE = r'''
 import asyncio, json, sys, time
-from udcg.llm.openai_transport import http_module
 from udcg.llm.openai_wire import logprobs_payload
 from udcg.annotate.prompt import reader_chat
 
-url, concurrency, data = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+url, concurrency, data, client = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 queries = {json.loads(l)["_id"]: json.loads(l)["text"] for l in open(f"{data}/queries.jsonl")}
 corpus = {}
 for line in open(f"{data}/corpus.jsonl"):
     d = json.loads(line); corpus[d["_id"]] = d["text"]
 pairs = [l.split()[:3:2] for l in open(f"{data}/run.trec")]
 payloads = [logprobs_payload("bench", reader_chat(queries[q], [corpus[d]], "udcg-code-v1"), 20) for q, d in pairs]
-http = http_module()
+HEADERS = {"Content-Type": "application/json"}
 
-async def main():
-    todo = iter(payloads)
+async def with_httpx(todo):
+    from udcg.llm.openai_transport import http_module
+    http = http_module()
     async with http.AsyncClient(limits=http.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
                                 timeout=60) as client:
         async def worker():
             for payload in todo:
-                r = await client.post(url, content=json.dumps(payload).encode(), headers={"Content-Type": "application/json"})
+                r = await client.post(url, content=json.dumps(payload).encode(), headers=HEADERS)
                 json.loads(r.content)
         t0 = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         return time.perf_counter() - t0
 
-seconds = asyncio.run(main())
+async def with_aiohttp(todo):
+    import aiohttp
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
+        async def worker():
+            for payload in todo:
+                async with session.post(url, data=json.dumps(payload).encode(), headers=HEADERS) as r:
+                    json.loads(await r.read())
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return time.perf_counter() - t0
+
+seconds = asyncio.run((with_aiohttp if client == "aiohttp" else with_httpx)(iter(payloads)))
 print(json.dumps({"requests": len(payloads), "seconds": seconds}))
 '''
+CLIENTS = ("httpx", "aiohttp")
 
 
 def make_data(folder: Path, queries: int, depth: int, seed: int = 0) -> int:
@@ -109,11 +123,21 @@ def run_udcg(data: Path, url: str, out: Path, depth: int, concurrency: int | Non
     if m is None:
         raise SystemExit(f"udcg annotate printed no model time: {done.stderr.strip()[-800:]}")
     pairs, seconds = int(m.group(1)), float(m.group(2))
-    return {"pairs": pairs, "model_seconds": seconds, "wall": wall, "rate": pairs / seconds, "cpu_ms_per_pair": 1000 * cpu / pairs}
+    return {"pairs": pairs, "model_seconds": seconds, "wall": wall, "rate": pairs / seconds, "cpu_ms_per_pair": 1000 * cpu / pairs,
+            "client": client_name()}
 
 
-def run_baseline(data: Path, url: str, concurrency: int) -> dict:
-    done = subprocess.run([sys.executable, "-c", BASELINE, f"{url}/chat/completions", str(concurrency), str(data)],
+def client_name() -> str:
+    """The HTTP client udcg's API backend uses in this environment (UDCG_HTTP_CLIENT or the default)."""
+    import openai
+
+    from udcg.llm.openai_transport import client_class
+
+    return "aiohttp" if client_class() is openai.DefaultAioHttpClient else "httpx"
+
+
+def run_baseline(data: Path, url: str, concurrency: int, client: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", BASELINE, f"{url}/chat/completions", str(concurrency), str(data), client],
                           capture_output=True, text=True, check=True)
     out = json.loads(done.stdout)
     return {**out, "rate": out["requests"] / out["seconds"]}
@@ -140,20 +164,24 @@ def main() -> None:
         settings = [("instant", 0.0, None, default_concurrency()), (f"{args.latency:g} s latency", args.latency,
                                                                      args.concurrency, args.concurrency)]
         for i, (name, latency, flag, inflight) in enumerate(settings):
-            with Server(latency) as server:
-                base = run_baseline(data, server.url, inflight)
+            bases = {}
+            for client in CLIENTS:
+                with Server(latency) as server:
+                    bases[client] = run_baseline(data, server.url, inflight, client)
             with Server(latency) as server:
                 ours = run_udcg(data, server.url, Path(tmp) / f"out{i}", args.depth, flag)
-            ratio = ours["rate"] / base["rate"]
+            ratio = {c: ours["rate"] / bases[c]["rate"] for c in CLIENTS}
             ratios.append(ratio)
+            raw = ", ".join(f"{c} {bases[c]['rate']:.0f} req/s (udcg / it {ratio[c]:.2f})" for c in CLIENTS)
             print(f"{name} ({inflight} in flight): udcg {ours['rate']:.0f} pairs/s ({ours['pairs']:,} pairs in "
                   f"{ours['model_seconds']:.2f} s of model time, {ours['wall']:.2f} s wall with start-up and corpus read; "
-                  f"client CPU {ours['cpu_ms_per_pair']:.2f} ms/pair), baseline {base['rate']:.0f} req/s, ratio {ratio:.2f}")
+                  f"client CPU {ours['cpu_ms_per_pair']:.2f} ms/pair, HTTP client {ours['client']}); raw clients: {raw}")
             if latency:
                 ideal = inflight / latency
-                print(f"  ideal concurrency/latency = {ideal:.0f}/s: udcg at {ours['rate'] / ideal:.0%}, baseline at "
-                      f"{base['rate'] / ideal:.0%}")
-    print(f"ratio: {min(ratios):.2f}")
+                print(f"  ideal concurrency/latency = {ideal:.0f}/s: udcg at {ours['rate'] / ideal:.0%}, raw "
+                      + ", raw ".join(f"{c} at {bases[c]['rate'] / ideal:.0%}" for c in CLIENTS))
+    print(f"ratio vs raw aiohttp: {min(r['aiohttp'] for r in ratios):.2f}")
+    print(f"ratio: {min(r['httpx'] for r in ratios):.2f}")
 
 
 if __name__ == "__main__":

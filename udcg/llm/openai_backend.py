@@ -37,7 +37,7 @@ from typing import Any
 
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams
-from udcg.llm.openai_transport import JobBatch, Pacer, Transport, http_module, post_bounded
+from udcg.llm.openai_transport import JobBatch, Pacer, Transport, connection_error, http_module, post_bounded
 from udcg.llm.openai_wire import (DEFAULT_CONCURRENCY, backoff_delay, check_url, endpoint, error_text, hint, retryable, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
                                   check_count, parse_choices, parse_first_top_logprobs, retry_after_seconds)
 from udcg.redact import redact, url_secrets
@@ -332,11 +332,15 @@ class OpenAIBackend:
             if not self._overdue.get(task):  # cancelled by the caller, not by the deadline
                 raise
             return None, f"POST {url}: timed out after {self.timeout:g}s (no complete answer in that time)", None
-        except http.TimeoutException:
-            return None, f"POST {url}: timed out after {self.timeout:g}s", None
-        except http.HTTPError as e:
-            cause = e.__cause__ or e
-            return None, f"POST {url}: connection failed ({type(cause).__name__}: {cause})", None
+        except Exception as e:
+            cause = connection_error(e)
+            if cause is None and isinstance(e, http.TimeoutException):
+                return None, f"POST {url}: timed out after {self.timeout:g}s", None
+            if cause is None and not isinstance(e, http.HTTPError):
+                raise
+            cause = cause or e.__cause__ or e
+            said = " ".join(str(cause).split())  # one line: aiohttp quotes the bad bytes over several
+            return None, f"POST {url}: connection failed ({type(cause).__name__}: {said})", None
         finally:
             self._deadlines.pop(task, None)
             if self._overdue.pop(task, False):  # the deadline's cancel was absorbed here, whatever form it took

@@ -7,11 +7,16 @@ boundary. Here the loop and the pool live as long as the backend; calls from any
 runner's workers, a notebook's event loop) submit coroutines to it and wait on a
 ``concurrent.futures.Future``.
 
-The HTTP client is the ``openai`` SDK's own httpx client class (``openai.DefaultAsyncHttpxClient``:
-the SDK's redirects and connection defaults), used directly: a request body is JSON bytes built once
-per prompt, not the SDK's typed request transform (about 1.6 ms of client CPU per request).
-``http_module()`` is the httpx package that class comes from (``httpx`` or ``httpx2``, by SDK
-version), for its exception types.
+The HTTP client is one of the ``openai`` SDK's own client classes, used directly: a request body is
+JSON bytes built once per prompt, not the SDK's typed request transform (about 1.6 ms of client CPU
+per request). Which class (``client_class``): ``openai.DefaultAioHttpClient`` (the SDK's ``aiohttp``
+extra: the httpx interface over aiohttp's connections and C HTTP parser) when aiohttp is installed,
+as ``udcg[llm]`` does, else ``openai.DefaultAsyncHttpxClient``; ``UDCG_HTTP_CLIENT=httpx`` or
+``aiohttp`` chooses. Against a local server that answers at once, the aiohttp one spent half the
+client CPU per request (2,770-2,910 against 1,360-1,390 pairs/s, ``scripts/bench_api.py``'s data).
+``http_module()`` is the httpx package both come from (``httpx`` or ``httpx2``, by SDK version),
+for its exception types; ``connection_error`` names the aiohttp errors the SDK's adapter passes on
+or maps to a timeout although no time ran out (a dropped connection).
 
 The connections are spread over pools of at most ``POOL_SIZE``, taken in turn: an httpx pool looks
 at each of its connections on every request it places (whether it is idle, expired, readable), so
@@ -26,15 +31,50 @@ import concurrent.futures
 import functools
 import importlib
 import itertools
+import os
 import threading
 import time
 from collections.abc import Coroutine
 from typing import Any
 
-from udcg.errors import BackendError
+from udcg.errors import BackendError, InputError
 from udcg.redact import redact
 
 POOL_SIZE = 32  # connections per httpx pool (see the module docstring)
+
+
+CLIENT_ENV = "UDCG_HTTP_CLIENT"
+CLIENTS = ("aiohttp", "httpx")
+
+
+def client_class():
+    """The SDK's HTTP client class this process uses (module docstring); an unknown
+    ``UDCG_HTTP_CLIENT`` or an aiohttp client asked for but not installed is an InputError."""
+    import openai
+
+    asked = os.environ.get(CLIENT_ENV, "").strip().lower()
+    if asked and asked not in CLIENTS:
+        raise InputError(f"{CLIENT_ENV}={asked!r}: use one of {', '.join(CLIENTS)} (or leave it unset)")
+    if asked != "httpx":
+        try:
+            import aiohttp  # noqa: F401  (the SDK's aiohttp extra)
+
+            return openai.DefaultAioHttpClient
+        except (ImportError, AttributeError):  # no aiohttp, or an SDK without the class
+            if asked == "aiohttp":
+                raise InputError(f"{CLIENT_ENV}=aiohttp, but aiohttp or the SDK's aiohttp client is missing "
+                                 "(pip install 'openai[aiohttp]')") from None
+    return openai.DefaultAsyncHttpxClient
+
+
+def connection_error(e: BaseException) -> BaseException | None:
+    """The aiohttp error behind ``e`` (itself, or the cause of the httpx error the SDK's adapter raised
+    for it) unless that error is a real timeout; None otherwise. The adapter maps a dropped or refused
+    connection to ``ConnectTimeout`` and lets other aiohttp errors through unmapped."""
+    for error in (e, e.__cause__):
+        if error is not None and type(error).__module__.partition(".")[0] == "aiohttp":
+            return None if isinstance(error, TimeoutError) else error
+    return None
 
 
 @functools.lru_cache(maxsize=1)
@@ -52,6 +92,7 @@ class Transport:
 
     def __init__(self, max_connections: int, timeout: float) -> None:
         self.max_connections, self.timeout = max_connections, timeout
+        self.client_class = client_class()  # a bad UDCG_HTTP_CLIENT fails here, before any request
         self._loop: asyncio.AbstractEventLoop | None = None
         self._clients: list = []
         self._turn = itertools.count()
@@ -68,12 +109,10 @@ class Transport:
     def client(self):
         """The next pool in turn (call on the transport's loop)."""
         if not self._clients:
-            import openai
-
             http = http_module()
             pools = -(-self.max_connections // POOL_SIZE)
             size = -(-self.max_connections // pools)
-            self._clients = [openai.DefaultAsyncHttpxClient(
+            self._clients = [self.client_class(
                 timeout=http.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
                 limits=http.Limits(max_connections=size, max_keepalive_connections=size)) for _ in range(pools)]
         return self._clients[next(self._turn) % len(self._clients)]
