@@ -14,6 +14,7 @@ import pytest
 
 import udcg
 from tests.conftest import load_script
+from udcg.errors import InputError
 from udcg.io.sources import example_path
 from udcg.io.tables import Table
 
@@ -109,3 +110,19 @@ def test_an_api_output_never_replaces_an_input(tmp_path):
     with pytest.raises(InputError, match="is the input path"):
         udcg.judge("answer", contexts, tmp_path / "out.jsonl", write_authors=contexts)
     assert run.read_bytes() == before and contexts.read_text().startswith('{"qid": "q"')
+
+
+def test_the_default_chunk_is_larger_only_for_a_local_model_on_a_gpu():
+    import torch
+
+    from udcg.flows.annotate import CHUNK_SIZE, GPU_CHUNK_SIZE, default_chunk_size, reader
+    from udcg.llm.registry import resolve
+
+    assert default_chunk_size(resolve("qwen2.5-coder-0.5b", device="cuda:0")) == GPU_CHUNK_SIZE
+    assert default_chunk_size(resolve("qwen2.5-coder-0.5b", device="cpu")) == CHUNK_SIZE
+    assert default_chunk_size(resolve("served-model", base_urls=["http://127.0.0.1:9/v1"])) == CHUNK_SIZE
+    auto = GPU_CHUNK_SIZE if torch.cuda.is_available() else CHUNK_SIZE
+    assert reader("qwen2.5-coder-0.5b").config.chunk_size == auto  # device auto: what this machine has
+    assert reader("qwen2.5-coder-0.5b", chunk_size=7).config.chunk_size == 7
+    with pytest.raises(InputError, match="--chunk-size 0: must be a positive integer"):
+        reader("qwen2.5-coder-0.5b", chunk_size=0)

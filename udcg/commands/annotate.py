@@ -59,7 +59,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default=None, help="float32, bfloat16, float16")  # None: float32
     p.add_argument("--batch-size", type=int, default=None,
                    help="prompts per forward pass of a local model (default: by a token budget)")
-    p.add_argument("--chunk-size", type=int, default=32, help="passages per cached, fsynced unit of work (default 32)")
+    p.add_argument("--chunk-size", type=int, default=None,
+                   help="passages per cached, fsynced unit of work (default 32; 256 for a local model on a GPU)")
     p.add_argument("--samples", type=int, default=20, help="sampling: answers per passage")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling: temperature")
     p.add_argument("--target-width", type=float, default=None, help="sampling: stop early once the Wilson interval is narrower")
