@@ -17,8 +17,8 @@ printed apart). Its client CPU per pair is the child's CPU time over the pairs. 
 that builds every payload dict first (outside the timing), then posts them with ``concurrency``
 workers on one keep-alive client, serialising each body with ``json.dumps`` as it posts and
 ``json.loads``-ing each answer; twice, once with each HTTP client udcg can ride on: httpx's
-AsyncClient (the package the SDK is built on: the issue's baseline) and aiohttp's ClientSession (the
-SDK's aiohttp extra, udcg's default where installed). Lines ``ratio vs raw aiohttp: X`` and, last,
+AsyncClient (the package the SDK is built on: the issue's baseline) and aiohttp's ClientSession
+(udcg's default client where aiohttp is installed). Lines ``ratio vs raw aiohttp: X`` and, last,
 ``ratio: X``: udcg / the raw httpx client, each the worse of the two settings.
 """
 
@@ -129,11 +129,9 @@ def run_udcg(data: Path, url: str, out: Path, depth: int, concurrency: int | Non
 
 def client_name() -> str:
     """The HTTP client udcg's API backend uses in this environment (UDCG_HTTP_CLIENT or the default)."""
-    import openai
+    from udcg.llm.openai_transport import client_kind
 
-    from udcg.llm.openai_transport import client_class
-
-    return "aiohttp" if client_class() is openai.DefaultAioHttpClient else "httpx"
+    return client_kind()
 
 
 def run_baseline(data: Path, url: str, concurrency: int, client: str) -> dict:

@@ -1,7 +1,8 @@
-"""The two HTTP clients the API backend can ride on (``udcg.llm.openai_transport.client_class``): the
-SDK's aiohttp client (the default where aiohttp is installed) and its httpx client. Both give the same
-answers from a real local server, and both report a server that misbehaves on 127.0.0.1 (drops the
-connection, garbles its status line) as a failed connection, never as a timeout, and retry it."""
+"""The two HTTP clients the API backend can ride on (``udcg.llm.openai_transport.client_kind``):
+aiohttp (the default where it is installed) and the SDK's httpx client. Both give the same answers
+from a real local server, and both report a server that misbehaves on 127.0.0.1 (drops the
+connection, garbles its status line) as a failed connection, never as a timeout, and retry it.
+The body limits, gzip and trickling servers of the other fault tests run on the default client."""
 
 from __future__ import annotations
 
@@ -10,13 +11,12 @@ import sys
 import threading
 from pathlib import Path
 
-import openai
 import pytest
 
 from udcg.cli import main
 from udcg.errors import InputError
 from udcg.llm.openai_backend import OpenAIBackend
-from udcg.llm.openai_transport import CLIENT_ENV, client_class
+from udcg.llm.openai_transport import CLIENT_ENV, client_kind, env_proxy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from instant_openai_server import Process as InstantServer  # noqa: E402
@@ -56,17 +56,16 @@ def _raw_server(reply: bytes):
 @pytest.mark.parametrize("name", CLIENTS)
 def test_the_client_is_the_one_asked_for(name, monkeypatch):
     monkeypatch.setenv(CLIENT_ENV, name)
-    expected = openai.DefaultAioHttpClient if name == "aiohttp" else openai.DefaultAsyncHttpxClient
-    assert client_class() is expected
+    assert client_kind() == name
     backend = OpenAIBackend("m", "http://127.0.0.1:9/v1")
-    assert backend._transport.client_class is expected
+    assert backend._transport.kind == name
     backend.close()
 
 
 def test_aiohttp_is_the_default_where_it_is_installed(monkeypatch):
     pytest.importorskip("aiohttp")
     monkeypatch.delenv(CLIENT_ENV, raising=False)
-    assert client_class() is openai.DefaultAioHttpClient
+    assert client_kind() == "aiohttp"
 
 
 def test_an_unknown_client_is_refused_in_one_line(monkeypatch, tmp_path, capsys):
@@ -107,3 +106,35 @@ def test_a_misbehaving_server_is_a_failed_connection_not_a_timeout(name, reply, 
     message = str(result)
     assert "connection failed" in message and "timed out" not in message, (what, message)
     assert "gave up after 2 attempts" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("name", CLIENTS)
+def test_a_proxy_named_in_the_environment_carries_the_request(name, monkeypatch):
+    """HTTP_PROXY points at a server on 127.0.0.1 that records what reaches it: the request arrives
+    there in a proxy's absolute form, for a host that does not even resolve."""
+    seen: list[bytes] = []
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            seen.append(conn.recv(65536).split(b"\r\n")[0])
+            conn.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    for var in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy", "http_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.getsockname()[1]}")
+    monkeypatch.setenv(CLIENT_ENV, name)
+    env_proxy.cache_clear()
+    backend = OpenAIBackend("m", "http://api.example.invalid/v1", timeout=10, max_retries=0)
+    try:
+        [result] = backend.generate_each([[{"role": "user", "content": "hi"}]])
+    finally:
+        backend.close()
+        server.close()
+        env_proxy.cache_clear()
+    assert seen == [b"POST http://api.example.invalid/v1/chat/completions HTTP/1.1"]
+    assert "HTTP 503" in str(result)

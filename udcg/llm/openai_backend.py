@@ -37,7 +37,7 @@ from typing import Any
 
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams
-from udcg.llm.openai_transport import JobBatch, Pacer, Transport, connection_error, http_module, post_bounded
+from udcg.llm.openai_transport import JobBatch, Pacer, Transport, post_bounded, request_failure
 from udcg.llm.openai_wire import (DEFAULT_CONCURRENCY, backoff_delay, check_url, endpoint, error_text, hint, retryable, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
                                   check_count, parse_choices, parse_first_top_logprobs, retry_after_seconds)
 from udcg.redact import redact, url_secrets
@@ -127,7 +127,6 @@ class OpenAIBackend:
         self._url_turn = itertools.count()
         self._endpoints = tuple(endpoint(u, "chat/completions") for u in self.base_urls)
         self._transport = Transport(max_concurrency, timeout)
-        self._http = http_module()
         self._jobs: asyncio.Queue | None = None  # (call, index, job) for the workers; made on the transport's loop
         self._jobs_loop: asyncio.AbstractEventLoop | None = None
         self._workers: list[asyncio.Task] = []
@@ -321,7 +320,6 @@ class OpenAIBackend:
     async def _attempt(self, client, url: str, content: bytes) -> tuple[Any, str, float | None]:
         """One POST: (body, "", None), or (None, what went wrong, the Retry-After in seconds or None)
         when it may be retried. A status that retrying cannot fix raises a scrubbed BackendError."""
-        http = self._http
         task = asyncio.current_task()
         self._deadlines[task] = time.monotonic() + self.timeout
         if self._watchdog is None or self._watchdog.get_loop() is not asyncio.get_running_loop():  # new after close()
@@ -333,12 +331,12 @@ class OpenAIBackend:
                 raise
             return None, f"POST {url}: timed out after {self.timeout:g}s (no complete answer in that time)", None
         except Exception as e:
-            cause = connection_error(e)
-            if cause is None and isinstance(e, http.TimeoutException):
-                return None, f"POST {url}: timed out after {self.timeout:g}s", None
-            if cause is None and not isinstance(e, http.HTTPError):
+            failure = request_failure(e)
+            if failure is None:
                 raise
-            cause = cause or e.__cause__ or e
+            kind, cause = failure
+            if kind == "timeout":
+                return None, f"POST {url}: timed out after {self.timeout:g}s", None
             said = " ".join(str(cause).split())  # one line: aiohttp quotes the bad bytes over several
             return None, f"POST {url}: connection failed ({type(cause).__name__}: {said})", None
         finally:

@@ -7,16 +7,18 @@ boundary. Here the loop and the pool live as long as the backend; calls from any
 runner's workers, a notebook's event loop) submit coroutines to it and wait on a
 ``concurrent.futures.Future``.
 
-The HTTP client is one of the ``openai`` SDK's own client classes, used directly: a request body is
-JSON bytes built once per prompt, not the SDK's typed request transform (about 1.6 ms of client CPU
-per request). Which class (``client_class``): ``openai.DefaultAioHttpClient`` (the SDK's ``aiohttp``
-extra: the httpx interface over aiohttp's connections and C HTTP parser) when aiohttp is installed,
-as ``udcg[llm]`` does, else ``openai.DefaultAsyncHttpxClient``; ``UDCG_HTTP_CLIENT=httpx`` or
-``aiohttp`` chooses. Against a local server that answers at once, the aiohttp one spent half the
-client CPU per request (2,770-2,910 against 1,360-1,390 pairs/s, ``scripts/bench_api.py``'s data).
-``http_module()`` is the httpx package both come from (``httpx`` or ``httpx2``, by SDK version),
-for its exception types; ``connection_error`` names the aiohttp errors the SDK's adapter passes on
-or maps to a timeout although no time ran out (a dropped connection).
+The HTTP client (``client_kind``) is aiohttp where it is installed, as ``udcg[llm]`` does: its
+connections and C HTTP parser, used directly; else the ``openai`` SDK's own httpx client class
+(``openai.DefaultAsyncHttpxClient``). ``UDCG_HTTP_CLIENT=httpx`` or ``aiohttp`` chooses. Either way a
+request body is JSON bytes built once per prompt, not the SDK's typed request transform (about
+1.6 ms of client CPU per request), and ``post_bounded`` returns the same ``Reply``. Against a local
+server that answers at once (``scripts/bench_api.py``'s data, interleaved runs), udcg posted
+1,360-1,390 pairs/s over the httpx client, 2,720-2,910 over the SDK's aiohttp adapter (the httpx
+interface on aiohttp) and 3,890-5,020 over aiohttp directly. aiohttp's own ``trust_env`` is off (it
+looks for a .netrc in a worker thread on every request: 1,470-1,590 pairs/s); ``env_proxy`` reads
+the proxy variables once per URL instead. ``http_module()`` is the httpx package the SDK comes with
+(``httpx`` or ``httpx2``, by SDK version): its exception types, ``Timeout`` and TLS context.
+``request_failure`` sorts what either client raises into a timeout or a failed connection.
 
 The connections are spread over pools of at most ``POOL_SIZE``, taken in turn: an httpx pool looks
 at each of its connections on every request it places (whether it is idle, expired, readable), so
@@ -32,9 +34,11 @@ import functools
 import importlib
 import itertools
 import os
+import ssl
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from udcg.errors import BackendError, InputError
@@ -47,33 +51,35 @@ CLIENT_ENV = "UDCG_HTTP_CLIENT"
 CLIENTS = ("aiohttp", "httpx")
 
 
-def client_class():
-    """The SDK's HTTP client class this process uses (module docstring); an unknown
-    ``UDCG_HTTP_CLIENT`` or an aiohttp client asked for but not installed is an InputError."""
-    import openai
-
+def client_kind() -> str:
+    """``aiohttp`` or ``httpx``: ``UDCG_HTTP_CLIENT`` when set, else aiohttp where it is installed;
+    an unknown name, or aiohttp asked for but not installed, is an InputError."""
     asked = os.environ.get(CLIENT_ENV, "").strip().lower()
     if asked and asked not in CLIENTS:
         raise InputError(f"{CLIENT_ENV}={asked!r}: use one of {', '.join(CLIENTS)} (or leave it unset)")
-    if asked != "httpx":
-        try:
-            import aiohttp  # noqa: F401  (the SDK's aiohttp extra)
+    if asked == "httpx":
+        return "httpx"
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError:
+        if asked == "aiohttp":
+            raise InputError(f"{CLIENT_ENV}=aiohttp, but aiohttp is not installed (pip install aiohttp)") from None
+        return "httpx"
+    return "aiohttp"
 
-            return openai.DefaultAioHttpClient
-        except (ImportError, AttributeError):  # no aiohttp, or an SDK without the class
-            if asked == "aiohttp":
-                raise InputError(f"{CLIENT_ENV}=aiohttp, but aiohttp or the SDK's aiohttp client is missing "
-                                 "(pip install 'openai[aiohttp]')") from None
-    return openai.DefaultAsyncHttpxClient
 
-
-def connection_error(e: BaseException) -> BaseException | None:
-    """The aiohttp error behind ``e`` (itself, or the cause of the httpx error the SDK's adapter raised
-    for it) unless that error is a real timeout; None otherwise. The adapter maps a dropped or refused
-    connection to ``ConnectTimeout`` and lets other aiohttp errors through unmapped."""
+def request_failure(e: BaseException) -> tuple[str, BaseException] | None:
+    """(``timeout`` or ``connection``, the error to name) for what a request raised that a retry may
+    fix: aiohttp's errors (its timeouts are ``TimeoutError``s) and httpx's ``HTTPError``s, an aiohttp
+    error under an httpx one first; None for anything else (a bug, a body over the limit)."""
     for error in (e, e.__cause__):
         if error is not None and type(error).__module__.partition(".")[0] == "aiohttp":
-            return None if isinstance(error, TimeoutError) else error
+            return ("timeout" if isinstance(error, TimeoutError) else "connection"), error
+    http = http_module()
+    if isinstance(e, http.TimeoutException):
+        return "timeout", e
+    if isinstance(e, http.HTTPError):
+        return "connection", e.__cause__ or e
     return None
 
 
@@ -92,7 +98,7 @@ class Transport:
 
     def __init__(self, max_connections: int, timeout: float) -> None:
         self.max_connections, self.timeout = max_connections, timeout
-        self.client_class = client_class()  # a bad UDCG_HTTP_CLIENT fails here, before any request
+        self.kind = client_kind()  # a bad UDCG_HTTP_CLIENT fails here, before any request
         self._loop: asyncio.AbstractEventLoop | None = None
         self._clients: list = []
         self._turn = itertools.count()
@@ -107,15 +113,28 @@ class Transport:
             return self._loop
 
     def client(self):
-        """The next pool in turn (call on the transport's loop)."""
+        """The next pool in turn (call on the transport's loop): an aiohttp session or an httpx client."""
         if not self._clients:
-            http = http_module()
             pools = -(-self.max_connections // POOL_SIZE)
             size = -(-self.max_connections // pools)
-            self._clients = [self.client_class(
-                timeout=http.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
-                limits=http.Limits(max_connections=size, max_keepalive_connections=size)) for _ in range(pools)]
+            self._clients = [self._pool(size) for _ in range(pools)]
         return self._clients[next(self._turn) % len(self._clients)]
+
+    def _pool(self, size: int):
+        http, connect = http_module(), min(self.timeout, 10.0)
+        if self.kind == "httpx":
+            import openai
+
+            return openai.DefaultAsyncHttpxClient(timeout=http.Timeout(self.timeout, connect=connect),
+                                                  limits=http.Limits(max_connections=size, max_keepalive_connections=size))
+        import aiohttp
+
+        # The TLS context httpx would use (its CA bundle, SSL_CERT_FILE). Not aiohttp's trust_env: it looks
+        # for a .netrc in a worker thread on every request (proxies come from env_proxy instead).
+        connector = aiohttp.TCPConnector(limit=size, ssl=_tls_context(http))
+        return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
+                                     timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect,
+                                                                   sock_read=self.timeout))
 
     def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future:
         return asyncio.run_coroutine_threadsafe(coro, self._start())
@@ -137,7 +156,8 @@ class Transport:
             return
         for client in clients:
             try:
-                asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(timeout=5)
+                closing = client.aclose() if hasattr(client, "aclose") else client.close()  # httpx / aiohttp
+                asyncio.run_coroutine_threadsafe(closing, loop).result(timeout=5)
             except Exception:  # closing is best effort: the connections die with the process anyway
                 pass
         loop.call_soon_threadsafe(loop.stop)
@@ -146,38 +166,108 @@ class Transport:
 MAX_BODY_BYTES = 64 * 1024**2  # a chat completion is a few KiB; 128 answers with log-probabilities a few MiB
 
 
-async def post_bounded(client, url: str, content: bytes, headers: dict[str, str], limit: int | None = None):
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A response with its body read (decompressed), whichever client fetched it."""
+
+    status_code: int
+    headers: Mapping[str, str]  # case-insensitive lookups (aiohttp's and httpx's header types)
+    content: bytes
+    reason_phrase: str = ""
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+
+async def post_bounded(client, url: str, content: bytes, headers: dict[str, str], limit: int | None = None) -> Reply:
     """POST and read the response, its body (decompressed) at most ``limit`` bytes: a Content-Length
     over the limit fails before the body is read, a longer stream where it passes the limit, with a
-    ``BackendError`` (no retry: a server that sends gigabytes will send them again). Returns the
-    response with its body read (``.content``, ``.text``, ``.headers``, ``.status_code``)."""
-    http, limit = http_module(), MAX_BODY_BYTES if limit is None else limit
+    ``BackendError`` (no retry: a server that sends gigabytes will send them again)."""
+    limit = MAX_BODY_BYTES if limit is None else limit
+    if hasattr(client, "build_request"):
+        return await _post_httpx(client, url, content, headers, limit)
+    if "@" in url.partition("//")[2].partition("/")[0]:  # credentials in the URL: basic auth, as httpx sends
+        url, headers = _basic_auth(url, headers)
+    async with client.post(url, data=content, headers=headers, proxy=env_proxy(url)) as response:
+        size = _declared(response.headers, url, response.status, limit)
+        if size is not None and not response.headers.get("content-encoding"):
+            body = await response.read()  # framed by its Content-Length: the body cannot run past it
+        else:
+            body = await _capped(response.content.iter_chunked(1 << 16), url, response.status, limit)
+        return Reply(response.status, response.headers, body, response.reason or "")
+
+
+def _tls_context(http) -> ssl.SSLContext:
+    """httpx's verifying context (its CA bundle, or SSL_CERT_FILE / SSL_CERT_DIR), else the system's."""
+    make = getattr(http, "create_ssl_context", None)  # public from httpx 0.28
+    return make(trust_env=True) if make is not None else ssl.create_default_context()
+
+
+@functools.lru_cache(maxsize=64)
+def env_proxy(url: str) -> str | None:
+    """The proxy the environment names for ``url`` (HTTP(S)_PROXY / ALL_PROXY, less NO_PROXY), as
+    httpx would take it; read once per URL."""
+    import urllib.parse
+    import urllib.request
+
+    parts = urllib.parse.urlsplit(url)
+    if urllib.request.proxy_bypass_environment(parts.hostname or ""):
+        return None
+    proxies = urllib.request.getproxies_environment()
+    return proxies.get(parts.scheme) or proxies.get("all")
+
+
+def _basic_auth(url: str, headers: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """The URL without its user and password, and the headers with basic auth from them in place of
+    any Authorization header (what httpx sends for such a URL)."""
+    import base64
+
+    import yarl
+
+    parsed = yarl.URL(url)
+    token = base64.b64encode(f"{parsed.user or ''}:{parsed.password or ''}".encode()).decode()
+    kept = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+    return str(parsed.with_user(None)), {**kept, "Authorization": f"Basic {token}"}
+
+
+async def _post_httpx(client, url: str, content: bytes, headers: dict[str, str], limit: int) -> Reply:
     request = client.build_request("POST", url, content=content, headers=headers)
     response = await client.send(request, stream=True)
     try:
-        declared = response.headers.get("content-length", "")
-        size = int(declared) if declared.isdigit() and len(declared) < 20 else None
-        if size is not None and size <= limit and not response.headers.get("content-encoding"):
-            await response.aread()  # framed by its Content-Length: the body cannot run past it
-            return response
-        chunks, total = [], 0
-        if size is None or size <= limit:
-            async for chunk in response.aiter_bytes():
-                total += len(chunk)
-                if total > limit:
-                    break
-                chunks.append(chunk)
+        size = _declared(response.headers, url, response.status_code, limit)
+        if size is not None and not response.headers.get("content-encoding"):
+            body = await response.aread()
+        else:
+            body = await _capped(response.aiter_bytes(), url, response.status_code, limit)
     finally:
         await response.aclose()
-    if (size is not None and size > limit) or total > limit:
-        what = f"declares {size:,} bytes" if size is not None and size > limit else f"runs past {limit:,} bytes"
-        raise BackendError(redact(f"POST {url}: HTTP {response.status_code}, the response body {what}, over the "
-                                  f"{limit:,}-byte limit of one response (is this an OpenAI-compatible endpoint? check "
-                                  "the base URL)"))
-    kept = [(k, v) for k, v in response.headers.multi_items()  # the body is decoded already
-            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
-    return http.Response(response.status_code, headers=kept, content=b"".join(chunks), request=request,
-                         extensions=response.extensions)
+    return Reply(response.status_code, response.headers, body, response.reason_phrase)
+
+
+def _declared(headers: Mapping[str, str], url: str, status: int, limit: int) -> int | None:
+    """The Content-Length, None when absent or unreadable; over ``limit``, the over-limit error."""
+    declared = headers.get("content-length", "")
+    size = int(declared) if declared.isdigit() and len(declared) < 20 else None
+    if size is not None and size > limit:
+        raise _over_limit(url, status, f"declares {size:,} bytes", limit)
+    return size
+
+
+async def _capped(chunks, url: str, status: int, limit: int) -> bytes:
+    """The decoded body from an async iterator of chunks, stopping where it passes ``limit``."""
+    kept, total = [], 0
+    async for chunk in chunks:
+        total += len(chunk)
+        if total > limit:
+            raise _over_limit(url, status, f"runs past {limit:,} bytes", limit)
+        kept.append(chunk)
+    return b"".join(kept)
+
+
+def _over_limit(url: str, status: int, what: str, limit: int) -> BackendError:
+    return BackendError(redact(f"POST {url}: HTTP {status}, the response body {what}, over the {limit:,}-byte "
+                               "limit of one response (is this an OpenAI-compatible endpoint? check the base URL)"))
 
 
 class Pacer:
