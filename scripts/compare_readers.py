@@ -16,7 +16,8 @@ not built on the same pools). The statistics, fixed before the 0.5B pool-15 runs
 - ``correct``: the share of all its contexts answered correctly;
 - ``rho(UDCG)-rho(nDCG)``: the per-question Spearman gap of table3-all (questions usable in both).
 
-Each: the mean, the 95% percentile bootstrap interval over questions, the two-sided paired sign-flip
+Each on the questions where both values exist: A's and B's means, the mean difference, the 95%
+percentile bootstrap interval over questions, the two-sided paired sign-flip
 p, the smallest difference detectable at 80% power, and Holm's p over the whole family (statistics x
 pairs). Descriptive, untested: each reader's mean single-passage p_abs on relevant and on
 irrelevant passages of the contexts. ``--out`` writes README.md (the tables) and
@@ -96,8 +97,9 @@ def compare(label: str, run_a: Path, run_b: Path) -> tuple[list[dict], list[dict
     rows = []
     for stat in STATISTICS:
         d = paired_difference(ra[stat], rb[stat])
-        rows.append({"pair": label, "statistic": stat, "n": d.n, "mean_a": float(np.nanmean(ra[stat])),
-                     "mean_b": float(np.nanmean(rb[stat])), "diff": d.mean, "ci_low": d.ci_low, "ci_high": d.ci_high,
+        both = np.isfinite(ra[stat]) & np.isfinite(rb[stat])  # the means on the paired questions alone
+        rows.append({"pair": label, "statistic": stat, "n": d.n, "mean_a": float(ra[stat][both].mean()),
+                     "mean_b": float(rb[stat][both].mean()), "diff": d.mean, "ci_low": d.ci_low, "ci_high": d.ci_high,
                      "p": d.p, "min_detectable": d.min_detectable})
     per_question = [{"pair": label, "qid": q, **{f"{s} A": _num(ra[s][i]) for s in STATISTICS},
                      **{f"{s} B": _num(rb[s][i]) for s in STATISTICS}} for i, q in enumerate(qids)]
@@ -158,11 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         command = "python scripts/compare_readers.py " + " ".join(
-            f'--pair "{label}" {a} {b}' for label, a, b in args.pair) + f" --out {args.out}"
+            f'--pair "{label}" {a} {b}' for label, a, b in args.pair) + " --out FOLDER"
         (args.out / "README.md").write_text(
             "# Two readers on identical contexts\n\nWritten by `scripts/compare_readers.py` (its docstring defines "
-            "every statistic; A − B per question, paired sign-flip test, Holm over the table's rows):\n\n"
-            f"    {command}\n\n" + text, encoding="utf-8")
+            "every statistic; A − B per question, paired sign-flip test, Holm over the table's rows), FOLDER being "
+            "this one:\n\n" f"    {command}\n\n" + text, encoding="utf-8")
         write_jsonl_gz(args.out / "per-question.jsonl.gz", per_question)
         (args.out / "summary.json").write_text(json.dumps({"rows": rows, "runs": infos}, indent=2) + "\n",
                                                encoding="utf-8")

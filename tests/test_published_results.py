@@ -43,6 +43,20 @@ def test_the_theta_transfer_table_rebuilds(tmp_path):
         assert (tmp_path / name).read_bytes() == (published / name).read_bytes(), name
 
 
+def test_the_paired_reader_comparison_rebuilds(tmp_path, monkeypatch, capsys):
+    published = RESULTS / "readers-paired"
+    if not (published / "README.md").is_file():
+        pytest.skip("no published reader comparison")
+    command = (published / "README.md").read_text(encoding="utf-8").split("    python scripts/compare_readers.py ")[1]
+    pairs = [part.split() for part in command.split("--out")[0].split("--pair")[1:]]
+    monkeypatch.chdir(RESULTS.parents[1])  # the run paths are the repository-relative ones of the command
+    argv = [a for label, run_a, run_b in pairs for a in ("--pair", label.strip('"'), run_a, run_b)]
+    assert load_script("compare_readers").main([*argv, "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    for name in ("README.md", "summary.json", "per-question.jsonl.gz"):
+        assert (tmp_path / name).read_bytes() == (published / name).read_bytes(), name
+
+
 def test_the_readme_results_table_matches_the_published_runs(monkeypatch):
     """Each row of the README's results table is what ``results_table.py --summary`` reads off the run."""
     root = RESULTS.parents[1]
