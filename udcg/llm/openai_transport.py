@@ -187,9 +187,14 @@ async def post_bounded(client, url: str, content: bytes, headers: dict[str, str]
     limit = MAX_BODY_BYTES if limit is None else limit
     if hasattr(client, "build_request"):
         return await _post_httpx(client, url, content, headers, limit)
-    if "@" in url.partition("//")[2].partition("/")[0]:  # credentials in the URL: basic auth, as httpx sends
-        url, headers = _basic_auth(url, headers)
-    async with client.post(url, data=content, headers=headers, proxy=env_proxy(url)) as response:
+    return await _post_aiohttp(client, url, content, headers, limit)
+
+
+async def _post_aiohttp(session, url: str, content: bytes, headers: dict[str, str], limit: int) -> Reply:
+    target, auth = _without_credentials(url)
+    if auth:  # credentials in the URL: basic auth in place of any Authorization header, as httpx sends
+        headers = {**{k: v for k, v in headers.items() if k.lower() != "authorization"}, "Authorization": auth}
+    async with session.post(target, data=content, headers=headers, proxy=env_proxy(target)) as response:
         size = _declared(response.headers, url, response.status, limit)
         if size is not None and not response.headers.get("content-encoding"):
             body = await response.read()  # framed by its Content-Length: the body cannot run past it
@@ -218,17 +223,19 @@ def env_proxy(url: str) -> str | None:
     return proxies.get(parts.scheme) or proxies.get("all")
 
 
-def _basic_auth(url: str, headers: dict[str, str]) -> tuple[str, dict[str, str]]:
-    """The URL without its user and password, and the headers with basic auth from them in place of
-    any Authorization header (what httpx sends for such a URL)."""
+@functools.lru_cache(maxsize=64)
+def _without_credentials(url: str) -> tuple[str, str | None]:
+    """(the URL without its user and password, the basic-auth header value they make, or None when
+    the URL holds none); worked out once per URL."""
+    if "@" not in url.partition("//")[2].partition("/")[0]:
+        return url, None
     import base64
 
     import yarl
 
     parsed = yarl.URL(url)
     token = base64.b64encode(f"{parsed.user or ''}:{parsed.password or ''}".encode()).decode()
-    kept = {k: v for k, v in headers.items() if k.lower() != "authorization"}
-    return str(parsed.with_user(None)), {**kept, "Authorization": f"Basic {token}"}
+    return str(parsed.with_user(None)), f"Basic {token}"
 
 
 async def _post_httpx(client, url: str, content: bytes, headers: dict[str, str], limit: int) -> Reply:
