@@ -73,6 +73,13 @@ class Preregistered(NamedTuple):
 # by data set (config data.questions); docs/results/README.md, "Pre-registration", (a) and (b)
 PREREGISTERED = {"nq": Preregistered("nq-qwen1.5b", 0.536 - 0.458, 120),
                  "popqa": Preregistered("popqa-qwen1.5b", 0.525 - 0.438, 90)}
+# The paper's Table 3 (seed 003): UDCG - nDCG in mean per-question rho for each of its six LLMs, by data set.
+PAPER_MARGINS = {
+    "nq": {"Llama-3B": 0.536 - 0.458, "Llama-8B": 0.611 - 0.515, "Llama-70B": 0.665 - 0.560,
+           "Gemma-4B": 0.587 - 0.557, "Mistral-7B": 0.629 - 0.548, "Qwen-7B": 0.605 - 0.471},
+    "popqa": {"Llama-3B": 0.525 - 0.438, "Llama-8B": 0.599 - 0.499, "Llama-70B": 0.707 - 0.669,
+              "Gemma-4B": 0.607 - 0.514, "Mistral-7B": 0.542 - 0.438, "Qwen-7B": 0.397 - 0.236},
+}
 # (c): UDCG against each classical metric and eRAG over all questions, and UDCG_theta on the test half
 FAMILY = (("table3-all.json", ("nDCG", "RR", "AP", "P", "Success", "eRAG")), ("table3.json", ("UDCG_theta",)))
 FAMILY_STATISTICS = (("ρ", "mean_rho", "p_vs_baseline"), ("τ_b", "mean_tau_b", "p_tau_b"),
@@ -148,9 +155,14 @@ def summary_row(folder: Path, label: str) -> str:
             f"{stats(udcg)} | {CLASSICAL[best]} {stats(b)} | {ps} | {power_cell(folder)} |")
 
 
+def _dataset(folder: Path) -> str:
+    """The run's data set name (config.yaml's data.questions: nq, popqa)."""
+    return Path(read_run_config(folder / "config.yaml").data.questions).name
+
+
 def preregistered(folder: Path) -> Preregistered | None:
     """The pre-registration of the run's data set (config.yaml's data.questions), if any."""
-    return PREREGISTERED.get(Path(read_run_config(folder / "config.yaml").data.questions).name)
+    return PREREGISTERED.get(_dataset(folder))
 
 
 def primary(folder: Path, statistic: str = "rho", after: int = 0) -> tuple[int, paired.PairedDifference]:
@@ -176,6 +188,39 @@ def reading(d: paired.PairedDifference, n: int, plan: Preregistered | None, fold
         return head + ("UDCG predicts this reader's outcomes better than nDCG" if d.mean > 0 else
                        "nDCG predicts this reader's outcomes better than UDCG")
     return head + f"no difference detected (smallest difference detectable with 80% power: {_num(d.min_detectable)})"
+
+
+def margins_reading(d: paired.PairedDifference, dataset: str) -> str:
+    """Which of the paper's per-LLM margins on ``dataset`` the 95% interval of ``d`` excludes and
+    which it contains (issue #38 item 1: say exactly which)."""
+    margins = sorted(PAPER_MARGINS.get(dataset, {}).items(), key=lambda item: item[1])
+    if not margins or math.isnan(d.ci_low):
+        return "no paper margins to compare with"
+    inside = [f"{llm} {_signed(m)}" for llm, m in margins if d.ci_low <= m <= d.ci_high]
+    outside = [f"{llm} {_signed(m)}" for llm, m in margins if not d.ci_low <= m <= d.ci_high]
+    return (f"the interval [{_signed(d.ci_low)}, {_signed(d.ci_high)}] excludes "
+            f"{', '.join(outside) or 'none'} and contains {', '.join(inside) or 'none'}")
+
+
+def split_difference(folder: Path, first: int, statistic: str = "rho",
+                     n_resamples: int = 100_000) -> tuple[float, float, float, int, int]:
+    """UDCG - nDCG on ``statistic`` over the first ``first`` questions of the run's order against the
+    questions after them: (mean of the first, mean of the later, two-sided p of the two-sample
+    permutation test of equal means, usable first, usable later). The p comes from
+    ``scipy.stats.permutation_test`` (independent samples, ``n_resamples`` seeded draws)."""
+    from scipy import stats as scipy_stats
+
+    rows = read_per_question(folder, "table3-all")
+    order = question_order(folder)
+    parts = []
+    for qids in (order[:first], order[first:]):
+        x, y = paired.aligned(rows, "UDCG", "nDCG", statistic, qids)
+        d = x - y
+        parts.append(d[np.isfinite(d)])
+    test = scipy_stats.permutation_test(parts, lambda a, b, axis: a.mean(axis=axis) - b.mean(axis=axis),
+                                        permutation_type="independent", vectorized=True,
+                                        n_resamples=n_resamples, random_state=0)
+    return float(parts[0].mean()), float(parts[1].mean()), float(test.pvalue), len(parts[0]), len(parts[1])
 
 
 class Line(NamedTuple):
@@ -211,7 +256,13 @@ def primary_table(specs: list[tuple[Path, str]], margin: float | None, new_after
                 lines.append(Line(label, what + (" (primary)" if is_primary else ""), n, d,
                                   paper if statistic == "rho" else math.nan, is_primary))
                 if is_primary:
-                    readings.append(f"- {label}: {reading(d, n, plan, folder)}")
+                    readings.append(f"- {label}: {reading(d, n, plan, folder)}; "
+                                    f"{margins_reading(d, _dataset(folder))} (the paper's six LLMs)")
+        if new_after:
+            first, later, p, n_first, n_later = split_difference(folder, new_after)
+            readings.append(f"- {label}: ρ gap on the first {new_after} questions {_signed(first)} ({n_first} usable) "
+                            f"against {_signed(later)} on the later ones ({n_later} usable), two-sample "
+                            f"permutation p {_pv(p)}")
     p_holm = iter(holm([line.d.p for line in lines if line.is_primary]))
     head = ("| run | statistic | questions | usable | UDCG − nDCG | 95% interval | p | p_Holm (primaries) | "
             "paper's margin | margin in the interval | detectable at 80% |")

@@ -118,7 +118,21 @@ def test_primary_by_hand_with_the_sensitivity_rows_and_the_reading(tmp_path):
     assert rows[1][5:8] == ["[NA, NA]", "0.75", "—"]  # fewer than 5 questions: no interval
     assert rows[2][:5] == ["Toy", "pairwise acc., all questions", "6", "5", "+0.200"] and rows[2][8] == "—"
     assert rows[3][:5] == ["Toy", "pairwise acc., questions after the first 3", "3", "3", "+0.133"]
-    assert lines[-1] == "- Toy: incomplete: 6 of 120 questions, no verdict (pre-registration (b))"
+    assert lines[-2].startswith("- Toy: incomplete: 6 of 120 questions, no verdict (pre-registration (b)); "
+                                f"the interval [{low:+.3f}, {high:+.3f}] excludes ")
+    # first 3 in the pools' order (q1, q3; q4 unusable): 0.2, 0.3; later: -0.1, 0.1, 0.4. Of the 10
+    # splits of the five into 2 + 3, 4 have a first-pair sum >= 0.5 and 8 <= 0.5: two-sided p 2 * 4/10
+    assert lines[-1] == ("- Toy: ρ gap on the first 3 questions +0.250 (2 usable) against +0.133 on the later "
+                         "ones (3 usable), two-sample permutation p 0.80")
+
+
+def test_the_paper_margins_an_interval_excludes_are_named_one_by_one():
+    module = load_script("results_table")
+    d = module.paired.PairedDifference(106, 0.017, 0.18, 0.05, -0.015, 0.054, 0.34)
+    assert module.margins_reading(d, "nq") == (
+        "the interval [-0.015, +0.054] excludes Llama-3B +0.078, Mistral-7B +0.081, Llama-8B +0.096, "
+        "Llama-70B +0.105, Qwen-7B +0.134 and contains Gemma-4B +0.030")
+    assert module.margins_reading(d, "squad") == "no paper margins to compare with"
 
 
 def test_family_holm_over_statistics_metrics_and_runs_without_the_primaries(tmp_path):
