@@ -158,7 +158,7 @@ def test_family_holm_over_statistics_metrics_and_runs_without_the_primaries(tmp_
                    ("A", "ρ", "UDCG_theta"): ("NA", "NA"), ("A", "τ_b", "UDCG_theta"): ("0.040", "0.16"),
                    ("A", "pairwise acc.", "UDCG_theta"): ("0.50", "0.60"), ("B", "ρ", "nDCG"): ("0.001", "0.007"),
                    ("B", "τ_b", "nDCG"): ("0.20", "0.60"), ("B", "pairwise acc.", "nDCG"): ("0.30", "0.60")}
-    assert lines[-1] == "Family: 7 tests (statistics × metrics × runs); left out as primaries: nDCG on ρ in nq-qwen1.5b."
+    assert lines[-1] == "Family: 7 tests (statistics × metrics × runs); left out as primaries: nDCG on ρ in nq-qwen1.5b; p from the reports (10,000 sign flips)."
 
 
 def test_the_summary_table_on_the_command_line_has_the_power_column(tmp_path):
