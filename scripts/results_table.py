@@ -333,6 +333,31 @@ def across_table(specs: list[tuple[Path, str]], metric: str) -> list[str]:
             "(two-sided sign-flip p, 95% percentile bootstrap interval):", "", *lines]
 
 
+def abstention_auc(folder: Path, n_boot: int = 1_000) -> tuple[int, float, float, float, float]:
+    """How well the reader's own single-passage abstention probabilities foretell its abstention on a
+    five-passage context of the main study: (contexts, abstention share, ROC AUC of the context's mean
+    p_abs for 'abstained' against the other outcomes (sklearn), and its 95% bootstrap interval over
+    questions, ``n_boot`` resamples, seed 0)."""
+    from sklearn.metrics import roc_auc_score
+
+    with gzip.open(folder / "data" / "contexts.jsonl.gz", "rt", encoding="utf-8") as fh:
+        rows = [r for r in map(json.loads, fh) if r.get("study") == "main" and r.get("outcome")]
+    qids = sorted({r["qid"] for r in rows})
+    by_q = {q: [] for q in qids}
+    for r in rows:
+        by_q[r["qid"]].append((r["outcome"] == "abstained", float(np.mean(r["p_abs"]))))
+    pairs = [pair for q in qids for pair in by_q[q]]
+    auc = float(roc_auc_score([o for o, _ in pairs], [m for _, m in pairs]))
+    rng, aucs = np.random.default_rng(0), []
+    for _ in range(n_boot):
+        drawn = [pair for i in rng.integers(0, len(qids), len(qids)) for pair in by_q[qids[i]]]
+        ys, ss = np.array([o for o, _ in drawn]), np.array([m for _, m in drawn])
+        if 0 < ys.sum() < len(ys):
+            aucs.append(roc_auc_score(ys, ss))
+    low, high = np.percentile(aucs, [2.5, 97.5])
+    return len(rows), float(np.mean([o for o, _ in pairs])), auc, float(low), float(high)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("reports", nargs="+", help="DIR:LABEL of a published report folder")
@@ -340,6 +365,8 @@ def main() -> None:
     mode.add_argument("--summary", action="store_true", help="one row per run (the README's results table)")
     mode.add_argument("--primary", action="store_true", help="the pre-registered primary of each run")
     mode.add_argument("--family", action="store_true", help="the secondary statistics, Holm over all runs given")
+    mode.add_argument("--abstention-auc", action="store_true",
+                      help="per run: how well the context's mean single-passage p_abs foretells abstention (ROC AUC)")
     mode.add_argument("--across", metavar="METRIC", help="one metric in two runs, paired on their common usable questions")
     ap.add_argument("--margin", type=float, help="--primary: the paper's margin (default: by data set, PREREGISTERED)")
     ap.add_argument("--new-after", type=int, default=50, help="--primary: also on the questions after the first N")
@@ -359,6 +386,13 @@ def main() -> None:
         return
     if args.across:
         print("\n".join(across_table(specs, args.across)))
+        return
+    if args.abstention_auc:
+        print("| run | contexts | abstained | ROC AUC of the mean p_abs | 95% interval (questions resampled) |")
+        print("|---" * 5 + "|")
+        for folder, label in specs:
+            n, share, auc, low, high = abstention_auc(folder)
+            print(f"| {label} | {n} | {share:.0%} | {auc:.3f} | [{low:.3f}, {high:.3f}] |")
         return
     if args.primary or args.family:
         print("\n".join(primary_table(specs, args.margin, args.new_after) if args.primary

@@ -179,3 +179,20 @@ def test_across_pairs_one_metric_of_two_runs_on_the_questions_usable_in_both(tmp
     # 4 sign vectors: |mean| >= 0.3 for (+,+) and (-,-) only, 2/4
     assert rho[:7] == ["ρ", "3", "3", "2", "0.700", "0.400", "+0.300"]
     assert rho[8] == "0.50"
+
+
+def test_abstention_auc_of_the_contexts_mean_p_abs_by_hand(tmp_path):
+    """Three abstained contexts and three answered ones; the mean p_abs orders 8 of the 9 (abstained,
+    answered) pairs right, one tie counts half: AUC (8 + 0.5) / 9. Other studies are left out."""
+    (tmp_path / "data").mkdir()
+    contexts = [("q1", "abstained", [0.9, 0.7]), ("q1", "correct", [0.1, 0.1]), ("q2", "abstained", [0.6, 0.4]),
+                ("q2", "wrong", [0.5, 0.5]), ("q3", "abstained", [0.2, 0.4]), ("q3", "wrong", [0.4, 0.2]),
+                ("q3", "abstained", [0.0, 0.0], "positions")]
+    with gzip.open(tmp_path / "data" / "contexts.jsonl.gz", "wt") as fh:
+        for qid, outcome, p_abs, *study in contexts:
+            fh.write(json.dumps({"qid": qid, "study": (study or ["main"])[0], "outcome": outcome, "p_abs": p_abs}) + "\n")
+    n, share, auc, low, high = load_script("results_table").abstention_auc(tmp_path, n_boot=200)
+    # abstained means 0.8, 0.5, 0.3 against answered 0.1, 0.5, 0.3: 0.8 beats all three, 0.5 beats 0.1 and 0.3
+    # and ties 0.5, 0.3 beats 0.1 and ties 0.3: (3 + 2.5 + 1.5) / 9
+    assert (n, share) == (6, 0.5) and auc == pytest.approx(7 / 9)
+    assert low <= auc <= high
