@@ -1,0 +1,138 @@
+"""Round four (issue 36), the API client side: the response schema checked in one place
+(``udcg.llm.openai_wire``), fleets whose retries leave a dead member, secrets of any length and form,
+damaged cache records, environment values the HTTP clients cannot send, and start-up that grows with
+the work. Servers are real: a raw HTTP server on 127.0.0.1 scripted per path
+(``/<case>/v1/chat/completions``) and ``scripts/instant_openai_server.py``; a dead member is a closed
+port on 127.0.0.1. API cases run over both HTTP clients (``UDCG_HTTP_CLIENT``)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from udcg.cli import main
+from udcg.errors import BackendError
+
+CLIENTS = ["aiohttp", "httpx"]
+CHAT = [{"role": "user", "content": "q"}]
+OK_CHOICE = {"index": 0, "message": {"role": "assistant", "content": "Paris"}, "finish_reason": "stop"}
+TOP = [{"token": "NO", "logprob": -0.7}, {"token": "The", "logprob": -0.9}]
+LOGPROBS = {"content": [{"token": "NO", "logprob": -0.7, "top_logprobs": TOP}]}
+
+# case -> the body the raw server answers with (every request), and the field the error must name
+MALFORMED = {
+    "bare-strings": ({"choices": ["NO-RESPONSE", "Paris"]}, "choices[0] is a string, not an object"),
+    "message-null": ({"choices": [{"index": 0, "message": None}]}, "choices[0].message is null, not an object"),
+    "message-string": ({"choices": [{"index": 0, "message": "Paris"}]}, "choices[0].message is a string"),
+    "message-missing": ({"choices": [{"index": 0, "text": "Paris"}]}, "choices[0].message is null, not an object"),
+    "mixed-index": ({"choices": [{**OK_CHOICE, "index": 0}, {**OK_CHOICE, "index": "1"}]}, "choices[1].index is a string"),
+    "index-repeated": ({"choices": [OK_CHOICE, OK_CHOICE]}, "choices[].index repeats a value"),
+    "content-list": ({"choices": [{"index": 0, "message": {"content": ["Paris"]}}]}, "choices[0].message.content is a list"),
+    "choices-object": ({"choices": {"0": OK_CHOICE}}, "'choices' is an object, not a list"),
+    "body-list": ([OK_CHOICE], "the body is a list, not an object"),
+    "logprobs-list": ({"choices": [{**OK_CHOICE, "logprobs": [LOGPROBS]}]}, "choices[0].logprobs is a list"),
+    "logprobs-content-object": ({"choices": [{**OK_CHOICE, "logprobs": {"content": LOGPROBS["content"][0]}}]},
+                                "choices[0].logprobs.content is an object, not a list"),
+    "top-object": ({"choices": [{**OK_CHOICE, "logprobs": {"content": [{"token": "NO", "logprob": -0.7,
+                                                                          "top_logprobs": {"NO": -0.7}}]}}]},
+                   "top_logprobs is an object, not a list"),
+    "logprob-positive": ({"choices": [{**OK_CHOICE, "logprobs": {"content": [{"token": "NO", "logprob": 2.5}]}}]},
+                         "malformed logprobs entry"),
+    "logprob-string": ({"choices": [{**OK_CHOICE, "logprobs": {"content": [{"token": "NO", "logprob": "-0.7"}]}}]},
+                       "malformed logprobs entry"),
+}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    bodies: dict = {}
+    seen: list = []
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        case = self.path.strip("/").split("/")[0]
+        self.seen.append((case, self.headers.get("Authorization"), raw))
+        body = self.bodies[case](json.loads(raw), self.headers) if callable(self.bodies.get(case)) else self.bodies.get(case)
+        out = json.dumps(body).encode()
+        self.send_response(200 if case in self.bodies else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+
+@pytest.fixture(scope="module")
+def raw_server():
+    _Handler.bodies = {case: body for case, (body, _) in MALFORMED.items()}
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(params=CLIENTS)
+def client(request, monkeypatch):
+    monkeypatch.setenv("UDCG_HTTP_CLIENT", request.param)
+    return request.param
+
+
+def one_error_line(err: str, command: str) -> str:
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"udcg {command}: error: "), err
+    return lines[0]
+
+
+def qa_file(tmp_path: Path, n_questions: int = 2, n_passages: int = 2) -> Path:
+    rows = [{"example_id": f"q{i}", "question": f"Where is thing {i}?", "answers": ["Paris"],
+             "passages": [{"doc_id": f"d{i}-{j}", "text": f"Passage {j} about thing {i}.", "relevance": j % 2}
+                          for j in range(n_passages)]} for i in range(n_questions)]
+    path = tmp_path / "qa.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+# ---------------------------------------------------------------- 1, 11. the response schema, one place
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_a_malformed_body_is_one_error_naming_the_field(case):
+    """Bare-string choices were read as empty answers (p_abs 0.0, exit 0); logprobs as a list,
+    message null or a string, mixed index types raised AttributeError / TypeError."""
+    from udcg.llm.openai_wire import parse_choices, parse_first_top_logprobs
+
+    body, words = MALFORMED[case]
+    parse = parse_first_top_logprobs if "logprob" in case or "top" in case else parse_choices
+    with pytest.raises(BackendError) as e:
+        parse(body)
+    assert words in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_well_formed_bodies_still_read():
+    from udcg.llm.openai_wire import parse_choices, parse_first_top_logprobs
+
+    assert parse_choices({"choices": [{**OK_CHOICE, "index": 1, "message": {"content": None}}, OK_CHOICE]}) == ["Paris", ""]
+    assert parse_choices({"choices": [{"message": {"content": "a"}}, {"message": {"content": "b"}}]}) == ["a", "b"]
+    assert parse_first_top_logprobs({"choices": [{**OK_CHOICE, "logprobs": LOGPROBS}]}) == {"NO": -0.7, "The": -0.9}
+    with pytest.raises(BackendError, match="no logprobs.content"):  # a server without logprobs: the hint, as before
+        parse_first_top_logprobs({"choices": [{**OK_CHOICE, "logprobs": None}]})
+
+
+@pytest.mark.parametrize("case, estimator", [("bare-strings", "sampling"), ("message-null", "sampling"),
+                                             ("mixed-index", "sampling"), ("logprobs-list", "api-logprobs")])
+def test_annotate_against_a_malformed_server_fails_in_one_line(case, estimator, client, raw_server, tmp_path, capsys):
+    """``annotate --estimator sampling`` wrote p_abs 0.0 for every pair and exited 0."""
+    out = tmp_path / "out.json"
+    argv = ["annotate", str(qa_file(tmp_path)), "-o", str(out), "--model", "m", "--api-base", f"{raw_server}/{case}/v1",
+            "--estimator", estimator, "--samples", "2", "--max-retries", "0", "--no-progress"]
+    assert main(argv) == 1
+    line = one_error_line(capsys.readouterr().err, "annotate")
+    assert MALFORMED[case][1] in line, line
+    assert not out.exists()
