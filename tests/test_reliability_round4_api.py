@@ -136,3 +136,48 @@ def test_annotate_against_a_malformed_server_fails_in_one_line(case, estimator, 
     line = one_error_line(capsys.readouterr().err, "annotate")
     assert MALFORMED[case][1] in line, line
     assert not out.exists()
+
+
+# ---------------------------------------------------------------- 6. a fleet with a dead member
+
+
+@pytest.fixture(scope="module")
+def instant_server():
+    from tests.conftest import load_script
+
+    with load_script("instant_openai_server").Process() as server:
+        yield server
+
+
+@pytest.mark.parametrize("estimator", ["api-logprobs", "sampling"])
+def test_a_fleet_with_a_dead_member_finishes_every_pair_on_the_live_one(estimator, client, instant_server, tmp_path, capsys,
+                                                                       caplog):
+    """A request's retries took turns from a counter shared by every request in flight, so with one
+    retry about half the requests that met the dead member met it again and the run failed; now each
+    request's retry goes to the member after the one that failed it, and the output says which was down."""
+    from tests.conftest import free_port
+
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    out = tmp_path / "out.json"
+    argv = ["annotate", str(qa_file(tmp_path, 40, 2)), "-o", str(out), "--model", "m", "--estimator", estimator,
+            "--samples", "3", "--api-base", f"{dead},{instant_server.url}", "--concurrency", "16", "--max-retries", "1",
+            "--no-progress"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "server: fleet member down during the run: " + dead in err, err
+    assert f"fleet member {dead} is down" in caplog.text
+    items = json.loads(out.read_text())
+    assert sum(len(item["passages"]) for item in items) == 80
+
+
+def test_each_request_takes_its_own_turn_and_skips_a_member_that_is_down():
+    from udcg.llm.openai_fleet import Fleet
+
+    fleet = Fleet(["http://a/v1", "http://b/v1", "http://c/v1"])
+    assert [fleet.first() for _ in range(4)] == [0, 1, 2, 0]
+    assert [fleet.after(0), fleet.after(2)] == [1, 0]  # a retry: the member after the one that failed it
+    fleet.failed(1, "connection refused")
+    assert [fleet.first() for _ in range(3)] == [2, 2, 0] and fleet.after(0) == 2
+    fleet.answered(1)
+    assert fleet.after(0) == 1
+    assert "http://b/v1 (1 attempts failed; last: connection refused)" in fleet.note()

@@ -24,7 +24,6 @@ Payload building and response parsing are pure functions (``udcg.llm.openai_wire
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import logging
 import math
@@ -37,6 +36,7 @@ from typing import Any
 
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams
+from udcg.llm.openai_fleet import Fleet
 from udcg.llm.openai_transport import JobBatch, Pacer, Transport, post_bounded, request_failure
 from udcg.llm.openai_wire import (DEFAULT_CONCURRENCY, backoff_delay, check_url, endpoint, error_text, hint, retryable, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
                                   check_count, parse_choices, parse_first_top_logprobs, retry_after_seconds)
@@ -124,7 +124,7 @@ class OpenAIBackend:
         self.candidate_tokens = dict(candidate_tokens or {})
         self._rng = random.Random(jitter_seed)
         self._pacer = Pacer(requests_per_minute)
-        self._url_turn = itertools.count()
+        self._fleet = Fleet(self.base_urls)  # which member each attempt goes to, which are down
         self._endpoints = tuple(endpoint(u, "chat/completions") for u in self.base_urls)
         self._transport = Transport(max_concurrency, timeout)
         self._jobs: asyncio.Queue | None = None  # (call, index, job) for the workers; made on the transport's loop
@@ -244,7 +244,11 @@ class OpenAIBackend:
         backend-wide window; each result or ``BackendError`` in input order, reported as it arrives."""
         if not jobs:
             return []
-        return self._transport.run(self._each(jobs, on_result))
+        try:
+            return self._transport.run(self._each(jobs, on_result))
+        finally:
+            if note := self._fleet.note():
+                self.notes["fleet"] = note
 
     async def _each(self, jobs: list[Callable[[], Any]], on_result) -> list[Any]:
         """Every job goes to the backend's workers: ``max_concurrency`` long-lived tasks on the
@@ -299,27 +303,33 @@ class OpenAIBackend:
         """POST one payload, each attempt to the next base URL; the JSON body or a scrubbed BackendError.
         The body is serialised once, whatever the number of attempts."""
         content = json.dumps(payload, separators=(",", ":")).encode()
-        problem = ""
+        problem, member = "", self._fleet.first()
         for attempt in range(self.max_retries + 1):
-            turn = next(self._url_turn) % len(self.base_urls)
             client = self._transport.client()  # made before the pace is claimed (the first one takes a while)
             await self._pacer.wait()
-            body, problem, retry_after = await self._attempt(client, self._endpoints[turn], content)
+            body, problem, retry_after, unreachable = await self._attempt(client, self._endpoints[member], content)
             if not problem:
+                self._fleet.answered(member)
                 return body
+            if unreachable:
+                self._fleet.failed(member, problem.partition(": ")[2])
+            member, last = self._fleet.after(member), member
             if attempt == self.max_retries:
                 break
             secrets = self._secrets()
             if retry_after is not None and retry_after > self.max_retry_after:
                 raise BackendError(redact(f"{problem}; the server asks to retry after {retry_after:g}s, more than max_retry_after={self.max_retry_after:g}s", secrets))
-            delay = retry_after if retry_after is not None else backoff_delay(attempt, self.backoff_base, self.backoff_max, self._rng.random())
-            log.warning("%s; retry %d/%d in %.2fs", redact(problem, secrets), attempt + 1, self.max_retries, delay)
+            delay = (0.0 if unreachable and member != last else retry_after if retry_after is not None  # another member: at once
+                     else backoff_delay(attempt, self.backoff_base, self.backoff_max, self._rng.random()))
+            log.log(logging.INFO if not delay else logging.WARNING, "%s; retry %d/%d in %.2fs",  # the fleet said it
+                    redact(problem, secrets), attempt + 1, self.max_retries, delay)
             await asyncio.sleep(delay)
         raise BackendError(redact(f"{problem} (gave up after {self.max_retries + 1} attempts)", self._secrets()))
 
-    async def _attempt(self, client, url: str, content: bytes) -> tuple[Any, str, float | None]:
-        """One POST: (body, "", None), or (None, what went wrong, the Retry-After in seconds or None)
-        when it may be retried. A status that retrying cannot fix raises a scrubbed BackendError."""
+    async def _attempt(self, client, url: str, content: bytes) -> tuple[Any, str, float | None, bool]:
+        """One POST: (body, "", None, False), or (None, what went wrong, the Retry-After in seconds or
+        None, whether the server could not be reached) when it may be retried. A status that retrying
+        cannot fix raises a scrubbed BackendError."""
         task = asyncio.current_task()
         self._deadlines[task] = time.monotonic() + self.timeout
         if self._watchdog is None or self._watchdog.get_loop() is not asyncio.get_running_loop():  # new after close()
@@ -329,16 +339,16 @@ class OpenAIBackend:
         except asyncio.CancelledError:
             if not self._overdue.get(task):  # cancelled by the caller, not by the deadline
                 raise
-            return None, f"POST {url}: timed out after {self.timeout:g}s (no complete answer in that time)", None
+            return None, f"POST {url}: timed out after {self.timeout:g}s (no complete answer in that time)", None, True
         except Exception as e:
             failure = request_failure(e)
             if failure is None:
                 raise
             kind, cause = failure
             if kind == "timeout":
-                return None, f"POST {url}: timed out after {self.timeout:g}s", None
+                return None, f"POST {url}: timed out after {self.timeout:g}s", None, True
             said = " ".join(str(cause).split())  # one line: aiohttp quotes the bad bytes over several
-            return None, f"POST {url}: connection failed ({type(cause).__name__}: {said})", None
+            return None, f"POST {url}: connection failed ({type(cause).__name__}: {said})", None, True
         finally:
             self._deadlines.pop(task, None)
             if self._overdue.pop(task, False):  # the deadline's cancel was absorbed here, whatever form it took
@@ -348,11 +358,11 @@ class OpenAIBackend:
             problem = f"POST {url}: HTTP {status}: {error_text(response)}"
             if not retryable(status):
                 raise BackendError(redact(problem + hint(status, self.api_key_env), self._secrets())) from None
-            return None, problem, retry_after_seconds(response.headers.get("retry-after"))
+            return None, problem, retry_after_seconds(response.headers.get("retry-after")), False
         try:  # the body as sent (the parsers read the wire format, top_logprobs included)
-            return json.loads(response.content), "", None
+            return json.loads(response.content), "", None, False
         except ValueError:  # a cut or garbled body (a proxy, a server restart): retried like a 5xx
-            return None, f"POST {url}: HTTP {status} but the body is not JSON: {response.text[:200]!r}", None
+            return None, f"POST {url}: HTTP {status} but the body is not JSON: {response.text[:200]!r}", None, False
 
     def _headers(self) -> dict[str, str]:
         """This request's headers: JSON, and the key read from the environment now (none when unset)."""
