@@ -8,6 +8,7 @@ port on 127.0.0.1. API cases run over both HTTP clients (``UDCG_HTTP_CLIENT``)."
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -47,6 +48,18 @@ MALFORMED = {
 }
 
 
+def _key_of(headers) -> str:
+    return (headers.get("Authorization") or "").removeprefix("Bearer ")
+
+
+ECHOES = {  # servers that quote the key back: in an error (retried, logged) or inside the answer
+    "echo-500": lambda body, headers: (500, {"error": {"message": f"overloaded; your header was {headers.get('Authorization')}"}}),
+    "echo-answer": lambda body, headers: {"choices": [{"index": i, "message": {"content": f"Paris (key {_key_of(headers)})"}}
+                                                      for i in range(body.get("n") or 1)]},
+    "ok": lambda body, headers: {"choices": [{**OK_CHOICE, "index": i} for i in range(body.get("n") or 1)]},
+}
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     bodies: dict = {}
@@ -60,8 +73,9 @@ class _Handler(BaseHTTPRequestHandler):
         case = self.path.strip("/").split("/")[0]
         self.seen.append((case, self.headers.get("Authorization"), raw))
         body = self.bodies[case](json.loads(raw), self.headers) if callable(self.bodies.get(case)) else self.bodies.get(case)
+        status, body = body if isinstance(body, tuple) else (200 if case in self.bodies else 404, body)
         out = json.dumps(body).encode()
-        self.send_response(200 if case in self.bodies else 404)
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(out)))
         self.end_headers()
@@ -70,7 +84,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def raw_server():
-    _Handler.bodies = {case: body for case, (body, _) in MALFORMED.items()}
+    _Handler.bodies = {**{case: body for case, (body, _) in MALFORMED.items()}, **ECHOES}
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -181,3 +195,71 @@ def test_each_request_takes_its_own_turn_and_skips_a_member_that_is_down():
     fleet.answered(1)
     assert fleet.after(0) == 1
     assert "http://b/v1 (1 attempts failed; last: connection refused)" in fleet.note()
+
+
+# ---------------------------------------------------------------- 7, 8, 9, 10. secrets of any length and form
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "udcg" / "data" / "nq-example"
+
+
+def udcg_process(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    import os
+    import sys
+
+    full = {**os.environ, "PYTHONPATH": str(EXAMPLE.parents[2]), "HF_HUB_OFFLINE": "1", **env}
+    return subprocess.run([sys.executable, "-m", "udcg", "-v", *argv], env=full, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("url, secret", [("http://user:Pa/ss99Word77@127.0.0.1:9/v1", "ss99Word77"),
+                                         ("http://user:Pa/ss99Word77@127.0.0.1:9/v1", "Pa/ss"),
+                                         ("http://us/er:Pa55Word77@127.0.0.1:9/v1", "Pa55Word77")])
+def test_a_slash_in_the_url_password_is_never_printed(url, secret, tmp_path, capsys):
+    """The one-line URL error printed the whole password (the userinfo mask stopped at the '/')."""
+    argv = ["annotate", str(qa_file(tmp_path)), "-o", str(tmp_path / "o.json"), "--model", "m", "--api-base", url]
+    assert main(argv) == 2
+    line = one_error_line(capsys.readouterr().err, "annotate")
+    assert secret not in line and "http://***@" in line and "percent-encode" in line, line
+
+
+def test_redact_masks_unusual_userinfo_and_short_keys():
+    from udcg.redact import redact, redact_echo, url_secrets
+
+    assert redact("POST http://user:Pa/ss99Word77@host/v1/chat", []) == "POST http://***@host/v1/chat"
+    assert redact("GET http://user:Pass%40Word12345@host:9/v1 ok", []) == "GET http://***@host:9/v1 ok"  # httpx's form
+    assert redact("GET http://user:Pass@Word12345@host:9/v1 ok", []) == "GET http://***@host:9/v1 ok"
+    assert redact("Authorization: Bearer k7Qz9Xw", ["k7Qz9Xw"]) == "Authorization: Bearer ***"
+    assert redact('{"key": "k7Qz9Xw"}', ["k7Qz9Xw"]) == '{"key": "***"}'
+    assert redact("task-k7Qz9Xwz and mail a@b.org", ["k7Qz9Xw"]) == "task-k7Qz9Xwz and mail a@b.org"  # not a word: kept
+    assert "Pa/ss99Word77" in url_secrets("http://user:Pa/ss99Word77@host/v1")
+    assert redact_echo("Paris", ["sk-0123456789abcdef"]) == "Paris"
+    assert redact_echo("Paris sk-0123456789abcdef", ["sk-0123456789abcdef"]) == "Paris ***"
+
+
+@pytest.mark.parametrize("client_name", CLIENTS)
+def test_a_short_key_and_an_at_in_the_password_are_masked_in_verbose_logs(client_name, raw_server, tmp_path):
+    """A 7-character key was logged verbatim under -v (a retried 500 that quotes the header); with
+    httpx a password holding '@' was logged half-masked (http://***%40Word12345@...)."""
+    key, password = "k7Qz9Xw", "Pass@Word12345"
+    host = raw_server.removeprefix("http://")
+    for base, secret in ((f"{raw_server}/echo-500/v1", key), (f"http://user:{password}@{host}/ok/v1", "Word12345")):
+        done = udcg_process(["annotate", str(qa_file(tmp_path)), "-o", str(tmp_path / f"o{len(secret)}.json"), "--model", "m",
+                             "--api-base", base, "--estimator", "sampling", "--samples", "1", "--max-retries", "1",
+                             "--api-key-env", "UDCG_R4_KEY", "--no-progress"],
+                            {"UDCG_R4_KEY": key, "UDCG_HTTP_CLIENT": client_name})
+        assert secret not in done.stderr + done.stdout, done.stderr
+        assert "***" in done.stderr or client_name == "aiohttp" and "echo" not in base, done.stderr  # httpx logs URLs
+        assert done.returncode == (1 if "echo" in base else 0), done.stderr
+
+
+def test_a_key_echoed_in_the_answer_text_is_never_stored(client, raw_server, tmp_path, monkeypatch, capsys):
+    """``answer`` stored 'Paris (key sk-...)' in answers.jsonl and its cache."""
+    key = "sk-r4-" + "9f8e7d6c5b4a3210"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    monkeypatch.setenv("UDCG_OPENAI_BASE_URLS", f"{raw_server}/echo-answer/v1")
+    out = tmp_path / "answers.jsonl"
+    argv = ["answer", "--corpus", str(EXAMPLE), "--run", str(EXAMPLE / "runs" / "bm25.trec"), "--k", "2", "--limit", "3",
+            "--model", "openai:m", "--no-progress", "-o", str(out)]
+    assert main(argv) == 0, capsys.readouterr().err
+    written = out.read_text() + Path(f"{out}.cache.jsonl").read_text()
+    assert key not in written and "9f8e7d6c" not in written
+    assert [json.loads(line)["answer"] for line in out.read_text().splitlines()] == ["Paris (key ***)"] * 3

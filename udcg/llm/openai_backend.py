@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import os
 import random
 import time
@@ -34,13 +33,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from udcg import bounds
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams
 from udcg.llm.openai_fleet import Fleet
 from udcg.llm.openai_transport import JobBatch, Pacer, Transport, post_bounded, request_failure
 from udcg.llm.openai_wire import (DEFAULT_CONCURRENCY, backoff_delay, check_url, endpoint, error_text, hint, retryable, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
                                   check_count, parse_choices, parse_first_top_logprobs, retry_after_seconds)
-from udcg.redact import redact, url_secrets
+from udcg.redact import redact, redact_echo, url_secrets
 
 log = logging.getLogger(__name__)
 
@@ -107,15 +107,12 @@ class OpenAIBackend:
                              "(e.g. http://127.0.0.1:8000/v1)"))
         for url in urls:
             check_url(url)
-        for field, value, integer in (("max_concurrency", max_concurrency, True), ("timeout", timeout, False),
-                                      ("max_n_per_request", max_n_per_request, True)):
-            _check_positive(field, value, integer)
-        if requests_per_minute is not None:
-            _check_positive("requests_per_minute", requests_per_minute)
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise InputError(f"OpenAI backend: max_retries must be an integer >= 0, got {max_retries!r}")
-        if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) or not 1 <= top_logprobs <= 20:
-            raise InputError(f"OpenAI backend: top_logprobs must be an integer in 1..20 (the API's limit), got {top_logprobs!r}")
+        for field, value, bound in (("max_concurrency", max_concurrency, bounds.CONCURRENCY), ("timeout", timeout, bounds.SECONDS),
+                                    ("max_n_per_request", max_n_per_request, bounds.Bound(1, 10**6)),
+                                    ("requests_per_minute", requests_per_minute, bounds.RATE),
+                                    ("max_retries", max_retries, bounds.RETRIES), ("top_logprobs", top_logprobs, bounds.Bound(1, 20))):
+            if value is not None or field != "requests_per_minute":  # top_logprobs: the API's limit
+                bounds.check_value(field, value, bound, "OpenAI backend")
         self.model, self.name, self.api_key_env = model, name or model, api_key_env
         self.base_urls = tuple(u.rstrip("/") for u in urls)
         self.max_concurrency, self.requests_per_minute, self.timeout = max_concurrency, requests_per_minute, timeout
@@ -180,6 +177,8 @@ class OpenAIBackend:
         asked: ``transformers serve``, llama.cpp) is found out at its first such answer, once; from
         then on every answer is its own request, seeded the same way (``notes["n"]`` says so)."""
 
+        secrets = self._secrets()  # a server that echoes the key in an answer: never stored
+
         async def answers(chat: Chat) -> list[str]:
             out: list[str] = []
             while len(out) < params.n:
@@ -191,7 +190,7 @@ class OpenAIBackend:
                     self._n_ignored(size)
                 else:
                     check_count(got, size)
-                out.extend(got)
+                out.extend(redact_echo(a, secrets) for a in got)
             return out
 
         return self._run_jobs([(lambda chat=chat: answers(chat)) for chat in chats], on_result)
@@ -370,12 +369,6 @@ class OpenAIBackend:
         if key:
             return {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
         return _JSON
-
-
-def _check_positive(field: str, value, integer: bool = False) -> None:
-    ok = isinstance(value, int) if integer else isinstance(value, (int, float)) and math.isfinite(value)
-    if isinstance(value, bool) or not ok or value <= 0:
-        raise InputError(f"OpenAI backend: {field} must be a positive {'integer' if integer else 'number'}, got {value!r}")
 
 
 def _raise_on_errors(results: list[Any], what: str) -> list[Any]:

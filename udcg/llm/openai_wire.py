@@ -205,6 +205,11 @@ def check_url(url: str) -> None:
     """A base URL is parsed before any request: scheme, host, port (1-65535), no fragment."""
     from urllib.parse import urlsplit
 
+    scheme, _, rest = url.partition("://")
+    before, at, host = rest.partition("?")[0].partition("#")[0].rpartition("@")
+    if at and "/" in before:  # user:pa/ss@host: read as host 'user', the password in the path and in every message
+        raise InputError(f"base URL '{scheme}://***@{host}': a '/' before the '@': a user or password holding '/', "
+                         "'?', '#' or '@' must be percent-encoded (%2F, %3F, %23, %40)")
     try:
         parts = urlsplit(url)
         port = parts.port
