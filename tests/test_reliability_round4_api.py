@@ -99,9 +99,11 @@ def client(request, monkeypatch):
 
 
 def one_error_line(err: str, command: str) -> str:
+    """The error line, the last one (a command may say what it read before); no traceback."""
     lines = [line for line in err.strip().splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith(f"udcg {command}: error: "), err
-    return lines[0]
+    assert lines and lines[-1].startswith(f"udcg {command}: error: ") and "Traceback" not in err, err
+    assert sum("error" in line.lower() for line in lines) == 1, err
+    return lines[-1]
 
 
 def qa_file(tmp_path: Path, n_questions: int = 2, n_passages: int = 2) -> Path:
@@ -263,3 +265,53 @@ def test_a_key_echoed_in_the_answer_text_is_never_stored(client, raw_server, tmp
     written = out.read_text() + Path(f"{out}.cache.jsonl").read_text()
     assert key not in written and "9f8e7d6c" not in written
     assert [json.loads(line)["answer"] for line in out.read_text().splitlines()] == ["Paris (key ***)"] * 3
+
+
+# ---------------------------------------------------------------- 3. sampling settings are part of the cache's provenance
+
+
+def _sampling_argv(where: str, tmp_path: Path, url: str, *extra: str) -> list[str]:
+    if where == "file":
+        return ["annotate", str(qa_file(tmp_path, 3, 2)), "-o", str(tmp_path / "out.json"), "--model", "m",
+                "--api-base", url, "--estimator", "sampling", "--no-progress", *extra]
+    return ["annotate", "--corpus", str(EXAMPLE), "--run", str(EXAMPLE / "runs" / "bm25.trec"), "--depth", "1",
+            "-o", str(tmp_path / "utilities"), "--model", "m", "--api-base", url, "--estimator", "sampling",
+            "--no-progress", *extra]
+
+
+@pytest.mark.parametrize("where", ["file", "folder"])
+@pytest.mark.parametrize("change", [["--samples", "7"], ["--temperature", "0.5"], ["--seed", "3"], ["--target-width", "0.3"]])
+def test_another_sampling_setting_is_refused_not_served_old_estimates(where, change, instant_server, tmp_path, capsys):
+    """A rerun with another --samples or --temperature reused every old estimate (0 requests,
+    n_samples unchanged, no note); now it is refused, as ``answer`` refuses another --max-new-tokens."""
+    assert main(_sampling_argv(where, tmp_path, instant_server.url, "--samples", "4")) == 0
+    capsys.readouterr()
+    again = _sampling_argv(where, tmp_path, instant_server.url, "--samples", "4", *change)
+    assert main(again) == 2
+    line = one_error_line(capsys.readouterr().err, "annotate")
+    assert "cache made with" in line and "use the same settings, another output, or delete that cache file" in line, line
+    assert main(_sampling_argv(where, tmp_path, instant_server.url, "--samples", "4")) == 0  # the same settings resume
+
+
+# ---------------------------------------------------------------- 12. a damaged cached record
+
+
+@pytest.mark.parametrize("value", [5.0, -0.5, "0.3", None, True])
+def test_a_damaged_cached_record_is_one_line_naming_file_line_and_field(value, instant_server, tmp_path, capsys):
+    """p_abs 5.0 / -0.5 / "0.3" / missing in the cache raised a ValueError or TypeError traceback."""
+    argv = _sampling_argv("file", tmp_path, instant_server.url, "--samples", "2")
+    assert main(argv) == 0
+    cache = tmp_path / "out.json.cache.jsonl"
+    lines = cache.read_text().splitlines()
+    record = json.loads(lines[2])
+    if value is None:
+        del record["p_abs"]
+    else:
+        record["p_abs"] = value
+    lines[2] = json.dumps(record)
+    cache.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(argv) == 2
+    line = one_error_line(capsys.readouterr().err, "annotate")
+    assert f"out.json.cache.jsonl:3: cache record '{record['qid']} / {record['pid']}': field 'p_abs' is " in line, line
+    assert "delete this line" in line
