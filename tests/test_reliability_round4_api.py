@@ -315,3 +315,49 @@ def test_a_damaged_cached_record_is_one_line_naming_file_line_and_field(value, i
     line = one_error_line(capsys.readouterr().err, "annotate")
     assert f"out.json.cache.jsonl:3: cache record '{record['qid']} / {record['pid']}': field 'p_abs' is " in line, line
     assert "delete this line" in line
+
+
+# ---------------------------------------------------------------- 13. environment values the HTTP clients cannot send
+
+BAD_KEYS = {"trailing-newline": ("sk-abcdefgh12345678\n", "a newline"), "crlf": ("sk-abcd\r\nX-Evil: 1", "a carriage return"),
+            "non-ascii": ("sk-abcdéfgh12345678", "a non-ASCII character")}
+BAD_PROXIES = {"socks5": ("socks5://127.0.0.1:1080", "SOCKS"), "malformed": ("http://[::1", "cannot be read"),
+               "port": ("http://127.0.0.1:99999", "port"), "no-host": ("http://:8080", "no host")}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_KEYS))
+def test_a_key_no_http_header_can_carry_is_refused_before_any_request(case, client, raw_server, tmp_path, monkeypatch, capsys):
+    """A key ending in a newline (aiohttp) or holding a non-ASCII character (httpx) raised a
+    traceback, retried first; now one line naming the variable and the character, no request."""
+    key, words = BAD_KEYS[case]
+    monkeypatch.setenv("UDCG_R4_KEY", key)
+    before = len(_Handler.seen)
+    argv = ["annotate", str(qa_file(tmp_path)), "-o", str(tmp_path / "o.json"), "--model", "m", "--api-base",
+            f"{raw_server}/ok/v1", "--estimator", "sampling", "--api-key-env", "UDCG_R4_KEY", "--no-progress"]
+    assert main(argv) == 2
+    line = one_error_line(capsys.readouterr().err, "annotate")
+    assert "UDCG_R4_KEY" in line and words in line and "abcd" not in line, line
+    assert len(_Handler.seen) == before  # nothing was sent
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PROXIES))
+@pytest.mark.parametrize("name", ["HTTP_PROXY", "all_proxy"])
+def test_a_proxy_the_clients_cannot_use_is_refused_before_any_request(case, name, client, raw_server, tmp_path, monkeypatch,
+                                                                      capsys):
+    """socks5, malformed or port-99999 HTTP_PROXY: httpx tracebacks plus 'Task was destroyed' noise."""
+    from udcg.llm import openai_transport
+
+    openai_transport.env_proxy.cache_clear()
+    for other in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(other, raising=False)
+    value, words = BAD_PROXIES[case]
+    monkeypatch.setenv(name, value)
+    argv = ["annotate", str(qa_file(tmp_path)), "-o", str(tmp_path / "o.json"), "--model", "m", "--api-base",
+            f"{raw_server}/ok/v1", "--estimator", "sampling", "--no-progress"]
+    try:
+        assert main(argv) == 2
+    finally:
+        openai_transport.env_proxy.cache_clear()
+    err = capsys.readouterr().err
+    line = one_error_line(err, "annotate")
+    assert name in line and words in line and "Task was destroyed" not in err, line

@@ -38,7 +38,7 @@ from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams
 from udcg.llm.openai_fleet import Fleet
 from udcg.llm.openai_transport import JobBatch, Pacer, Transport, post_bounded, request_failure
-from udcg.llm.openai_wire import (DEFAULT_CONCURRENCY, backoff_delay, check_url, endpoint, error_text, hint, retryable, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
+from udcg.llm.openai_wire import (DEFAULT_CONCURRENCY, backoff_delay, check_key, check_url, endpoint, error_text, hint, retryable, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
                                   check_count, parse_choices, parse_first_top_logprobs, retry_after_seconds)
 from udcg.redact import redact, redact_echo, url_secrets
 
@@ -124,6 +124,7 @@ class OpenAIBackend:
         self._fleet = Fleet(self.base_urls)  # which member each attempt goes to, which are down
         self._endpoints = tuple(endpoint(u, "chat/completions") for u in self.base_urls)
         self._transport = Transport(max_concurrency, timeout)
+        check_key(os.environ.get(api_key_env) or "", api_key_env)  # before any request
         self._jobs: asyncio.Queue | None = None  # (call, index, job) for the workers; made on the transport's loop
         self._jobs_loop: asyncio.AbstractEventLoop | None = None
         self._workers: list[asyncio.Task] = []
@@ -367,6 +368,7 @@ class OpenAIBackend:
         """This request's headers: JSON, and the key read from the environment now (none when unset)."""
         key = os.environ.get(self.api_key_env) or ""
         if key:
+            check_key(key, self.api_key_env)
             return {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
         return _JSON
 

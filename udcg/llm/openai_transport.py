@@ -99,6 +99,7 @@ class Transport:
     def __init__(self, max_connections: int, timeout: float) -> None:
         self.max_connections, self.timeout = max_connections, timeout
         self.kind = client_kind()  # a bad UDCG_HTTP_CLIENT fails here, before any request
+        check_env_proxies()  # and a proxy variable the clients cannot use
         self._loop: asyncio.AbstractEventLoop | None = None
         self._clients: list = []
         self._turn = itertools.count()
@@ -207,6 +208,39 @@ def _tls_context(http) -> ssl.SSLContext:
     """httpx's verifying context (its CA bundle, or SSL_CERT_FILE / SSL_CERT_DIR), else the system's."""
     make = getattr(http, "create_ssl_context", None)  # public from httpx 0.28
     return make(trust_env=True) if make is not None else ssl.create_default_context()
+
+
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+def check_env_proxies() -> None:
+    """Every proxy variable set is one the HTTP clients can use (httpx reads them all when a client
+    is made, whatever the URL): an http(s) URL with a host and a port in 1-65535, never SOCKS; else
+    one line naming the variable, before any request."""
+    import urllib.parse
+
+    for name in PROXY_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if not value:
+            continue
+        full = value if "://" in value else f"http://{value}"  # as httpx and urllib read a bare host:port
+        scheme, problem = full.partition("://")[0].lower(), ""
+        try:
+            parts = urllib.parse.urlsplit(full)
+            if parts.port == 0:
+                raise ValueError("Port 0")
+        except ValueError as e:
+            problem = (f"its port is not a number in 1-65535 ({e})" if "port" in str(e).lower()
+                       else f"cannot be read as a URL ({e})")
+        else:
+            if scheme.startswith("socks"):
+                problem = "a SOCKS proxy: udcg's HTTP clients send through http:// or https:// proxies only"
+            elif scheme not in ("http", "https"):
+                problem = f"the scheme {scheme!r} is not a proxy's (http:// or https://)"
+            elif not parts.hostname:
+                problem = "no host"
+        if problem:
+            raise InputError(redact(f"{name}={value!r}: {problem}; fix the variable or unset it"))
 
 
 @functools.lru_cache(maxsize=64)

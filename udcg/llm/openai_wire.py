@@ -223,6 +223,18 @@ def check_url(url: str) -> None:
         raise InputError(redact(f"base URL {url!r}: a '#' fragment is not sent to a server (remove it)"))
 
 
+def check_key(key: str, env: str) -> None:
+    """An API key an HTTP header can carry (printable ASCII), else one line naming the variable and the
+    character, never the key: it can never be sent, so no request is made or retried."""
+    if key.isascii() and key.isprintable():
+        return
+    at, bad = next((i, c) for i, c in enumerate(key) if not (c.isascii() and c.isprintable()))
+    what = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab"}.get(
+        bad, "a non-ASCII character" if not bad.isascii() else f"the control character {ord(bad):#04x}")
+    raise InputError(f"the API key in the environment variable {env} holds {what} (character {at + 1} of {len(key)}): "
+                     "an HTTP header cannot carry it; set the variable to the key alone (no line end, quotes or spaces)")
+
+
 def endpoint(base_url: str, path: str) -> str:
     """``base_url`` + ``/path``, with a query string (``?key=...``, a form some providers use) kept
     after the path, where the server reads it."""
