@@ -361,3 +361,44 @@ def test_a_proxy_the_clients_cannot_use_is_refused_before_any_request(case, name
     err = capsys.readouterr().err
     line = one_error_line(err, "annotate")
     assert name in line and words in line and "Task was destroyed" not in err, line
+
+
+# ---------------------------------------------------------------- 17. start-up grows with the work; a pace that can finish
+
+
+def test_the_largest_concurrency_starts_what_the_work_needs(client, instant_server, tmp_path, capsys):
+    """--concurrency 10000 made 313 connection pools (a TLS context each) and 10,000 workers before
+    the first request: 24 s here (80 s on a busier machine) for 20 pairs; now 20 workers, one pool."""
+    import time
+
+    from udcg.llm.openai_backend import OpenAIBackend
+
+    argv = ["annotate", str(qa_file(tmp_path, 10, 2)), "-o", str(tmp_path / "o.json"), "--model", "m", "--api-base",
+            instant_server.url, "--estimator", "api-logprobs", "--concurrency", "10000", "--no-progress"]
+    t0 = time.perf_counter()
+    assert main(argv) == 0
+    assert time.perf_counter() - t0 < 8.0
+    backend = OpenAIBackend("m", instant_server.url, max_concurrency=10_000)
+    try:
+        assert len(backend.first_token_logprobs([CHAT] * 20, ["NO-RESPONSE"])) == 20
+        assert len(backend._workers) <= 20 and len(backend._transport._clients) == 1
+        backend.first_token_logprobs([CHAT] * 300, ["NO-RESPONSE"])  # more work: more workers and pools
+        assert 20 < len(backend._workers) <= 320 and 1 < len(backend._transport._clients) <= 10
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("rpm", ["1e-9", "0.001", "0"])
+def test_a_pace_that_could_never_finish_is_refused_with_its_bound(rpm, tmp_path, capsys):
+    """--rpm 1e-9 was accepted: one request every 114 years."""
+    from udcg.errors import InputError
+    from udcg.llm.openai_backend import OpenAIBackend
+
+    argv = ["annotate", str(qa_file(tmp_path)), "-o", str(tmp_path / "o.json"), "--model", "m", "--api-base",
+            "http://127.0.0.1:9/v1", "--rpm", rpm]
+    assert main(argv) == 2
+    line = one_error_line(capsys.readouterr().err, "annotate")
+    assert "must be a number in [0.01, 1000000000]" in line and "one request every 100 minutes" in line, line
+    with pytest.raises(InputError, match=r"requests_per_minute = .*\[0.01, "):
+        OpenAIBackend("m", "http://127.0.0.1:9/v1", requests_per_minute=float(rpm))
+    OpenAIBackend("m", "http://127.0.0.1:9/v1", requests_per_minute=0.01).close()

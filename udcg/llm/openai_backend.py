@@ -10,10 +10,11 @@ Requests go out through one keep-alive connection pool and one event loop per ba
 (``udcg.llm.openai_transport``: the SDK's httpx client class, a JSON body built once per prompt),
 shared by every call, thread and base URL, under one backend-wide window of ``max_concurrency``
 requests in flight and an optional requests-per-minute pace. Calls from several threads at once
-(the runner's workers) share the window, so it stays full across chunks of work. Retries go to
-the next base URL, so a fleet of servers can share one corpus past a dead member; they count
-against the pace; and a ``Retry-After`` longer than ``max_retry_after`` fails the request at once. Retried: 429 / 408 / 409 / 5xx, timeouts, dropped connections and bodies that
-are not JSON, with exponential backoff. Results are per item: the ``*_each`` methods return a value
+(the runner's workers) share the window, so it stays full across chunks of work. A request's
+retry goes to the next member of a fleet (``udcg.llm.openai_fleet``), past a dead one; retries
+count against the pace; a ``Retry-After`` over ``max_retry_after`` fails the request at once.
+Retried, with exponential backoff: 429 / 408 / 409 / 5xx, timeouts, dropped connections and bodies
+that are not JSON. Results are per item: the ``*_each`` methods return a value
 or a ``BackendError`` per chat and can report each result as it arrives (``on_result``), so one
 failed request never loses the finished ones. The API key is read from the environment for every
 request and never stored in the backend, messages, logs or ``repr``.
@@ -39,12 +40,10 @@ from udcg.llm.base import Chat, GenerationParams
 from udcg.llm.openai_fleet import Fleet
 from udcg.llm.openai_transport import JobBatch, Pacer, Transport, post_bounded, request_failure
 from udcg.llm.openai_wire import (DEFAULT_CONCURRENCY, backoff_delay, check_key, check_url, endpoint, error_text, hint, retryable, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
-                                  check_count, parse_choices, parse_first_top_logprobs, retry_after_seconds)
+                                  check_count, parse_choices, parse_first_top_logprobs, request_headers, retry_after_seconds)
 from udcg.redact import redact, redact_echo, url_secrets
 
 log = logging.getLogger(__name__)
-
-_JSON = {"Content-Type": "application/json"}
 
 
 # ---------------------------------------------------------------- backend
@@ -127,7 +126,7 @@ class OpenAIBackend:
         check_key(os.environ.get(api_key_env) or "", api_key_env)  # before any request
         self._jobs: asyncio.Queue | None = None  # (call, index, job) for the workers; made on the transport's loop
         self._jobs_loop: asyncio.AbstractEventLoop | None = None
-        self._workers: list[asyncio.Task] = []
+        self._workers, self._busy = [], 0  # the tasks taking jobs; how many of them are running one
         self.notes: dict[str, str] = {}  # what was found out about the server (e.g. it ignores n)
         self._deadlines: dict[asyncio.Task, float] = {}  # request task -> when it is overdue
         self._overdue: dict[asyncio.Task, bool] = {}
@@ -251,13 +250,16 @@ class OpenAIBackend:
                 self.notes["fleet"] = note
 
     async def _each(self, jobs: list[Callable[[], Any]], on_result) -> list[Any]:
-        """Every job goes to the backend's workers: ``max_concurrency`` long-lived tasks on the
+        """Every job goes to the backend's workers: at most ``max_concurrency`` long-lived tasks on the
         transport's loop, shared by every call and thread (the window), so a request costs a queue
-        entry, not a task."""
+        entry, not a task. Workers are started as the work needs them (20 jobs start 20, whatever
+        the bound), and kept."""
         call = JobBatch(len(jobs), on_result, asyncio.get_running_loop().create_future())
         queue = self._queue()
         for i, job in enumerate(jobs):
             queue.put_nowait((call, i, job))
+        needed = min(self.max_concurrency, self._busy + queue.qsize())
+        self._workers += [asyncio.get_running_loop().create_task(self._work(queue)) for _ in range(needed - len(self._workers))]
         try:
             await call.done
         except asyncio.CancelledError:
@@ -270,8 +272,7 @@ class OpenAIBackend:
     def _queue(self) -> asyncio.Queue:
         loop = asyncio.get_running_loop()
         if self._jobs is None or self._jobs_loop is not loop:  # first use, or a new loop after close()
-            self._jobs, self._jobs_loop = asyncio.Queue(), loop
-            self._workers = [loop.create_task(self._work(self._jobs)) for _ in range(self.max_concurrency)]
+            self._jobs, self._jobs_loop, self._workers, self._busy = asyncio.Queue(), loop, [], 0
         return self._jobs
 
     async def _work(self, queue: asyncio.Queue) -> None:
@@ -279,12 +280,15 @@ class OpenAIBackend:
             call, i, job = await queue.get()
             if call.abandoned:
                 continue
+            self._busy += 1
             try:
                 value = await job()
             except BackendError as e:  # parse errors quote the body, which a server may fill with the key
                 value = BackendError(redact(str(e), self._secrets()))
             except Exception as e:  # not an API failure (a bug): the call raises it
                 value, call.error = None, call.error or e
+            finally:
+                self._busy -= 1
             call.finish(i, value)
 
     async def _watch_deadlines(self) -> None:
@@ -305,7 +309,7 @@ class OpenAIBackend:
         content = json.dumps(payload, separators=(",", ":")).encode()
         problem, member = "", self._fleet.first()
         for attempt in range(self.max_retries + 1):
-            client = self._transport.client()  # made before the pace is claimed (the first one takes a while)
+            client = self._transport.client(self._busy)  # made before the pace is claimed (a new pool takes a while)
             await self._pacer.wait()
             body, problem, retry_after, unreachable = await self._attempt(client, self._endpoints[member], content)
             if not problem:
@@ -366,11 +370,7 @@ class OpenAIBackend:
 
     def _headers(self) -> dict[str, str]:
         """This request's headers: JSON, and the key read from the environment now (none when unset)."""
-        key = os.environ.get(self.api_key_env) or ""
-        if key:
-            check_key(key, self.api_key_env)
-            return {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
-        return _JSON
+        return request_headers(os.environ.get(self.api_key_env) or "", self.api_key_env)
 
 
 def _raise_on_errors(results: list[Any], what: str) -> list[Any]:

@@ -113,12 +113,15 @@ class Transport:
                 self._loop = loop
             return self._loop
 
-    def client(self):
-        """The next pool in turn (call on the transport's loop): an aiohttp session or an httpx client."""
-        if not self._clients:
-            pools = -(-self.max_connections // POOL_SIZE)
-            size = -(-self.max_connections // pools)
-            self._clients = [self._pool(size) for _ in range(pools)]
+    def client(self, in_flight: int | None = None):
+        """The next pool in turn (call on the transport's loop): an aiohttp session or an httpx client.
+        Pools are made as the requests in flight need them (``in_flight``; None: all of them), so a
+        bound of 10,000 connections costs nothing until that many requests are in flight."""
+        pools = -(-self.max_connections // POOL_SIZE)
+        size = -(-self.max_connections // pools)
+        wanted = pools if in_flight is None else min(pools, max(1, -(-in_flight // size)))
+        while len(self._clients) < wanted:
+            self._clients.append(self._pool(size))
         return self._clients[next(self._turn) % len(self._clients)]
 
     def _pool(self, size: int):
@@ -204,6 +207,7 @@ async def _post_aiohttp(session, url: str, content: bytes, headers: dict[str, st
         return Reply(response.status, response.headers, body, response.reason or "")
 
 
+@functools.lru_cache(maxsize=4)
 def _tls_context(http) -> ssl.SSLContext:
     """httpx's verifying context (its CA bundle, or SSL_CERT_FILE / SSL_CERT_DIR), else the system's."""
     make = getattr(http, "create_ssl_context", None)  # public from httpx 0.28

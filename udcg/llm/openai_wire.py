@@ -235,6 +235,17 @@ def check_key(key: str, env: str) -> None:
                      "an HTTP header cannot carry it; set the variable to the key alone (no line end, quotes or spaces)")
 
 
+_JSON = {"Content-Type": "application/json"}
+
+
+def request_headers(key: str, env: str) -> dict[str, str]:
+    """A request's headers: JSON, and the key (``check_key``) as a bearer token when there is one."""
+    if not key:
+        return _JSON
+    check_key(key, env)
+    return {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
+
+
 def endpoint(base_url: str, path: str) -> str:
     """``base_url`` + ``/path``, with a query string (``?key=...``, a form some providers use) kept
     after the path, where the server reads it."""
