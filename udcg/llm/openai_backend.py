@@ -323,7 +323,8 @@ class OpenAIBackend:
             secrets = self._secrets()
             if retry_after is not None and retry_after > self.max_retry_after:
                 raise BackendError(redact(f"{problem}; the server asks to retry after {retry_after:g}s, more than max_retry_after={self.max_retry_after:g}s", secrets))
-            delay = (0.0 if unreachable and member != last else retry_after if retry_after is not None  # another member: at once
+            delay = (0.0 if unreachable and member != last and self._fleet.up(member)  # another member, up: at once
+                     else retry_after if retry_after is not None
                      else backoff_delay(attempt, self.backoff_base, self.backoff_max, self._rng.random()))
             log.log(logging.INFO if not delay else logging.WARNING, "%s; retry %d/%d in %.2fs",  # the fleet said it
                     redact(problem, secrets), attempt + 1, self.max_retries, delay)

@@ -37,6 +37,10 @@ class Fleet:
     def _up(self, i: int, now: float) -> bool:
         return now >= self._down_until[i]
 
+    def up(self, i: int) -> bool:
+        """Whether member ``i`` is taken to be up (never found unreachable, or its time down is over)."""
+        return self._up(i, time.monotonic())
+
     def first(self) -> int:
         """The member of a new request's first attempt: the next in turn that is up (any, if none is)."""
         return self._next_up(next(self._turn) % len(self.urls))
