@@ -210,7 +210,7 @@ BOUNDED_CLI = [
     (["annotate", "x.json", "-o", "o.json", "--model", "m", "--timeout", "0"], ["--timeout 0.0", "(0, 604800]"]),
     (["annotate", "x.json", "-o", "o.json", "--model", "m", "--timeout", "inf"], ["--timeout inf", "(0, 604800]"]),
     (["annotate", "x.json", "-o", "o.json", "--model", "m", "--concurrency", "0"], ["--concurrency 0", "1..10000"]),
-    (["annotate", "x.json", "-o", "o.json", "--model", "m", "--rpm", "-3"], ["--rpm -3.0", "(0, 1000000000]"]),
+    (["annotate", "x.json", "-o", "o.json", "--model", "m", "--rpm", "-3"], ["--rpm -3.0", "[0.01, 1000000000]"]),
     (["annotate", "x.json", "-o", "o.json", "--model", "m", "--seed", "4294967296"], ["--seed 4294967296"]),
     (["annotate", "--corpus", "c", "--run", "r", "-o", "o", "--model", "m", "--depth", "10000000"],
      ["--depth 10000000", "1..1000000"]),

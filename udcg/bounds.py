@@ -39,17 +39,19 @@ class Bound:
     integer: bool = True
     low_open: bool = False
     high_open: bool = False
+    why: str = ""  # the reason for a bound that is not plain, said after the range
 
     def describe(self) -> str:
         """What the bound allows, in words: ``an integer >= 1 and <= 1000000 (1..1000000, a positive integer)``."""
         low, high = _number(self.low), _number(self.high)
+        why = f" ({self.why})" if self.why else ""
         if self.integer:
             text = f"an integer >= {low}" + ("" if self.high == math.inf else f" and <= {high}")
             span = f"{low}.." + ("" if self.high == math.inf else high)
-            return f"{text} ({span}{', a positive integer' if self.low == 1 else ''})"
+            return f"{text} ({span}{', a positive integer' if self.low == 1 else ''}){why}"
         if self.high == math.inf:
-            return f"a finite number {'>' if self.low_open else '>='} {low}"
-        return f"a number in {'(' if self.low_open else '['}{low}, {high}{')' if self.high_open else ']'}"
+            return f"a finite number {'>' if self.low_open else '>='} {low}{why}"
+        return f"a number in {'(' if self.low_open else '['}{low}, {high}{')' if self.high_open else ']'}{why}"
 
     def allows(self, value: Any) -> bool:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -106,7 +108,9 @@ THREADS = Bound(1, 4096)
 FOLDS = Bound(2, 1000)
 PORT = Bound(0, 65535)
 SECONDS = Bound(0, 7 * 86400, integer=False, low_open=True)  # a timeout: finite, > 0, at most a week
-RATE = Bound(0, 1e9, integer=False, low_open=True)  # requests per minute
+MIN_RPM = 0.01  # one request every 100 minutes: 100 pairs then take about a week, the longest timeout allowed
+RATE = Bound(MIN_RPM, 1e9, integer=False,  # requests per minute
+             why="one request every 100 minutes at the slowest: a slower pace could not finish a run of 100 pairs in a week")
 TEMPERATURE = Bound(0, 100, integer=False)  # greedy at 0
 SAMPLING_TEMPERATURE = Bound(0, 100, integer=False, low_open=True)  # 0 draws one answer n times: no spread
 WEIGHT = Bound(0, integer=False)  # gamma: finite, >= 0

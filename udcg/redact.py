@@ -6,10 +6,14 @@ base64-encoded).
 URL-encoded (either hex case, ``+`` for space), JSON-escaped, base64 (standard and URL-safe, at any
 byte alignment, as inside an HTTP Basic header), any prefix or suffix of 8 characters or more of
 each of these forms (an echo cut at a length limit), and any fragment of 4 characters or more of
-the secret as written (an echo cut at both ends); and, whatever the secrets, the user information
-and the query values of every URL (``http://user:pass@host/v1?key=abc`` ->
-``http://***@host/v1?key=***``). ``env_secrets()`` collects the values of environment variables
-whose names say they hold a secret.
+the secret as written (an echo cut at both ends); a shorter secret (a 7-character key) wherever
+it stands as a whole word, verbatim, URL-encoded or JSON-escaped (a cut of it would match ordinary
+text); and, whatever the secrets, the user information and the query values of every URL
+(``http://user:pass@host/v1?key=abc`` -> ``http://***@host/v1?key=***``; a password holding an
+unencoded ``/`` or ``@`` is masked whole). ``env_secrets()`` collects the values of environment
+variables whose names say they hold a secret. ``redact_echo(text, secrets)`` is ``redact`` for a
+model's answer: text is changed only where a secret's form of 8 characters or more (or a short
+secret as a word) is in it, a check of a few substring tests.
 """
 
 from __future__ import annotations
@@ -26,8 +30,11 @@ MASK = "***"
 MIN_CUT = 8  # a shorter cut of an encoded form is not a usable secret, and matches too much ordinary text
 MIN_FRAGMENT = 4  # fragments of the key as written, from either end or the middle
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
-# scheme://userinfo@ : the userinfo is everything up to @ without a slash, space or quote
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*(?:://|%3A%2F%2F))([^/\s@'\"<>]+?)(@|%40)")
+# scheme://userinfo@ : the userinfo runs to the last @ (or %40) before a space or quote, so that an
+# unencoded @ in a password is masked whole; one holding a slash is the userinfo when a colon comes
+# before its first slash (user:pa/ss@host); a path with an @ in it (host/a@b) is not
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*(?:://|%3A%2F%2F))((?:[^/\s'\"<>]*:[^\s'\"<>]*|[^/\s'\"<>]+))(@|%40)")
+_WORD = r"(?<![A-Za-z0-9_\-]){}(?![A-Za-z0-9_\-])"  # a short secret as a whole word
 # the query string of a URL: each name=value keeps its name
 _URL_QUERY = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s?#'\"<>]*\?)([^\s#'\"<>]*)")
 _QUERY_VALUE = re.compile(r"(^|&)([^=&]*)=([^&]*)")
@@ -77,31 +84,55 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
         text = str(text)
     text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{MASK}{m.group(3)}", text)
     text = _URL_QUERY.sub(lambda m: m.group(1) + _QUERY_VALUE.sub(lambda q: f"{q.group(1)}{q.group(2)}={MASK}", m.group(2)), text)
-    keys = tuple(sorted({s for s in secrets if isinstance(s, str) and len(s) >= MIN_CUT}))
+    secrets = [s for s in secrets if isinstance(s, str) and s.strip()]
+    keys = tuple(sorted({s for s in secrets if len(s) >= MIN_CUT}))
     pattern = _pattern(keys) if keys else None
-    return pattern.sub(MASK, text) if pattern is not None else text
+    text = pattern.sub(MASK, text) if pattern is not None else text
+    for short in sorted({s for s in secrets if len(s) < MIN_CUT}, key=len, reverse=True):
+        text = _short_pattern(short).sub(MASK, text)
+    return text
+
+
+@lru_cache(maxsize=64)
+def _short_pattern(secret: str) -> re.Pattern:
+    forms = sorted({secret, quote(secret, safe=""), quote_plus(secret), json.dumps(secret)[1:-1]}, key=len, reverse=True)
+    return re.compile("|".join(_WORD.format(re.escape(f)) for f in forms))
+
+
+def redact_echo(text: str, secrets: Iterable[str]) -> str:
+    """``text`` (a model's answer) as it is, unless a secret is echoed in it: then ``redact``'s."""
+    for s in secrets:
+        if not isinstance(s, str) or not s.strip():
+            continue
+        if len(s) < MIN_CUT:
+            if s in text and _short_pattern(s).search(text):
+                return redact(text, secrets)
+        elif any(f[:MIN_CUT] in text or f[-MIN_CUT:] in text for f in _forms(s)):
+            return redact(text, secrets)
+    return text
 
 
 def url_secrets(url: str) -> list[str]:
     """The credentials inside a URL (``user:pass``, ``pass``), to redact wherever they are echoed."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return []
+    found = _URL_USERINFO.match(url.strip())
     out = []
-    if parts.password:
-        out += [parts.password, f"{parts.username or ''}:{parts.password}"]
-    elif parts.username:
-        out.append(parts.username)
-    out += [value for _, _, value in (pair.partition("=") for pair in parts.query.split("&")) if len(value) >= MIN_CUT]
+    if found:  # as the mask reads it: a password may hold an unencoded / or @
+        user, colon, password = found.group(2).partition(":")
+        out += [password, found.group(2)] if colon and password else [found.group(2)]
+    try:
+        query = urlsplit(url).query
+    except ValueError:
+        query = url.partition("?")[2]
+    out += [value for _, _, value in (pair.partition("=") for pair in query.split("&")) if len(value) >= MIN_CUT]
     return out
 
 
 def env_secrets(extra_names: Iterable[str] = ()) -> list[str]:
     """Values of the environment variables named in ``extra_names`` or whose name says key, token,
     secret, password, credential or auth; and credentials inside URL-valued variables."""
-    names = set(extra_names) | {n for n in os.environ if _SECRET_NAME.search(n)}
-    out = [os.environ[n] for n in sorted(names) if os.environ.get(n)]
+    named = set(extra_names)  # the API key: masked whatever its length
+    names = named | {n for n in os.environ if _SECRET_NAME.search(n)}
+    out = [os.environ[n] for n in sorted(names) if os.environ.get(n) and (n in named or len(os.environ[n]) >= MIN_CUT)]
     for value in os.environ.values():
         if "://" in value and "@" in value:
             out += url_secrets(value)

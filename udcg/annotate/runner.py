@@ -54,8 +54,37 @@ def annotation_key(qid: str, pid: str) -> str:
 
 
 def cached_annotations(cache: AppendCache) -> dict[str, Annotation]:
-    """Every finished annotation of a cache, ``{annotation_key: Annotation}``."""
-    return {k: Annotation(**{f: v for f, v in rec.items() if f not in ("key", "input")}) for k, rec in cache.done.items()}
+    """Every finished annotation of a cache, ``{annotation_key: Annotation}``; a damaged record (a
+    p_abs of 5.0 or "0.3", a field missing) is one error naming the file, line, field and the fix."""
+    out = {}
+    for k, rec in cache.done.items():
+        problem = _record_problem(rec)
+        if problem:
+            line = cache.line_of(k)
+            raise InputError(f"{cache.path}{f':{line}' if line else ''}: cache record {runs.shown_key(k)!r}: {problem} (the "
+                             "file was edited or damaged: delete this line to compute the pair again, or the cache file "
+                             "to start over)")
+        out[k] = Annotation(**{f: rec.get(f) for f in _ANNOTATION_FIELDS if f in rec})
+    return out
+
+
+def _record_problem(rec: dict) -> str:
+    """What is wrong with a cached annotation record, or ""."""
+    for name in ("qid", "pid", "model", "estimator", "prompt_version"):
+        if not isinstance(rec.get(name), str):
+            return f"field {name!r} is {'missing' if name not in rec else repr(rec[name])[:40]}, not text"
+    for name in ("p_abs", "ci_low", "ci_high"):
+        value = rec.get(name)
+        if value is None and name != "p_abs":
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+            return f"field {name!r} is {'missing' if name not in rec else repr(value)[:40]}, not a probability in [0, 1]"
+    n = rec.get("n_samples")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        return f"field 'n_samples' is {n!r:.40}, not a positive integer"
+    if not isinstance(rec.get("note", ""), str):
+        return "field 'note' is not text"
+    return ""
 
 
 def _estimate(backend: Backend, chats: list, cfg: AnnotateConfig) -> list:
@@ -96,8 +125,17 @@ def _estimate_keeping_finished(backend: Backend, chats: list, cfg: AnnotateConfi
 
 
 def provenance(model: str, cfg: AnnotateConfig) -> dict:
-    """The settings every record of an annotation cache holds (``udcg.runs.check_provenance``)."""
-    return {"model": model, "estimator": cfg.estimator, "prompt_version": cfg.prompt_version}
+    """The settings every record of an annotation cache holds (``udcg.runs.check_provenance``): with
+    the sampling estimator, its settings too, so that a rerun with another --samples, --temperature,
+    --target-width or --seed is refused (as ``answer`` refuses another --max-new-tokens), never
+    served the old estimates."""
+    return {"model": model, "estimator": cfg.estimator, "prompt_version": cfg.prompt_version, **_sampling(cfg)}
+
+
+def _sampling(cfg: AnnotateConfig) -> dict:
+    if cfg.estimator != "sampling":
+        return {}
+    return {"samples": cfg.n_samples, "temperature": cfg.temperature, "target_width": cfg.target_width, "seed": cfg.seed}
 
 
 def annotation_body(q: Question, p, model: str, cfg: AnnotateConfig, estimate) -> dict:
@@ -105,7 +143,7 @@ def annotation_body(q: Question, p, model: str, cfg: AnnotateConfig, estimate) -
     a = Annotation(qid=q.qid, pid=p.pid, model=model, estimator=cfg.estimator, p_abs=estimate.p_abs,
                    prompt_version=cfg.prompt_version, ci_low=estimate.ci_low, ci_high=estimate.ci_high,
                    n_samples=estimate.n_samples, note=estimate.note)
-    return {name: getattr(a, name) for name in _ANNOTATION_FIELDS}  # flat: no deep copy as asdict makes
+    return {**{name: getattr(a, name) for name in _ANNOTATION_FIELDS}, **_sampling(cfg)}  # flat: no deep copy as asdict
 
 
 def shown(q: Question, p, prompt_version: str) -> str:

@@ -82,6 +82,19 @@ class AppendCache:
         if good != len(raw):
             os.ftruncate(self._f.fileno(), good)
 
+    def line_of(self, key: str) -> int | None:
+        """The line of the file that holds ``key``'s record (its last one), for a message; None if none."""
+        found = None
+        with open(self.path, "rb") as f:
+            for line_no, line in enumerate(f, start=1):
+                try:
+                    obj = json.loads(line)
+                except (ValueError, RecursionError):
+                    continue
+                if isinstance(obj, dict) and obj.get(self.key_field) == key:
+                    found = line_no
+        return found
+
     def __contains__(self, key: str) -> bool:
         return key in self.done
 

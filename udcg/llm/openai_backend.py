@@ -10,10 +10,11 @@ Requests go out through one keep-alive connection pool and one event loop per ba
 (``udcg.llm.openai_transport``: the SDK's httpx client class, a JSON body built once per prompt),
 shared by every call, thread and base URL, under one backend-wide window of ``max_concurrency``
 requests in flight and an optional requests-per-minute pace. Calls from several threads at once
-(the runner's workers) share the window, so it stays full across chunks of work. Retries go to
-the next base URL, so a fleet of servers can share one corpus past a dead member; they count
-against the pace; and a ``Retry-After`` longer than ``max_retry_after`` fails the request at once. Retried: 429 / 408 / 409 / 5xx, timeouts, dropped connections and bodies that
-are not JSON, with exponential backoff. Results are per item: the ``*_each`` methods return a value
+(the runner's workers) share the window, so it stays full across chunks of work. A request's
+retry goes to the next member of a fleet (``udcg.llm.openai_fleet``), past a dead one; retries
+count against the pace; a ``Retry-After`` over ``max_retry_after`` fails the request at once.
+Retried, with exponential backoff: 429 / 408 / 409 / 5xx, timeouts, dropped connections and bodies
+that are not JSON. Results are per item: the ``*_each`` methods return a value
 or a ``BackendError`` per chat and can report each result as it arrives (``on_result``), so one
 failed request never loses the finished ones. The API key is read from the environment for every
 request and never stored in the backend, messages, logs or ``repr``.
@@ -24,10 +25,8 @@ Payload building and response parsing are pure functions (``udcg.llm.openai_wire
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import logging
-import math
 import os
 import random
 import time
@@ -35,16 +34,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from udcg import bounds
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams
+from udcg.llm.openai_fleet import Fleet
 from udcg.llm.openai_transport import JobBatch, Pacer, Transport, post_bounded, request_failure
-from udcg.llm.openai_wire import (DEFAULT_CONCURRENCY, backoff_delay, check_url, endpoint, error_text, hint, retryable, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
-                                  check_count, parse_choices, parse_first_top_logprobs, retry_after_seconds)
-from udcg.redact import redact, url_secrets
+from udcg.llm.openai_wire import (DEFAULT_CONCURRENCY, backoff_delay, check_key, check_url, endpoint, error_text, hint, retryable, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
+                                  check_count, parse_choices, parse_first_top_logprobs, request_headers, retry_after_seconds)
+from udcg.redact import redact, redact_echo, url_secrets
 
 log = logging.getLogger(__name__)
-
-_JSON = {"Content-Type": "application/json"}
 
 
 # ---------------------------------------------------------------- backend
@@ -107,15 +106,12 @@ class OpenAIBackend:
                              "(e.g. http://127.0.0.1:8000/v1)"))
         for url in urls:
             check_url(url)
-        for field, value, integer in (("max_concurrency", max_concurrency, True), ("timeout", timeout, False),
-                                      ("max_n_per_request", max_n_per_request, True)):
-            _check_positive(field, value, integer)
-        if requests_per_minute is not None:
-            _check_positive("requests_per_minute", requests_per_minute)
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise InputError(f"OpenAI backend: max_retries must be an integer >= 0, got {max_retries!r}")
-        if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) or not 1 <= top_logprobs <= 20:
-            raise InputError(f"OpenAI backend: top_logprobs must be an integer in 1..20 (the API's limit), got {top_logprobs!r}")
+        for field, value, bound in (("max_concurrency", max_concurrency, bounds.CONCURRENCY), ("timeout", timeout, bounds.SECONDS),
+                                    ("max_n_per_request", max_n_per_request, bounds.Bound(1, 10**6)),
+                                    ("requests_per_minute", requests_per_minute, bounds.RATE),
+                                    ("max_retries", max_retries, bounds.RETRIES), ("top_logprobs", top_logprobs, bounds.Bound(1, 20))):
+            if value is not None or field != "requests_per_minute":  # top_logprobs: the API's limit
+                bounds.check_value(field, value, bound, "OpenAI backend")
         self.model, self.name, self.api_key_env = model, name or model, api_key_env
         self.base_urls = tuple(u.rstrip("/") for u in urls)
         self.max_concurrency, self.requests_per_minute, self.timeout = max_concurrency, requests_per_minute, timeout
@@ -124,12 +120,13 @@ class OpenAIBackend:
         self.candidate_tokens = dict(candidate_tokens or {})
         self._rng = random.Random(jitter_seed)
         self._pacer = Pacer(requests_per_minute)
-        self._url_turn = itertools.count()
+        self._fleet = Fleet(self.base_urls)  # which member each attempt goes to, which are down
         self._endpoints = tuple(endpoint(u, "chat/completions") for u in self.base_urls)
         self._transport = Transport(max_concurrency, timeout)
+        check_key(os.environ.get(api_key_env) or "", api_key_env)  # before any request
         self._jobs: asyncio.Queue | None = None  # (call, index, job) for the workers; made on the transport's loop
         self._jobs_loop: asyncio.AbstractEventLoop | None = None
-        self._workers: list[asyncio.Task] = []
+        self._workers, self._busy = [], 0  # the tasks taking jobs; how many of them are running one
         self.notes: dict[str, str] = {}  # what was found out about the server (e.g. it ignores n)
         self._deadlines: dict[asyncio.Task, float] = {}  # request task -> when it is overdue
         self._overdue: dict[asyncio.Task, bool] = {}
@@ -180,6 +177,8 @@ class OpenAIBackend:
         asked: ``transformers serve``, llama.cpp) is found out at its first such answer, once; from
         then on every answer is its own request, seeded the same way (``notes["n"]`` says so)."""
 
+        secrets = self._secrets()  # a server that echoes the key in an answer: never stored
+
         async def answers(chat: Chat) -> list[str]:
             out: list[str] = []
             while len(out) < params.n:
@@ -191,7 +190,7 @@ class OpenAIBackend:
                     self._n_ignored(size)
                 else:
                     check_count(got, size)
-                out.extend(got)
+                out.extend(redact_echo(a, secrets) for a in got)
             return out
 
         return self._run_jobs([(lambda chat=chat: answers(chat)) for chat in chats], on_result)
@@ -244,16 +243,23 @@ class OpenAIBackend:
         backend-wide window; each result or ``BackendError`` in input order, reported as it arrives."""
         if not jobs:
             return []
-        return self._transport.run(self._each(jobs, on_result))
+        try:
+            return self._transport.run(self._each(jobs, on_result))
+        finally:
+            if note := self._fleet.note():
+                self.notes["fleet"] = note
 
     async def _each(self, jobs: list[Callable[[], Any]], on_result) -> list[Any]:
-        """Every job goes to the backend's workers: ``max_concurrency`` long-lived tasks on the
+        """Every job goes to the backend's workers: at most ``max_concurrency`` long-lived tasks on the
         transport's loop, shared by every call and thread (the window), so a request costs a queue
-        entry, not a task."""
+        entry, not a task. Workers are started as the work needs them (20 jobs start 20, whatever
+        the bound), and kept."""
         call = JobBatch(len(jobs), on_result, asyncio.get_running_loop().create_future())
         queue = self._queue()
         for i, job in enumerate(jobs):
             queue.put_nowait((call, i, job))
+        needed = min(self.max_concurrency, self._busy + queue.qsize())
+        self._workers += [asyncio.get_running_loop().create_task(self._work(queue)) for _ in range(needed - len(self._workers))]
         try:
             await call.done
         except asyncio.CancelledError:
@@ -266,8 +272,7 @@ class OpenAIBackend:
     def _queue(self) -> asyncio.Queue:
         loop = asyncio.get_running_loop()
         if self._jobs is None or self._jobs_loop is not loop:  # first use, or a new loop after close()
-            self._jobs, self._jobs_loop = asyncio.Queue(), loop
-            self._workers = [loop.create_task(self._work(self._jobs)) for _ in range(self.max_concurrency)]
+            self._jobs, self._jobs_loop, self._workers, self._busy = asyncio.Queue(), loop, [], 0
         return self._jobs
 
     async def _work(self, queue: asyncio.Queue) -> None:
@@ -275,12 +280,15 @@ class OpenAIBackend:
             call, i, job = await queue.get()
             if call.abandoned:
                 continue
+            self._busy += 1
             try:
                 value = await job()
             except BackendError as e:  # parse errors quote the body, which a server may fill with the key
                 value = BackendError(redact(str(e), self._secrets()))
             except Exception as e:  # not an API failure (a bug): the call raises it
                 value, call.error = None, call.error or e
+            finally:
+                self._busy -= 1
             call.finish(i, value)
 
     async def _watch_deadlines(self) -> None:
@@ -299,27 +307,34 @@ class OpenAIBackend:
         """POST one payload, each attempt to the next base URL; the JSON body or a scrubbed BackendError.
         The body is serialised once, whatever the number of attempts."""
         content = json.dumps(payload, separators=(",", ":")).encode()
-        problem = ""
+        problem, member = "", self._fleet.first()
         for attempt in range(self.max_retries + 1):
-            turn = next(self._url_turn) % len(self.base_urls)
-            client = self._transport.client()  # made before the pace is claimed (the first one takes a while)
+            client = self._transport.client(self._busy)  # made before the pace is claimed (a new pool takes a while)
             await self._pacer.wait()
-            body, problem, retry_after = await self._attempt(client, self._endpoints[turn], content)
+            body, problem, retry_after, unreachable = await self._attempt(client, self._endpoints[member], content)
             if not problem:
+                self._fleet.answered(member)
                 return body
+            if unreachable:
+                self._fleet.failed(member, problem.partition(": ")[2])
+            member, last = self._fleet.after(member), member
             if attempt == self.max_retries:
                 break
             secrets = self._secrets()
             if retry_after is not None and retry_after > self.max_retry_after:
                 raise BackendError(redact(f"{problem}; the server asks to retry after {retry_after:g}s, more than max_retry_after={self.max_retry_after:g}s", secrets))
-            delay = retry_after if retry_after is not None else backoff_delay(attempt, self.backoff_base, self.backoff_max, self._rng.random())
-            log.warning("%s; retry %d/%d in %.2fs", redact(problem, secrets), attempt + 1, self.max_retries, delay)
+            delay = (0.0 if unreachable and member != last and self._fleet.up(member)  # another member, up: at once
+                     else retry_after if retry_after is not None
+                     else backoff_delay(attempt, self.backoff_base, self.backoff_max, self._rng.random()))
+            log.log(logging.INFO if not delay else logging.WARNING, "%s; retry %d/%d in %.2fs",  # the fleet said it
+                    redact(problem, secrets), attempt + 1, self.max_retries, delay)
             await asyncio.sleep(delay)
         raise BackendError(redact(f"{problem} (gave up after {self.max_retries + 1} attempts)", self._secrets()))
 
-    async def _attempt(self, client, url: str, content: bytes) -> tuple[Any, str, float | None]:
-        """One POST: (body, "", None), or (None, what went wrong, the Retry-After in seconds or None)
-        when it may be retried. A status that retrying cannot fix raises a scrubbed BackendError."""
+    async def _attempt(self, client, url: str, content: bytes) -> tuple[Any, str, float | None, bool]:
+        """One POST: (body, "", None, False), or (None, what went wrong, the Retry-After in seconds or
+        None, whether the server could not be reached) when it may be retried. A status that retrying
+        cannot fix raises a scrubbed BackendError."""
         task = asyncio.current_task()
         self._deadlines[task] = time.monotonic() + self.timeout
         if self._watchdog is None or self._watchdog.get_loop() is not asyncio.get_running_loop():  # new after close()
@@ -329,16 +344,16 @@ class OpenAIBackend:
         except asyncio.CancelledError:
             if not self._overdue.get(task):  # cancelled by the caller, not by the deadline
                 raise
-            return None, f"POST {url}: timed out after {self.timeout:g}s (no complete answer in that time)", None
+            return None, f"POST {url}: timed out after {self.timeout:g}s (no complete answer in that time)", None, True
         except Exception as e:
             failure = request_failure(e)
             if failure is None:
                 raise
             kind, cause = failure
             if kind == "timeout":
-                return None, f"POST {url}: timed out after {self.timeout:g}s", None
+                return None, f"POST {url}: timed out after {self.timeout:g}s", None, True
             said = " ".join(str(cause).split())  # one line: aiohttp quotes the bad bytes over several
-            return None, f"POST {url}: connection failed ({type(cause).__name__}: {said})", None
+            return None, f"POST {url}: connection failed ({type(cause).__name__}: {said})", None, True
         finally:
             self._deadlines.pop(task, None)
             if self._overdue.pop(task, False):  # the deadline's cancel was absorbed here, whatever form it took
@@ -348,24 +363,15 @@ class OpenAIBackend:
             problem = f"POST {url}: HTTP {status}: {error_text(response)}"
             if not retryable(status):
                 raise BackendError(redact(problem + hint(status, self.api_key_env), self._secrets())) from None
-            return None, problem, retry_after_seconds(response.headers.get("retry-after"))
+            return None, problem, retry_after_seconds(response.headers.get("retry-after")), False
         try:  # the body as sent (the parsers read the wire format, top_logprobs included)
-            return json.loads(response.content), "", None
+            return json.loads(response.content), "", None, False
         except ValueError:  # a cut or garbled body (a proxy, a server restart): retried like a 5xx
-            return None, f"POST {url}: HTTP {status} but the body is not JSON: {response.text[:200]!r}", None
+            return None, f"POST {url}: HTTP {status} but the body is not JSON: {response.text[:200]!r}", None, False
 
     def _headers(self) -> dict[str, str]:
         """This request's headers: JSON, and the key read from the environment now (none when unset)."""
-        key = os.environ.get(self.api_key_env) or ""
-        if key:
-            return {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
-        return _JSON
-
-
-def _check_positive(field: str, value, integer: bool = False) -> None:
-    ok = isinstance(value, int) if integer else isinstance(value, (int, float)) and math.isfinite(value)
-    if isinstance(value, bool) or not ok or value <= 0:
-        raise InputError(f"OpenAI backend: {field} must be a positive {'integer' if integer else 'number'}, got {value!r}")
+        return request_headers(os.environ.get(self.api_key_env) or "", self.api_key_env)
 
 
 def _raise_on_errors(results: list[Any], what: str) -> list[Any]:

@@ -99,6 +99,7 @@ class Transport:
     def __init__(self, max_connections: int, timeout: float) -> None:
         self.max_connections, self.timeout = max_connections, timeout
         self.kind = client_kind()  # a bad UDCG_HTTP_CLIENT fails here, before any request
+        check_env_proxies()  # and a proxy variable the clients cannot use
         self._loop: asyncio.AbstractEventLoop | None = None
         self._clients: list = []
         self._turn = itertools.count()
@@ -112,12 +113,15 @@ class Transport:
                 self._loop = loop
             return self._loop
 
-    def client(self):
-        """The next pool in turn (call on the transport's loop): an aiohttp session or an httpx client."""
-        if not self._clients:
-            pools = -(-self.max_connections // POOL_SIZE)
-            size = -(-self.max_connections // pools)
-            self._clients = [self._pool(size) for _ in range(pools)]
+    def client(self, in_flight: int | None = None):
+        """The next pool in turn (call on the transport's loop): an aiohttp session or an httpx client.
+        Pools are made as the requests in flight need them (``in_flight``; None: all of them), so a
+        bound of 10,000 connections costs nothing until that many requests are in flight."""
+        pools = -(-self.max_connections // POOL_SIZE)
+        size = -(-self.max_connections // pools)
+        wanted = pools if in_flight is None else min(pools, max(1, -(-in_flight // size)))
+        while len(self._clients) < wanted:
+            self._clients.append(self._pool(size))
         return self._clients[next(self._turn) % len(self._clients)]
 
     def _pool(self, size: int):
@@ -203,10 +207,44 @@ async def _post_aiohttp(session, url: str, content: bytes, headers: dict[str, st
         return Reply(response.status, response.headers, body, response.reason or "")
 
 
+@functools.lru_cache(maxsize=4)
 def _tls_context(http) -> ssl.SSLContext:
     """httpx's verifying context (its CA bundle, or SSL_CERT_FILE / SSL_CERT_DIR), else the system's."""
     make = getattr(http, "create_ssl_context", None)  # public from httpx 0.28
     return make(trust_env=True) if make is not None else ssl.create_default_context()
+
+
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+def check_env_proxies() -> None:
+    """Every proxy variable set is one the HTTP clients can use (httpx reads them all when a client
+    is made, whatever the URL): an http(s) URL with a host and a port in 1-65535, never SOCKS; else
+    one line naming the variable, before any request."""
+    import urllib.parse
+
+    for name in PROXY_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if not value:
+            continue
+        full = value if "://" in value else f"http://{value}"  # as httpx and urllib read a bare host:port
+        scheme, problem = full.partition("://")[0].lower(), ""
+        try:
+            parts = urllib.parse.urlsplit(full)
+            if parts.port == 0:
+                raise ValueError("Port 0")
+        except ValueError as e:
+            problem = (f"its port is not a number in 1-65535 ({e})" if "port" in str(e).lower()
+                       else f"cannot be read as a URL ({e})")
+        else:
+            if scheme.startswith("socks"):
+                problem = "a SOCKS proxy: udcg's HTTP clients send through http:// or https:// proxies only"
+            elif scheme not in ("http", "https"):
+                problem = f"the scheme {scheme!r} is not a proxy's (http:// or https://)"
+            elif not parts.hostname:
+                problem = "no host"
+        if problem:
+            raise InputError(redact(f"{name}={value!r}: {problem}; fix the variable or unset it"))
 
 
 @functools.lru_cache(maxsize=64)

@@ -46,11 +46,42 @@ def logprobs_payload(model: str, chat: Chat, top_logprobs: int) -> dict:
     }
 
 
-def _choices(body: Any) -> list:
-    choices = body.get("choices") if isinstance(body, dict) else None
+def _malformed(field: str, problem: str, value: Any = None) -> BackendError:
+    """The one-line error of a response that breaks the chat-completions schema, naming the field."""
+    shown = "" if value is None else f" (got {json.dumps(value, default=str)[:120]})"
+    return BackendError(f"malformed response: {field} {problem}{shown}; is this an OpenAI-compatible "
+                        "chat-completions endpoint? (check the base URL and the server)")
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
+
+
+def _object(value: Any, field: str) -> dict:
+    if not isinstance(value, dict):
+        raise _malformed(field, f"is {_kind(value)}, not an object", value)
+    return value
+
+
+def _choices(body: Any) -> list[dict]:
+    """``body["choices"]``, checked: a non-empty list of objects whose ``index`` values (where any
+    is given) are distinct integers; sorted by index. Every deviation is one error naming the field."""
+    choices = _object(body, "the body").get("choices")
     if not isinstance(choices, list) or not choices:
-        raise BackendError(f"malformed response: no 'choices' list (got {str(body)[:200]!r})")
-    return choices
+        raise _malformed("'choices'", "is missing or empty" if not choices else f"is {_kind(choices)}, not a list",
+                         body if choices is None else choices)
+    for i, c in enumerate(choices):
+        _object(c, f"choices[{i}]")
+    indices = [c.get("index") for c in choices]
+    if all(x is None for x in indices):
+        return choices
+    for i, x in enumerate(indices):
+        if isinstance(x, bool) or not isinstance(x, int):
+            raise _malformed(f"choices[{i}].index", f"is {_kind(x)}, not an integer", x)
+    if len(set(indices)) != len(indices):
+        raise _malformed("choices[].index", "repeats a value", indices)
+    return sorted(choices, key=lambda c: c["index"])
 
 
 def parse_answers(body: Any, n: int) -> list[str]:
@@ -66,15 +97,17 @@ def check_count(answers: list[str], n: int) -> list[str]:
 
 
 def parse_choices(body: Any) -> list[str]:
-    """Every answer of a chat-completions response, in choice-index order."""
-    choices = sorted(_choices(body), key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)
+    """Every answer of a chat-completions response, in choice-index order: each choice's
+    ``message`` an object whose ``content`` is text (null reads as an empty answer, as some servers
+    send it)."""
     answers = []
-    for c in choices:
-        content = c.get("message", {}).get("content") if isinstance(c, dict) else None
+    for i, c in enumerate(_choices(body)):
+        message = _object(c.get("message"), f"choices[{i}].message")
+        content = message.get("content")
         if content is None:
             content = ""  # some servers send null content for an empty answer
         if not isinstance(content, str):
-            raise BackendError(f"malformed response: choices[].message.content is {type(content).__name__}, not text")
+            raise _malformed(f"choices[{i}].message.content", f"is {_kind(content)}, not text", content)
         answers.append(content)
     return answers
 
@@ -82,19 +115,24 @@ def parse_choices(body: Any) -> list[str]:
 def parse_first_top_logprobs(body: Any) -> dict[str, float]:
     """Token text -> logprob at the first generated position (``choices[0].logprobs.content[0]``)."""
     choice = _choices(body)[0]
-    content = ((choice.get("logprobs") or {}) if isinstance(choice, dict) else {}).get("content")
-    if not isinstance(content, list) or not content:
+    logprobs = choice.get("logprobs")
+    content = None if logprobs is None else _object(logprobs, "choices[0].logprobs").get("content")
+    if content is None or content == []:
         raise BackendError("the response has no logprobs.content: this server returns no chat log-probabilities "
                            "(use --estimator sampling, which needs only answers, or a server with logprobs, e.g. vLLM or SGLang)")
-    first = content[0]
-    top = first.get("top_logprobs") or [] if isinstance(first, dict) else []
+    if not isinstance(content, list):
+        raise _malformed("choices[0].logprobs.content", f"is {_kind(content)}, not a list", content)
+    first = _object(content[0], "choices[0].logprobs.content[0]")
+    top = first.get("top_logprobs")
+    if top is not None and not isinstance(top, list):
+        raise _malformed("choices[0].logprobs.content[0].top_logprobs", f"is {_kind(top)}, not a list", top)
     out: dict[str, float] = {}
-    for entry in [first, *top]:
-        try:
-            token, lp = entry["token"], float(entry["logprob"])
-        except (KeyError, TypeError, ValueError):
-            raise BackendError(f"malformed logprobs entry {str(entry)[:120]!r} (expected token and logprob)") from None
-        out.setdefault(token, lp)  # a token can appear both as the sampled one and in the list
+    for entry in [first, *(top or [])]:
+        token = entry.get("token") if isinstance(entry, dict) else None
+        lp = entry.get("logprob") if isinstance(entry, dict) else None
+        if not isinstance(token, str) or isinstance(lp, bool) or not isinstance(lp, (int, float)) or not lp <= 1e-6:
+            raise BackendError(f"malformed logprobs entry {str(entry)[:120]!r} (expected token text and a logprob <= 0)")
+        out.setdefault(token, min(float(lp), 0.0))  # rounding may give +1e-9; a token can be both sampled and listed
     return out
 
 
@@ -167,6 +205,11 @@ def check_url(url: str) -> None:
     """A base URL is parsed before any request: scheme, host, port (1-65535), no fragment."""
     from urllib.parse import urlsplit
 
+    scheme, _, rest = url.partition("://")
+    before, at, host = rest.partition("?")[0].partition("#")[0].rpartition("@")
+    if at and "/" in before:  # user:pa/ss@host: read as host 'user', the password in the path and in every message
+        raise InputError(f"base URL '{scheme}://***@{host}': a '/' before the '@': a user or password holding '/', "
+                         "'?', '#' or '@' must be percent-encoded (%2F, %3F, %23, %40)")
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -178,6 +221,29 @@ def check_url(url: str) -> None:
         raise InputError(redact(f"base URL {url!r}: port 0 (give the server's port, 1-65535)"))
     if parts.fragment:
         raise InputError(redact(f"base URL {url!r}: a '#' fragment is not sent to a server (remove it)"))
+
+
+def check_key(key: str, env: str) -> None:
+    """An API key an HTTP header can carry (printable ASCII), else one line naming the variable and the
+    character, never the key: it can never be sent, so no request is made or retried."""
+    if key.isascii() and key.isprintable():
+        return
+    at, bad = next((i, c) for i, c in enumerate(key) if not (c.isascii() and c.isprintable()))
+    what = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab"}.get(
+        bad, "a non-ASCII character" if not bad.isascii() else f"the control character {ord(bad):#04x}")
+    raise InputError(f"the API key in the environment variable {env} holds {what} (character {at + 1} of {len(key)}): "
+                     "an HTTP header cannot carry it; set the variable to the key alone (no line end, quotes or spaces)")
+
+
+_JSON = {"Content-Type": "application/json"}
+
+
+def request_headers(key: str, env: str) -> dict[str, str]:
+    """A request's headers: JSON, and the key (``check_key``) as a bearer token when there is one."""
+    if not key:
+        return _JSON
+    check_key(key, env)
+    return {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
 
 
 def endpoint(base_url: str, path: str) -> str:
