@@ -26,6 +26,7 @@ MAX_CUTOFF = 1_000_000  # k, --depth, @k: documents per ranking or context
 MAX_RESAMPLES = 1_000_000  # --n-boot, --n-resamples
 MAX_SAMPLES = 10_000  # --samples: answers per passage (annotate), contexts per query (answer)
 MAX_RETRIES = 100
+MAX_GAMMA = 100.0  # gamma: the metric's copy is udcg.metrics.udcg.MAX_GAMMA (a test holds the two equal)
 MAX_SEED = 2**32 - 1  # numpy's SeedSequence accepts any, the API servers 32-bit seeds
 
 
@@ -56,7 +57,10 @@ class Bound:
             return False
         if self.integer and not isinstance(value, numbers.Integral):
             return False
-        if not self.integer and not math.isfinite(value):
+        try:
+            if not self.integer and not math.isfinite(value):
+                return False
+        except OverflowError:  # an integer too large for a float (10**400)
             return False
         low_ok = value > self.low if self.low_open else value >= self.low
         high_ok = value < self.high if self.high_open else value <= self.high
@@ -109,7 +113,7 @@ SECONDS = Bound(0, 7 * 86400, integer=False, low_open=True)  # a timeout: finite
 RATE = Bound(0, 1e9, integer=False, low_open=True)  # requests per minute
 TEMPERATURE = Bound(0, 100, integer=False)  # greedy at 0
 SAMPLING_TEMPERATURE = Bound(0, 100, integer=False, low_open=True)  # 0 draws one answer n times: no spread
-WEIGHT = Bound(0, integer=False)  # gamma: finite, >= 0
+WEIGHT = Bound(0, MAX_GAMMA, integer=False)  # gamma: in [0, 100] (a larger one rounds UDCG to 0)
 SHARE = Bound(0, 1, integer=False)
 OPEN_SHARE = Bound(0, 1, integer=False, low_open=True)  # (0, 1]: f1 threshold, target width
 LEVEL = Bound(0, 1, integer=False, low_open=True, high_open=True)  # alpha
