@@ -225,3 +225,88 @@ def test_the_largest_gamma_computes_without_a_warning_and_not_zero():
         warnings.simplefilter("error")
         values = matrix([[-1.0] * 5, [1.0, -1.0, -1.0, -1.0, -1.0]], gamma=MAX_GAMMA)
     assert (values > 0).all() and values[0] == pytest.approx(1 / (1 + math.exp(MAX_GAMMA)))
+
+
+# ---------------------------------------------------------------- items 2 and 18: annotate --run
+
+
+@pytest.fixture(scope="module")
+def instant_server():
+    from tests.conftest import load_script
+
+    with load_script("instant_openai_server").Process(0.0) as s:
+        yield s
+
+
+def _annotate(server, out: Path, *runs: str, extra: tuple[str, ...] = ()) -> list[str]:
+    ex = example_path()
+    return [sys.executable, "-m", "udcg", "annotate", "--corpus", str(ex), *[a for r in runs for a in ("--run", str(ex / "runs" / r))],
+            "--depth", "3", "--model", "bench", "--api-base", server.url, "-o", str(out), "--no-progress", *extra]
+
+
+def _env(tmp: Path) -> dict:
+    import os
+
+    return {**os.environ, "OPENAI_API_KEY": "test-key", "PYTHONPATH": str(REPO)}
+
+
+def test_annotate_run_honours_limit(instant_server, tmp_path):
+    """--limit 3 with --run annotated every query, without a word; now the first 3 queries of the queries file."""
+    out = tmp_path / "u"
+    done = subprocess.run(_annotate(instant_server, out, "bm25.trec", "dense.trec", extra=("--limit", "3")),
+                          capture_output=True, text=True, env=_env(tmp_path), timeout=120)
+    assert done.returncode == 0, done.stderr
+    first3 = [json.loads(line)["_id"] for line in (example_path() / "queries.jsonl").read_text().splitlines()[:3]]
+    records = [json.loads(line) for line in (out / "utilities.jsonl").read_text().splitlines()]
+    assert {r["qid"] for r in records} == set(first3)
+    assert json.loads((out / "meta.json").read_text())["runs"]["bm25"]["queries"] == 3
+
+
+def test_two_annotate_commands_on_one_folder_both_land_in_meta(instant_server, tmp_path):
+    """Two commands with different runs at once: meta.json kept only the last writer's run. The test
+    holds the folder's lock until both commands wait on it (each had read meta.json by then)."""
+    from udcg.io.cache import AppendCache
+
+    out = tmp_path / "u"
+    lock = AppendCache(out / "annotations.jsonl")
+    procs = [subprocess.Popen(_annotate(instant_server, out, run), stderr=subprocess.PIPE, text=True, env=_env(tmp_path))
+             for run in ("bm25.trec", "dense.trec")]
+    try:
+        for p in procs:  # each says it waits for the lock
+            for line in p.stderr:
+                if "another udcg process is writing this cache" in line:
+                    break
+    finally:
+        lock.close()
+    for p in procs:
+        p.stderr.read()
+        assert p.wait(timeout=120) == 0
+    meta = json.loads((out / "meta.json").read_text())
+    assert set(meta["runs"]) == {"bm25", "dense"}
+    from udcg.annotate.utilities import read_utilities
+
+    assert meta["pairs"] == len(read_utilities(out)) > 60
+    assert not [p for p in out.iterdir() if p.name.startswith(".") or p.suffix == ".tmp"]
+
+
+@pytest.mark.parametrize("held", ["run", "qrels"])
+def test_annotate_into_a_folder_that_holds_its_input_is_refused(held, tmp_path, capsys, no_model):
+    """-o a folder holding the input run or qrels was accepted, and the advice to delete the output
+    folder would then delete inputs."""
+    ex = tmp_path / "nq"
+    shutil.copytree(example_path(), ex)
+    folder = ex / "runs" if held == "run" else ex / "qrels"
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    code = main(["annotate", "--corpus", str(ex), "--run", str(ex / "runs" / "bm25.trec"), "--qrels",
+                 str(ex / "qrels" / "test.tsv"), "--model", "smollm2-135m", "-o", str(folder), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and f"-o {folder}: holds the input" in err, err
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_the_api_refuses_an_output_folder_that_holds_a_run(tmp_path, no_model):
+    ex = tmp_path / "nq"
+    shutil.copytree(example_path(), ex)
+    with pytest.raises(InputError) as e:
+        udcg.annotate_runs(ex, [ex / "runs" / "bm25.trec"], ex / "runs", "smollm2-135m")
+    assert "holds the input runs" in one_line(e.value)
