@@ -71,6 +71,7 @@ def reader(model: str, *, estimator: str | None = None, prompt: str = "udcg-code
     spec = resolve(model, device=device, dtype=dtype, batch_size=batch_size, base_urls=urls, api_key_env=api_key_env,
                    max_concurrency=concurrency, requests_per_minute=rpm, timeout=timeout, max_retries=max_retries,
                    defaults={"device": "auto", "dtype": "float32"})
+    spec.check_installed()  # a core install says which extra to add now, not after reading the corpus
     config = AnnotateConfig(estimator=estimator or ("api-logprobs" if spec.api else "first-token"),
                             prompt_version=check_version(prompt), chunk_size=chunk_size or default_chunk_size(spec),
                             n_samples=samples,
@@ -123,6 +124,8 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
     for flag, value in (("--depth", depth), ("--limit", limit)):
         if value is not None and value < 1:
             raise InputError(f"{flag} {value}: must be a positive integer")
+    if unjudged == "judge" and judge != "rules":
+        resolve(judge).check_installed()
     paths = named_runs(run_paths)
     runs = {name: read_run(path) for name, path in paths.items()}
     collection = read_collection(corpus, queries=queries, qrels=qrels, answers=answers, docids=run_docids(runs, depth))
