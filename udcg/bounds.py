@@ -126,7 +126,7 @@ OPTIONS: dict[str, Bound] = {
     "chunk_size": CHUNK, "max_new_tokens": TOKENS, "max_request_tokens": Bound(1, 10_000_000),
     "concurrency": CONCURRENCY, "timeout": SECONDS, "rpm": RATE, "temperature": TEMPERATURE,
     "target_width": OPEN_SHARE, "gamma": WEIGHT, "alpha": LEVEL, "power": LEVEL, "cv_folds": FOLDS,
-    "f1_threshold": OPEN_SHARE, "port": PORT,
+    "f1_threshold": OPEN_SHARE, "port": PORT, "max_request_seconds": SECONDS,
 }
 # Where one command reads an option otherwise: (command, attribute) -> bound.
 COMMAND_OPTIONS: dict[tuple[str, str], Bound] = {
