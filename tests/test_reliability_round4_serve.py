@@ -21,7 +21,6 @@ import pytest
 
 from tests.conftest import free_port
 
-pytestmark = pytest.mark.slow  # a real model in a real server
 REPO = Path(__file__).resolve().parents[1]
 BUDGET = 30.0
 CHAT = [{"role": "user", "content": "Write a long story about a cat."}]
@@ -76,6 +75,7 @@ LONG = {"messages": CHAT, "n": 16, "max_tokens": 1024, "temperature": 1.0}  # fa
 SHORT = {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 4, "temperature": 0}
 
 
+@pytest.mark.slow  # a real model in a real server
 def test_an_abandoned_non_streamed_request_stops_using_the_model(served):
     port, _ = served
     assert _request(port, "POST", "/v1/chat/completions", SHORT)[0] == 200  # warm
@@ -87,6 +87,7 @@ def test_an_abandoned_non_streamed_request_stops_using_the_model(served):
     assert waited < BUDGET - 10, f"the next client waited {waited:.1f} s for an abandoned request"
 
 
+@pytest.mark.slow  # a real model in a real server
 def test_a_request_past_the_time_budget_is_stopped_with_a_clear_error(served):
     port, _ = served
     t0 = time.monotonic()
@@ -99,6 +100,7 @@ def test_a_request_past_the_time_budget_is_stopped_with_a_clear_error(served):
     assert _request(port, "POST", "/v1/chat/completions", SHORT)[0] == 200  # the model is free again
 
 
+@pytest.mark.slow  # a real model in a real server
 def test_a_2mb_prompt_is_refused_before_the_model_lock(served):
     """While another client's long request holds the model, the 2 MB prompt's 400 comes at once."""
     port, _ = served
@@ -116,6 +118,7 @@ def test_a_2mb_prompt_is_refused_before_the_model_lock(served):
     assert took < 3.0, took
 
 
+@pytest.mark.slow  # a real model in a real server
 def test_clients_that_leave_leave_no_traceback_in_the_log(served):
     """Clients that hang up at once, mid-generation and mid-stream: one info line each, no traceback."""
     port, log = served
@@ -127,3 +130,74 @@ def test_clients_that_leave_leave_no_traceback_in_the_log(served):
     text = log.read_text()
     assert "Traceback" not in text and "BrokenPipeError:" not in text, text[-3000:]
     assert "left before its answer was sent" in text
+
+
+# ---------------------------------------------------------------- 50 clients at once (a scripted backend)
+
+
+def test_fifty_clients_abandoning_and_streaming_at_once(caplog):
+    """50 clients at once on one server: 20 non-streamed requests abandoned after 50 ms, 15 streams
+    abandoned after their first event, 15 that read their answer. Each long answer is 200 words told
+    5 ms apart (1 s of model time). Every reader gets its exact answer; each abandoned request stops
+    within CHECK_EVERY of model time or at its next write; no traceback is logged; the model is free
+    at the end."""
+    import logging
+    import threading
+
+    from tests.conftest import ScriptedBackend
+    from udcg.llm.server import ChatCompletionServer
+
+    told = []
+    long_answer = " ".join(["w"] * 200)
+    backend = ScriptedBackend(answer={"long": long_answer, "short": "a short answer"}, streams=True,
+                              between=lambda: (told.append(1), time.sleep(0.005)))
+    server = ChatCompletionServer(backend, port=0, timeout=10)
+    server.start_in_thread()
+    port = server.server_address[1]
+    results: dict[int, object] = {}
+
+    def client(i: int) -> None:
+        long = {"messages": [{"role": "user", "content": "long"}]}
+        if i < 20:
+            _abandon(port, long, 0.05)
+        elif i < 35:
+            _abandon(port, {**long, "stream": True}, 0.05)
+        elif i < 43:
+            results[i] = _request(port, "POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "short"}]})
+        else:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            conn.request("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "short"}],
+                                                                      "stream": True}))
+            response = conn.getresponse()
+            text = "".join(json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
+                           for line in response.read().decode().splitlines()
+                           if line.startswith("data: {") and json.loads(line[6:])["choices"])
+            results[i] = (response.status, text)
+            conn.close()
+
+    try:
+        with caplog.at_level(logging.INFO, logger="udcg.llm.server"):
+            threads = [threading.Thread(target=client, args=(i,)) for i in range(50)]
+            t0 = time.monotonic()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=300)
+            took = time.monotonic() - t0
+            deadline = time.monotonic() + 30
+            while not server.model_lock.acquire(blocking=False):
+                assert time.monotonic() < deadline, "the model is still busy with abandoned requests"
+                time.sleep(0.05)
+            server.model_lock.release()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(results) == 15
+    for i, got in results.items():
+        if i < 43:
+            assert got[0] == 200 and got[1]["choices"][0]["message"]["content"] == "a short answer", got
+        else:
+            assert got == (200, "a short answer"), got
+    assert len(told) < 35 * 200 / 2, f"{len(told)} words told for 35 abandoned requests of 200 words"
+    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records if r.exc_info]
+    print(f"50 clients in {took:.1f} s; {len(told)} words told for 35 abandoned requests of 200 words each")

@@ -179,8 +179,8 @@ def _fits(value: Any, words: set[str]) -> bool:
         return "None" in words
     if isinstance(value, bool):
         return "bool" in words
-    if isinstance(value, str):
-        return "str" in words or "Path" in words
+    if isinstance(value, str):  # a path is never empty
+        return bool(value.strip()) if "Path" in words else "str" in words
     if isinstance(value, os.PathLike):
         return "Path" in words
     if isinstance(value, numbers.Integral):
