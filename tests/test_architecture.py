@@ -10,8 +10,8 @@ Floors, from the bottom (a module may import only from floors below its own, or 
    annotate and grade may use metrics, the pure one of the three, not each other)
 5. flows/ (the everyday flows: annotate, answer, judge, score, compare, fit-theta, correlate)
 6. experiment/ (the paper's validation only)
-7. the interface: udcg (package), __main__, api, cli, commands/ (which may call each other downward:
-   cli -> commands -> api)
+7. the interface: udcg (package), __main__, api, api_args, cli, commands/ (which may call each other
+   downward: cli -> commands -> api -> api_args, the API's argument checks)
 
 Commands parse, call and print: they import the flows, the API, errors, progress and each other;
 ``models`` and ``serve`` may reach ``llm`` (they install and serve models), and ``validate``,
@@ -43,9 +43,9 @@ FLOORS = [
     {"udcg.annotate", "udcg.grade", "udcg.metrics"},
     {"udcg.flows"},
     {"udcg.experiment"},
-    {"udcg", "udcg.__main__", "udcg.api", "udcg.cli", "udcg.commands"},
+    {"udcg", "udcg.__main__", "udcg.api", "udcg.api_args", "udcg.cli", "udcg.commands"},
 ]
-INTERFACE_ORDER = ["udcg.__main__", "udcg.cli", "udcg.commands", "udcg", "udcg.api"]  # may import rightwards
+INTERFACE_ORDER = ["udcg.__main__", "udcg.cli", "udcg.commands", "udcg", "udcg.api", "udcg.api_args"]  # may import rightwards
 DOMAIN_SHARED = {"udcg.metrics"}  # on the domain floor, the pure metrics serve annotate and grade
 MAX_LINES = 400
 SCRIPTS = PACKAGE.parent / "scripts"

@@ -197,7 +197,7 @@ BOUNDED_CLI = [
     (["compare", "--run", "a", "--run", "b", "--n-resamples", "100000000"], ["--n-resamples 100000000", "1..1000000"]),
     (["compare", "--run", "a", "--run", "b", "--seed", "-1"], ["--seed -1", "0..4294967295"]),
     (["compare", "--run", "a", "--run", "b", "--alpha", "1.5"], ["--alpha 1.5", "(0, 1)"]),
-    (["compare", "--run", "a", "--run", "b", "--gamma", "inf"], ["--gamma inf", "finite number >= 0"]),
+    (["compare", "--run", "a", "--run", "b", "--gamma", "inf"], ["--gamma inf", "a number in [0, 100]"]),
     (["correlate", "x.jsonl", "--n-boot", "10000000000"], ["--n-boot 10000000000", "1..1000000"]),
     (["correlate", "x.jsonl", "--n-resamples", "0"], ["--n-resamples 0", "integer >= 1"]),
     (["fit-theta", "x.jsonl", "-o", "t.json", "--seed", "-5"], ["--seed -5", "0..4294967295"]),
@@ -301,7 +301,7 @@ def test_compare_with_an_absurd_cutoff_is_one_line(capsys, tmp_path):
     ({"reader": {"chunk_size": 0}}, ["reader.chunk_size = 0", "positive integer"]),
     ({"reader": {"threads": 10**6}}, ["reader.threads = 1000000", "1..4096"]),
     ({"grading": {"f1_threshold": 0}}, ["grading.f1_threshold = 0", "(0, 1]"]),
-    ({"metrics": {"gamma": -1}}, ["metrics.gamma = -1", "finite number >= 0"]),
+    ({"metrics": {"gamma": -1}}, ["metrics.gamma = -1", "a number in [0, 100]"]),
     ({"theta": {"C_grid": [0.1, 0]}}, ["theta.C_grid = 0", "> 0"]),
 ])
 def test_config_values_are_bounded_at_load(raw, words):

@@ -376,7 +376,8 @@ def test_a_failure_mid_stream_is_an_error_event_and_the_server_lives_on(scripted
     assert got == ["one"]
     status, _, lines = _raw_stream(server, "/v1/chat/completions", {"messages": CHAT, "stream": True})
     assert status == 200 and b"device lost" in lines[-5] and lines[-3] == b"data: [DONE]"
-    assert _status(server, "/v1/chat/completions", {"messages": CHAT, "max_tokens": 1})[0] == 200  # not streamed: no word told
+    status, reply = _status(server, "/v1/chat/completions", {"messages": CHAT, "max_tokens": 1})
+    assert status == 500 and "device lost" in reply["error"]["message"]  # not streamed: watched per token too (#36)
 
 
 def test_a_client_that_leaves_stops_the_generation(scripted):

@@ -27,7 +27,6 @@ empty ranking); without qrels (UDCG only), the union of the runs' queries.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -35,9 +34,11 @@ from typing import Any, TYPE_CHECKING
 
 import numpy as np
 
-from udcg import bounds
+from udcg import api_args
+from udcg.api_args import checked, id_table, optional
 from udcg.errors import InputError
-from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores, named_runs, read_utilities, score_runs
+from udcg.flows import run_scores as _scores
+from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores
 from udcg.metrics.measures import Measure
 from udcg.metrics.udcg import GAMMA, udcg as _udcg_matrix
 
@@ -48,22 +49,8 @@ __all__ = ["DEFAULT_METRICS", "Run", "RunScores", "annotate_runs", "answer_runs"
            "fit_theta", "judge", "named_runs", "read_utilities", "score_runs", "udcg", "udcg_many"]
 
 log = logging.getLogger(__name__)
-# The numeric arguments of the entry points, each in its range as on the command line (udcg.bounds).
-_BOUNDS = {"gamma": bounds.WEIGHT, "alpha": bounds.LEVEL, "power": bounds.LEVEL, "n_resamples": bounds.RESAMPLES,
-           "n_boot": bounds.RESAMPLES, "seed": bounds.SEED}
-
-
-def _bounded(func):
-    """``func`` with its numeric keyword arguments checked against ``_BOUNDS`` first (one line naming
-    the argument and its range, before any file is read)."""
-    @functools.wraps(func)
-    def checked(*args, **kwargs):
-        for name, value in kwargs.items():
-            if name in _BOUNDS:
-                bounds.check_value(name, value, _BOUNDS[name])
-        return func(*args, **kwargs)
-
-    return checked
+_TABLES = {"qrels": optional(id_table("relevance")), "utilities": optional(api_args.utilities),
+           "metrics": api_args.metrics, "theta": optional(api_args.theta)}
 
 
 def _utilities(utilities: Any, ndim: int, what: str, other: str) -> np.ndarray:
@@ -79,12 +66,14 @@ def _utilities(utilities: Any, ndim: int, what: str, other: str) -> np.ndarray:
     return arr.astype(float)
 
 
+@checked("score", utilities=lambda name, value: value)
 def udcg(utilities: Any, gamma: float = GAMMA) -> float:
     """UDCG (Eq. 4) of one context: its passages' utilities in prompt order -> a float."""
     u = _utilities(utilities, 1, "a list of numbers (one context)", "for several contexts use udcg.udcg_many")
     return float(_udcg_matrix(u, gamma)[0])
 
 
+@checked("score", utilities=lambda name, value: value)
 def udcg_many(utilities: Any, gamma: float = GAMMA) -> np.ndarray:
     """UDCG (Eq. 4) of each context of a (contexts, k) matrix or list of equal-length lists -> an
     array, one value per context."""
@@ -92,7 +81,7 @@ def udcg_many(utilities: Any, gamma: float = GAMMA) -> np.ndarray:
                                    "for one context use udcg.udcg"), gamma)
 
 
-@_bounded
+@checked("score", run=id_table("score"), **_TABLES)
 def evaluate(run: Run | str | Path, qrels: Run | str | Path | None = None, *, utilities: Any = None,
              metrics: Sequence[str | Measure] | str = DEFAULT_METRICS, gamma: float = GAMMA,
              theta: UDCGTheta | str | Path | None = None, unannotated: str = "error", model: str | None = None,
@@ -101,15 +90,15 @@ def evaluate(run: Run | str | Path, qrels: Run | str | Path | None = None, *, ut
     queries}`` (ir_measures' calc_aggregate); ``.per_query()``: ``{qid: {measure: value}}``
     (pytrec_eval's shape); ``.to_frame()``: a pandas DataFrame, one row per query; ``.qids``,
     ``.values`` (``{measure: array}``), ``.coverage`` and ``.notes`` (also logged as warnings)."""
-    name = next(iter(named_runs([run]))) if isinstance(run, (str, Path)) else "run"  # a file: its name
-    scores = score_runs({name: run}, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
+    name = next(iter(_scores.named_runs([run]))) if isinstance(run, (str, Path)) else "run"  # a file: its name
+    scores = _scores.score_runs({name: run}, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
                         unannotated=unannotated, model=model, prompt_version=prompt_version)[name]
     for note in scores.notes:
         log.warning(note)
     return scores
 
 
-@_bounded
+@checked("compare", runs=api_args.run_set, answers=optional(api_args.path), **_TABLES)
 def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: Run | str | Path | None = None, *,
             utilities: Any = None, metrics: Sequence[str | Measure] | str = DEFAULT_METRICS, gamma: float = GAMMA,
             theta: UDCGTheta | str | Path | None = None, unannotated: str = "error", test: str = "permutation",
@@ -127,7 +116,7 @@ def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: 
     from udcg.flows.run_compare import compare_runs
 
     if not isinstance(runs, Mapping):
-        runs = named_runs(runs)
+        runs = _scores.named_runs(runs)
     cmp, scores = compare_runs(runs, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
                                unannotated=unannotated, model=model, prompt_version=prompt_version, answers=answers,
                                test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
@@ -151,9 +140,11 @@ def _outputs_not_inputs(outputs: dict[str, Any], inputs: dict[str, Any], folder:
                    for item in (value if isinstance(value, (list, tuple)) else [value])])
 
 
+@checked("annotate", options_of="udcg.flows.annotate:reader", runs=api_args.paths, api_base=api_args.api_base)
 def annotate_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Path, model: str, *, depth: int = 10,
-             queries: str | None = None, qrels: str | None = None, answers: str | None = None,
-             unjudged: str = "irrelevant", judge: str = "rules", show_progress: bool = True, **reader_options):
+                  queries: str | Path | None = None, qrels: str | Path | None = None, answers: str | Path | None = None,
+                  unjudged: str = "irrelevant", judge: str = "rules", limit: int | None = None, show_progress: bool = True,
+                  **reader_options):
     """``udcg annotate --run``: p_abs and the utility of every pair in the union of the runs'
     top-``depth`` documents, for the reader ``model``, into the utilities folder ``output`` (created,
     or extended with the new pairs only; resumable). ``reader_options``: those of
@@ -167,9 +158,10 @@ def annotate_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | 
                                              "answers": answers}, folder="output")
     return annotate_run_files(str(corpus), [str(r) for r in runs], str(output), reader(model, **reader_options),
                               depth=depth, queries=queries, qrels=qrels, answers=answers, unjudged=unjudged,
-                              judge=judge, show_progress=show_progress)
+                              judge=judge, limit=limit, show_progress=show_progress)
 
 
+@checked("answer", options_of="udcg.flows.answer:answer_runs", runs=api_args.paths)
 def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Path, model: str, *, k: int = 5, **options):
     """``udcg answer``: the reader's greedy answer to each run's top-``k`` context, written to
     ``output`` as a contexts JSONL (resumable). ``options``: those of ``udcg.flows.answer.answer_runs``
@@ -183,6 +175,7 @@ def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Pa
     return flow(str(corpus), [str(r) for r in runs], output, model, k=k, **options)
 
 
+@checked("judge", options_of="udcg.flows.judge:judge_file")
 def judge(task: str, path: str | Path, output: str | Path, *, judge: str = "rules", **options):
     """``udcg judge TASK``: relevance, grade or answer outcomes of ``path`` by rules or an LLM judge,
     written to ``output`` (resumable). ``options``: those of ``udcg.flows.judge.judge_file``
@@ -195,7 +188,7 @@ def judge(task: str, path: str | Path, output: str | Path, *, judge: str = "rule
     return judge_file(task, path, output, judge=judge, **options)
 
 
-@_bounded
+@checked("fit_theta")
 def fit_theta(contexts: str | Path, output: str | Path, *, k: int | None = None, variant: str = "full",
               C: float | str = 0.01, cv_folds: int = 5, cv_score: str = "spearman", seed: int = 0) -> UDCGTheta:
     """``udcg fit-theta``: UDCG_theta fitted on the judged contexts of ``contexts`` (one k) and saved
@@ -211,9 +204,9 @@ def fit_theta(contexts: str | Path, output: str | Path, *, k: int | None = None,
     return model
 
 
-@_bounded
+@checked("correlate")
 def correlate(contexts: str | Path, *, metrics: str | None = None, baseline: str | None = None, gamma: float = GAMMA,
-              theta: str | None = None, constant_metric: str = "zero", n_boot: int = 10_000, seed: int = 0,
+              theta: str | Path | None = None, constant_metric: str = "zero", n_boot: int = 10_000, seed: int = 0,
               test: str = "permutation", n_resamples: int = 10_000):
     """``udcg correlate``: per question, Spearman's rho (and tau-b, pairwise accuracy) of each metric
     with the judged answer outcomes of ``contexts``, tested against ``baseline``. Returns the full
@@ -226,3 +219,8 @@ def correlate(contexts: str | Path, *, metrics: str | None = None, baseline: str
     for note in notes:
         log.info(note)
     return table
+
+
+read_utilities = checked("score", utilities=optional(api_args.utilities))(_scores.read_utilities)
+score_runs = checked("score", runs=api_args.run_map, **_TABLES)(_scores.score_runs)
+named_runs = checked("score", paths=api_args.paths)(_scores.named_runs)

@@ -26,6 +26,7 @@ MAX_CUTOFF = 1_000_000  # k, --depth, @k: documents per ranking or context
 MAX_RESAMPLES = 1_000_000  # --n-boot, --n-resamples
 MAX_SAMPLES = 10_000  # --samples: answers per passage (annotate), contexts per query (answer)
 MAX_RETRIES = 100
+MAX_GAMMA = 100.0  # gamma: the metric's copy is udcg.metrics.udcg.MAX_GAMMA (a test holds the two equal)
 MAX_SEED = 2**32 - 1  # numpy's SeedSequence accepts any, the API servers 32-bit seeds
 
 
@@ -58,7 +59,10 @@ class Bound:
             return False
         if self.integer and not isinstance(value, numbers.Integral):
             return False
-        if not self.integer and not math.isfinite(value):
+        try:
+            if not self.integer and not math.isfinite(value):
+                return False
+        except OverflowError:  # an integer too large for a float (10**400)
             return False
         low_ok = value > self.low if self.low_open else value >= self.low
         high_ok = value < self.high if self.high_open else value <= self.high
@@ -113,7 +117,7 @@ RATE = Bound(MIN_RPM, 1e9, integer=False,  # requests per minute
              why="one request every 100 minutes at the slowest: a slower pace could not finish a run of 100 pairs in a week")
 TEMPERATURE = Bound(0, 100, integer=False)  # greedy at 0
 SAMPLING_TEMPERATURE = Bound(0, 100, integer=False, low_open=True)  # 0 draws one answer n times: no spread
-WEIGHT = Bound(0, integer=False)  # gamma: finite, >= 0
+WEIGHT = Bound(0, MAX_GAMMA, integer=False)  # gamma: in [0, 100] (a larger one rounds UDCG to 0)
 SHARE = Bound(0, 1, integer=False)
 OPEN_SHARE = Bound(0, 1, integer=False, low_open=True)  # (0, 1]: f1 threshold, target width
 LEVEL = Bound(0, 1, integer=False, low_open=True, high_open=True)  # alpha
@@ -126,7 +130,7 @@ OPTIONS: dict[str, Bound] = {
     "chunk_size": CHUNK, "max_new_tokens": TOKENS, "max_request_tokens": Bound(1, 10_000_000),
     "concurrency": CONCURRENCY, "timeout": SECONDS, "rpm": RATE, "temperature": TEMPERATURE,
     "target_width": OPEN_SHARE, "gamma": WEIGHT, "alpha": LEVEL, "power": LEVEL, "cv_folds": FOLDS,
-    "f1_threshold": OPEN_SHARE, "port": PORT,
+    "f1_threshold": OPEN_SHARE, "port": PORT, "max_request_seconds": SECONDS,
 }
 # Where one command reads an option otherwise: (command, attribute) -> bound.
 COMMAND_OPTIONS: dict[tuple[str, str], Bound] = {

@@ -203,7 +203,7 @@ def follow_libraries(enabled: bool = True) -> None:
     if shown(enabled):
         return
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read when transformers is first imported
-    if "transformers" in sys.modules:
+    if sys.modules.get("transformers") is not None:  # imported (None: known missing)
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()

@@ -45,7 +45,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="default: first-token (paper parity) for local models, api-logprobs for an API model "
                    "(openai:MODEL, --api-base, or a scheme registered as an API)")
     p.add_argument("--prompt", default="udcg-code-v1", help="reader prompt version (udcg-code-v1 = the authors' code; paper-fig4-v1)")
-    p.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    p.add_argument("--limit", type=int, default=None, help="only the first N questions (with --run: the first N "
+                   "queries of the queries file)")
     p.add_argument("--api-base", default=None, help="OpenAI-compatible base URL(s), comma-separated (round-robin); "
                    "without it, openai:MODEL uses $UDCG_OPENAI_BASE_URLS, else $OPENAI_BASE_URL, else OpenAI's API")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         follow_libraries(not args.no_progress)
         report = annotate_run_files(args.corpus, args.run, args.output, reader_, depth=args.depth, queries=args.queries,
                                     qrels=args.qrels, answers=args.answers, unjudged=args.unjudged, judge=args.judge,
-                                    show_progress=not args.no_progress, say=lambda line: print(line, file=sys.stderr))
+                                    limit=args.limit, show_progress=not args.no_progress, say=lambda line: print(line, file=sys.stderr))
         for line in report.lines(args.output):
             print(line, file=sys.stderr)
         return 0

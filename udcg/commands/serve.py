@@ -13,7 +13,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                 wire format: messages or prompt, temperature, top_p, max_tokens, n, seed, stop, logprobs,
                 top_logprobs, echo, stream with server-sent events), so any OpenAI-compatible client, udcg's own
                 --backend openai included, can use it. Model calls run one at a time; a request asking for more
-                than --max-request-tokens of work gets a 400.""",
+                than --max-request-tokens of work, or running past --max-request-seconds, gets a 400; a client that
+                leaves stops its request.""",
                 examples=["udcg serve --model smollm2-135m --port 8000",
                           "UDCG_SERVE_KEY=... udcg serve --model qwen2.5-coder-0.5b --host 0.0.0.0 --api-key-env UDCG_SERVE_KEY"])
     p.add_argument("--model", required=True, help="offline alias (smollm2-135m, qwen2.5-coder-0.5b, ...), HF model id or local path")
@@ -22,6 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--served-name", default=None, help="model name clients must send (default: the backend's name)")
     p.add_argument("--max-request-tokens", type=int, default=None, metavar="N",
                    help="most tokens of model work one request may ask for: prompt tokens plus n x max_tokens (default 32768)")
+    p.add_argument("--max-request-seconds", type=float, default=None, metavar="S",
+                   help="most seconds of model work one request may take; it is stopped there with a 400 (default 60)")
     p.add_argument("--api-key-env", default=None, metavar="VAR",
                    help="require 'Authorization: Bearer <key>' with the key read from this environment variable")
     p.set_defaults(func=run)
@@ -34,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from udcg.errors import InputError
     from udcg.llm.registry import resolve
     from udcg.llm.server import check_port_free, serve
+    from udcg.llm.server_watch import MAX_REQUEST_SECONDS
     from udcg.llm.server_wire import MAX_REQUEST_TOKENS
 
     if not 0 <= args.port <= 65535:
@@ -48,8 +52,10 @@ def run(args: argparse.Namespace) -> int:
     elif args.host not in ("127.0.0.1", "localhost", "::1"):
         logging.getLogger("udcg.serve").warning("listening on %s without an API key: anyone who reaches it can use the model", args.host)
     spec = resolve(args.model)  # an unknown scheme fails now, before the port is checked
+    spec.check_installed()
     check_port_free(args.host, args.port)  # a busy port fails now, not after the model has loaded
     backend = spec.load()
     logging.getLogger("udcg.llm.server").setLevel(logging.INFO)
-    serve(backend, args.host, args.port, args.served_name, api_key, args.max_request_tokens or MAX_REQUEST_TOKENS)
+    serve(backend, args.host, args.port, args.served_name, api_key, args.max_request_tokens or MAX_REQUEST_TOKENS,
+          args.max_request_seconds or MAX_REQUEST_SECONDS)
     return 0

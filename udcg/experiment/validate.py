@@ -116,11 +116,12 @@ def run_validation(cfg: Config, progress: reading.Progress | None = None, backen
     ``progress(total, desc, unit)``: a progress-bar factory (e.g. ``udcg.progress.bar``).
     ``backends``: already loaded backends by model name (default: loaded on first use)."""
     progress = progress or _Quiet
+    models = _Models(cfg, backends)  # a model whose packages are missing fails here, before the run folder
     run_dir = Path(cfg.output)
     run_dir.mkdir(parents=True, exist_ok=True)
     published = portable(cfg)
     atomic_write_text(run_dir / "config.yaml", to_yaml(published))
-    timer, models = _Timer(), _Models(cfg, backends)
+    timer = _Timer()
     notes: dict = {}
     t_start = time.perf_counter()
 

@@ -71,6 +71,7 @@ def reader(model: str, *, estimator: str | None = None, prompt: str = "udcg-code
     spec = resolve(model, device=device, dtype=dtype, batch_size=batch_size, base_urls=urls, api_key_env=api_key_env,
                    max_concurrency=concurrency, requests_per_minute=rpm, timeout=timeout, max_retries=max_retries,
                    defaults={"device": "auto", "dtype": "float32"})
+    spec.check_installed()  # a core install says which extra to add now, not after reading the corpus
     config = AnnotateConfig(estimator=estimator or ("api-logprobs" if spec.api else "first-token"),
                             prompt_version=check_version(prompt), chunk_size=chunk_size or default_chunk_size(spec),
                             n_samples=samples,
@@ -107,25 +108,30 @@ def annotate_file(path: str, output: str, reader_: Reader, *, limit: int | None 
 
 def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reader_: Reader, *, depth: int = 10,
                        queries: str | None = None, qrels: str | None = None, answers: str | None = None,
-                       unjudged: str = "irrelevant", judge: str = "rules", show_progress: bool = True,
-                       say: Say = quiet) -> AnnotateRunsReport:
+                       unjudged: str = "irrelevant", judge: str = "rules", limit: int | None = None,
+                       show_progress: bool = True, say: Say = quiet) -> AnnotateRunsReport:
     """Annotate the union of the runs' top-``depth`` documents per query into the utilities folder
-    ``output`` (created, or extended with the new pairs only). Only the documents annotated are kept
+    ``output`` (created, or extended with the new pairs only); with ``limit``, of the first ``limit``
+    queries of the queries file only (as ``answer --limit``). Only the documents annotated are kept
     from the corpus. Returns the report (``.lines(output)``: what the command prints)."""
-    from udcg.flows.own_runs import annotate_runs, run_docids
+    from udcg.flows.own_runs import annotate_runs, run_docids, select_queries
     from udcg.flows.run_scores import named_runs
     from udcg.io.beir import check_run, read_collection
     from udcg.io.trec import read_run
     from udcg.llm.registry import resolve
     from udcg.progress import bar
 
-    if depth < 1:
-        raise InputError(f"--depth {depth}: must be a positive integer")
+    for flag, value in (("--depth", depth), ("--limit", limit)):
+        if value is not None and value < 1:
+            raise InputError(f"{flag} {value}: must be a positive integer")
+    if unjudged == "judge" and judge != "rules":
+        resolve(judge).check_installed()
     paths = named_runs(run_paths)
     runs = {name: read_run(path) for name, path in paths.items()}
     collection = read_collection(corpus, queries=queries, qrels=qrels, answers=answers, docids=run_docids(runs, depth))
     for name, run in runs.items():
         check_run(run, collection, str(paths[name]), depth=depth, queries_source=queries)
+    runs, collection = select_queries(runs, collection, limit)
     say(collection.scan.line())
     bars = []
 

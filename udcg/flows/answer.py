@@ -52,6 +52,7 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
     check_version(prompt)
     spec = resolve(model, device=device, dtype=dtype, batch_size=batch_size,
                    defaults={"device": "auto", "dtype": "float32"})  # an API model refuses the local options
+    spec.check_installed()
     output = Path(output)
     cache = Path(cache) if cache else output.with_name(output.name + ".cache.jsonl")
     if cache.resolve() == output.resolve():

@@ -66,6 +66,10 @@ def judge_file(task_name: str, path: str | Path, output: str | Path, *, judge: s
         raise InputError("--write-authors works for relevance and grade (answers have no authors' format)")
     if output.resolve() == path.resolve():
         raise InputError(f"{output}: the output would overwrite the input (choose another -o)")
+    if judge != "rules":
+        from udcg.llm.registry import resolve
+
+        resolve(judge, batch_size=batch_size).check_installed()  # a core install: which extra, before any work
     raw_items: list[dict] = []
     if task.name == "answer":
         items = runner.read_answer_items(path)

@@ -154,7 +154,7 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a folder (-o names the utilities folder)")
-    meta = _check_meta(out, cfg, model)
+    _check_meta(out, cfg, model)  # before any work; read again when the folder is written
     pairs = run_pairs(runs, depth)
     rel = relevance(pairs, collection, unjudged, judge_factory=judge_factory, judge_cache=out / "judgements.jsonl",
                     progress=progress(sum(map(len, pairs.values())), "judge relevance") if progress else None)
@@ -174,14 +174,16 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
                                progress(report.pairs, f"annotate {model}") if progress else None)
         report.computed, report.changed, report.seconds = stats.n_computed, stats.n_changed, time.perf_counter() - t0
         report.server_notes = dict(getattr(backend, "notes", {}))
-    records = _merged_records(out, done, rel, model, cfg)
-    report.total = len(records)
-    runs_meta = {**meta.get("runs", {}), **{name: {"depth": depth, "queries": len(run)} for name, run in runs.items()}}
-    store.write_utilities(out, records, {
-        "model": model, "estimator": cfg.estimator, "prompt_version": cfg.prompt_version, "udcg_version": __version__,
-        "collection": collection.source, "runs": runs_meta, "pairs": len(records), "unjudged": unjudged,
-        "relevance_sources": _count_sources(records),
-        **({"server_notes": report.server_notes} if report.server_notes else {})})
+    with open_cache(out / store.ANNOTATIONS):  # the folder's lock: one command merges and writes at a time
+        meta = _check_meta(out, cfg, model)  # read again: another command may have written the folder since
+        records = _merged_records(out, done, rel, model, cfg)
+        report.total = len(records)
+        runs_meta = {**meta.get("runs", {}), **{name: {"depth": depth, "queries": len(run)} for name, run in runs.items()}}
+        store.write_utilities(out, records, {
+            "model": model, "estimator": cfg.estimator, "prompt_version": cfg.prompt_version, "udcg_version": __version__,
+            "collection": collection.source, "runs": runs_meta, "pairs": len(records), "unjudged": unjudged,
+            "relevance_sources": _count_sources(records),
+            **({"server_notes": report.server_notes} if report.server_notes else {})})
     return report
 
 

@@ -59,7 +59,8 @@ def check_outputs(outputs: Iterable[tuple[str, str | Path, bool]], inputs: Itera
     each path may be written (``check_output_path``), no two are one file, and none replaces one of
     the (option, path) ``inputs``: not an input file (after links), not an existing file inside an
     input folder, not an input folder itself (unless ``in_place``: ``report`` rebuilds its run
-    folder on purpose). Inputs that do not exist, or are URLs, are left out."""
+    folder on purpose), and a folder output holds no input (``-o`` the folder of the runs). Inputs
+    that do not exist, or are URLs, are left out."""
     given = [(flag, Path(path), folder) for flag, path, folder in outputs]
     for flag, path, folder in given:
         check_output_path(path, flag, folder=folder)
@@ -79,11 +80,11 @@ def check_outputs(outputs: Iterable[tuple[str, str | Path, bool]], inputs: Itera
                 existing.append((option, path))
         except OSError:  # a name too long for a path, and the like: not a file given
             continue
-    for flag, path, _ in given:
-        _check_not_an_input(flag, path, existing, in_place)
+    for flag, path, folder in given:
+        _check_not_an_input(flag, path, existing, in_place, folder)
 
 
-def _check_not_an_input(flag: str, out: Path, inputs: list[tuple[str, Path]], in_place: bool) -> None:
+def _check_not_an_input(flag: str, out: Path, inputs: list[tuple[str, Path]], in_place: bool, folder: bool) -> None:
     target = out.expanduser()
     if not target.exists():
         return
@@ -95,6 +96,8 @@ def _check_not_an_input(flag: str, out: Path, inputs: list[tuple[str, Path]], in
             where = "is"
         elif path.is_dir() and real.is_file() and real.is_relative_to(path.resolve()):
             where = "lies inside"
+        elif folder and not in_place and real.is_dir() and path.resolve().is_relative_to(real):
+            where = "holds"  # deleting the output folder, as a message may advise, would delete the input
         else:
             continue
         raise InputError(f"{flag} {out}: {where} the input {option} {path}, which this command reads; write the "

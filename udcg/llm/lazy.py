@@ -37,6 +37,7 @@ class LazyBackend:
 
     def __init__(self, model: str | ModelSpec, threads: int | None = None, **options: object) -> None:
         self.spec = model if isinstance(model, ModelSpec) else resolve(model, **options)
+        self.spec.check_installed()  # now, before the work that comes before the first call
         self.name, self._backend, self.threads = self.spec.name, None, threads
         self.load_seconds = 0.0
 

@@ -19,6 +19,7 @@ the registry. Nothing heavy is imported until a backend is loaded.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,18 @@ from udcg.errors import InputError
 from udcg.llm.base import Backend
 
 BackendFactory = Callable[..., Backend]
+
+# What a kind of model needs beyond the core install (by scheme; "local": a transformers model in-process).
+NEEDS = {"local": ("torch", "transformers"), "openai": ("openai",)}
+INSTALL_LLM = "pip install 'udcg[llm]'"
+
+
+def _importable(module: str) -> bool:
+    """Whether ``module`` can be found, without importing it (torch takes seconds)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # an import hook refusing it, or a half-removed package
+        return False
 
 # Options of a local model that an API model refuses: option -> why (the message names it as a flag).
 LOCAL_ONLY = {"batch_size": "it has no forward pass to batch (set the cached unit of work with --chunk-size)",
@@ -61,7 +74,18 @@ class ModelSpec:
 
     def load(self) -> Backend:
         """The backend (``load_backend(self.model, **self.options)``)."""
+        self.check_installed()
         return load_backend(self.model, **self.options)
+
+    def check_installed(self) -> None:
+        """An InputError, in one line before any work, when a package this model needs is missing
+        (a core install: ``pip install udcg`` without the ``llm`` extra)."""
+        needs = NEEDS.get("local" if self.scheme is None else self.scheme, ())
+        missing = [module for module in needs if not _importable(module)]
+        if missing:
+            kind = "a local model" if self.scheme is None else f"an {self.scheme}: model" if self.api else "this model"
+            raise InputError(f"model {self.model!r} is {kind} and needs {' and '.join(missing)}, which "
+                             f"{'is' if len(missing) == 1 else 'are'} not installed: {INSTALL_LLM}")
 
 
 def register_scheme(scheme: str, factory: BackendFactory, *, api: bool) -> None:

@@ -6,8 +6,11 @@ max_tokens, temperature, top_p, n, seed, stop, logprobs, echo, stream, stream_op
 open-weights backend only), ``GET /v1/models`` and ``GET /health``. Standard library only
 (``http.server.ThreadingHTTPServer``); connections are served concurrently, model calls one at a
 time (a lock), each request in one backend call (its ``n`` answers together). A request's work is
-bounded (``max_request_tokens``: prompt tokens plus n x max_tokens), so one client cannot hold the
-model for minutes; a larger request is a 400 that says so.
+bounded (``max_request_tokens``: prompt tokens plus n x max_tokens; a prompt too long for it is
+refused by its length before it is tokenised) and timed (``max_request_seconds`` of model work,
+``udcg.llm.server_watch``), so one client cannot hold the model for minutes; a larger request is a
+400 that says so. A client that goes away stops its request's model work, streamed or not, within
+a token, and leaves one log line, not a traceback.
 
 ``stream: true`` is answered with server-sent events (``udcg.llm.server_stream``), chunked, as a
 backend that streams (``HFBackend``) writes each token; other backends send each answer whole. The
@@ -27,6 +30,8 @@ import contextlib
 import hmac
 import json
 import logging
+import select
+import socket
 import sys
 import threading
 import time
@@ -38,6 +43,7 @@ from udcg.llm.base import Backend
 from udcg.llm.server_completions import parse_completion_request
 from udcg.llm.server_model import ModelService
 from udcg.llm.server_stream import DONE, sse
+from udcg.llm.server_watch import MAX_REQUEST_SECONDS, ClientGone, Watch
 from udcg.llm.server_wire import (
     MAX_REQUEST_TOKENS,
     ChatRequest,
@@ -82,12 +88,13 @@ class ChatCompletionServer(ThreadingHTTPServer):
     request_queue_size = 128  # clients of a fleet connect at once; the default 5 makes the rest wait seconds
 
     def __init__(self, backend: Backend, host: str = "127.0.0.1", port: int = 8000, model_name: str | None = None,
-                 api_key: str | None = None, timeout: float = REQUEST_TIMEOUT, max_request_tokens: int = MAX_REQUEST_TOKENS):
+                 api_key: str | None = None, timeout: float = REQUEST_TIMEOUT, max_request_tokens: int = MAX_REQUEST_TOKENS,
+                 max_request_seconds: float = MAX_REQUEST_SECONDS):
         self.backend = backend
         self.timeout = timeout  # idle connections, request bodies and stalled stream readers (see _Handler)
         self._api_key = api_key  # when set, requests need "Authorization: Bearer <api_key>"
         self.model_name = model_name or backend.name
-        self.max_request_tokens = max_request_tokens
+        self.max_request_tokens, self.max_request_seconds = max_request_tokens, max_request_seconds
         self.service = ModelService(backend, self.model_name, max_request_tokens)
         self.model_lock = self.service.lock
         try:
@@ -176,6 +183,18 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return b"".join(chunks)
 
+    def _client_gone(self) -> bool:
+        """Whether the client has closed its connection: the socket reads as ended, or was reset (a
+        client that sent its next request already is still there)."""
+        try:
+            if not select.select([self.connection], [], [], 0)[0]:
+                return False
+            return self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+
     def _send(self, status: int, body: dict) -> None:
         data = json.dumps(body, allow_nan=False).encode("utf-8")
         self.send_response(status)
@@ -219,10 +238,15 @@ class _Handler(BaseHTTPRequestHandler):
         stream = _EventStream(self)
         try:
             request = parse(parse_body(raw), self.server.model_name, self.server.max_request_tokens)
-            body = answer(request, stream.emit if request.stream else None)
+            body = answer(request, stream.emit if request.stream else None,
+                          Watch(self.server.max_request_seconds, self._client_gone))
             if body is not None:
                 self._send(200, body)
             stream.end()
+        except (ClientGone, ConnectionError) as e:  # the client left: nobody to answer, no traceback
+            log.info("%s left before its answer was sent%s; its request was stopped", self.address_string(),
+                     f" ({type(e).__name__})" if isinstance(e, ConnectionError) else "")
+            self.close_connection = True
         except RequestError as e:
             self._fail(stream, e.status, e.message, e.param)
         except InputError as e:
@@ -252,9 +276,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def serve(backend: Backend, host: str = "127.0.0.1", port: int = 8000, model_name: str | None = None,
-          api_key: str | None = None, max_request_tokens: int = MAX_REQUEST_TOKENS) -> None:
+          api_key: str | None = None, max_request_tokens: int = MAX_REQUEST_TOKENS,
+          max_request_seconds: float = MAX_REQUEST_SECONDS) -> None:
     """Serve until interrupted (Ctrl-C)."""
-    server = ChatCompletionServer(backend, host, port, model_name, api_key, max_request_tokens=max_request_tokens)
+    server = ChatCompletionServer(backend, host, port, model_name, api_key, max_request_tokens=max_request_tokens,
+                                  max_request_seconds=max_request_seconds)
     log.info("serving %r at %s (Ctrl-C to stop)", server.model_name, server.url)
     try:
         server.serve_forever()

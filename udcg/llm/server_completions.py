@@ -19,12 +19,14 @@ from typing import Any
 
 from udcg.llm.base import GenerationParams
 from udcg.llm.server_wire import (
+    CHARS_PER_TOKEN,
     MAX_REQUEST_TOKENS,
     MAX_TOKENS_CAP,
     RequestError,
     TokenLogprob,
     check_budget,
     check_common,
+    check_prompt_size,
     integer,
     parse_params,
     parse_stream,
@@ -74,6 +76,8 @@ def parse_completion_request(body: Any, served_model: str, max_request_tokens: i
     if "prompt" not in body:
         raise RequestError(400, "prompt is required (text to continue)", "prompt")
     prompts = _prompts(body["prompt"])
+    check_prompt_size(sum(len(p) if isinstance(p, str) else len(p) * CHARS_PER_TOKEN for p in prompts),
+                      max_request_tokens, "prompt")
     echo = body.get("echo") or False
     if not isinstance(echo, bool):
         raise RequestError(400, f"echo must be true or false, got {echo!r}", "echo")

@@ -38,6 +38,7 @@ from udcg.llm.server_stream import (
     text_chunk,
     usage_chunk,
 )
+from udcg.llm.server_watch import Watch
 from udcg.llm.server_wire import (
     MAX_REQUEST_TOKENS,
     ChatRequest,
@@ -165,21 +166,25 @@ class ModelService:
         self.token_logprobs = token_logprobs_of(backend)
         self.streams, self.completes = streams(backend), completes(backend)
 
-    def chat(self, request: ChatRequest, emit: Emit | None) -> dict | None:
-        """A chat completion: the response body, or with ``emit`` every event of its stream."""
+    def chat(self, request: ChatRequest, emit: Emit | None, watch: Watch | None = None) -> dict | None:
+        """A chat completion: the response body, or with ``emit`` every event of its stream.
+        ``watch``: stops the model work past the time budget or once the client left (``server_watch``)."""
         params, n = request.params, request.params.n
+        watch = watch or Watch()
         greedy = params.temperature == 0
         if request.logprobs and self.token_logprobs is None:
             raise RequestError(400, f"backend {self.name!r} cannot list token log-probabilities (logprobs needs an "
                                     "open-weights backend)", "logprobs")
         head = chunk_head("chat.completion.chunk", response_head("chat.completion", self.name), request.include_usage)
         with self.lock:
+            watch.start()
             if hasattr(self.backend, "encode"):
                 scored = (1 if greedy else n) if request.logprobs else 0
                 check_work(len(self.backend.encode(request.chat)) * (1 + scored), n * params.max_new_tokens,
                            self.max_request_tokens, bool(scored))
             if emit is None:
-                answers = self.backend.generate([request.chat], params)[0]
+                told = {"on_text": watch.on_text()} if self.streams else {}
+                answers = self.backend.generate([request.chat], params, **told)[0]
             else:
                 def opening() -> None:  # each choice's role first
                     for c in range(n):
@@ -189,14 +194,16 @@ class ModelService:
                     emit(sse(chat_chunk(head, c, {"content": piece})))
 
                 stream = DeltaStream(n, greedy, params.stop, True, send, opening)
-                told = {"on_text": stream.on_text} if self.streams else {}
+                told = {"on_text": watch.on_text(stream.on_text)} if self.streams else {}
                 answers = self.backend.generate([request.chat], params, **told)[0]
                 stream.finish([answers])
             logprobs = None
             if request.logprobs:
                 distinct = list(dict.fromkeys(answers))  # greedy: n equal answers, scored once
-                lists = self.token_logprobs([(request.chat, a) for a in distinct], max(1, request.top_logprobs))
-                by_answer = dict(zip(distinct, lists, strict=True))
+                by_answer = {}
+                for a in distinct:  # one at a time, watched
+                    watch.check()
+                    by_answer[a] = self.token_logprobs([(request.chat, a)], max(1, request.top_logprobs))[0]
                 logprobs = [by_answer[a] for a in answers]
             counts = token_counts(self.backend, request.chat, answers)
         if emit is None:
@@ -209,8 +216,10 @@ class ModelService:
         emit(DONE)
         return None
 
-    def text(self, request: CompletionRequest, emit: Emit | None) -> dict | None:
-        """A text completion (``/v1/completions``): the response body, or with ``emit`` its stream."""
+    def text(self, request: CompletionRequest, emit: Emit | None, watch: Watch | None = None) -> dict | None:
+        """A text completion (``/v1/completions``): the response body, or with ``emit`` its stream;
+        ``watch`` as in ``chat``."""
+        watch = watch or Watch()
         if not self.completes:
             raise RequestError(400, f"backend {self.name!r} cannot continue raw text: /v1/completions needs an open-weights "
                                     "(transformers) backend; use /v1/chat/completions", "prompt")
@@ -219,6 +228,7 @@ class ModelService:
         tok = self.backend.tokenizer
         head = chunk_head("text_completion", response_head("text_completion", self.name), request.include_usage)
         with self.lock:
+            watch.start()
             prompts = [prompt_ids(self.backend, p, i) for i, p in enumerate(request.prompts)]
             scored = 0 if k is None else (1 if greedy else n)
             check_work(sum(map(len, prompts)) * (1 + scored), len(prompts) * n * request.max_tokens, self.max_request_tokens,
@@ -239,12 +249,12 @@ class ModelService:
             if request.max_tokens == 0:  # the prompt scored, nothing generated
                 answers = [[""] * n for _ in prompts]
             else:
-                answers = self.backend.complete(prompts, params, **({"on_text": stream.on_text} if stream else {}))
+                answers = self.backend.complete(prompts, params, on_text=watch.on_text(stream.on_text if stream else None))
             if stream is not None:
                 stream.finish(answers)
             texts = [answers[c // n][c % n] for c in range(len(prompts) * n)]
             lengths = [len(answer_ids(self.backend, t)) for t in texts]
-            logprobs = None if k is None else self._text_logprobs(request, prompts, shown, texts)
+            logprobs = None if k is None else self._text_logprobs(request, prompts, shown, texts, watch)
         finish = [finish_reason(m, request.max_tokens) for m in lengths]
         usage = (sum(map(len, prompts)), sum(lengths))
         if emit is None:
@@ -257,12 +267,13 @@ class ModelService:
         return None
 
     def _text_logprobs(self, request: CompletionRequest, prompts: list[list[int]], shown: list[str],
-                       texts: list[str]) -> list[dict]:
+                       texts: list[str], watch: Watch) -> list[dict]:
         """Per choice, the completions ``logprobs`` of its tokens (the prompt's first, when echoed)."""
         n, k, out, done = request.params.n, request.logprobs or 0, [], {}
         for c, text in enumerate(texts):
             i = c // n
             if (i, text) not in done:  # greedy: n equal answers, scored once
+                watch.check()
                 ids = prompts[i] + answer_ids(self.backend, text)
                 start = 1 if request.echo else len(prompts[i])
                 tokens = sequence_logprobs(self.backend, ids, start, k)

@@ -61,6 +61,8 @@ def _floats(values, count: int, what: str) -> np.ndarray:
         arr = np.fromiter(values, dtype=np.float64, count=count)
     except (TypeError, ValueError):
         raise InputError(f"{what}: every value must be a number (fix the dict or the file it came from)") from None
+    except OverflowError:  # an integer beyond a float's range (10**400)
+        raise InputError(f"{what}: a value is an integer too large for a float (give finite numbers)") from None
     return _finite(arr, what)
 
 
@@ -84,7 +86,7 @@ def _walked(name: str, *args, total: int, what: str, allow_nan: bool = False) ->
     out = np.empty(total, dtype=np.float64)
     try:
         getattr(_walk, name)(*args, out)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return _finite(out, what, allow_nan)
 
@@ -131,6 +133,8 @@ def _lookup(maps: list[Mapping[str, float]], rows: list[Mapping[str, float]], to
         arr = np.fromiter(chain.from_iterable(map(m.get, r, fill) for m, r in zip(maps, rows)), np.float64, count=total)
     except (TypeError, ValueError):
         raise InputError(f"{what}: every value must be a number (fix the dict or the file it came from)") from None
+    except OverflowError:  # an integer beyond a float's range (10**400)
+        raise InputError(f"{what}: a value is an integer too large for a float (give finite numbers)") from None
     return _finite(arr, what, nan)
 
 

@@ -18,6 +18,9 @@ from scipy.special import expit
 from udcg.errors import InputError
 
 GAMMA = 1.0 / 3.0
+# The largest weight of the distracting passages: the score (sum u+ + gamma sum u-) / k then stays in
+# [-MAX_GAMMA, 1], where the sigmoid neither overflows nor rounds to 0 (1e308 gave UDCG = 0 everywhere).
+MAX_GAMMA = 100.0
 AUTHORS_GAMMA = 0.333  # the weight the authors' pipeline script passes (their stored values use it)
 VARIANTS = ("full", "rel-only", "binary")
 
@@ -46,8 +49,15 @@ def check_utilities(u: object, name: str = "utilities") -> np.ndarray:
 
 
 def check_gamma(gamma: object) -> float:
-    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real) or not math.isfinite(gamma) or gamma < 0:
-        raise InputError(f"gamma = {gamma!r}: must be a finite number >= 0 (the paper uses 1/3)")
+    """gamma if it is a number in [0, MAX_GAMMA], else an InputError."""
+    ok = not isinstance(gamma, bool) and isinstance(gamma, numbers.Real)
+    try:
+        ok = ok and math.isfinite(gamma) and 0 <= gamma <= MAX_GAMMA
+    except OverflowError:  # an integer too large for a float (10**400)
+        ok = False
+    if not ok:
+        shown = "a huge integer" if isinstance(gamma, int) and gamma.bit_length() > 128 else repr(gamma)
+        raise InputError(f"gamma = {shown}: must be a number in [0, {MAX_GAMMA:g}] (the paper uses 1/3)")
     return float(gamma)
 
 

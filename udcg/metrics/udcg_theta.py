@@ -21,11 +21,19 @@ CV_RULES = ("one-se", "best")  # one-se: the smallest C within one standard erro
 SATURATED_SHARE = 0.99  # a fit with this share of its training pairs inside the margin is saturated
 
 
+def _finite(x: numbers.Real) -> bool:
+    try:
+        return math.isfinite(x)
+    except OverflowError:  # an integer too large for a float (10**400)
+        return False
+
+
 def _check_C(C: object) -> float | str:
     if isinstance(C, str) and C == "auto":
         return C
-    if isinstance(C, bool) or not isinstance(C, numbers.Real) or not math.isfinite(C) or C <= 0:
-        raise InputError(f"C = {C!r}: must be a number > 0 (SVM-rank's default is 0.01) or 'auto' "
+    if isinstance(C, bool) or not isinstance(C, numbers.Real) or not _finite(C) or C <= 0:
+        shown = "a huge integer" if isinstance(C, int) and C.bit_length() > 128 else repr(C)
+        raise InputError(f"C = {shown}: must be a number > 0 (SVM-rank's default is 0.01) or 'auto' "
                          "(chosen by cross-validation grouped by question)")
     return float(C)
 

@@ -1,0 +1,255 @@
+"""The Python API's door (``udcg.api``): every argument of a public function is checked for its
+type, and a number for its range (``udcg.bounds``, as on the command line), before any file is read
+or model loaded. A wrong one is one ``InputError`` line naming the argument and what it must be,
+never a TypeError, AttributeError or OverflowError from deep inside.
+
+``checked(command, **checks)`` wraps a function: an argument with a check of its own (a run, a
+metric list ...) is checked by it; any other by the annotation of the parameter it fills (``str``,
+``int | None``, ``str | Path``, ``bool`` ...), the ``**options`` of a flow by the annotations of the
+flow function they go to (``options_of``), an unknown option name refused. Integer ids of a run,
+qrels or utilities dict are made strings here (``{'q': {1: 1.0}}`` then meets qrels ``{'q': {'1':
+1}}``, as in a TREC file, where every id is text).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import numbers
+import os
+import sys
+from collections.abc import Callable, Mapping
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+from udcg import bounds
+from udcg.errors import InputError
+
+Check = Callable[[str, Any], Any]  # (argument name, value) -> the value to use, or an InputError
+
+
+def _kind(value: Any) -> str:
+    kind = type(value).__name__
+    return "None" if value is None else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+
+
+def _wrong(name: str, expected: str, value: Any) -> InputError:
+    shown = "" if value is None else f" ({bounds.short(value)})"
+    return InputError(f"{name}: give {expected}, got {_kind(value)}{shown}")
+
+
+def path(name: str, value: Any) -> str | Path:
+    """A file or folder path: a non-empty str or an os.PathLike."""
+    if isinstance(value, os.PathLike) or (isinstance(value, str) and value.strip()):
+        return value
+    raise _wrong(name, "a file or folder path (a non-empty str or pathlib.Path)", value)
+
+
+def paths(name: str, value: Any) -> list[str | Path]:
+    """A non-empty list (or tuple) of paths; one str is refused (it is not a list of files)."""
+    if isinstance(value, (str, os.PathLike)):
+        raise InputError(f"{name}: give a list of file paths, got one path {bounds.short(str(value))} (wrap it in a list)")
+    if not isinstance(value, (list, tuple)) or not value:
+        raise _wrong(name, "a non-empty list of file paths", value)
+    return [path(f"{name}[{i}]", item) for i, item in enumerate(value)]
+
+
+def optional(check: Check) -> Check:
+    return lambda name, value: None if value is None else check(name, value)
+
+
+def _id(what: str, key: Any) -> str:
+    if type(key) is str:
+        return key
+    if isinstance(key, str):
+        return str(key)
+    if isinstance(key, numbers.Integral) and not isinstance(key, bool):
+        return str(int(key))
+    raise InputError(f"{what}: id {bounds.short(key)} is {_kind(key)}; ids must be strings or integers")
+
+
+def _string_keys(table: Mapping, what: str) -> Mapping:
+    """``table`` with its keys as strings (the same object when they all are); an id given both as
+    an integer and as a string is refused (they would be one query or document)."""
+    if all(type(k) is str for k in table):
+        return table
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        text = _id(what, key)
+        if text in out:
+            raise InputError(f"{what}: id {text!r} is given twice (once as an integer, once as a string)")
+        out[text] = value
+    return out
+
+
+def id_table(what: str) -> Check:
+    """A ``{qid: {docid: value}}`` dict (ids made strings) or a file path."""
+    def check(name: str, value: Any) -> Any:
+        if isinstance(value, (str, os.PathLike)):
+            return path(name, value)
+        if not isinstance(value, Mapping):
+            raise _wrong(name, f"a {{qid: {{docid: {what}}}}} dict or a file path", value)
+        for qid, docs in value.items():
+            if not isinstance(docs, Mapping):
+                raise InputError(f"{name}: query {bounds.short(qid)} maps to {_kind(docs)}, not a {{docid: {what}}} dict "
+                                 "(e.g. {'q1': {'d1': 1.0}})")
+        inner = set(map(type, chain.from_iterable(value.values())))  # every docid's type, at C speed
+        if inner <= {str} and all(type(q) is str for q in value):
+            return value
+        return {qid: _string_keys(docs, f"{name}: query {qid!r}")
+                for qid, docs in _string_keys(value, name).items()}
+    return check
+
+
+def utilities(name: str, value: Any) -> Any:
+    """Utilities: a dict (ids made strings), a file or folder path, or a read ``Utilities``."""
+    module = sys.modules.get("udcg.annotate.utilities")
+    if module is not None and isinstance(value, module.Utilities):
+        return value
+    return id_table("utility")(name, value)
+
+
+def run_set(name: str, value: Any) -> Any:
+    """``{name: run}`` (each a dict or a file) or a list of run files."""
+    if isinstance(value, Mapping):
+        for key in value:
+            if not isinstance(key, str):
+                raise InputError(f"{name}: run names must be strings, got {_kind(key)} ({bounds.short(key)})")
+        return {key: id_table("score")(f"run {key!r}", run) for key, run in value.items()}
+    if isinstance(value, (list, tuple)):
+        return paths(name, value)
+    raise _wrong(name, "a {name: run} dict or a list of run files", value)
+
+
+def run_map(name: str, value: Any) -> Any:
+    """``{name: run}`` only (``score_runs``)."""
+    if not isinstance(value, Mapping):
+        raise _wrong(name, "a {name: run} dict (each run a {qid: {docid: score}} dict or a file)", value)
+    return run_set(name, value)
+
+
+def metrics(name: str, value: Any) -> Any:
+    """Measures: a comma-separated str, a Measure, or a list of them."""
+    from udcg.metrics.measures import Measure
+
+    if isinstance(value, (str, Measure)):
+        return value
+    if isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(m, (str, Measure)) for m in value):
+        return value
+    raise _wrong(name, "a list of measures (['UDCG@5', 'nDCG@5']) or a comma-separated str", value)
+
+
+def theta(name: str, value: Any) -> Any:
+    """A fitted UDCG_theta (``UDCGTheta``) or the path of a saved one."""
+    module = sys.modules.get("udcg.metrics.udcg_theta")  # an instance exists only once its module is imported
+    if module is not None and isinstance(value, module.UDCGTheta):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        return path(name, value)
+    raise _wrong(name, "a fitted udcg UDCGTheta or the path of a saved one", value)
+
+
+def api_base(name: str, value: Any) -> str:
+    """One base URL, several comma-separated, or a list of them (joined as the command line takes them)."""
+    if isinstance(value, (list, tuple)) and value and all(isinstance(u, str) and u.strip() for u in value):
+        return ",".join(u.strip() for u in value)
+    if isinstance(value, str) and value.strip():
+        return value
+    raise _wrong(name, "a base URL, several comma-separated, or a list of URL strings", value)
+
+
+# ---------------------------------------------------------------- checks read from annotations
+
+_TYPES = {"str", "Path", "int", "float", "bool", "None"}
+
+
+def _by_annotation(annotation: Any) -> set[str] | None:
+    """The simple types an annotation string allows (``"int | None"`` -> {int, None}); None when it
+    names anything else (that argument then needs a check of its own, or is not checked)."""
+    if not isinstance(annotation, str):
+        return None
+    words = {w.strip() for w in annotation.split("|")}
+    return words if words <= _TYPES else None
+
+
+def _fits(value: Any, words: set[str]) -> bool:
+    if value is None:
+        return "None" in words
+    if isinstance(value, bool):
+        return "bool" in words
+    if isinstance(value, str):  # a path is never empty
+        return bool(value.strip()) if "Path" in words else "str" in words
+    if isinstance(value, os.PathLike):
+        return "Path" in words
+    if isinstance(value, numbers.Integral):
+        return bool(words & {"int", "float"})
+    return isinstance(value, numbers.Real) and "float" in words
+
+
+def _describe(words: set[str]) -> str:
+    names = {"str": "a str", "Path": "a path (str or pathlib.Path)", "int": "an integer", "float": "a number",
+             "bool": "True or False", "None": "None"}
+    if "Path" in words:
+        words = words - {"str"}
+    return " or ".join(names[w] for w in sorted(words, key=list(names).index))
+
+
+def _check_by_annotation(command: str, name: str, value: Any, parameter: inspect.Parameter) -> Any:
+    """A number with a bound is checked against it (the message gives the range); anything else
+    against the parameter's annotation."""
+    bound = bounds.option_bound(command, name)
+    if bound is not None and isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return bounds.check_value(name, value, bound)
+    words = _by_annotation(parameter.annotation)
+    if words is not None and not _fits(value, words):
+        raise _wrong(name, _describe(words), value)
+    return value
+
+
+def checked(command: str, *, options_of: str | None = None, **checks: Check):
+    """``func`` with every argument checked first (see the module doc); ``command``: the command
+    whose numeric bounds apply (``udcg.bounds.option_bound``); ``options_of``: ``"module:function"``
+    that ``**options`` are passed to."""
+    def wrap(func):
+        signature = inspect.signature(func)
+        rest = next((p.name for p in signature.parameters.values() if p.kind is p.VAR_KEYWORD), None)
+
+        @functools.wraps(func)
+        def call(*args, **kwargs):
+            try:
+                given = signature.bind(*args, **kwargs)
+            except TypeError as e:
+                raise InputError(f"{func.__name__}(): {e}") from None
+            for name, value in given.arguments.items():
+                if name == rest:
+                    given.arguments[name] = _options(func.__name__, command, options_of, value, checks)
+                elif name in checks:
+                    given.arguments[name] = checks[name](name, value)
+                else:
+                    given.arguments[name] = _check_by_annotation(command, name, value, signature.parameters[name])
+            return func(*given.args, **given.kwargs)
+
+        return call
+
+    return wrap
+
+
+def _options(caller: str, command: str, target: str | None, options: dict, checks: Mapping[str, Check]) -> dict:
+    """The ``**options`` of ``caller``, each checked by the parameter of ``target`` it fills."""
+    if target is None:
+        return options
+    module, _, function = target.partition(":")
+    parameters = {name: p for name, p in inspect.signature(getattr(importlib.import_module(module), function)).parameters.items()
+                  if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    out = {}
+    for name, value in options.items():
+        if name in checks:
+            out[name] = checks[name](name, value)
+        elif name in parameters:
+            out[name] = _check_by_annotation(command, name, value, parameters[name])
+        else:
+            known = ", ".join(parameters)
+            raise InputError(f"{caller}(): unknown option {name!r} (its options: {known})")
+    return out
