@@ -35,19 +35,22 @@ from __future__ import annotations
 import contextlib
 import json
 import platform
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from udcg.annotate.estimators import CENSORED_FIX, CENSORED_NOTE
 from udcg.flows.theta import load_theta, save_theta
+from udcg.errors import InputError
 from udcg.version import __version__
 from udcg.experiment import context_records, judging, questions, reporting, steps, studies
 from udcg.flows import reading
-from udcg.experiment.config import Config, portable, read_run_config, to_yaml
+from udcg.experiment.config import Config, exact_needs, portable, read_run_config, to_yaml
 from udcg.io import contexts
 from udcg.io.files import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from udcg.llm.lazy import LazyBackend
-from udcg.llm.registry import resolve
+from udcg.llm.registry import ModelSpec, api_options, resolve
 from udcg.records import ContextRecord, Question
 from udcg.io.tables import Table
 
@@ -92,11 +95,13 @@ class _Models:
     def __init__(self, cfg: Config, given: dict | None = None) -> None:
         r = cfg.reader
         self._others = dict(given or {})
-        # the config's device and dtype hold for a local model; an API model (openai:MODEL) leaves them out
+        # the config's device and dtype hold for a local model; an API model (openai:MODEL) leaves them out,
+        # and takes the reader's API settings (a judge too, where it is an API model)
         self._local = {"device": r.device, "dtype": r.dtype}
+        api = reader_api(cfg)
         if r.model not in self._others:
-            self._others[r.model] = LazyBackend(resolve(r.model, batch_size=r.batch_size, defaults=self._local),
-                                                threads=r.threads)
+            self._others[r.model] = LazyBackend(reader_spec(cfg), threads=r.threads)
+        self._local.update(api)
         self.reader = self._others[r.model]
         self._threads = r.threads
 
@@ -111,6 +116,35 @@ class _Models:
         return {m: round(b.load_seconds, 3) for m, b in self._others.items() if getattr(b, "load_seconds", 0)}
 
 
+def reader_api(cfg: Config) -> dict:
+    """The reader's API settings as backend options (``udcg.llm.registry.api_options``)."""
+    r = cfg.reader
+    return api_options(r.api_base, r.api_key_env, r.concurrency, r.rpm, r.timeout, r.max_retries, r.tokenizer, r.scoring)
+
+
+def reader_spec(cfg: Config) -> ModelSpec:
+    """The reader resolved (a model name with ``reader.api_base`` is the model that server serves)."""
+    r = cfg.reader
+    return resolve(r.model, batch_size=r.batch_size, **reader_api(cfg), defaults={"device": r.device, "dtype": r.dtype})
+
+
+def check_reader_can(cfg: Config, reader) -> None:
+    """Before any model work: an API reader asked for what only exact scoring gives (ANSWER_PROB,
+    the sequence estimator) must reach a server that scores text; else an ``InputError`` naming the
+    metric and the fix. (``reader.scoring: top-logprobs`` is refused at config load already.)"""
+    needs = exact_needs(cfg)
+    spec = getattr(reader, "spec", None)
+    if not needs or spec is None or not spec.api:
+        return
+    scorer = getattr(reader, "scorer", None)
+    if callable(scorer) and scorer() is not None:
+        return
+    why = getattr(reader, "notes", {}).get("scoring", "its backend cannot score given text")
+    raise InputError(f"{needs[0]}, which reader {cfg.reader.model!r} cannot give: {why}. Drop it from the config "
+                     "(e.g. --set metrics.names=[UDCG,UDCG_theta,nDCG,RR,AP,P,Success,eRAG]) or serve the reader where "
+                     "it scores text (vLLM, SGLang, udcg serve) and give reader.tokenizer if its name is no tokenizer")
+
+
 def run_validation(cfg: Config, progress: reading.Progress | None = None, backends: dict | None = None) -> RunResult:
     """Run (or resume) the experiment of ``cfg`` in ``cfg.output``; returns the tables.
     ``progress(total, desc, unit)``: a progress-bar factory (e.g. ``udcg.progress.bar``).
@@ -121,6 +155,7 @@ def run_validation(cfg: Config, progress: reading.Progress | None = None, backen
     published = portable(cfg)
     atomic_write_text(run_dir / "config.yaml", to_yaml(published))
     timer, models = _Timer(), _Models(cfg, backends)
+    check_reader_can(cfg, models.reader)
     notes: dict = {}
     t_start = time.perf_counter()
 
@@ -135,8 +170,13 @@ def run_validation(cfg: Config, progress: reading.Progress | None = None, backen
 
     with timer.step("passages") as t:
         scores, single_keys, notes["grades"] = _passage_scores(cfg, pooled, models, run_dir, progress, t)
+        if t.get("p_abs_censored"):
+            notes["p_abs_censored"] = {"pairs": t["p_abs_censored"], "of": sum(len(q.passages) for q in pooled),
+                                       "why": CENSORED_NOTE, "fix": CENSORED_FIX}
 
     with timer.step("contexts"):
+        if cfg.theta.from_run:
+            notes["theta_in_sample"] = theta_in_sample(Path(cfg.theta.from_run), [q.qid for q in pooled])
         split = studies.split_questions([q.qid for q in pooled], 0.0 if cfg.theta.from_run else cfg.theta.train_share, cfg.seed)
         groups, notes["contexts"] = _build_contexts(cfg, pooled, scores, split)
 
@@ -175,6 +215,20 @@ def run_validation(cfg: Config, progress: reading.Progress | None = None, backen
     atomic_write_json(run_dir / "run.json", {"udcg_version": __version__, "python": platform.python_version(),
                                             "reader": models.reader.name, "timings": timings})
     return RunResult(run_dir, tables, notes, timings)
+
+
+def theta_in_sample(from_run: Path, qids: list[str]) -> dict:
+    """Whether UDCG_theta loaded from ``from_run`` was trained on questions this run correlates: its
+    training questions are the ``split: train`` contexts of its ``contexts.jsonl``; a folder
+    without them (a model fitted elsewhere, e.g. by ``udcg fit-theta`` on every question) counts as
+    in-sample, since nothing shows it is not."""
+    path = from_run / "contexts.jsonl"
+    if not path.is_file():
+        return {"in_sample": True, "why": f"{from_run.name} holds no contexts.jsonl naming its training questions"}
+    train = {json.loads(line)["qid"] for line in path.read_text(encoding="utf-8").splitlines()
+             if line.strip() and json.loads(line).get("split") == "train"}
+    shared = len(train & set(qids))
+    return {"in_sample": bool(shared), "why": f"{shared} of this run's {len(set(qids))} questions trained it"}
 
 
 def refit_theta(run_dir: str | Path) -> RunResult:
@@ -236,15 +290,23 @@ def _passage_scores(cfg: Config, pooled: list[Question], models: _Models, run_di
             if answer is not None:
                 erag = (rules.token_f1(answer, q.answers) if cfg.metrics.erag_score == "f1"
                         else float(rules.answer_outcome(answer, q.answers, "contains") == "correct"))
-            s = context_records.PassageScore(relevant=bool(p.relevant), p_abs=annotations[f"{q.qid}\t{p.pid}"].p_abs,
+            a = annotations[f"{q.qid}\t{p.pid}"]
+            s = context_records.PassageScore(relevant=bool(p.relevant), p_abs=a.p_abs,
                                              contains=contains_answer(p.text, q.answers), grade=grades.get((q.qid, p.pid)),
                                              erag=erag, answer_ll=loglik.get(key))
             scores[q.qid][p.pid] = s
             rows.append({"qid": q.qid, "pid": p.pid, "rank": rank, "relevant": s.relevant, "p_abs": s.p_abs,
                          "utility": s.utility, "contains": s.contains, "grade": s.grade, "answer": answer,
-                         "erag": s.erag, "answer_ll": s.answer_ll})
+                         "erag": s.erag, "answer_ll": s.answer_ll, "estimator_used": a.estimator_used or a.estimator,
+                         **({"censored": True, "p_abs_bound": a.ci_high} if a.censored else {})})
     atomic_write_jsonl(run_dir / "annotations.jsonl", rows)
     n_ungraded = sum(r["grade"] is None for r in rows) if grades else 0
+    censored = sum(bool(r.get("censored")) for r in rows)
+    if censored:  # counted in the notes (the report says it) and warned of now
+        from udcg.annotate.runner import censored_warning
+
+        t["p_abs_censored"] = censored
+        print(censored_warning(censored, len(rows)), file=sys.stderr)
     return scores, single, {"mapping": grade_note, "unparseable": n_ungraded}
 
 
@@ -299,6 +361,7 @@ def _metrics(cfg: Config, groups: dict[str, list[ContextRecord]], run_dir: Path,
     names = list(cfg.metrics.names)
     train_group = {cfg.contexts.k: "main", **{int(g[1:]): g for g in groups if g.startswith("k")}}
     thetas: dict[int, dict[str, UDCGTheta]] = {}
+    unfitted: dict[str, str] = {}
     for k, group in sorted(train_group.items()):
         variants = ("full", "rel-only", "binary") if group == "main" else ("full",)
         thetas[k] = {}
@@ -307,16 +370,20 @@ def _metrics(cfg: Config, groups: dict[str, list[ContextRecord]], run_dir: Path,
             if cfg.theta.from_run:
                 source = Path(cfg.theta.from_run) / "theta" / f"{v}-k{k}.json"
                 model = load_theta(source) if source.is_file() else None
+                why = "" if model else f"no {source.name} in theta.from_run"
             else:
-                model = studies.fit_theta([r for r in groups[group] if r.split == "train"], v, cfg.theta.C, cfg.seed,
-                                          cfg.theta.C_grid, cfg.theta.cv_folds, cfg.theta.cv_score)
+                model, why = studies.fit_theta_why([r for r in groups[group] if r.split == "train"], v, cfg.theta.C,
+                                                   cfg.seed, cfg.theta.C_grid, cfg.theta.cv_folds, cfg.theta.cv_score)
             if model is None:
+                unfitted[f"{v}-k{k}"] = why
                 path.unlink(missing_ok=True)  # no stale model from an earlier run
             else:
                 save_theta(model, path)
                 thetas[k][v] = model
     notes["theta"] = {f"k{k}": sorted(t) for k, t in thetas.items()}
     notes["theta_C"] = {f"{v}-k{k}": m.C_ for k, t in thetas.items() for v, m in t.items()}
+    if unfitted:
+        notes["theta_unfitted"] = unfitted
     return {group: studies.score_each_k(records, names, cfg.metrics.gamma, cfg.metrics.n_relevant, thetas,
                                         ablations=(group == "main")) for group, records in groups.items()}
 

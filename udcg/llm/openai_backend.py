@@ -30,13 +30,14 @@ import logging
 import math
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from udcg.errors import BackendError, InputError
-from udcg.llm.base import Chat, GenerationParams
+from udcg.llm.base import Chat, GenerationParams, Reading
 from udcg.llm.openai_transport import JobBatch, Pacer, Transport, post_bounded, request_failure
 from udcg.llm.openai_wire import (DEFAULT_CONCURRENCY, backoff_delay, check_url, endpoint, error_text, hint, retryable, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
                                   check_count, parse_choices, parse_first_top_logprobs, retry_after_seconds)
@@ -45,6 +46,7 @@ from udcg.redact import redact, url_secrets
 log = logging.getLogger(__name__)
 
 _JSON = {"Content-Type": "application/json"}
+SCORING = ("auto", "completions", "top-logprobs")  # exact scoring through /v1/completions: try / require / never
 
 
 # ---------------------------------------------------------------- backend
@@ -57,6 +59,7 @@ class ApiLogprobs:
     logprobs: dict[str, float]  # candidate -> logprob (-inf when absent from the top list)
     note: str = ""  # non-empty when a candidate was absent (its probability is reported as 0)
     top: dict[str, float] | None = None  # the raw top list, token text -> logprob
+    exact: bool = False  # scored exactly through /v1/completions (no top list involved)
 
 
 class BatchError(BackendError):
@@ -100,6 +103,8 @@ class OpenAIBackend:
         max_n_per_request: int = 128,
         candidate_tokens: dict[str, str] | None = None,
         jitter_seed: int = 0,
+        tokenizer: str | None = None,
+        scoring: str = "auto",
     ):
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
@@ -116,7 +121,12 @@ class OpenAIBackend:
             raise InputError(f"OpenAI backend: max_retries must be an integer >= 0, got {max_retries!r}")
         if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) or not 1 <= top_logprobs <= 20:
             raise InputError(f"OpenAI backend: top_logprobs must be an integer in 1..20 (the API's limit), got {top_logprobs!r}")
+        if scoring not in SCORING:
+            raise InputError(f"OpenAI backend: scoring must be one of {', '.join(SCORING)}, got {scoring!r}")
         self.model, self.name, self.api_key_env = model, name or model, api_key_env
+        self.tokenizer, self.scoring = tokenizer or model, scoring
+        self._scorer_state: tuple[Any, str] | None = None  # (CompletionsScorer or None, why not): found out once
+        self._scorer_lock = threading.Lock()
         self.base_urls = tuple(u.rstrip("/") for u in urls)
         self.max_concurrency, self.requests_per_minute, self.timeout = max_concurrency, requests_per_minute, timeout
         self.max_retries, self.backoff_base, self.backoff_max = max_retries, backoff_base, backoff_max
@@ -154,17 +164,84 @@ class OpenAIBackend:
         return _raise_on_errors(self.generate_each(chats, params), "generate")
 
     def next_token_logprobs(self, chats: Sequence[Chat], candidates: Sequence[str]) -> list[dict[str, float]]:
-        results = _raise_on_errors(self.first_token_logprobs_each(chats, candidates), "next_token_logprobs")
+        results = self.first_token_scores(chats, candidates)
         for i, r in enumerate(results):
             if r.note:
                 log.info("chat %d: %s", i, r.note)
         return [r.logprobs for r in results]
 
+    def first_token_scores(self, chats: Sequence[Chat], candidates: Sequence[str]) -> list[ApiLogprobs]:
+        """Each candidate's first-token log-probability per chat: exact through ``/v1/completions``
+        where the server scores text (``exact``), else from the chat top list (-inf outside it)."""
+        scorer = self.scorer()
+        if scorer is None:
+            return self.first_token_logprobs(chats, candidates)
+        rows = _raise_on_errors(scorer.score_each([(chat, list(candidates)) for chat in chats]), "first_token_scores")
+        return [ApiLogprobs({c: lps[0] for c, lps in zip(candidates, row, strict=True)}, exact=True) for row in rows]
+
     def continuation_logprobs(self, requests: Sequence[tuple[Chat, str]]) -> list[list[float]]:
-        raise BackendError(
-            f"backend {self.name!r} is an OpenAI-compatible API: teacher-forced continuation log-probabilities "
-            "need open weights (use a local model, e.g. --model qwen2.5-coder-0.5b, or the first-token/sampling estimators)"
-        )
+        scorer = self.scorer()
+        if scorer is None:
+            raise BackendError(f"backend {self.name!r}: teacher-forced log-probabilities of given text need a server that "
+                               f"scores text (/v1/completions with echo and logprobs: vLLM, SGLang, udcg serve); "
+                               f"{self.notes.get('scoring', 'scoring is off')}")
+        rows = _raise_on_errors(scorer.score_each([(chat, [text]) for chat, text in requests]), "continuation_logprobs")
+        return [row[0] for row in rows]
+
+    # ------------------------------------------------------------ exact scoring (/v1/completions)
+
+    def scorer(self):
+        """The ``CompletionsScorer`` when the server scores text and the served model's tokenizer
+        loads here; None otherwise (``notes["scoring"]`` says why). Found out once, on first use."""
+        with self._scorer_lock:
+            if self._scorer_state is None:
+                self._scorer_state = self._find_scorer()
+                if self._scorer_state[1]:
+                    self.notes["scoring"] = self._scorer_state[1]
+                    log.warning("%s: %s", self.name, self._scorer_state[1])
+            return self._scorer_state[0]
+
+    def _find_scorer(self) -> tuple[Any, str]:
+        from udcg.llm.chat_tokens import load_chat_tokens
+        from udcg.llm.openai_scoring import CompletionsScorer
+
+        if self.scoring == "top-logprobs":
+            return None, "exact scoring off (scoring: top-logprobs): first tokens read from the chat top list"
+        fallback = "; first tokens are read from the chat top list (censored outside it)"
+        try:
+            tokens = load_chat_tokens(self.tokenizer)
+        except (BackendError, InputError) as e:
+            why = (f"no exact scoring: {e} (give the served model's tokenizer: --tokenizer, reader.tokenizer; "
+                   "an offline alias, a model folder or a hub id)")
+            if self.scoring == "completions":
+                raise BackendError(why) from None
+            return None, why + fallback
+        scorer = CompletionsScorer(self, tokens)
+        problem = scorer.check()
+        if problem:
+            why = f"no exact scoring: the server does not score text through /v1/completions with echo and logprobs ({problem})"
+            if self.scoring == "completions":
+                raise BackendError(why)
+            return None, why + fallback
+        return scorer, ""
+
+    def can_read(self) -> bool:
+        """Whether ``read`` can give exact first-token and continuation log-probabilities here."""
+        return self.scorer() is not None
+
+    def read(self, chats: Sequence[Chat], candidates: Sequence[str], continuations: Sequence[str],
+             max_new_tokens: int = 32) -> list[Reading]:
+        """``udcg.llm.base.PromptReader`` for a server that scores text: per chat one scoring request
+        (the candidates' first tokens and the continuation together) and one greedy answer: two
+        requests where three calls would send three."""
+        scorer = self.scorer()
+        if scorer is None:
+            raise BackendError(f"backend {self.name!r} cannot read prompts exactly: {self.notes.get('scoring', '')}")
+        items = [(chat, [*candidates, cont]) for chat, cont in zip(chats, continuations, strict=True)]
+        scored = _raise_on_errors(scorer.score_each(items), "read")
+        answers = self.generate(chats, GenerationParams(max_new_tokens=max_new_tokens, temperature=0.0, n=1))
+        return [Reading({c: lps[0] for c, lps in zip(candidates, row)}, a[0], row[-1])
+                for row, a in zip(scored, answers, strict=True)]
 
     # ------------------------------------------------------------ per-item API
 
@@ -295,7 +372,7 @@ class OpenAIBackend:
                     self._overdue[task] = True
                     task.cancel()
 
-    async def _post(self, payload: dict) -> dict:
+    async def _post(self, payload: dict, path: str = "chat/completions") -> dict:
         """POST one payload, each attempt to the next base URL; the JSON body or a scrubbed BackendError.
         The body is serialised once, whatever the number of attempts."""
         content = json.dumps(payload, separators=(",", ":")).encode()
@@ -304,7 +381,8 @@ class OpenAIBackend:
             turn = next(self._url_turn) % len(self.base_urls)
             client = self._transport.client()  # made before the pace is claimed (the first one takes a while)
             await self._pacer.wait()
-            body, problem, retry_after = await self._attempt(client, self._endpoints[turn], content)
+            url = self._endpoints[turn] if path == "chat/completions" else endpoint(self.base_urls[turn], path)
+            body, problem, retry_after = await self._attempt(client, url, content)
             if not problem:
                 return body
             if attempt == self.max_retries:
@@ -315,7 +393,8 @@ class OpenAIBackend:
             delay = retry_after if retry_after is not None else backoff_delay(attempt, self.backoff_base, self.backoff_max, self._rng.random())
             log.warning("%s; retry %d/%d in %.2fs", redact(problem, secrets), attempt + 1, self.max_retries, delay)
             await asyncio.sleep(delay)
-        raise BackendError(redact(f"{problem} (gave up after {self.max_retries + 1} attempts)", self._secrets()))
+        where = f"; the server is set by {SERVER_SOURCES}" if "connection failed" in problem else ""
+        raise BackendError(redact(f"{problem} (gave up after {self.max_retries + 1} attempts){where}", self._secrets()))
 
     async def _attempt(self, client, url: str, content: bytes) -> tuple[Any, str, float | None]:
         """One POST: (body, "", None), or (None, what went wrong, the Retry-After in seconds or None)
@@ -376,14 +455,30 @@ def _raise_on_errors(results: list[Any], what: str) -> list[Any]:
     return results
 
 
+OPENAI_URL = "https://api.openai.com/v1"
+SERVER_SOURCES = ("--api-base (udcg annotate, answer, judge), reader.api_base (a udcg validate config), "
+                  "or $UDCG_OPENAI_BASE_URLS / $OPENAI_BASE_URL")
+
+
+def target(base_urls: Sequence[str] | None, api_key_env: str = "OPENAI_API_KEY") -> tuple[list[str], str]:
+    """Where an ``openai:`` model's requests go and what set it: the given URLs, else the
+    comma-separated ``UDCG_OPENAI_BASE_URLS``, else ``OPENAI_BASE_URL``, else OpenAI's own API,
+    which is refused without a key (``InputError`` naming every way to give a server)."""
+    if base_urls:
+        return list(base_urls), "given"
+    for var in ("UDCG_OPENAI_BASE_URLS", "OPENAI_BASE_URL"):
+        env = os.environ.get(var)
+        if env and env.strip(" ,"):
+            return [u.strip() for u in env.split(",") if u.strip()], f"${var}"
+    if not os.environ.get(api_key_env):
+        raise InputError(f"no server given, so the model would go to OpenAI's API ({OPENAI_URL}), and ${api_key_env} "
+                         f"holds no key: give the server with {SERVER_SOURCES}, or set ${api_key_env} to use OpenAI")
+    return [OPENAI_URL], f"OpenAI's API (no server given by {SERVER_SOURCES})"
+
+
 def from_registry(model: str, **kw: Any) -> OpenAIBackend:
-    """``load_backend("openai:MODEL", base_urls=..., ...)``. Without ``base_urls``: the
-    comma-separated ``UDCG_OPENAI_BASE_URLS``, else ``OPENAI_BASE_URL``, else OpenAI's own API."""
+    """``load_backend("openai:MODEL", base_urls=..., ...)``. Without ``base_urls``: ``target``."""
     if not model:
         raise InputError("model 'openai:': give the served model name after the colon (e.g. openai:gpt-4o-mini)")
-    if "base_urls" not in kw:
-        env = os.environ.get("UDCG_OPENAI_BASE_URLS") or os.environ.get("OPENAI_BASE_URL")
-        if env:
-            kw["base_urls"] = [u.strip() for u in env.split(",") if u.strip()]
+    kw["base_urls"] = target(kw.get("base_urls"), kw.get("api_key_env") or "OPENAI_API_KEY")[0]
     return OpenAIBackend(model, **kw)
-
