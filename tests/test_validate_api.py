@@ -266,3 +266,28 @@ def test_validate_through_udcg_serve_equals_the_local_run(tmp_path, capsys, one_
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_theta_from_a_run_that_trained_on_these_questions_is_in_sample(tmp_path):
+    from udcg.experiment.studies import theta_in_sample
+
+    run = tmp_path / "run"
+    run.mkdir()
+    assert theta_in_sample(run, ["q1"]) == {"in_sample": True, "why": "run holds no contexts.jsonl naming its training questions"}
+    (run / "contexts.jsonl").write_text("\n".join(json.dumps({"qid": q, "split": s}) for q, s in
+                                                  (("q1", "train"), ("q2", "test"), ("q3", "train"))) + "\n")
+    assert theta_in_sample(run, ["q2", "q4"]) == {"in_sample": False, "why": "0 of this run's 2 questions trained it"}
+    assert theta_in_sample(run, ["q1", "q2", "q3"]) == {"in_sample": True, "why": "2 of this run's 3 questions trained it"}
+
+
+def test_a_theta_row_that_could_not_be_fitted_says_why():
+    from udcg.experiment.reporting import theta_lines
+    from udcg.io.tables import Table
+
+    cfg = from_dict({})
+    table3 = Table(["metric"])
+    table3.add(metric="UDCG")
+    notes = {"theta_unfitted": {"full-k5": "1 training questions: 0 pair(s) of contexts of the same question with different outcomes"}}
+    (line, _) = theta_lines(cfg, {"table3": table3}, notes)
+    assert line == ("_UDCG_theta has no row in Table 3: it could not be fitted (1 training questions: 0 pair(s) of contexts "
+                    "of the same question with different outcomes)._")

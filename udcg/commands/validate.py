@@ -38,12 +38,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 def execute(config_path, args: argparse.Namespace) -> int:
     from udcg.experiment.config import load_config
-    from udcg.experiment.validate import reader_spec, run_validation
-    from udcg.llm.registry import where_it_goes
+    from udcg.experiment.validate import reader_line, run_validation
     from udcg.progress import bar, follow_libraries
 
     cfg = load_config(config_path, args.overrides, args.output)
-    where = where_it_goes(reader_spec(cfg))  # an API reader without a server or key is refused here
+    where = reader_line(cfg)  # an API reader without a server or key is refused here
     print(f"udcg validate: {cfg.name} -> {cfg.output}; {where}", file=sys.stderr)
     quiet = args.no_progress
     follow_libraries(not quiet)

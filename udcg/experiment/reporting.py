@@ -286,7 +286,7 @@ def verdict(cfg: Config, tables: dict[str, Table]) -> str:
     said = ([f"{', '.join(above)} follow{'s' if len(above) == 1 else ''} answer accuracy better than {base}"] if above else []) + \
            ([f"{base} follows answer accuracy better than {', '.join(below)}"] if below else [])
     rest = [r["metric"] for r in rows if r not in sig]
-    tail = f"; {', '.join(rest)} cannot be told apart from it ({gap})" if rest else ""
+    tail = f", and {', '.join(rest)} cannot be told apart from it: {gap}" if rest else ""
     return f"{' and '.join(said)} (Holm-corrected p < {ALPHA}, {usable} usable questions){tail}."
 
 

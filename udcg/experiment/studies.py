@@ -22,9 +22,11 @@ from typing import TYPE_CHECKING
 
 import dataclasses
 import hashlib
+import json
 import math
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -142,6 +144,20 @@ def fit_theta_why(records: Sequence[ContextRecord], variant: str, C: float | str
                          field_matrix(graded, "relevant", bool), variant, C, C_grid, cv, cv_score, random_state=seed), ""
     except InputError as e:
         return None, f"{len({r.qid for r in graded})} training questions: {e}"
+
+
+def theta_in_sample(from_run: Path, qids: list[str]) -> dict:
+    """Whether UDCG_theta loaded from ``from_run`` was trained on questions this run correlates: its
+    training questions are the ``split: train`` contexts of its ``contexts.jsonl``; a folder
+    without them (a model fitted elsewhere, e.g. by ``udcg fit-theta`` on every question) counts as
+    in-sample, since nothing shows it is not."""
+    path = from_run / "contexts.jsonl"
+    if not path.is_file():
+        return {"in_sample": True, "why": f"{from_run.name} holds no contexts.jsonl naming its training questions"}
+    train = {json.loads(line)["qid"] for line in path.read_text(encoding="utf-8").splitlines()
+             if line.strip() and json.loads(line).get("split") == "train"}
+    shared = len(train & set(qids))
+    return {"in_sample": bool(shared), "why": f"{shared} of this run's {len(set(qids))} questions trained it"}
 
 
 SATURATED_NOTE = ("saturated = yes: at least 99% of the training pairs lie inside the SVM margin, so the weights are the "

@@ -50,7 +50,7 @@ from udcg.experiment.config import Config, exact_needs, portable, read_run_confi
 from udcg.io import contexts
 from udcg.io.files import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from udcg.llm.lazy import LazyBackend
-from udcg.llm.registry import ModelSpec, api_options, resolve
+from udcg.llm.registry import ModelSpec, api_options, resolve, where_it_goes
 from udcg.records import ContextRecord, Question
 from udcg.io.tables import Table
 
@@ -145,6 +145,12 @@ def check_reader_can(cfg: Config, reader) -> None:
                      "it scores text (vLLM, SGLang, udcg serve) and give reader.tokenizer if its name is no tokenizer")
 
 
+def reader_line(cfg: Config) -> str:
+    """Where the reader runs, in one line (``udcg.llm.registry.where_it_goes``): an API reader names
+    its server; one without a server or key is refused (``InputError``)."""
+    return where_it_goes(reader_spec(cfg))
+
+
 def run_validation(cfg: Config, progress: reading.Progress | None = None, backends: dict | None = None) -> RunResult:
     """Run (or resume) the experiment of ``cfg`` in ``cfg.output``; returns the tables.
     ``progress(total, desc, unit)``: a progress-bar factory (e.g. ``udcg.progress.bar``).
@@ -176,7 +182,7 @@ def run_validation(cfg: Config, progress: reading.Progress | None = None, backen
 
     with timer.step("contexts"):
         if cfg.theta.from_run:
-            notes["theta_in_sample"] = theta_in_sample(Path(cfg.theta.from_run), [q.qid for q in pooled])
+            notes["theta_in_sample"] = studies.theta_in_sample(Path(cfg.theta.from_run), [q.qid for q in pooled])
         split = studies.split_questions([q.qid for q in pooled], 0.0 if cfg.theta.from_run else cfg.theta.train_share, cfg.seed)
         groups, notes["contexts"] = _build_contexts(cfg, pooled, scores, split)
 
@@ -215,20 +221,6 @@ def run_validation(cfg: Config, progress: reading.Progress | None = None, backen
     atomic_write_json(run_dir / "run.json", {"udcg_version": __version__, "python": platform.python_version(),
                                             "reader": models.reader.name, "timings": timings})
     return RunResult(run_dir, tables, notes, timings)
-
-
-def theta_in_sample(from_run: Path, qids: list[str]) -> dict:
-    """Whether UDCG_theta loaded from ``from_run`` was trained on questions this run correlates: its
-    training questions are the ``split: train`` contexts of its ``contexts.jsonl``; a folder
-    without them (a model fitted elsewhere, e.g. by ``udcg fit-theta`` on every question) counts as
-    in-sample, since nothing shows it is not."""
-    path = from_run / "contexts.jsonl"
-    if not path.is_file():
-        return {"in_sample": True, "why": f"{from_run.name} holds no contexts.jsonl naming its training questions"}
-    train = {json.loads(line)["qid"] for line in path.read_text(encoding="utf-8").splitlines()
-             if line.strip() and json.loads(line).get("split") == "train"}
-    shared = len(train & set(qids))
-    return {"in_sample": bool(shared), "why": f"{shared} of this run's {len(set(qids))} questions trained it"}
 
 
 def refit_theta(run_dir: str | Path) -> RunResult:

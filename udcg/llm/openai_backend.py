@@ -1,10 +1,11 @@
 """A backend over any OpenAI-compatible chat-completions API (OpenAI, vLLM, SGLang, TGI, `udcg serve`).
 
 - ``generate``: ``n`` answers per chat (the `sampling` estimator builds on it).
-- ``next_token_logprobs``: the `api-logprobs` estimator: the first generated position's
-  ``top_logprobs`` list; a candidate whose first token is not in the list gets -inf (p = 0), and
-  ``first_token_logprobs`` says so in a per-chat note.
-- ``continuation_logprobs``: needs open weights; raises ``BackendError``.
+- ``next_token_logprobs``, ``continuation_logprobs``, ``read``: exact through ``/v1/completions``
+  where the server scores text (``udcg.llm.openai_scoring``); else first tokens from the chat
+  ``top_logprobs`` list (``first_token_logprobs``, the `api-logprobs` estimator): a candidate outside
+  it gets -inf and a per-chat note (the estimators record it as censored, never 0), and
+  continuations raise ``BackendError``.
 
 Requests go out through one keep-alive connection pool and one event loop per backend
 (``udcg.llm.openai_transport``: the SDK's httpx client class, a JSON body built once per prompt),
@@ -33,11 +34,14 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from udcg.errors import BackendError, InputError
-from udcg.llm.base import Chat, GenerationParams, Reading
+from udcg.llm.base import Chat, GenerationParams
+from udcg.llm.openai_results import ApiLogprobs, BatchError, raise_on_errors  # noqa: F401 (BatchError: the callers' name)
+from udcg.llm.openai_scoring import ExactScoring
+from udcg.llm.openai_target import SERVER_SOURCES, target
 from udcg.llm.openai_transport import JobBatch, Pacer, Transport, post_bounded, request_failure
 from udcg.llm.openai_wire import (DEFAULT_CONCURRENCY, backoff_delay, check_url, endpoint, error_text, hint, retryable, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
                                   check_count, parse_choices, parse_first_top_logprobs, retry_after_seconds)
@@ -52,26 +56,7 @@ SCORING = ("auto", "completions", "top-logprobs")  # exact scoring through /v1/c
 # ---------------------------------------------------------------- backend
 
 
-@dataclass(frozen=True, slots=True)
-class ApiLogprobs:
-    """First-token log-probabilities of the candidates for one chat, from the API's top list."""
-
-    logprobs: dict[str, float]  # candidate -> logprob (-inf when absent from the top list)
-    note: str = ""  # non-empty when a candidate was absent (its probability is reported as 0)
-    top: dict[str, float] | None = None  # the raw top list, token text -> logprob
-    exact: bool = False  # scored exactly through /v1/completions (no top list involved)
-
-
-class BatchError(BackendError):
-    """Some requests of a batch failed after their retries. ``results`` holds, in input order, the
-    value of every finished request and the ``BackendError`` of every failed one."""
-
-    def __init__(self, message: str, results: list[Any]):
-        super().__init__(message)
-        self.results = results
-
-
-class OpenAIBackend:
+class OpenAIBackend(ExactScoring):
     """``udcg.llm.base.Backend`` over OpenAI-compatible ``/chat/completions`` endpoints.
 
     ``base_urls``: one URL or several, each ending where the OpenAI client's ``base_url`` ends
@@ -126,7 +111,7 @@ class OpenAIBackend:
         self.model, self.name, self.api_key_env = model, name or model, api_key_env
         self.tokenizer, self.scoring = tokenizer or model, scoring
         self._scorer_state: tuple[Any, str] | None = None  # (CompletionsScorer or None, why not): found out once
-        self._scorer_lock = threading.Lock()
+        self._scorer_lock = threading.Lock()  # ExactScoring finds it out once
         self.base_urls = tuple(u.rstrip("/") for u in urls)
         self.max_concurrency, self.requests_per_minute, self.timeout = max_concurrency, requests_per_minute, timeout
         self.max_retries, self.backoff_base, self.backoff_max = max_retries, backoff_base, backoff_max
@@ -161,7 +146,7 @@ class OpenAIBackend:
     # ------------------------------------------------------------ Backend protocol
 
     def generate(self, chats: Sequence[Chat], params: GenerationParams = GenerationParams()) -> list[list[str]]:
-        return _raise_on_errors(self.generate_each(chats, params), "generate")
+        return raise_on_errors(self.generate_each(chats, params), "generate")
 
     def next_token_logprobs(self, chats: Sequence[Chat], candidates: Sequence[str]) -> list[dict[str, float]]:
         results = self.first_token_scores(chats, candidates)
@@ -169,79 +154,6 @@ class OpenAIBackend:
             if r.note:
                 log.info("chat %d: %s", i, r.note)
         return [r.logprobs for r in results]
-
-    def first_token_scores(self, chats: Sequence[Chat], candidates: Sequence[str]) -> list[ApiLogprobs]:
-        """Each candidate's first-token log-probability per chat: exact through ``/v1/completions``
-        where the server scores text (``exact``), else from the chat top list (-inf outside it)."""
-        scorer = self.scorer()
-        if scorer is None:
-            return self.first_token_logprobs(chats, candidates)
-        rows = _raise_on_errors(scorer.score_each([(chat, list(candidates)) for chat in chats]), "first_token_scores")
-        return [ApiLogprobs({c: lps[0] for c, lps in zip(candidates, row, strict=True)}, exact=True) for row in rows]
-
-    def continuation_logprobs(self, requests: Sequence[tuple[Chat, str]]) -> list[list[float]]:
-        scorer = self.scorer()
-        if scorer is None:
-            raise BackendError(f"backend {self.name!r}: teacher-forced log-probabilities of given text need a server that "
-                               f"scores text (/v1/completions with echo and logprobs: vLLM, SGLang, udcg serve); "
-                               f"{self.notes.get('scoring', 'scoring is off')}")
-        rows = _raise_on_errors(scorer.score_each([(chat, [text]) for chat, text in requests]), "continuation_logprobs")
-        return [row[0] for row in rows]
-
-    # ------------------------------------------------------------ exact scoring (/v1/completions)
-
-    def scorer(self):
-        """The ``CompletionsScorer`` when the server scores text and the served model's tokenizer
-        loads here; None otherwise (``notes["scoring"]`` says why). Found out once, on first use."""
-        with self._scorer_lock:
-            if self._scorer_state is None:
-                self._scorer_state = self._find_scorer()
-                if self._scorer_state[1]:
-                    self.notes["scoring"] = self._scorer_state[1]
-                    log.warning("%s: %s", self.name, self._scorer_state[1])
-            return self._scorer_state[0]
-
-    def _find_scorer(self) -> tuple[Any, str]:
-        from udcg.llm.chat_tokens import load_chat_tokens
-        from udcg.llm.openai_scoring import CompletionsScorer
-
-        if self.scoring == "top-logprobs":
-            return None, "exact scoring off (scoring: top-logprobs): first tokens read from the chat top list"
-        fallback = "; first tokens are read from the chat top list (censored outside it)"
-        try:
-            tokens = load_chat_tokens(self.tokenizer)
-        except (BackendError, InputError) as e:
-            why = (f"no exact scoring: {e} (give the served model's tokenizer: --tokenizer, reader.tokenizer; "
-                   "an offline alias, a model folder or a hub id)")
-            if self.scoring == "completions":
-                raise BackendError(why) from None
-            return None, why + fallback
-        scorer = CompletionsScorer(self, tokens)
-        problem = scorer.check()
-        if problem:
-            why = f"no exact scoring: the server does not score text through /v1/completions with echo and logprobs ({problem})"
-            if self.scoring == "completions":
-                raise BackendError(why)
-            return None, why + fallback
-        return scorer, ""
-
-    def can_read(self) -> bool:
-        """Whether ``read`` can give exact first-token and continuation log-probabilities here."""
-        return self.scorer() is not None
-
-    def read(self, chats: Sequence[Chat], candidates: Sequence[str], continuations: Sequence[str],
-             max_new_tokens: int = 32) -> list[Reading]:
-        """``udcg.llm.base.PromptReader`` for a server that scores text: per chat one scoring request
-        (the candidates' first tokens and the continuation together) and one greedy answer: two
-        requests where three calls would send three."""
-        scorer = self.scorer()
-        if scorer is None:
-            raise BackendError(f"backend {self.name!r} cannot read prompts exactly: {self.notes.get('scoring', '')}")
-        items = [(chat, [*candidates, cont]) for chat, cont in zip(chats, continuations, strict=True)]
-        scored = _raise_on_errors(scorer.score_each(items), "read")
-        answers = self.generate(chats, GenerationParams(max_new_tokens=max_new_tokens, temperature=0.0, n=1))
-        return [Reading({c: lps[0] for c, lps in zip(candidates, row)}, a[0], row[-1])
-                for row, a in zip(scored, answers, strict=True)]
 
     # ------------------------------------------------------------ per-item API
 
@@ -280,7 +192,7 @@ class OpenAIBackend:
             log.warning("%s: %s", self.name, self.notes["n"])
 
     def first_token_logprobs(self, chats: Sequence[Chat], candidates: Sequence[str]) -> list[ApiLogprobs]:
-        return _raise_on_errors(self.first_token_logprobs_each(chats, candidates), "first_token_logprobs")
+        return raise_on_errors(self.first_token_logprobs_each(chats, candidates), "first_token_logprobs")
 
     def first_token_logprobs_each(
         self,
@@ -445,35 +357,6 @@ def _check_positive(field: str, value, integer: bool = False) -> None:
     ok = isinstance(value, int) if integer else isinstance(value, (int, float)) and math.isfinite(value)
     if isinstance(value, bool) or not ok or value <= 0:
         raise InputError(f"OpenAI backend: {field} must be a positive {'integer' if integer else 'number'}, got {value!r}")
-
-
-def _raise_on_errors(results: list[Any], what: str) -> list[Any]:
-    failed = [i for i, r in enumerate(results) if isinstance(r, BackendError)]
-    if failed:
-        first = results[failed[0]]
-        raise BatchError(f"{what}: {len(failed)} of {len(results)} requests failed; first (item {failed[0]}): {first}", results)
-    return results
-
-
-OPENAI_URL = "https://api.openai.com/v1"
-SERVER_SOURCES = ("--api-base (udcg annotate, answer, judge), reader.api_base (a udcg validate config), "
-                  "or $UDCG_OPENAI_BASE_URLS / $OPENAI_BASE_URL")
-
-
-def target(base_urls: Sequence[str] | None, api_key_env: str = "OPENAI_API_KEY") -> tuple[list[str], str]:
-    """Where an ``openai:`` model's requests go and what set it: the given URLs, else the
-    comma-separated ``UDCG_OPENAI_BASE_URLS``, else ``OPENAI_BASE_URL``, else OpenAI's own API,
-    which is refused without a key (``InputError`` naming every way to give a server)."""
-    if base_urls:
-        return list(base_urls), "given"
-    for var in ("UDCG_OPENAI_BASE_URLS", "OPENAI_BASE_URL"):
-        env = os.environ.get(var)
-        if env and env.strip(" ,"):
-            return [u.strip() for u in env.split(",") if u.strip()], f"${var}"
-    if not os.environ.get(api_key_env):
-        raise InputError(f"no server given, so the model would go to OpenAI's API ({OPENAI_URL}), and ${api_key_env} "
-                         f"holds no key: give the server with {SERVER_SOURCES}, or set ${api_key_env} to use OpenAI")
-    return [OPENAI_URL], f"OpenAI's API (no server given by {SERVER_SOURCES})"
 
 
 def from_registry(model: str, **kw: Any) -> OpenAIBackend:

@@ -18,8 +18,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from udcg.errors import BackendError
-from udcg.llm.base import Chat
+import logging
+
+from udcg.errors import BackendError, InputError
+from udcg.llm.base import Chat, GenerationParams, Reading
+from udcg.llm.openai_results import ApiLogprobs, raise_on_errors
+
+log = logging.getLogger(__name__)
 
 SCORE_PATH = "completions"
 UNREACHABLE = ("connection failed", "timed out")  # a dead or stuck server, not one that cannot score
@@ -93,3 +98,83 @@ class CompletionsScorer:
                 raise result
             return str(result)
         return ""
+
+
+class ExactScoring:
+    """What ``OpenAIBackend`` does with a ``CompletionsScorer``: first tokens, continuations and a
+    ``PromptReader``'s reading, exact where its server scores text (found out once, ``scorer``);
+    else first tokens from the chat top list. Uses the backend's ``model``, ``name``, ``notes``,
+    ``tokenizer`` (a name), ``scoring`` (``SCORING``), ``first_token_logprobs`` and ``generate``."""
+
+    def first_token_scores(self, chats: Sequence[Chat], candidates: Sequence[str]) -> list:
+        """Each candidate's first-token log-probability per chat: exact through ``/v1/completions``
+        where the server scores text (``exact``), else from the chat top list (-inf outside it)."""
+        scorer = self.scorer()
+        if scorer is None:
+            return self.first_token_logprobs(chats, candidates)
+        rows = raise_on_errors(scorer.score_each([(chat, list(candidates)) for chat in chats]), "first_token_scores")
+        return [ApiLogprobs({c: lps[0] for c, lps in zip(candidates, row, strict=True)}, exact=True) for row in rows]
+
+    def continuation_logprobs(self, requests: Sequence[tuple[Chat, str]]) -> list[list[float]]:
+        scorer = self.scorer()
+        if scorer is None:
+            raise BackendError(f"backend {self.name!r}: teacher-forced log-probabilities of given text need a server that "
+                               f"scores text (/v1/completions with echo and logprobs: vLLM, SGLang, udcg serve); "
+                               f"{self.notes.get('scoring', 'scoring is off')}")
+        rows = raise_on_errors(scorer.score_each([(chat, [text]) for chat, text in requests]), "continuation_logprobs")
+        return [row[0] for row in rows]
+
+    # ------------------------------------------------------------ exact scoring (/v1/completions)
+
+    def scorer(self):
+        """The ``CompletionsScorer`` when the server scores text and the served model's tokenizer
+        loads here; None otherwise (``notes["scoring"]`` says why). Found out once, on first use."""
+        with self._scorer_lock:
+            if self._scorer_state is None:
+                self._scorer_state = self._find_scorer()
+                if self._scorer_state[1]:
+                    self.notes["scoring"] = self._scorer_state[1]
+                    log.warning("%s: %s", self.name, self._scorer_state[1])
+            return self._scorer_state[0]
+
+    def _find_scorer(self) -> tuple[Any, str]:
+        from udcg.llm.chat_tokens import load_chat_tokens
+
+        if self.scoring == "top-logprobs":
+            return None, "exact scoring off (scoring: top-logprobs): first tokens read from the chat top list"
+        fallback = "; first tokens are read from the chat top list (censored outside it)"
+        try:
+            tokens = load_chat_tokens(self.tokenizer)
+        except (BackendError, InputError) as e:
+            why = (f"no exact scoring: {e} (give the served model's tokenizer: --tokenizer, reader.tokenizer; "
+                   "an offline alias, a model folder or a hub id)")
+            if self.scoring == "completions":
+                raise BackendError(why) from None
+            return None, why + fallback
+        scorer = CompletionsScorer(self, tokens)
+        problem = scorer.check()
+        if problem:
+            why = f"no exact scoring: the server does not score text through /v1/completions with echo and logprobs ({problem})"
+            if self.scoring == "completions":
+                raise BackendError(why)
+            return None, why + fallback
+        return scorer, ""
+
+    def can_read(self) -> bool:
+        """Whether ``read`` can give exact first-token and continuation log-probabilities here."""
+        return self.scorer() is not None
+
+    def read(self, chats: Sequence[Chat], candidates: Sequence[str], continuations: Sequence[str],
+             max_new_tokens: int = 32) -> list[Reading]:
+        """``udcg.llm.base.PromptReader`` for a server that scores text: per chat one scoring request
+        (the candidates' first tokens and the continuation together) and one greedy answer: two
+        requests where three calls would send three."""
+        scorer = self.scorer()
+        if scorer is None:
+            raise BackendError(f"backend {self.name!r} cannot read prompts exactly: {self.notes.get('scoring', '')}")
+        items = [(chat, [*candidates, cont]) for chat, cont in zip(chats, continuations, strict=True)]
+        scored = raise_on_errors(scorer.score_each(items), "read")
+        answers = self.generate(chats, GenerationParams(max_new_tokens=max_new_tokens, temperature=0.0, n=1))
+        return [Reading({c: lps[0] for c, lps in zip(candidates, row)}, a[0], row[-1])
+                for row, a in zip(scored, answers, strict=True)]
+

@@ -166,7 +166,7 @@ def where_it_goes(spec: ModelSpec) -> str:
         return f"reader {spec.name}: local model ({spec.model})"
     if spec.scheme != "openai":
         return f"reader {spec.name}: {spec.scheme} API"
-    from udcg.llm.openai_backend import target
+    from udcg.llm.openai_target import target
 
     from udcg.redact import redact, url_secrets
 
