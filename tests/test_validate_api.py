@@ -228,6 +228,7 @@ def test_validate_through_udcg_serve_equals_the_local_run(tmp_path, capsys, one_
             assert row["answer"] == ln[key]["answer"], key
 
         # the pairs whose NO-RESPONSE is outside the server's chat top 20: exact here, never 0
+        from udcg.annotate.estimators import abstention_estimates
         from udcg.annotate.prompt import ABSTAIN, reader_chat
         from udcg.llm.openai_backend import OpenAIBackend
 
@@ -241,12 +242,18 @@ def test_validate_through_udcg_serve_equals_the_local_run(tmp_path, capsys, one_
         backend = OpenAIBackend("smollm2-135m", f"http://127.0.0.1:{port}/v1", max_concurrency=2, timeout=600)
         try:
             listed = backend.first_token_logprobs(chats, [ABSTAIN])
+            outside = [i for i, r in enumerate(listed) if r.logprobs[ABSTAIN] == -math.inf]
+            assert outside, "every pair had NO-RESPONSE in the top 20: the test would not show the censoring fix"
+            # read from the chat top list instead (the api-logprobs estimator): censored, never 0, and the
+            # bound holds the exact value
+            censored = abstention_estimates(backend, [chats[i] for i in outside], "api-logprobs")
         finally:
             backend.close()
-        outside = [k for k, r in zip(keys, listed) if r.logprobs[ABSTAIN] == -math.inf]
-        assert outside, "every pair had NO-RESPONSE in the top 20: the test would not show the censoring fix"
-        for key in outside:
-            assert 0 < an[key]["p_abs"] == pytest.approx(ln[key]["p_abs"], rel=2e-3)
+        for i, est in zip(outside, censored):
+            exact = an[keys[i]]["p_abs"]
+            assert 0 < exact == pytest.approx(ln[keys[i]]["p_abs"], rel=2e-3)
+            assert est.censored and est.estimator_used == "api-logprobs-censored" and est.p_abs > 0
+            assert exact <= est.ci_high and est.p_abs == est.ci_high / 2
 
         # the same report numbers
         for table in ("table3", "table3-all", "table4"):

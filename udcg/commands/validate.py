@@ -15,7 +15,14 @@ NOTES = """A killed run resumes when the same command is run again: finished mod
 RUN/cache/ and not recomputed. reader.batch_size is the prompts per forward pass; reader.chunk_size
 the requests per cached, fsynced unit of every model step of the run (the reader's and the LLM
 judges'). Every key of the config can be overridden with --set SECTION.KEY=VALUE
-(YAML value). See udcg/experiment/config.py for the schema and defaults."""
+(YAML value). See udcg/experiment/config.py for the schema and defaults.
+
+An API reader (vLLM, SGLang, udcg serve, OpenAI): reader.model: openai:NAME (or NAME with
+reader.api_base), reader.api_base (comma-separated URLs; else $UDCG_OPENAI_BASE_URLS, else
+$OPENAI_BASE_URL, else OpenAI's API, which needs the key), reader.api_key_env, reader.concurrency,
+reader.timeout, reader.rpm, reader.max_retries, reader.tokenizer and reader.scoring (exact p_abs and
+ANSWER_PROB through /v1/completions where the server scores text). The first line says where the
+reader's requests go."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
