@@ -298,3 +298,17 @@ def test_a_theta_row_that_could_not_be_fitted_says_why():
     (line, _) = theta_lines(cfg, {"table3": table3}, notes)
     assert line == ("_UDCG_theta has no row in Table 3: it could not be fitted (1 training questions: 0 pair(s) of contexts "
                     "of the same question with different outcomes)._")
+
+
+def test_theta_fits_when_the_alternated_pairs_all_point_one_way():
+    """Two questions, one pair each, of opposite signs: the alternation of pairwise_differences made
+    them one class and LinearSVC raised (a traceback in a 3-question validate run); now it fits."""
+    from udcg.metrics.udcg import pairwise_differences
+    from udcg.metrics.udcg_theta import UDCGTheta
+
+    u = np.array([[0.2, 0.1], [0.9, 0.3], [0.8, 0.2], [0.1, 0.4]])
+    y, g = np.array([0.0, 1.0, 1.0, 0.0]), np.array(["a", "a", "b", "b"])
+    assert len(np.unique(pairwise_differences(u, y, g)[1])) == 1
+    model = UDCGTheta(C=1.0).fit(u, y, g)
+    scores = model.decision_function(u) if hasattr(model, "decision_function") else model.predict(u)
+    assert scores[1] > scores[0] and scores[2] > scores[3]  # the correct context of each question ranks first
