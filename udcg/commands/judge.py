@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
                         retries=args.retries, match=args.match, f1_threshold=args.f1_threshold,
                         require_relevant_context=args.require_relevant_context, write_authors=args.write_authors,
                         cache=args.cache, keep_raw=args.keep_raw, retry_unparseable=args.retry_unparseable,
-                        api=api_settings(args),
+                        api=api_settings(args), say=lambda line: print(f"udcg judge: {line}", file=sys.stderr),
                         show_progress=not args.no_progress)
     for line in result.lines():
         print(line, file=sys.stderr)

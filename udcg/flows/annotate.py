@@ -78,6 +78,13 @@ def reader(model: str, *, estimator: str | None = None, prompt: str = "udcg-code
     return Reader(spec, config)
 
 
+def where(reader_: Reader) -> str:
+    """Where the reader runs, one line (an API model names its server: ``registry.where_it_goes``)."""
+    from udcg.llm.registry import where_it_goes
+
+    return where_it_goes(reader_.spec)
+
+
 @dataclass
 class FileAnnotation:
     """What ``annotate_file`` did: the output's summary line and what was found out about an API server."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from udcg.annotate.prompt import check_version
 from udcg.errors import InputError
 from udcg.flows.annotate import Say, quiet
-from udcg.llm.registry import api_options, resolve
+from udcg.llm.registry import api_options, resolve, where_it_goes
 from udcg.progress import bar
 
 
@@ -54,6 +54,8 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
     check_version(prompt)
     spec = resolve(model, device=device, dtype=dtype, batch_size=batch_size, **api_options(**(api or {})),
                    defaults={"device": "auto", "dtype": "float32"})  # an API model refuses the local options
+    if spec.api:  # the first line names the server (an openai: model without one refuses without a key)
+        say(where_it_goes(spec))
     output = Path(output)
     cache = Path(cache) if cache else output.with_name(output.name + ".cache.jsonl")
     if cache.resolve() == output.resolve():
