@@ -312,3 +312,22 @@ def test_theta_fits_when_the_alternated_pairs_all_point_one_way():
     model = UDCGTheta(C=1.0).fit(u, y, g)
     scores = model.decision_function(u) if hasattr(model, "decision_function") else model.predict(u)
     assert scores[1] > scores[0] and scores[2] > scores[3]  # the correct context of each question ranks first
+
+
+def test_every_command_refuses_an_openai_model_with_no_server_and_no_key(tmp_path, monkeypatch, capsys):
+    for var in ("UDCG_OPENAI_BASE_URLS", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({**TINY, "reader": {"model": "openai:m"}}))
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"qid": "q", "cid": "c", "question": "Q?", "answers": ["a"], "answer": "a"}) + "\n")
+    for argv in (["annotate", str(tmp_path / "in.json"), "-o", str(tmp_path / "o.json"), "--model", "openai:m"],
+                 ["answer", "--run", str(tmp_path / "r.trec"), "--corpus", str(tmp_path), "--model", "openai:m",
+                  "-o", str(tmp_path / "a.jsonl")],
+                 ["judge", "answer", str(answers), "-o", str(tmp_path / "j.jsonl"), "--judge", "openai:m"],
+                 ["validate", str(config), "-o", str(tmp_path / "run")]):
+        assert main(argv) == 2, argv[0]
+        err = capsys.readouterr().err
+        assert "would go to OpenAI's API (https://api.openai.com/v1)" in err and "reader.api_base" in err, argv[0]
+        assert "Traceback" not in err
+    assert not (tmp_path / "run").exists()
