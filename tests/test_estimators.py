@@ -41,11 +41,20 @@ def test_sequence_never_exceeds_first_token(probs):
     assert seq <= abstention_probs(backend, [chat("x")], "first-token")[0] + 1e-12
 
 
-def test_api_logprobs_notes_a_token_outside_the_top_list():
+def test_api_logprobs_censors_a_token_outside_the_top_list_never_zero():
     backend = ScriptedBackend(first={"in": math.log(0.7), "out": -math.inf})
     inside, outside = abstention_estimates(backend, [chat("in"), chat("out")], "api-logprobs")
-    assert inside == Estimate(pytest.approx(0.7), note="")
-    assert outside.p_abs == 0.0 and "not among the returned top log-probabilities" in outside.note
+    assert inside == Estimate(pytest.approx(0.7), note="", estimator_used="api-logprobs")
+    # without the top list the only bound is 1: p_abs in [0, 1], recorded as 0.5, never 0
+    assert (outside.p_abs, outside.ci_low, outside.ci_high, outside.censored) == (0.5, 0.0, 1.0, True)
+    assert outside.estimator_used == "api-logprobs-censored" and outside.note.startswith("censored")
+
+
+def test_the_censoring_bound_is_the_lists_last_probability_or_the_mass_it_leaves():
+    top = {"a": math.log(0.6), "b": math.log(0.3), "c": math.log(0.05)}
+    assert estimators.censored_bound(top) == pytest.approx(0.05)  # 1 - 0.95 = 0.05 too
+    assert estimators.censored_bound({"a": math.log(0.5), "b": math.log(0.45)}) == pytest.approx(0.05)  # the mass left
+    assert estimators.censored_bound({"a": math.log(0.2), "b": math.log(0.1)}) == pytest.approx(0.1)  # the last one
 
 
 def test_sampling_counts_abstentions_with_a_wilson_interval():

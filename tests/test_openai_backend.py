@@ -79,7 +79,7 @@ def test_candidate_logprob_longest_prefix_explicit_token_and_absence():
     assert candidate_logprob(top, "NO-RESPONSE") == (-0.5, "")
     assert candidate_logprob(top, "NO-RESPONSE", first_token="N") == (-2.0, "")
     lp, note = candidate_logprob({"The": -0.1}, "NO-RESPONSE")
-    assert lp == -math.inf and "absent from the top-1 list" in note and "probability reported as 0" in note
+    assert lp == -math.inf and "absent from the top-1 list" in note and "probability censored" in note
     lp, note = candidate_logprob(top, "NO-RESPONSE", first_token="NO-")
     assert lp == -math.inf and "'NO-'" in note
 
@@ -115,9 +115,11 @@ def test_constructor_rejects_bad_settings(kw):
         OpenAIBackend("m", **{"base_urls": "http://127.0.0.1:1/v1", **kw})
 
 
-def test_continuation_logprobs_needs_open_weights():
-    with pytest.raises(BackendError, match="open weights"):
+def test_continuation_logprobs_need_a_server_that_scores_text():
+    with pytest.raises(BackendError, match=r"need a server that scores text .*no tokenizer for 'm'.*--tokenizer, reader.tokenizer"):
         OpenAIBackend("m", "http://127.0.0.1:1/v1").continuation_logprobs([(CHAT, "Paris")])
+    with pytest.raises(BackendError, match=r"scores text .*scoring: top-logprobs"):
+        OpenAIBackend("m", "http://127.0.0.1:1/v1", scoring="top-logprobs").continuation_logprobs([(CHAT, "Paris")])
 
 
 # ---------------------------------------------------------------- against the real local server

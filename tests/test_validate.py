@@ -185,7 +185,8 @@ def test_correlate_matches_the_hand_ranking_and_leaves_na_out():
     assert rows["N"]["na_metric"] == 1 and rows["M"]["na_metric"] == 0
     assert rows["M"]["no_rho_outcome"] == 1  # q3's graded outcomes are all "correct"
     assert notes == {"contexts": 7, "ungraded_contexts": 1, "na_values": 1, "questions": 3}
-    assert rows["M"]["best"] == "*" and rows["N"]["diff_vs_baseline"] == pytest.approx(-2.0)  # on q2 only
+    # M leads, but on 2 questions no Holm-corrected test tells it apart: no best mark
+    assert rows["M"]["best"] == "" and rows["N"]["diff_vs_baseline"] == pytest.approx(-2.0)  # on q2 only
     assert (rows["M"]["pair_acc"], rows["N"]["pair_acc"]) == (1.0, 0.0)
 
 

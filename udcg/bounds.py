@@ -145,6 +145,7 @@ CONFIG: dict[str, Bound] = {
     "contexts.balance": SHARE, "grading.f1_threshold": OPEN_SHARE, "grading.max_new_tokens": TOKENS,
     "metrics.gamma": WEIGHT, "metrics.n_boot": RESAMPLES, "theta.train_share": SHARE, "theta.C_grid": POSITIVE,
     "theta.cv_folds": FOLDS, "studies.k_values": CUTOFF, "studies.oracle_k": CUTOFF,
+    "reader.concurrency": CONCURRENCY, "reader.timeout": SECONDS, "reader.rpm": RATE, "reader.max_retries": RETRIES,
 }
 
 

@@ -58,6 +58,8 @@ class Annotation:
     ci_high: float | None = None
     n_samples: int | None = None
     note: str = ""
+    estimator_used: str = ""  # the estimator that gave this p_abs (e.g. api-logprobs-censored; "": as estimator)
+    censored: bool | None = None  # True: the abstention token was outside a top-k list (p_abs in [0, ci_high])
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.p_abs) and 0.0 <= self.p_abs <= 1.0):

@@ -3,14 +3,20 @@
 
 - ``first-token``: the softmax probability, at the answer position, of the first token of the
   tokenised string ``NO-RESPONSE``. The authors' public code computes exactly this; it is the
-  paper-parity mode. Through an API backend that only returns a top-k list, a token outside the
-  list gets probability 0 (the backend returns -inf).
+  paper-parity mode. Through an API reader it is exact where the server scores text
+  (``/v1/completions`` with echo and logprobs: vLLM, SGLang, ``udcg serve``); a chat-only server
+  gives a top-k list, and a token outside it is censored (``censored``), never 0.
 - ``sequence``: the product of the conditional probabilities of all tokens of ``NO-RESPONSE``
   (teacher forcing): the probability of the whole string, not of its first piece.
 - ``sampling`` (black-box models): the share of sampled answers judged abstentions, with a Wilson
   interval (``udcg.annotate.sampling``).
-- ``api-logprobs``: ``first-token`` read from an OpenAI-compatible API's top log-probabilities,
-  with a note on the estimates where ``NO-RESPONSE`` was outside the returned list.
+- ``api-logprobs``: ``first-token`` read from an OpenAI-compatible API's chat top log-probabilities.
+  Where ``NO-RESPONSE`` is outside the returned list, p_abs is censored: below the list's last
+  probability (and below the mass the list leaves), recorded as half that bound with the bound as
+  ``ci_high`` and ``censored`` set, never as 0.
+
+Every estimate records ``estimator_used``: the estimator that actually gave it (``first-token``,
+``sequence``, ``sampling``, ``api-logprobs`` for a value read from a top list, ``api-logprobs-censored``).
 
 More estimators plug in with ``register_estimator(name, fn)``; ``fn(backend, chats, **options)``
 returns, per chat in order, a float or an ``Estimate`` (or any object with ``p``/``p_abs`` and
@@ -21,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from udcg.annotate.prompt import ABSTAIN
@@ -36,6 +42,14 @@ class Estimate:
     ci_high: float | None = None
     n_samples: int | None = None
     note: str = ""
+    estimator_used: str = ""  # the estimator that actually gave p_abs ("" : the one asked for)
+    censored: bool = False  # the abstention token was outside a top-k list: p_abs in [0, ci_high]
+
+
+CENSORED_NOTE = ("censored: NO-RESPONSE was outside the server's top log-probabilities; p_abs is below ci_high "
+                 "(the list's last probability) and recorded as half of it")
+CENSORED_FIX = ("use a server that scores text (/v1/completions with echo and logprobs: vLLM, SGLang, udcg serve) "
+                "with the first-token or sequence estimator, or the sampling estimator")
 
 
 EstimatorFn = Callable[..., Sequence[Any]]
@@ -57,9 +71,13 @@ def probability(logprob: float, where: str) -> float:
 
 
 def first_token(backend: Backend, chats: Sequence[Chat], *, target: str = ABSTAIN) -> list[Estimate]:
-    rows = backend.next_token_logprobs(chats, [target])
-    _check_count(backend, rows, chats)
-    return [Estimate(probability(row[target], f"{backend.name}: chat {i}")) for i, row in enumerate(rows)]
+    scores = getattr(backend, "first_token_scores", None)  # an API backend: exact, or a top list
+    if scores is None:
+        rows = backend.next_token_logprobs(chats, [target])
+        _check_count(backend, rows, chats)
+        return [Estimate(probability(row[target], f"{backend.name}: chat {i}"), estimator_used="first-token")
+                for i, row in enumerate(rows)]
+    return _from_api(backend, chats, scores(chats, [target]), target)
 
 
 def sequence(backend: Backend, chats: Sequence[Chat], *, target: str = ABSTAIN) -> list[Estimate]:
@@ -69,18 +87,49 @@ def sequence(backend: Backend, chats: Sequence[Chat], *, target: str = ABSTAIN) 
     for i, logprobs in enumerate(rows):
         if not logprobs:
             raise BackendError(f"{backend.name}: chat {i}: no log-probabilities for the continuation {target!r}")
-        out.append(Estimate(probability(math.fsum(logprobs), f"{backend.name}: chat {i}")))
+        out.append(Estimate(probability(math.fsum(logprobs), f"{backend.name}: chat {i}"), estimator_used="sequence"))
     return out
 
 
 def api_logprobs(backend: Backend, chats: Sequence[Chat], *, target: str = ABSTAIN) -> list[Estimate]:
-    rows = backend.next_token_logprobs(chats, [target])
+    listed = getattr(backend, "first_token_logprobs", None)  # the chat top list, even where exact scoring exists
+    if listed is None:
+        rows = backend.next_token_logprobs(chats, [target])
+        _check_count(backend, rows, chats)
+        return _from_api(backend, chats, [_Listed(row) for row in rows], target)
+    return _from_api(backend, chats, listed(chats, [target]), target)
+
+
+class _Listed:
+    """A backend's next_token_logprobs row seen as an API result without its top list."""
+
+    def __init__(self, logprobs: dict[str, float]) -> None:
+        self.logprobs, self.top, self.exact = logprobs, None, False
+
+
+def censored_bound(top: dict[str, float] | None) -> float:
+    """The most a token outside a top list can have: the list's last probability, and the mass the
+    list leaves (1 without a list)."""
+    if not top:
+        return 1.0
+    probs = [math.exp(v) for v in top.values() if v > -math.inf]
+    return max(0.0, min(min(probs, default=1.0), 1.0 - math.fsum(probs)))
+
+
+def _from_api(backend: Backend, chats: Sequence[Chat], rows: Sequence[Any], target: str) -> list[Estimate]:
     _check_count(backend, rows, chats)
     out = []
     for i, row in enumerate(rows):
-        lp = row[target]
-        note = f"{target!r} was not among the returned top log-probabilities; p_abs set to 0" if lp == -math.inf else ""
-        out.append(Estimate(probability(lp, f"{backend.name}: chat {i}"), note=note))
+        lp = row.logprobs[target]
+        where = f"{backend.name}: chat {i}"
+        if getattr(row, "exact", False):
+            out.append(Estimate(probability(lp, where), estimator_used="first-token"))
+        elif lp > -math.inf:
+            out.append(Estimate(probability(lp, where), estimator_used="api-logprobs"))
+        else:
+            bound = censored_bound(getattr(row, "top", None))
+            out.append(Estimate(bound / 2, 0.0, bound, note=CENSORED_NOTE, estimator_used="api-logprobs-censored",
+                                censored=True))
     return out
 
 
@@ -102,9 +151,9 @@ def _check_count(backend: Backend, rows: Sequence[Any], chats: Sequence[Chat]) -
         raise BackendError(f"backend {backend.name!r} returned {len(rows)} results for {len(chats)} chats")
 
 
-def _as_estimate(obj: Any, where: str) -> Estimate:
+def _as_estimate(obj: Any, where: str, estimator: str = "") -> Estimate:
     if isinstance(obj, Estimate):
-        return obj
+        return obj if obj.estimator_used else replace(obj, estimator_used=estimator)
     if isinstance(obj, (int, float)) and not isinstance(obj, bool):
         p, low, high, n = float(obj), None, None, None
     else:
@@ -114,7 +163,7 @@ def _as_estimate(obj: Any, where: str) -> Estimate:
             raise BackendError(f"{where}: the estimator returned {type(obj).__name__}, not a probability")
     if not (math.isfinite(p) and 0.0 <= p <= 1.0):
         raise BackendError(f"{where}: the estimator returned p_abs = {p!r}, not a probability in [0, 1]")
-    return Estimate(float(p), low, high, n, getattr(obj, "note", ""))
+    return Estimate(float(p), low, high, n, getattr(obj, "note", ""), estimator)
 
 
 def abstention_estimates(backend: Backend, chats: Sequence[Chat], estimator: str = "first-token",
@@ -127,7 +176,7 @@ def abstention_estimates(backend: Backend, chats: Sequence[Chat], estimator: str
         return []
     raw = list(_ESTIMATORS[estimator](backend, chats, **options))
     _check_count(backend, raw, chats)
-    return [_as_estimate(obj, f"{estimator} on {backend.name}: chat {i}") for i, obj in enumerate(raw)]
+    return [_as_estimate(obj, f"{estimator} on {backend.name}: chat {i}", estimator) for i, obj in enumerate(raw)]
 
 
 def abstention_probs(backend: Backend, chats: Sequence[Chat], estimator: str = "first-token", **options: Any) -> list[float]:

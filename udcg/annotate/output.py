@@ -58,7 +58,7 @@ def write_annotated(output: str, questions: Sequence[Question], raw: Sequence[di
     meta = {"udcg_version": __version__, "model": model, **asdict(cfg), "n_questions": len(items),
             "n_passages": stats.n_passages, "n_computed_this_run": stats.n_computed,
             "n_changed_this_run": stats.n_changed,
-            "passages_per_s_this_run": stats.passages_per_s, "notes": stats.notes,
+            "passages_per_s_this_run": stats.passages_per_s, "notes": stats.notes, "n_censored": stats.n_censored,
             "mean_p_abs_relevant": mean(rel_p), "mean_p_abs_irrelevant": mean(irr_p),
             "n_relevant": len(rel_p), "n_irrelevant": len(irr_p), "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     atomic_write_json(f"{output}.meta.json", {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in meta.items()})
@@ -68,4 +68,8 @@ def write_annotated(output: str, questions: Sequence[Question], raw: Sequence[di
                 if stats.n_changed else ""),
              f"mean p_abs: relevant {mean(rel_p):.4f} (n={len(rel_p)})  irrelevant {mean(irr_p):.4f} (n={len(irr_p)})"]
     lines += [f"note: {n} passages: {note}" for note, n in stats.notes.items()]
+    if stats.n_censored:
+        from udcg.annotate.runner import censored_warning
+
+        lines.append(censored_warning(stats.n_censored, stats.n_passages))
     return "\n".join(lines)

@@ -40,6 +40,7 @@ class AnnotateStats:
     n_passages: int = 0
     n_computed: int = 0
     n_changed: int = 0  # cached pairs computed again: the question or passage text changed
+    n_censored: int = 0  # pairs whose p_abs is censored (outside an API's top-k list)
     seconds: float = 0.0
     notes: dict[str, int] = field(default_factory=dict)
 
@@ -104,7 +105,12 @@ class _Replay:
         self.name, self._rows = name, rows
 
     def next_token_logprobs(self, chats: list, candidates: Sequence[str]) -> list:
+        return [r.logprobs for r in self._rows]
+
+    def first_token_logprobs(self, chats: list, candidates: Sequence[str]) -> list:
         return self._rows
+
+    first_token_scores = first_token_logprobs
 
 
 def _estimate_keeping_finished(backend: Backend, chats: list, cfg: AnnotateConfig) -> tuple[list, BackendError | None]:
@@ -114,10 +120,10 @@ def _estimate_keeping_finished(backend: Backend, chats: list, cfg: AnnotateConfi
         return _estimate(backend, chats, cfg), None
     except BackendError as e:
         results = getattr(e, "results", None)
-        if cfg.estimator != "api-logprobs" or not isinstance(results, list) or len(results) != len(chats):
+        if cfg.estimator not in ("api-logprobs", "first-token") or not isinstance(results, list) or len(results) != len(chats):
             raise
         ok = [i for i, r in enumerate(results) if not isinstance(r, BaseException) and hasattr(r, "logprobs")]
-        estimates = _estimate(_Replay(backend.name, [results[i].logprobs for i in ok]), [chats[i] for i in ok], cfg) if ok else []
+        estimates = _estimate(_Replay(backend.name, [results[i] for i in ok]), [chats[i] for i in ok], cfg) if ok else []
         out: list = [None] * len(chats)
         for i, est in zip(ok, estimates, strict=True):
             out[i] = est
@@ -142,7 +148,9 @@ def annotation_body(q: Question, p, model: str, cfg: AnnotateConfig, estimate) -
     """The cache record of one finished annotation, without its key (the runner adds it)."""
     a = Annotation(qid=q.qid, pid=p.pid, model=model, estimator=cfg.estimator, p_abs=estimate.p_abs,
                    prompt_version=cfg.prompt_version, ci_low=estimate.ci_low, ci_high=estimate.ci_high,
-                   n_samples=estimate.n_samples, note=estimate.note)
+                   n_samples=estimate.n_samples, note=estimate.note,
+                   estimator_used=getattr(estimate, "estimator_used", "") or cfg.estimator,
+                   censored=True if getattr(estimate, "censored", False) else None)
     return {**{name: getattr(a, name) for name in _ANNOTATION_FIELDS}, **_sampling(cfg)}  # flat: no deep copy as asdict
 
 
@@ -194,4 +202,15 @@ def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfi
     for a in done.values():
         if a.note:
             stats.notes[a.note] = stats.notes.get(a.note, 0) + 1
+        stats.n_censored += bool(a.censored)
+    if stats.n_censored:
+        log.warning("%s", censored_warning(stats.n_censored, len(done)))
     return done, stats
+
+
+def censored_warning(n_censored: int, n: int) -> str:
+    """The line that warns of censored p_abs values, with their share and the fix."""
+    from udcg.annotate.estimators import CENSORED_FIX
+
+    return (f"warning: p_abs censored for {n_censored} of {n} pairs ({n_censored / n:.1%}): NO-RESPONSE was outside the "
+            f"server's top log-probabilities, so p_abs is only known to lie below a bound (recorded as half of it); {CENSORED_FIX}")

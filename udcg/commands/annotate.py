@@ -5,12 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from udcg.commands._parser import command
+from udcg.commands._parser import add_api_options, api_settings, command
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from udcg.flows.annotate import DEFAULT_CONCURRENCY
-
     p = command(sub, "annotate", help="p(NO-RESPONSE) and utility per passage, for one LLM (resumable)",
                 description="""Give every (question, passage) its abstention probability p_abs for one reader LLM,
                 alone in the paper's prompt, and its utility u = R * (1 - p_abs). Writes the authors'
@@ -42,20 +40,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, help="offline alias (smollm2-135m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b), "
                    "a Hugging Face id or local directory, openai:MODEL, or the API's model name with --api-base")
     p.add_argument("--estimator", default=None, choices=("first-token", "sequence", "sampling", "api-logprobs"),
-                   help="default: first-token (paper parity) for local models, api-logprobs for an API model "
-                   "(openai:MODEL, --api-base, or a scheme registered as an API)")
+                   help="default: first-token (paper parity) for local models, api-logprobs (the chat top list; a "
+                   "token outside it is censored, never 0) for an API model; first-token or sequence through an API "
+                   "model: exact where its server scores text (/v1/completions: vLLM, SGLang, udcg serve)")
     p.add_argument("--prompt", default="udcg-code-v1", help="reader prompt version (udcg-code-v1 = the authors' code; paper-fig4-v1)")
     p.add_argument("--limit", type=int, default=None, help="only the first N questions (with --run: the first N "
                    "queries of the queries file)")
-    p.add_argument("--api-base", default=None, help="OpenAI-compatible base URL(s), comma-separated (round-robin); "
-                   "without it, openai:MODEL uses $UDCG_OPENAI_BASE_URLS, else $OPENAI_BASE_URL, else OpenAI's API")
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
-    p.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
-                   help=f"API requests in flight, over every base URL (default {DEFAULT_CONCURRENCY})")
-    p.add_argument("--rpm", type=float, default=None, help="API requests-per-minute limit")
-    p.add_argument("--timeout", type=float, default=60.0, help="API: seconds to wait for one response (default 60)")
-    p.add_argument("--max-retries", type=int, default=5, help="API: retries per request after the first attempt, "
-                   "with exponential backoff and Retry-After (default 5); then the run stops, keeping finished work")
     p.add_argument("--device", default=None, help="cpu, cuda, auto")  # None: auto, and lets an API model refuse it
     p.add_argument("--dtype", default=None, help="float32, bfloat16, float16")  # None: float32
     p.add_argument("--batch-size", type=int, default=None,
@@ -67,23 +57,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target-width", type=float, default=None, help="sampling: stop early once the Wilson interval is narrower")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_api_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from udcg.errors import InputError
-    from udcg.flows.annotate import annotate_file, annotate_run_files, reader
+    from udcg.flows.annotate import annotate_file, annotate_run_files, reader, where
     from udcg.progress import follow_libraries
 
     if args.run and (args.input or not args.corpus):
         raise InputError("with --run give --corpus (a BEIR folder or corpus file) and no INPUT file")
     if not args.run and not args.input:
         raise InputError("give an INPUT file, or --corpus with one or more --run")
-    reader_ = reader(args.model, estimator=args.estimator, prompt=args.prompt, api_base=args.api_base,
-                     api_key_env=args.api_key_env, concurrency=args.concurrency, rpm=args.rpm, timeout=args.timeout,
-                     max_retries=args.max_retries, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
+    reader_ = reader(args.model, estimator=args.estimator, prompt=args.prompt, **api_settings(args),
+                     device=args.device, dtype=args.dtype, batch_size=args.batch_size,
                      chunk_size=args.chunk_size, samples=args.samples, temperature=args.temperature,
                      target_width=args.target_width, seed=args.seed)
+    if reader_.spec.api:  # the first line names the server (an openai: model without one refuses without a key)
+        print(f"udcg annotate: {where(reader_)}", file=sys.stderr)
     if args.run:
         follow_libraries(not args.no_progress)
         report = annotate_run_files(args.corpus, args.run, args.output, reader_, depth=args.depth, queries=args.queries,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from udcg.commands._parser import command
+from udcg.commands._parser import add_api_options, api_settings, command
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "(rank order kept), so contexts differ within a query (for fit-theta and correlate)")
     p.add_argument("--depth", type=int, default=20, help="with --samples: the pool depth per run (default 20)")
     p.add_argument("--seed", type=int, default=0, help="with --samples: the seed")
-    p.add_argument("--model", required=True, help="the reader: an offline alias, a model folder or hub id, or openai:MODEL")
+    p.add_argument("--model", required=True, help="the reader: an offline alias, a model folder or hub id, openai:MODEL, "
+                   "or the API's model name with --api-base")
     p.add_argument("--prompt", default="udcg-code-v1", help="reader prompt version (udcg-code-v1, paper-fig4-v1)")
     p.add_argument("--max-new-tokens", type=int, default=32, help="answer length limit (default 32)")
     p.add_argument("--batch-size", type=int, default=None,
@@ -44,6 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", required=True, help="contexts JSONL with the answers")
     p.add_argument("--cache", help="resume cache (default OUTPUT.cache.jsonl)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_api_options(p)
     p.set_defaults(func=run)
 
 
@@ -56,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
                          answers=args.answers, utilities=args.utilities, limit=args.limit, samples=args.samples,
                          depth=args.depth, seed=args.seed, prompt=args.prompt, max_new_tokens=args.max_new_tokens,
                          batch_size=args.batch_size, chunk_size=args.chunk_size, device=args.device, dtype=args.dtype,
-                         cache=args.cache, show_progress=not args.no_progress,
+                         cache=args.cache, api=api_settings(args), show_progress=not args.no_progress,
                          say=lambda line: print(line, file=sys.stderr))
     print(result.line(args.samples), file=sys.stderr)
     return 0

@@ -15,7 +15,14 @@ NOTES = """A killed run resumes when the same command is run again: finished mod
 RUN/cache/ and not recomputed. reader.batch_size is the prompts per forward pass; reader.chunk_size
 the requests per cached, fsynced unit of every model step of the run (the reader's and the LLM
 judges'). Every key of the config can be overridden with --set SECTION.KEY=VALUE
-(YAML value). See udcg/experiment/config.py for the schema and defaults."""
+(YAML value). See udcg/experiment/config.py for the schema and defaults.
+
+An API reader (vLLM, SGLang, udcg serve, OpenAI): reader.model: openai:NAME (or NAME with
+reader.api_base), reader.api_base (comma-separated URLs; else $UDCG_OPENAI_BASE_URLS, else
+$OPENAI_BASE_URL, else OpenAI's API, which needs the key), reader.api_key_env, reader.concurrency,
+reader.timeout, reader.rpm, reader.max_retries, reader.tokenizer and reader.scoring (exact p_abs and
+ANSWER_PROB through /v1/completions where the server scores text). The first line says where the
+reader's requests go."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -38,11 +45,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 def execute(config_path, args: argparse.Namespace) -> int:
     from udcg.experiment.config import load_config
-    from udcg.experiment.validate import run_validation
+    from udcg.experiment.validate import reader_line, run_validation
     from udcg.progress import bar, follow_libraries
 
     cfg = load_config(config_path, args.overrides, args.output)
-    print(f"udcg validate: {cfg.name} -> {cfg.output}", file=sys.stderr)
+    where = reader_line(cfg)  # an API reader without a server or key is refused here
+    print(f"udcg validate: {cfg.name} -> {cfg.output}; {where}", file=sys.stderr)
     quiet = args.no_progress
     follow_libraries(not quiet)
     result = run_validation(cfg, progress=None if quiet else bar)

@@ -27,6 +27,7 @@ from udcg.bounds import CONFIG as CONFIG_BOUNDS, check_value
 from udcg.errors import InputError
 from udcg.experiment.paths import data_folder, dataset_ref, portable_path, run_folder
 from udcg.experiment.typed_yaml import build, read_yaml, set_override
+from udcg.llm.openai_wire import DEFAULT_CONCURRENCY
 METRIC_CHOICES_NOTE = "e.g. UDCG, UDCG_theta, nDCG, RR, AP, P, Success, eRAG, ANSWER_PROB, RA-nWG"
 
 
@@ -59,6 +60,15 @@ class ReaderConfig:
     prompt_version: str = "udcg-code-v1"
     max_new_tokens: int = 32  # answer budget (greedy)
     chunk_size: int = 32  # requests per cached, fsynced unit of every model step (the reader's and the LLM judges')
+    # An API reader (openai:MODEL, or any model name with api_base): the settings of `udcg annotate`'s flags.
+    api_base: str | None = None  # OpenAI-compatible base URL(s), comma-separated (None: $UDCG_OPENAI_BASE_URLS, ...)
+    api_key_env: str = "OPENAI_API_KEY"  # environment variable holding the key (unset: no key sent)
+    concurrency: int = DEFAULT_CONCURRENCY  # API requests in flight
+    timeout: float = 60.0  # seconds for one API response
+    rpm: float | None = None  # API requests per minute (None: no limit)
+    max_retries: int = 5  # retries per API request after the first attempt
+    tokenizer: str | None = None  # the served model's tokenizer, for exact scoring (None: the served model's name)
+    scoring: str = "auto"  # auto | completions | top-logprobs: exact p_abs through /v1/completions, or a top list
 
 
 @dataclass(frozen=True)
@@ -144,6 +154,7 @@ CHOICES = {
     "pool.source": ("dataset", "bm25", "dense"),
     "pool.relevance": ("labels", "containment", "labels+containment"),
     "annotation.estimator": ("first-token", "sequence"),
+    "reader.scoring": ("auto", "completions", "top-logprobs"),
     "grading.match": ("contains", "exact", "f1"),
     "metrics.n_relevant": ("pool", "context"),
     "metrics.erag_score": ("f1", "contains"),
@@ -189,6 +200,20 @@ def _check(cfg: Config, where: str) -> None:
         raise InputError(f"{where}: theta.C = {cfg.theta.C!r} must be a number > 0 (SVM-rank's default is 0.01) "
                          "or auto (chosen by cross-validation over theta.C_grid)")
     _check_metrics(cfg, where)
+    if cfg.reader.scoring == "top-logprobs":
+        needs = exact_needs(cfg)
+        if needs:
+            raise InputError(f"{where}: {needs[0]}, which a reader read from the chat top list (reader.scoring: "
+                             "top-logprobs) cannot give: drop it, or set reader.scoring: auto for a server that scores "
+                             "text (/v1/completions: vLLM, SGLang, udcg serve)")
+
+
+def exact_needs(cfg: Config) -> list[str]:
+    """What the config asks of the reader that only exact scoring of given text gives (an API reader
+    needs a server that scores text: ``/v1/completions`` with echo and logprobs)."""
+    names = {n.split("@")[0] for n in cfg.metrics.names}
+    return (["metrics.names holds ANSWER_PROB (log P(reference answer | passage))"] if "ANSWER_PROB" in names else []) + (
+        ["annotation.estimator is sequence (P(whole NO-RESPONSE))"] if cfg.annotation.estimator == "sequence" else [])
 
 
 def _check_metrics(cfg: Config, where: str) -> None:

@@ -193,9 +193,11 @@ def build_tables(cfg: Config, groups: dict[str, list[ContextRecord]], notes: dic
     tables: dict[str, Table] = {}
     per_question: list[dict] = []
 
+    in_sample = ["UDCG_theta"] if notes.get("theta_in_sample", {}).get("in_sample") else []
+
     def corr_table(key, records, metric_names, title, baseline=m.baseline):
         tables[key], corr[key] = studies.correlate(records, metric_names, baseline, m.constant_metric, m.n_boot,
-                                                   cfg.seed, title)
+                                                   cfg.seed, title, in_sample)
         per_question.extend({"table": key, **row} for row in studies.per_question_rows(records, metric_names,
                                                                                        m.constant_metric))
 
@@ -219,7 +221,7 @@ def build_tables(cfg: Config, groups: dict[str, list[ContextRecord]], notes: dic
             key = f"k{kk}"
             records = [r for r in (groups["main"] if kk == k else groups[key]) if r.split == "test"]
             per_k[kk], corr[key] = studies.correlate(records, names, m.baseline, m.constant_metric, m.n_boot, cfg.seed,
-                                                     f"k = {kk}")
+                                                     f"k = {kk}", in_sample)
             per_question.extend({"table": key, **row} for row in studies.per_question_rows(records, names,
                                                                                            m.constant_metric))
         tables["fig2-k"] = studies.k_sweep_table(per_k)
@@ -257,8 +259,53 @@ def _header(cfg: Config, notes: dict) -> list[str]:
             "Correlation statistics per question: Spearman's rho (the paper's), Kendall's tau-b, and the pairwise "
             "ordering accuracy over context pairs with different outcomes (metric ties count half; tie-neutral); each "
             "is averaged over the questions where it is defined, with a 95% bootstrap interval and a paired sign-flip "
-            "permutation test against the baseline, raw and Holm-corrected within the table. NA metric values are NaN, "
+            "permutation test against the baseline, raw and Holm-corrected within the table; best (*) marks the highest "
+            "mean only where those Holm-corrected tests (α 0.05) tell it apart from every other metric. NA metric values are NaN, "
             "never 0: a question with one has no value for that metric (na_metric).", ""]
+
+
+def verdict(cfg: Config, tables: dict[str, Table]) -> str:
+    """The report's first sentence: what Table 3 over all questions can and cannot tell, from its
+    Holm-corrected paired tests against the baseline and the smallest gap its questions could detect."""
+    from udcg.flows.correlate import ALPHA
+
+    base, table, power = cfg.metrics.baseline, tables.get("table3-all"), tables.get(POWER_TABLE)
+    rows = [r for r in (table.rows if table else []) if r.get("circular") != "yes" and r["metric"] != base]
+    if not rows or base not in {r["metric"] for r in table.rows}:
+        return f"No metric can be compared with {base}: there are no graded contexts with different outcomes to correlate."
+    usable = max((r["n_usable"] for r in power.rows), default=0) if power else 0
+    gaps = [r["min_detectable_diff"] for r in (power.rows if power else []) if _finite(r["min_detectable_diff"])]
+    gap = f"the smallest ρ gap these questions could detect (80% power) is {min(gaps):.2f}" if gaps else \
+        "too few questions vary in outcome to detect any gap"
+    sig = [r for r in rows if _finite(r["p_holm"]) and r["p_holm"] < ALPHA]
+    if not sig:
+        return (f"No metric can be told apart from {base} at this size: on {usable} usable questions every Holm-corrected "
+                f"p is at least {ALPHA}, and {gap}.")
+    above = [r["metric"] for r in sig if r["diff_vs_baseline"] > 0]
+    below = [r["metric"] for r in sig if r["diff_vs_baseline"] < 0]
+    said = ([f"{', '.join(above)} follow{'s' if len(above) == 1 else ''} answer accuracy better than {base}"] if above else []) + \
+           ([f"{base} follows answer accuracy better than {', '.join(below)}"] if below else [])
+    rest = [r["metric"] for r in rows if r not in sig]
+    tail = f", and {', '.join(rest)} cannot be told apart from it: {gap}" if rest else ""
+    return f"{' and '.join(said)} (Holm-corrected p < {ALPHA}, {usable} usable questions){tail}."
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and x == x and abs(x) != float("inf")
+
+
+def theta_lines(cfg: Config, tables: dict[str, Table], notes: dict) -> list[str]:
+    """Why UDCG_theta is missing from Table 3, or why it is flagged in-sample."""
+    lines = []
+    shown = {r["metric"] for r in tables["table3"].rows} if "table3" in tables else set()
+    if "UDCG_theta" in cfg.metrics.names and "UDCG_theta" not in shown:
+        why = notes.get("theta_unfitted", {}).get(f"full-k{cfg.contexts.k}") or "no model was fitted on the training questions"
+        lines += [f"_UDCG_theta has no row in Table 3: it could not be fitted ({why})._", ""]
+    sample = notes.get("theta_in_sample") or {}
+    if sample.get("in_sample"):
+        lines += [f"_UDCG_theta was loaded from {cfg.theta.from_run} and is in-sample ({sample.get('why')}): it is "
+                  "marked circular, never best, and left out of the Holm correction._", ""]
+    return lines
 
 
 def write_report(cfg: Config, out_dir: Path, tables: dict[str, Table], notes: dict) -> None:
@@ -283,10 +330,16 @@ def write_report(cfg: Config, out_dir: Path, tables: dict[str, Table], notes: di
                                  f"{cfg.name}: UDCG_θ weights per position, k = {cfg.contexts.k}")
         figures.append(("theta-weights", "UDCG_theta weights per position"))
     notes = finite(notes)
-    summary = {"name": cfg.name, "reader": cfg.reader.model, "notes": notes,
+    summary = {"name": cfg.name, "reader": cfg.reader.model, "verdict": verdict(cfg, tables), "notes": notes,
                "tables": {name: t.records() for name, t in tables.items()}}
     atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
     lines = _header(cfg, notes)
+    lines[1:1] = ["", f"**Verdict.** {verdict(cfg, tables)}"]
+    lines += theta_lines(cfg, tables, notes)
+    if "p_abs_censored" in notes:
+        c = notes["p_abs_censored"]
+        lines += [f"_p_abs censored for {c['pairs']} of {c['of']} passages ({c['pairs'] / c['of']:.1%}): {c['why']}; "
+                  f"{c['fix']}._", ""]
     if "dropped_from_correlation" in notes:
         lines += [f"_{notes['dropped_from_correlation']['why']}_", ""]
     if any(r.get("circular") for t in tables.values() for r in t.rows):

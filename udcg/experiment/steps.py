@@ -127,7 +127,8 @@ def read_passages(pooled: list[Question], backend, cfg: Config, run_dir: Path, p
         if all(key in caches for key, _ in requests) or not _can_read(backend):
             return None
         with progress(len(requests), f"read passages ({backend.name})", "passage") as bar:
-            stats = runs.run(caches, requests, compute, cfg.reader.chunk_size, progress=bar.update)
+            stats = runs.run(caches, requests, compute, cfg.reader.chunk_size, progress=bar.update,
+                             parallel=runs.parallelism(backend))  # an API reader: chunks share its window
     return stats.summary()
 
 

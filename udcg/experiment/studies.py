@@ -22,9 +22,11 @@ from typing import TYPE_CHECKING
 
 import dataclasses
 import hashlib
+import json
 import math
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -128,14 +130,34 @@ def fit_theta(records: Sequence[ContextRecord], variant: str, C: float | str, se
     different outcomes (nothing to learn). ``C="auto"``: chosen from ``C_grid`` by ``cv``-fold
     cross-validation grouped by question, scored by ``cv_score``. The SVM solver's coordinate
     order is seeded with ``seed`` (``random_state``; numpy's global generator is not touched)."""
-    records = _graded_only(records)
-    if not records:
-        return None
+    return fit_theta_why(records, variant, C, seed, C_grid, cv, cv_score)[0]
+
+
+def fit_theta_why(records: Sequence[ContextRecord], variant: str, C: float | str, seed: int,
+                  C_grid: Sequence[float] | None = None, cv: int = 5, cv_score: str = "spearman") -> tuple[UDCGTheta | None, str]:
+    """``fit_theta``, and when it gives None, why."""
+    graded = _graded_only(records)
+    if not graded:
+        return None, f"no graded training contexts ({len({r.qid for r in records})} training questions)"
     try:
-        return fit_model(field_matrix(records, "utilities", float), outcome_array(records), np.array([r.qid for r in records]),
-                         field_matrix(records, "relevant", bool), variant, C, C_grid, cv, cv_score, random_state=seed)
-    except InputError:
-        return None
+        return fit_model(field_matrix(graded, "utilities", float), outcome_array(graded), np.array([r.qid for r in graded]),
+                         field_matrix(graded, "relevant", bool), variant, C, C_grid, cv, cv_score, random_state=seed), ""
+    except InputError as e:
+        return None, f"{len({r.qid for r in graded})} training questions: {e}"
+
+
+def theta_in_sample(from_run: Path, qids: list[str]) -> dict:
+    """Whether UDCG_theta loaded from ``from_run`` was trained on questions this run correlates: its
+    training questions are the ``split: train`` contexts of its ``contexts.jsonl``; a folder
+    without them (a model fitted elsewhere, e.g. by ``udcg fit-theta`` on every question) counts as
+    in-sample, since nothing shows it is not."""
+    path = from_run / "contexts.jsonl"
+    if not path.is_file():
+        return {"in_sample": True, "why": f"{from_run.name} holds no contexts.jsonl naming its training questions"}
+    train = {json.loads(line)["qid"] for line in path.read_text(encoding="utf-8").splitlines()
+             if line.strip() and json.loads(line).get("split") == "train"}
+    shared = len(train & set(qids))
+    return {"in_sample": bool(shared), "why": f"{shared} of this run's {len(set(qids))} questions trained it"}
 
 
 SATURATED_NOTE = ("saturated = yes: at least 99% of the training pairs lie inside the SVM margin, so the weights are the "
@@ -233,11 +255,14 @@ def metric_family(name: str) -> str:
 
 
 def correlate(records: Sequence[ContextRecord], names: Sequence[str], baseline: str | None, constant_metric: str,
-              n_boot: int, seed: int, title: str) -> tuple[Table, dict]:
+              n_boot: int, seed: int, title: str, in_sample: Sequence[str] = ()) -> tuple[Table, dict]:
     """Mean per-question Spearman (and Kendall tau-b, pairwise accuracy) of each metric with the
     outcomes, bootstrap intervals, paired p-values against ``baseline``: the paper's Table 3
     layout; circular metrics (``circular_metrics``) flagged. Metrics absent from every record
-    (e.g. UDCG_theta when none could be fitted) are left out. Returns the table and notes."""
+    (e.g. UDCG_theta when none could be fitted) are left out. ``in_sample``: metrics fitted on
+    these very questions (UDCG_theta loaded from a run that trained on them), flagged as circular.
+    "best" marks a metric only where the Holm-corrected tests tell it apart from every other
+    (``udcg.flows.correlate.significant_best``). Returns the table and notes."""
     names = _present(records, names)
     graded = _graded_only(records)
     values, n_na = _graded_values(graded, names)
@@ -247,7 +272,9 @@ def correlate(records: Sequence[ContextRecord], names: Sequence[str], baseline: 
         return Table(["metric"], title=title + " (no graded contexts)"), notes
     table = correlation_table_of(values, outcome_array(graded), np.array([r.qid for r in graded]),
                                  baseline if baseline in names else None, constant_metric=constant_metric,
-                                 n_boot=n_boot, seed=seed, title=title, circular=circular_metrics(records, names))
+                                 n_boot=n_boot, seed=seed, title=title, best="significant",
+                                 circular=tuple(dict.fromkeys([*circular_metrics(records, names),
+                                                               *(n for n in in_sample if n in names)])))
     return table, notes
 
 

@@ -35,19 +35,22 @@ from __future__ import annotations
 import contextlib
 import json
 import platform
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from udcg.annotate.estimators import CENSORED_FIX, CENSORED_NOTE
 from udcg.flows.theta import load_theta, save_theta
+from udcg.errors import InputError
 from udcg.version import __version__
 from udcg.experiment import context_records, judging, questions, reporting, steps, studies
 from udcg.flows import reading
-from udcg.experiment.config import Config, portable, read_run_config, to_yaml
+from udcg.experiment.config import Config, exact_needs, portable, read_run_config, to_yaml
 from udcg.io import contexts
 from udcg.io.files import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from udcg.llm.lazy import LazyBackend
-from udcg.llm.registry import resolve
+from udcg.llm.registry import ModelSpec, api_options, resolve, where_it_goes
 from udcg.records import ContextRecord, Question
 from udcg.io.tables import Table
 
@@ -92,11 +95,13 @@ class _Models:
     def __init__(self, cfg: Config, given: dict | None = None) -> None:
         r = cfg.reader
         self._others = dict(given or {})
-        # the config's device and dtype hold for a local model; an API model (openai:MODEL) leaves them out
+        # the config's device and dtype hold for a local model; an API model (openai:MODEL) leaves them out,
+        # and takes the reader's API settings (a judge too, where it is an API model)
         self._local = {"device": r.device, "dtype": r.dtype}
+        api = reader_api(cfg)
         if r.model not in self._others:
-            self._others[r.model] = LazyBackend(resolve(r.model, batch_size=r.batch_size, defaults=self._local),
-                                                threads=r.threads)
+            self._others[r.model] = LazyBackend(reader_spec(cfg), threads=r.threads)
+        self._local.update(api)
         self.reader = self._others[r.model]
         self._threads = r.threads
 
@@ -111,12 +116,48 @@ class _Models:
         return {m: round(b.load_seconds, 3) for m, b in self._others.items() if getattr(b, "load_seconds", 0)}
 
 
+def reader_api(cfg: Config) -> dict:
+    """The reader's API settings as backend options (``udcg.llm.registry.api_options``)."""
+    r = cfg.reader
+    return api_options(r.api_base, r.api_key_env, r.concurrency, r.rpm, r.timeout, r.max_retries, r.tokenizer, r.scoring)
+
+
+def reader_spec(cfg: Config) -> ModelSpec:
+    """The reader resolved (a model name with ``reader.api_base`` is the model that server serves)."""
+    r = cfg.reader
+    return resolve(r.model, batch_size=r.batch_size, **reader_api(cfg), defaults={"device": r.device, "dtype": r.dtype})
+
+
+def check_reader_can(cfg: Config, reader) -> None:
+    """Before any model work: an API reader asked for what only exact scoring gives (ANSWER_PROB,
+    the sequence estimator) must reach a server that scores text; else an ``InputError`` naming the
+    metric and the fix. (``reader.scoring: top-logprobs`` is refused at config load already.)"""
+    needs = exact_needs(cfg)
+    spec = getattr(reader, "spec", None)
+    if not needs or spec is None or not spec.api:
+        return
+    scorer = getattr(reader, "scorer", None)
+    if callable(scorer) and scorer() is not None:
+        return
+    why = getattr(reader, "notes", {}).get("scoring", "its backend cannot score given text")
+    raise InputError(f"{needs[0]}, which reader {cfg.reader.model!r} cannot give: {why}. Drop it from the config "
+                     "(e.g. --set metrics.names=[UDCG,UDCG_theta,nDCG,RR,AP,P,Success,eRAG]) or serve the reader where "
+                     "it scores text (vLLM, SGLang, udcg serve) and give reader.tokenizer if its name is no tokenizer")
+
+
+def reader_line(cfg: Config) -> str:
+    """Where the reader runs, in one line (``udcg.llm.registry.where_it_goes``): an API reader names
+    its server; one without a server or key is refused (``InputError``)."""
+    return where_it_goes(reader_spec(cfg))
+
+
 def run_validation(cfg: Config, progress: reading.Progress | None = None, backends: dict | None = None) -> RunResult:
     """Run (or resume) the experiment of ``cfg`` in ``cfg.output``; returns the tables.
     ``progress(total, desc, unit)``: a progress-bar factory (e.g. ``udcg.progress.bar``).
     ``backends``: already loaded backends by model name (default: loaded on first use)."""
     progress = progress or _Quiet
     models = _Models(cfg, backends)  # a model whose packages are missing fails here, before the run folder
+    check_reader_can(cfg, models.reader)  # so does a metric the reader cannot give
     run_dir = Path(cfg.output)
     run_dir.mkdir(parents=True, exist_ok=True)
     published = portable(cfg)
@@ -136,8 +177,13 @@ def run_validation(cfg: Config, progress: reading.Progress | None = None, backen
 
     with timer.step("passages") as t:
         scores, single_keys, notes["grades"] = _passage_scores(cfg, pooled, models, run_dir, progress, t)
+        if t.get("p_abs_censored"):
+            notes["p_abs_censored"] = {"pairs": t["p_abs_censored"], "of": sum(len(q.passages) for q in pooled),
+                                       "why": CENSORED_NOTE, "fix": CENSORED_FIX}
 
     with timer.step("contexts"):
+        if cfg.theta.from_run:
+            notes["theta_in_sample"] = studies.theta_in_sample(Path(cfg.theta.from_run), [q.qid for q in pooled])
         split = studies.split_questions([q.qid for q in pooled], 0.0 if cfg.theta.from_run else cfg.theta.train_share, cfg.seed)
         groups, notes["contexts"] = _build_contexts(cfg, pooled, scores, split)
 
@@ -237,15 +283,23 @@ def _passage_scores(cfg: Config, pooled: list[Question], models: _Models, run_di
             if answer is not None:
                 erag = (rules.token_f1(answer, q.answers) if cfg.metrics.erag_score == "f1"
                         else float(rules.answer_outcome(answer, q.answers, "contains") == "correct"))
-            s = context_records.PassageScore(relevant=bool(p.relevant), p_abs=annotations[f"{q.qid}\t{p.pid}"].p_abs,
+            a = annotations[f"{q.qid}\t{p.pid}"]
+            s = context_records.PassageScore(relevant=bool(p.relevant), p_abs=a.p_abs,
                                              contains=contains_answer(p.text, q.answers), grade=grades.get((q.qid, p.pid)),
                                              erag=erag, answer_ll=loglik.get(key))
             scores[q.qid][p.pid] = s
             rows.append({"qid": q.qid, "pid": p.pid, "rank": rank, "relevant": s.relevant, "p_abs": s.p_abs,
                          "utility": s.utility, "contains": s.contains, "grade": s.grade, "answer": answer,
-                         "erag": s.erag, "answer_ll": s.answer_ll})
+                         "erag": s.erag, "answer_ll": s.answer_ll, "estimator_used": a.estimator_used or a.estimator,
+                         **({"censored": True, "p_abs_bound": a.ci_high} if a.censored else {})})
     atomic_write_jsonl(run_dir / "annotations.jsonl", rows)
     n_ungraded = sum(r["grade"] is None for r in rows) if grades else 0
+    censored = sum(bool(r.get("censored")) for r in rows)
+    if censored:  # counted in the notes (the report says it) and warned of now
+        from udcg.annotate.runner import censored_warning
+
+        t["p_abs_censored"] = censored
+        print(censored_warning(censored, len(rows)), file=sys.stderr)
     return scores, single, {"mapping": grade_note, "unparseable": n_ungraded}
 
 
@@ -300,6 +354,7 @@ def _metrics(cfg: Config, groups: dict[str, list[ContextRecord]], run_dir: Path,
     names = list(cfg.metrics.names)
     train_group = {cfg.contexts.k: "main", **{int(g[1:]): g for g in groups if g.startswith("k")}}
     thetas: dict[int, dict[str, UDCGTheta]] = {}
+    unfitted: dict[str, str] = {}
     for k, group in sorted(train_group.items()):
         variants = ("full", "rel-only", "binary") if group == "main" else ("full",)
         thetas[k] = {}
@@ -308,16 +363,20 @@ def _metrics(cfg: Config, groups: dict[str, list[ContextRecord]], run_dir: Path,
             if cfg.theta.from_run:
                 source = Path(cfg.theta.from_run) / "theta" / f"{v}-k{k}.json"
                 model = load_theta(source) if source.is_file() else None
+                why = "" if model else f"no {source.name} in theta.from_run"
             else:
-                model = studies.fit_theta([r for r in groups[group] if r.split == "train"], v, cfg.theta.C, cfg.seed,
-                                          cfg.theta.C_grid, cfg.theta.cv_folds, cfg.theta.cv_score)
+                model, why = studies.fit_theta_why([r for r in groups[group] if r.split == "train"], v, cfg.theta.C,
+                                                   cfg.seed, cfg.theta.C_grid, cfg.theta.cv_folds, cfg.theta.cv_score)
             if model is None:
+                unfitted[f"{v}-k{k}"] = why
                 path.unlink(missing_ok=True)  # no stale model from an earlier run
             else:
                 save_theta(model, path)
                 thetas[k][v] = model
     notes["theta"] = {f"k{k}": sorted(t) for k, t in thetas.items()}
     notes["theta_C"] = {f"{v}-k{k}": m.C_ for k, t in thetas.items() for v, m in t.items()}
+    if unfitted:
+        notes["theta_unfitted"] = unfitted
     return {group: studies.score_each_k(records, names, cfg.metrics.gamma, cfg.metrics.n_relevant, thetas,
                                         ablations=(group == "main")) for group, records in groups.items()}
 

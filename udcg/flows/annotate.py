@@ -53,8 +53,9 @@ def default_chunk_size(spec: ModelSpec) -> int:
 
 def reader(model: str, *, estimator: str | None = None, prompt: str = "udcg-code-v1", api_base: str | None = None,
            api_key_env: str = "OPENAI_API_KEY", concurrency: int = DEFAULT_CONCURRENCY, rpm: float | None = None,
-           timeout: float = 60.0, max_retries: int = 5, device: str | None = None, dtype: str | None = None,
-           batch_size: int | None = None, chunk_size: int | None = None, samples: int = 20, temperature: float = 1.0,
+           timeout: float = 60.0, max_retries: int = 5, tokenizer: str | None = None, scoring: str | None = None,
+           device: str | None = None, dtype: str | None = None, batch_size: int | None = None,
+           chunk_size: int | None = None, samples: int = 20, temperature: float = 1.0,
            target_width: float | None = None, seed: int = 0) -> Reader:
     """The reader (``udcg.llm.registry.resolve``: a model name with ``api_base`` is the model that
     API serves; an API model refuses ``batch_size``, ``device`` and ``dtype``) and its
@@ -62,14 +63,13 @@ def reader(model: str, *, estimator: str | None = None, prompt: str = "udcg-code
     ``chunk_size``: ``default_chunk_size`` when None)."""
     from udcg.annotate.prompt import check_version
     from udcg.annotate.runner import AnnotateConfig
-    from udcg.llm.registry import resolve
+    from udcg.llm.registry import api_options, resolve
 
     for flag, value in (("--batch-size", batch_size), ("--chunk-size", chunk_size), ("--samples", samples)):
         if value is not None and value < 1:  # checked before any model loads
             raise InputError(f"{flag} {value}: must be a positive integer")
-    urls = [u.strip() for u in api_base.split(",") if u.strip()] if api_base else None
-    spec = resolve(model, device=device, dtype=dtype, batch_size=batch_size, base_urls=urls, api_key_env=api_key_env,
-                   max_concurrency=concurrency, requests_per_minute=rpm, timeout=timeout, max_retries=max_retries,
+    spec = resolve(model, device=device, dtype=dtype, batch_size=batch_size,
+                   **api_options(api_base, api_key_env, concurrency, rpm, timeout, max_retries, tokenizer, scoring),
                    defaults={"device": "auto", "dtype": "float32"})
     spec.check_installed()  # a core install says which extra to add now, not after reading the corpus
     config = AnnotateConfig(estimator=estimator or ("api-logprobs" if spec.api else "first-token"),
@@ -77,6 +77,13 @@ def reader(model: str, *, estimator: str | None = None, prompt: str = "udcg-code
                             n_samples=samples,
                             temperature=temperature, target_width=target_width, seed=seed)
     return Reader(spec, config)
+
+
+def where(reader_: Reader) -> str:
+    """Where the reader runs, one line (an API model names its server: ``registry.where_it_goes``)."""
+    from udcg.llm.registry import where_it_goes
+
+    return where_it_goes(reader_.spec)
 
 
 @dataclass

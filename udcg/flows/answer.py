@@ -11,7 +11,7 @@ from pathlib import Path
 from udcg.annotate.prompt import check_version
 from udcg.errors import InputError
 from udcg.flows.annotate import Say, quiet
-from udcg.llm.registry import resolve
+from udcg.llm.registry import api_options, resolve, where_it_goes
 from udcg.progress import bar
 
 
@@ -34,10 +34,12 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
                 utilities: str | None = None, limit: int | None = None, samples: int = 0, depth: int = 20,
                 seed: int = 0, prompt: str = "udcg-code-v1", max_new_tokens: int = 32, batch_size: int | None = None,
                 chunk_size: int = 16, device: str | None = None, dtype: str | None = None,
-                cache: str | Path | None = None, show_progress: bool = True, say: Say = quiet) -> AnswerResult:
+                cache: str | Path | None = None, api: dict | None = None, show_progress: bool = True,
+                say: Say = quiet) -> AnswerResult:
     """Answer every context of the runs and write them, each with its answer, model and prompt
     version, to ``output`` (contexts already answered, by any run, are not asked again; a bad input
-    fails before a model loads)."""
+    fails before a model loads). ``api``: an API reader's settings (``udcg.llm.registry.api_options``
+    keywords: api_base, concurrency, timeout, rpm, max_retries, ...)."""
     from udcg.flows.own_runs import answer_contexts, context_record, run_contexts, run_docids, select_queries
     from udcg.flows.reading import context_key
     from udcg.flows.run_scores import named_runs, read_utilities
@@ -50,9 +52,11 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
         if value is not None and value < 1:
             raise InputError(f"{flag} {value}: must be a positive integer")
     check_version(prompt)
-    spec = resolve(model, device=device, dtype=dtype, batch_size=batch_size,
+    spec = resolve(model, device=device, dtype=dtype, batch_size=batch_size, **api_options(**(api or {})),
                    defaults={"device": "auto", "dtype": "float32"})  # an API model refuses the local options
     spec.check_installed()
+    if spec.api:  # the first line names the server (an openai: model without one refuses without a key)
+        say(where_it_goes(spec))
     output = Path(output)
     cache = Path(cache) if cache else output.with_name(output.name + ".cache.jsonl")
     if cache.resolve() == output.resolve():

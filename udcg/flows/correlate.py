@@ -125,12 +125,14 @@ def correlation_table(file: ContextFile, spec: str | None, baseline: str | None 
 def correlation_table_of(values: dict[str, np.ndarray], outcome: np.ndarray, groups: np.ndarray,
                          baseline: str | None = "UDCG", constant_metric: str = "zero", n_boot: int = 10_000,
                          seed: int = 0, title: str = "", test: str = "permutation", n_resamples: int = 10_000,
-                         circular: tuple[str, ...] | frozenset[str] = ()) -> Table:
+                         circular: tuple[str, ...] | frozenset[str] = (), best: str = "mean") -> Table:
     """Table 3's layout for graded contexts: metric ``values`` (one per context, NaN = NA),
     ``outcome`` scores and ``groups`` (question id per context); one row per metric, sorted by
     mean rho (module docstring). A metric NA for some context of a question has no value for that
     question (``na_metric`` counts them); ``circular`` metrics are flagged, never best and outside
-    the Holm family (raw p kept, Holm p NaN)."""
+    the Holm family (raw p kept, Holm p NaN). ``best``: "mean" marks the highest mean of each
+    statistic; "significant" marks it only where the paired tests against the baseline, Holm-
+    corrected, tell it apart from every other metric (``significant_best``)."""
     _, stats, _ = per_question_values(values, outcome, groups, constant_metric)
     circular = frozenset(circular) & set(values)
     columns = COLUMNS[:1] + (["circular"] if circular else []) + COLUMNS[1:]
@@ -163,11 +165,36 @@ def correlation_table_of(values: dict[str, np.ndarray], outcome: np.ndarray, gro
         for row, p_holm in zip(family, holm([r[p_col] for r in family])):
             row[holm_col] = float(p_holm)
         candidates = [r for r in table.rows if r["metric"] not in circular and np.isfinite(r[mean_col])]
-        best = max(candidates, key=lambda r: r[mean_col])["metric"] if candidates else None
+        top = max(candidates, key=lambda r: r[mean_col])["metric"] if candidates else None
+        if best == "significant":
+            top = significant_best(candidates, mean_col, holm_col, baseline)
         for row in table.rows:
-            row[best_col] = "*" if row["metric"] == best else ""
+            row[best_col] = "*" if row["metric"] == top else ""
     table.rows.sort(key=lambda r: -r["mean_rho"] if np.isfinite(r["mean_rho"]) else np.inf)
     return table
+
+
+ALPHA = 0.05  # the level of the Holm-corrected paired tests behind a "best" mark
+
+
+def significant_best(rows: list[dict], mean_col: str, holm_col: str, baseline: str | None) -> str | None:
+    """The highest-mean metric when the table's tests tell it apart from every other metric: the
+    baseline, when every other metric is significantly below it (Holm p < ``ALPHA``); another
+    metric, when it is significantly above the baseline and every other metric significantly
+    below. None otherwise (only tests against the baseline are made, so nothing else is claimed)."""
+    base = next((r for r in rows if r["metric"] == baseline), None)
+    if base is None or not rows:
+        return None
+    top = max(rows, key=lambda r: r[mean_col])
+
+    def differs(r: dict, above: bool) -> bool:
+        p = r[holm_col]
+        return bool(np.isfinite(p) and p < ALPHA and (r[mean_col] > base[mean_col]) == above)
+
+    others = [r for r in rows if r is not top and r is not base]
+    if top is not base and not differs(top, True):
+        return None
+    return top["metric"] if all(differs(r, False) for r in others) else None
 
 
 COMPACT_COLUMNS = ["metric", "rho [95% CI]", "p vs baseline (Holm)", "tau_b", "pairwise accuracy"]

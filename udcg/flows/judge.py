@@ -30,13 +30,17 @@ class JudgeResult:
 
 
 def _make_judge(task, judge: str, *, match: str, f1_threshold: float, require_relevant_context: bool,
-                batch_size: int | None, prompt_version: str, max_new_tokens: int, retries: int, keep_raw: bool):
+                batch_size: int | None, prompt_version: str, max_new_tokens: int, retries: int, keep_raw: bool,
+                api: dict | None = None, say=lambda line: None):
     from udcg.grade.judges import LLMJudge, RuleJudge
-    from udcg.llm.registry import resolve
+    from udcg.llm.registry import api_options, resolve, where_it_goes
 
     if judge == "rules":
         return RuleJudge(task, match=match, f1_threshold=f1_threshold, require_relevant_context=require_relevant_context)
-    backend = resolve(judge, batch_size=batch_size).load()  # an API model refuses --batch-size
+    spec = resolve(judge, batch_size=batch_size, **api_options(**(api or {})))  # an API model refuses --batch-size
+    if spec.api:  # names the server (an openai: model without one refuses without a key)
+        say(where_it_goes(spec).replace("reader ", "judge ", 1))
+    backend = spec.load()
     return LLMJudge(backend, task, prompt_version=prompt_version, max_new_tokens=max_new_tokens, retries=retries,
                     require_relevant_context=require_relevant_context, keep_raw=keep_raw)
 
@@ -46,10 +50,12 @@ def judge_file(task_name: str, path: str | Path, output: str | Path, *, judge: s
                max_new_tokens: int = 128, retries: int = 1, match: str = "contains", f1_threshold: float = 0.5,
                require_relevant_context: bool = False, write_authors: str | Path | None = None,
                cache: str | Path | None = None, keep_raw: bool = False, retry_unparseable: bool = False,
-               show_progress: bool = True) -> JudgeResult:
+               api: dict | None = None, show_progress: bool = True, say=lambda line: None) -> JudgeResult:
     """Judge every item of ``path`` (the authors' format for relevance and grade, a contexts JSONL
     with answers for answer) and write the judgements to ``output``; a bad file fails before a model
-    loads. ``write_authors``: also the input with is_relevant or grade set from the judgements."""
+    loads. ``write_authors``: also the input with is_relevant or grade set from the judgements.
+    ``api``: an API judge's settings (``udcg.llm.registry.api_options`` keywords); ``say``: a line for
+    the user (an API judge's server)."""
     from udcg.grade import runner
     from udcg.grade.judges import get_task
     from udcg.io.authors import read_authors, write_authors as write_authors_file
@@ -80,7 +86,7 @@ def judge_file(task_name: str, path: str | Path, output: str | Path, *, judge: s
     judge_ = _make_judge(task, judge, match=match, f1_threshold=f1_threshold,
                          require_relevant_context=require_relevant_context, batch_size=batch_size,
                          prompt_version=prompt_version, max_new_tokens=max_new_tokens, retries=retries,
-                         keep_raw=keep_raw)  # after the input checks: a bad file fails before a model loads
+                         keep_raw=keep_raw, api=api, say=say)  # after the input checks: a bad file fails before a model loads
     cache = Path(cache) if cache else output.with_name(output.name + ".cache.jsonl")
     with bar(total=len(items), desc=f"judge {task.name}", unit="item", enabled=show_progress) as progress:
         records = runner.run_judge(judge_, items, cache, chunk_size=chunk_size or batch_size or 8,

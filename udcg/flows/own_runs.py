@@ -21,7 +21,9 @@ from pathlib import Path
 
 from udcg.version import __version__
 from udcg.annotate import utilities as store
-from udcg.annotate.runner import AnnotateConfig, annotate, annotation_key, cached_annotations, provenance, to_compute
+from udcg.annotate.estimators import CENSORED_NOTE
+from udcg.annotate.runner import (AnnotateConfig, annotate, annotation_key, cached_annotations, censored_warning, provenance,
+                                  to_compute)
 from udcg.io.beir import Collection
 from udcg.errors import InputError
 from udcg.io.files import read_json
@@ -111,6 +113,7 @@ class AnnotateRunsReport:
     seconds: float = 0.0
     model_loaded: bool = False
     server_notes: dict[str, str] = field(default_factory=dict)  # found out about an API server (it ignores n, ...)
+    censored: int = 0  # pairs of the utility file whose p_abs is censored (outside an API's top-k list)
 
     def lines(self, out: str | Path) -> list[str]:
         src = ", ".join(f"{k} {v}" for k, v in sorted(self.sources.items()))
@@ -121,7 +124,8 @@ class AnnotateRunsReport:
                 *(f"server: {note}" for note in self.server_notes.values()),
                 f"utility file now holds {self.total} pairs"
                 + (f"; model time {self.seconds:.1f} s ({self.computed / self.seconds:.2f} pairs/s)"
-                   if self.seconds > 0 else "")]
+                   if self.seconds > 0 else ""),
+                *([censored_warning(self.censored, self.total)] if self.censored else [])]
 
 
 def _questions(pairs: Mapping[str, Sequence[str]], collection: Collection) -> list[Question]:
@@ -178,11 +182,12 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
         meta = _check_meta(out, cfg, model)  # read again: another command may have written the folder since
         records = _merged_records(out, done, rel, model, cfg)
         report.total = len(records)
+        report.censored = sum(r.note == CENSORED_NOTE for r in records.values())
         runs_meta = {**meta.get("runs", {}), **{name: {"depth": depth, "queries": len(run)} for name, run in runs.items()}}
         store.write_utilities(out, records, {
             "model": model, "estimator": cfg.estimator, "prompt_version": cfg.prompt_version, "udcg_version": __version__,
             "collection": collection.source, "runs": runs_meta, "pairs": len(records), "unjudged": unjudged,
-            "relevance_sources": _count_sources(records),
+            "relevance_sources": _count_sources(records), "n_censored": report.censored,
             **({"server_notes": report.server_notes} if report.server_notes else {})})
     return report
 

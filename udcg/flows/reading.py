@@ -69,5 +69,5 @@ def loglik_cached(backend, requests: Sequence[tuple[str, Chat, str]], cache_path
     with (runs.open_cache(cache_path, expect) as cache,
           progress(_distinct(requests), "answer log-likelihood", "passage") as bar):
         stats = runs.run(cache, [(key, (chat, text)) for key, chat, text in requests], compute, chunk_size,
-                         progress=bar.update)
+                         progress=bar.update, parallel=runs.parallelism(backend))
         return {key: min(0.0, cache.get(key)["loglik"]) for key, _, _ in requests}, stats.summary()

@@ -35,10 +35,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from udcg.errors import InputError
-from udcg.llm.base import Chat, GenerationParams, Reading, merge_system
+from udcg.llm.base import Chat, GenerationParams, Reading
 from udcg.llm.batching import decoding_waves, prompt_batches, shared_prefix
 from udcg.llm.decoding import answer_seed, check_params, cut_at_stop, join_states, pick_tokens
-from udcg.llm.hf_load import cache_argument, end_token_ids, has_system_role, load_model, pad_token_id
+from udcg.llm.chat_tokens import ChatTokens
+from udcg.llm.hf_load import cache_argument, end_token_ids, load_model, pad_token_id
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class HFBackend:
         self.batch_size = batch_size
         self.share_prefix = share_prefix
         self.tokenizer, self.model = loaded.tokenizer, loaded.model
-        self.system_role = has_system_role(self.tokenizer)
+        self.chat_tokens = ChatTokens(self.tokenizer)
         self.max_positions = int(getattr(self.model.config.get_text_config(), "max_position_embeddings", 0) or 0) or None
         self.pad_id = pad_token_id(self.tokenizer)
         self.stop_ids = end_token_ids(self.model, self.tokenizer)
@@ -100,21 +101,22 @@ class HFBackend:
 
     # ------------------------------------------------------------ tokens
 
+    @property
+    def system_role(self) -> bool:
+        """Whether the chat template renders a system turn (else it is folded into the first user turn)."""
+        return self.chat_tokens.system_role
+
+    @system_role.setter
+    def system_role(self, value: bool) -> None:
+        self.chat_tokens.system_role = value
+
     def render(self, chat: Chat) -> str:
-        """The prompt text of a chat, ending where the assistant's answer starts."""
-        messages = list(chat) if self.system_role else merge_system(chat)
-        if not getattr(self.tokenizer, "chat_template", None):  # a base model: plain text turns
-            return "\n\n".join(m["content"] for m in merge_system(chat)) + "\n"
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        """The prompt text of a chat, ending where the assistant's answer starts (``ChatTokens``)."""
+        return self.chat_tokens.render(chat)
 
     def encode(self, chat: Chat) -> list[int]:
         """Token ids of the rendered chat, as ``tokenizer(text)`` gives them, minus a doubled BOS."""
-        return self._without_double_bos(self.tokenizer(self.render(chat))["input_ids"])
-
-    def _without_double_bos(self, ids: Sequence[int]) -> list[int]:
-        bos = self.tokenizer.bos_token_id
-        ids = list(ids)
-        return ids[1:] if bos is not None and len(ids) > 1 and ids[0] == ids[1] == bos else ids
+        return self.chat_tokens.encode(chat)
 
     def _encode_all(self, chats: Sequence[Chat]) -> list[list[int]]:
         """``encode`` of every chat, tokenised in one call (the fast tokenizers' batch path runs on
@@ -124,8 +126,7 @@ class HFBackend:
         if not chats:
             return []
         seqs = []
-        for i, raw in enumerate(self.tokenizer([self.render(chat) for chat in chats])["input_ids"]):
-            ids = self._without_double_bos(raw)
+        for i, ids in enumerate(self.chat_tokens.encode_many(chats)):
             if self.max_positions and len(ids) > self.max_positions:
                 raise InputError(f"chat {i}: {len(ids)} tokens, more than the model's {self.max_positions} positions "
                                  f"(shorten the passages)")
@@ -133,10 +134,7 @@ class HFBackend:
         return seqs
 
     def first_token(self, text: str) -> int:
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        if not ids:
-            raise InputError(f"candidate {text!r} has no tokens (give a non-empty string)")
-        return ids[0]
+        return self.chat_tokens.first_token(text)
 
     # ------------------------------------------------------------ batching
 
@@ -217,12 +215,7 @@ class HFBackend:
         return self._score(seqs, [1] * len(seqs), lambda i, lp: {c: float(lp[0, j]) for c, j in column.items()}, ids)
 
     def _continuation_ids(self, texts: Sequence[str]) -> list[list[int]]:
-        out = []
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise InputError(f"request {i}: the continuation must be a string, got {type(text).__name__}")
-            out.append(list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else [])
-        return out
+        return [self.chat_tokens.continuation(text, i) for i, text in enumerate(texts)]
 
     def continuation_logprobs(self, requests: Sequence[tuple[Chat, str]]) -> list[list[float]]:
         prompts = self._encode_all([chat for chat, _ in requests])

@@ -27,6 +27,9 @@ def torch_threads(n: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+_API_CALLS = ("first_token_scores", "first_token_logprobs", "scorer")
+
+
 class LazyBackend:
     """Forwards the ``udcg.llm.base.Backend`` calls (and ``read``) to the backend of ``model`` (a
     ``ModelSpec``, or a model string resolved with ``options``: ``udcg.llm.registry.resolve``),
@@ -62,6 +65,17 @@ class LazyBackend:
             return 1
         return getattr(self._get(), "concurrent_requests", 1)
 
+    def __getattr__(self, name: str):
+        """The API backend's optional calls (``first_token_scores``, ``first_token_logprobs``,
+        ``scorer``) and its ``notes``, for an API model only (a local model is not loaded to say it
+        has none)."""
+        spec = self.__dict__.get("spec")
+        if name == "notes" and spec is not None and spec.api:
+            return getattr(self._get(), "notes", {})
+        if name not in _API_CALLS or spec is None or not spec.api or not hasattr(self._get(), name):
+            raise AttributeError(name)
+        return lambda *args: self._call(name, *args)
+
     def next_token_logprobs(self, chats, candidates):
         return self._call("next_token_logprobs", chats, candidates)
 
@@ -72,8 +86,11 @@ class LazyBackend:
         return self._call("generate", chats, params)
 
     def can_read(self) -> bool:
-        """Whether the model (loaded now) is a ``udcg.llm.base.PromptReader``."""
-        return callable(getattr(self._get(), "read", None))
+        """Whether the model (loaded now) is a ``udcg.llm.base.PromptReader`` (an API backend: one
+        whose server scores text)."""
+        backend = self._get()
+        can = getattr(backend, "can_read", None)
+        return can() if callable(can) else callable(getattr(backend, "read", None))
 
     def read(self, chats, candidates, continuations, max_new_tokens=32):
         return self._call("read", chats, candidates, continuations, max_new_tokens)

@@ -1,10 +1,11 @@
 """A backend over any OpenAI-compatible chat-completions API (OpenAI, vLLM, SGLang, TGI, `udcg serve`).
 
 - ``generate``: ``n`` answers per chat (the `sampling` estimator builds on it).
-- ``next_token_logprobs``: the `api-logprobs` estimator: the first generated position's
-  ``top_logprobs`` list; a candidate whose first token is not in the list gets -inf (p = 0), and
-  ``first_token_logprobs`` says so in a per-chat note.
-- ``continuation_logprobs``: needs open weights; raises ``BackendError``.
+- ``next_token_logprobs``, ``continuation_logprobs``, ``read``: exact through ``/v1/completions``
+  where the server scores text (``udcg.llm.openai_scoring``); else first tokens from the chat
+  ``top_logprobs`` list (``first_token_logprobs``, the `api-logprobs` estimator): a candidate outside
+  it gets -inf and a per-chat note (the estimators record it as censored, never 0), and
+  continuations raise ``BackendError``.
 
 Requests go out through one keep-alive connection pool and one event loop per backend
 (``udcg.llm.openai_transport``: the SDK's httpx client class, a JSON body built once per prompt),
@@ -29,15 +30,19 @@ import json
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from udcg import bounds
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams
 from udcg.llm.openai_fleet import Fleet
+from udcg.llm.openai_results import ApiLogprobs, BatchError, raise_on_errors  # noqa: F401 (BatchError: the callers' name)
+from udcg.llm.openai_scoring import ExactScoring
+from udcg.llm.openai_target import SERVER_SOURCES, target
 from udcg.llm.openai_transport import JobBatch, Pacer, Transport, post_bounded, request_failure
 from udcg.llm.openai_wire import (DEFAULT_CONCURRENCY, backoff_delay, check_key, check_url, endpoint, error_text, hint, retryable, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
                                   check_count, parse_choices, parse_first_top_logprobs, request_headers, retry_after_seconds)
@@ -46,28 +51,13 @@ from udcg.redact import redact, redact_echo, url_secrets
 log = logging.getLogger(__name__)
 
 
+SCORING = ("auto", "completions", "top-logprobs")  # exact scoring through /v1/completions: try / require / never
+
+
 # ---------------------------------------------------------------- backend
 
 
-@dataclass(frozen=True, slots=True)
-class ApiLogprobs:
-    """First-token log-probabilities of the candidates for one chat, from the API's top list."""
-
-    logprobs: dict[str, float]  # candidate -> logprob (-inf when absent from the top list)
-    note: str = ""  # non-empty when a candidate was absent (its probability is reported as 0)
-    top: dict[str, float] | None = None  # the raw top list, token text -> logprob
-
-
-class BatchError(BackendError):
-    """Some requests of a batch failed after their retries. ``results`` holds, in input order, the
-    value of every finished request and the ``BackendError`` of every failed one."""
-
-    def __init__(self, message: str, results: list[Any]):
-        super().__init__(message)
-        self.results = results
-
-
-class OpenAIBackend:
+class OpenAIBackend(ExactScoring):
     """``udcg.llm.base.Backend`` over OpenAI-compatible ``/chat/completions`` endpoints.
 
     ``base_urls``: one URL or several, each ending where the OpenAI client's ``base_url`` ends
@@ -99,6 +89,8 @@ class OpenAIBackend:
         max_n_per_request: int = 128,
         candidate_tokens: dict[str, str] | None = None,
         jitter_seed: int = 0,
+        tokenizer: str | None = None,
+        scoring: str = "auto",
     ):
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
@@ -112,7 +104,12 @@ class OpenAIBackend:
                                     ("max_retries", max_retries, bounds.RETRIES), ("top_logprobs", top_logprobs, bounds.Bound(1, 20))):
             if value is not None or field != "requests_per_minute":  # top_logprobs: the API's limit
                 bounds.check_value(field, value, bound, "OpenAI backend")
+        if scoring not in SCORING:
+            raise InputError(f"OpenAI backend: scoring must be one of {', '.join(SCORING)}, got {scoring!r}")
         self.model, self.name, self.api_key_env = model, name or model, api_key_env
+        self.tokenizer, self.scoring = tokenizer or model, scoring
+        self._scorer_state: tuple[Any, str] | None = None  # (CompletionsScorer or None, why not): found out once
+        self._scorer_lock = threading.Lock()  # ExactScoring finds it out once
         self.base_urls = tuple(u.rstrip("/") for u in urls)
         self.max_concurrency, self.requests_per_minute, self.timeout = max_concurrency, requests_per_minute, timeout
         self.max_retries, self.backoff_base, self.backoff_max = max_retries, backoff_base, backoff_max
@@ -148,20 +145,14 @@ class OpenAIBackend:
     # ------------------------------------------------------------ Backend protocol
 
     def generate(self, chats: Sequence[Chat], params: GenerationParams = GenerationParams()) -> list[list[str]]:
-        return _raise_on_errors(self.generate_each(chats, params), "generate")
+        return raise_on_errors(self.generate_each(chats, params), "generate")
 
     def next_token_logprobs(self, chats: Sequence[Chat], candidates: Sequence[str]) -> list[dict[str, float]]:
-        results = _raise_on_errors(self.first_token_logprobs_each(chats, candidates), "next_token_logprobs")
+        results = self.first_token_scores(chats, candidates)
         for i, r in enumerate(results):
             if r.note:
                 log.info("chat %d: %s", i, r.note)
         return [r.logprobs for r in results]
-
-    def continuation_logprobs(self, requests: Sequence[tuple[Chat, str]]) -> list[list[float]]:
-        raise BackendError(
-            f"backend {self.name!r} is an OpenAI-compatible API: teacher-forced continuation log-probabilities "
-            "need open weights (use a local model, e.g. --model qwen2.5-coder-0.5b, or the first-token/sampling estimators)"
-        )
 
     # ------------------------------------------------------------ per-item API
 
@@ -202,7 +193,7 @@ class OpenAIBackend:
             log.warning("%s: %s", self.name, self.notes["n"])
 
     def first_token_logprobs(self, chats: Sequence[Chat], candidates: Sequence[str]) -> list[ApiLogprobs]:
-        return _raise_on_errors(self.first_token_logprobs_each(chats, candidates), "first_token_logprobs")
+        return raise_on_errors(self.first_token_logprobs_each(chats, candidates), "first_token_logprobs")
 
     def first_token_logprobs_each(
         self,
@@ -303,7 +294,7 @@ class OpenAIBackend:
                     self._overdue[task] = True
                     task.cancel()
 
-    async def _post(self, payload: dict) -> dict:
+    async def _post(self, payload: dict, path: str = "chat/completions") -> dict:
         """POST one payload, each attempt to the next base URL; the JSON body or a scrubbed BackendError.
         The body is serialised once, whatever the number of attempts."""
         content = json.dumps(payload, separators=(",", ":")).encode()
@@ -311,7 +302,8 @@ class OpenAIBackend:
         for attempt in range(self.max_retries + 1):
             client = self._transport.client(self._busy)  # made before the pace is claimed (a new pool takes a while)
             await self._pacer.wait()
-            body, problem, retry_after, unreachable = await self._attempt(client, self._endpoints[member], content)
+            url = self._endpoints[member] if path == "chat/completions" else endpoint(self.base_urls[member], path)
+            body, problem, retry_after, unreachable = await self._attempt(client, url, content)
             if not problem:
                 self._fleet.answered(member)
                 return body
@@ -329,7 +321,8 @@ class OpenAIBackend:
             log.log(logging.INFO if not delay else logging.WARNING, "%s; retry %d/%d in %.2fs",  # the fleet said it
                     redact(problem, secrets), attempt + 1, self.max_retries, delay)
             await asyncio.sleep(delay)
-        raise BackendError(redact(f"{problem} (gave up after {self.max_retries + 1} attempts)", self._secrets()))
+        where = f"; the server is set by {SERVER_SOURCES}" if "connection failed" in problem else ""
+        raise BackendError(redact(f"{problem} (gave up after {self.max_retries + 1} attempts){where}", self._secrets()))
 
     async def _attempt(self, client, url: str, content: bytes) -> tuple[Any, str, float | None, bool]:
         """One POST: (body, "", None, False), or (None, what went wrong, the Retry-After in seconds or
@@ -374,22 +367,9 @@ class OpenAIBackend:
         return request_headers(os.environ.get(self.api_key_env) or "", self.api_key_env)
 
 
-def _raise_on_errors(results: list[Any], what: str) -> list[Any]:
-    failed = [i for i, r in enumerate(results) if isinstance(r, BackendError)]
-    if failed:
-        first = results[failed[0]]
-        raise BatchError(f"{what}: {len(failed)} of {len(results)} requests failed; first (item {failed[0]}): {first}", results)
-    return results
-
-
 def from_registry(model: str, **kw: Any) -> OpenAIBackend:
-    """``load_backend("openai:MODEL", base_urls=..., ...)``. Without ``base_urls``: the
-    comma-separated ``UDCG_OPENAI_BASE_URLS``, else ``OPENAI_BASE_URL``, else OpenAI's own API."""
+    """``load_backend("openai:MODEL", base_urls=..., ...)``. Without ``base_urls``: ``target``."""
     if not model:
         raise InputError("model 'openai:': give the served model name after the colon (e.g. openai:gpt-4o-mini)")
-    if "base_urls" not in kw:
-        env = os.environ.get("UDCG_OPENAI_BASE_URLS") or os.environ.get("OPENAI_BASE_URL")
-        if env:
-            kw["base_urls"] = [u.strip() for u in env.split(",") if u.strip()]
+    kw["base_urls"] = target(kw.get("base_urls"), kw.get("api_key_env") or "OPENAI_API_KEY")[0]
     return OpenAIBackend(model, **kw)
-

@@ -162,9 +162,9 @@ def candidate_logprob(top: dict[str, float], candidate: str, first_token: str | 
         if shorter:
             return -math.inf, (f"{candidate!r}: first token {candidate[:shortest]!r} absent from the top-{len(top)} list "
                                f"(it holds only the shorter {max(shorter, key=len)!r}, the start of other words), probability "
-                               "reported as 0")
+                               "censored (below the list's last probability)")
     shown = f"first token {first_token!r}" if first_token is not None else "first token"
-    return -math.inf, f"{candidate!r}: {shown} absent from the top-{len(top)} list, probability reported as 0"
+    return -math.inf, f"{candidate!r}: {shown} absent from the top-{len(top)} list, probability censored (below the list's last probability)"
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:

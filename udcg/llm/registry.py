@@ -48,7 +48,22 @@ LOCAL_ONLY = {"batch_size": "it has no forward pass to batch (set the cached uni
               "device": "the server chooses its device (leave out --device)",
               "dtype": "the server chooses its dtype (leave out --dtype)"}
 # Options of an API model, left out for a local one (the commands give them defaults).
-API_ONLY = ("base_urls", "api_key_env", "max_concurrency", "requests_per_minute", "timeout", "max_retries")
+API_ONLY = ("base_urls", "api_key_env", "max_concurrency", "requests_per_minute", "timeout", "max_retries", "tokenizer",
+            "scoring")
+
+
+def api_options(api_base: str | None = None, api_key_env: str | None = None, concurrency: int | None = None,
+                rpm: float | None = None, timeout: float | None = None, max_retries: int | None = None,
+                tokenizer: str | None = None, scoring: str | None = None) -> dict[str, Any]:
+    """The backend options of an API model from the settings every command and a validate config
+    share (``--api-base`` / ``reader.api_base`` ...: a comma-separated list of base URLs, the key's
+    environment variable, requests in flight, requests per minute, seconds per response, retries,
+    the served model's tokenizer and the scoring route). None: not given (the backend's default);
+    ``resolve`` leaves them out for a local model, and a name with ``api_base`` becomes ``openai:NAME``."""
+    urls = [u.strip() for u in api_base.split(",") if u.strip()] if api_base else None
+    return {"base_urls": urls or None, "api_key_env": api_key_env, "max_concurrency": concurrency,
+            "requests_per_minute": rpm, "timeout": timeout, "max_retries": max_retries, "tokenizer": tokenizer,
+            "scoring": scoring}
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +181,22 @@ def resolve(model: str, *, defaults: Mapping[str, Any] | None = None, **options:
     kept = {k: v for k, v in {**(defaults or {}), **given}.items() if v is not None and k not in wrong}
     return ModelSpec(model if scheme is None else f"{scheme}:{rest}", scheme, api, kept.get("name") or name,
                      MappingProxyType(kept))
+
+
+def where_it_goes(spec: ModelSpec) -> str:
+    """One line naming where a model runs: in this process, or the server(s) its requests go to and
+    what set them (an ``openai:`` model without a server refuses without a key: ``InputError``)."""
+    if not spec.api:
+        return f"reader {spec.name}: local model ({spec.model})"
+    if spec.scheme != "openai":
+        return f"reader {spec.name}: {spec.scheme} API"
+    from udcg.llm.openai_target import target
+
+    from udcg.redact import redact, url_secrets
+
+    urls, source = target(spec.options.get("base_urls"), spec.options.get("api_key_env") or "OPENAI_API_KEY")
+    line = f"reader {spec.name}: requests go to {', '.join(urls)}" + ("" if source == "given" else f" ({source})")
+    return redact(line, [s for u in urls for s in url_secrets(u)])
 
 
 def load_backend(name: str, **kw: Any) -> Backend:

@@ -73,6 +73,10 @@ def _fit_ranking_svm(F: np.ndarray, y: np.ndarray, g: np.ndarray, C: float, stan
     D, s = pairwise_differences(Z, y, g)
     if len(s) < 2:
         return None
+    if len(np.unique(s)) < 2:  # alternation left one class (pairs of opposite signs met): every other pair
+        D, s = D.copy(), s.copy()  # turned round again, (d, s) -> (-d, -s), which leaves each hinge loss as it is
+        D[1::2] *= -1
+        s[1::2] *= -1
     svm = LinearSVC(C=C / len(np.unique(g)), loss="hinge", fit_intercept=False, max_iter=max_iter, tol=tol,
                     dual=True, random_state=random_state)
     with warnings.catch_warnings(record=True) as caught:
