@@ -277,6 +277,17 @@ def _default_queries(corpus: str | Path) -> str | Path:
     raise InputError(f"{corpus}: no queries given (pass the queries file, e.g. BEIR's queries.jsonl)")
 
 
+def read_queries(queries: str | Path) -> dict[str, Question]:
+    """``{qid: Question}`` of a queries file (JSONL, Parquet, a saved ``datasets`` folder or ``hf:``),
+    every record checked; a BEIR folder gives its ``queries.jsonl``."""
+    if Path(queries).is_dir() and not hfdata.is_saved_dataset(Path(queries)):
+        queries = _member(Path(queries), "queries.jsonl")
+    questions = _unique((_question(obj, where) for where, obj in _records(queries, "queries")), "query id")
+    if not questions:
+        raise InputError(f"{queries}: no query records (expected one record per query)")
+    return questions
+
+
 def read_collection(corpus: str | Path, queries: str | Path | None = None, qrels: str | Path | None = None,
                     answers: str | Path | None = None, split: str = "test",
                     docids: Set[str] | None = None) -> Collection:
@@ -299,9 +310,7 @@ def read_collection(corpus: str | Path, queries: str | Path | None = None, qrels
     if not (docs if scan is None else scan.scanned):
         raise InputError(f"{corpus_source}: no corpus records (expected one record per document)")
     queries = queries if queries is not None else _default_queries(corpus)
-    questions = _unique((_question(obj, where) for where, obj in _records(queries, "queries")), "query id")
-    if not questions:
-        raise InputError(f"{queries}: no query records (expected one record per query)")
+    questions = read_queries(queries)
     if answers is not None:
         filled = _unique(_answer_rows(answers, questions), "query id")
         questions = {qid: Question(qid=qid, text=q.text, answers=filled.get(qid, q.answers))
