@@ -115,8 +115,8 @@ def _measure_class(ir_measures) -> type:
             run_d = frame_to_dict(run, "score", f"run (for {measure})")
             qrels_d = frame_to_dict(qrels, "relevance", f"qrels (for {measure})")
             util = spec["utilities"].get(run, measure)
-            scores = score_runs({"run": run_d}, qrels_d, utilities=util, metrics=[measure],
-                                gamma=spec["gamma"], theta=spec["theta"], unannotated=spec["unannotated"])["run"]
+            scores = score_runs({"ir_measures": run_d}, qrels_d, utilities=util, metrics=[measure],
+                                gamma=spec["gamma"], theta=spec["theta"], unannotated=spec["unannotated"])["ir_measures"]
             for qid, value in zip(scores.qids, scores.values[str(measure)].tolist()):
                 if qid in run_d:
                     yield ir_measures.Metric(qid, self, value)
