@@ -113,16 +113,16 @@ def test_score_compare_and_the_api_take_irds_qrels(datasets, tmp_path, capsys):
                                           metrics="UDCG@5,nDCG@5").per_query()
 
 
-def test_answers_come_from_the_queries_where_the_dataset_has_them(datasets, tmp_path, capsys):
+def test_answers_come_from_the_queries_where_the_dataset_has_them(datasets, tmp_path, capsys, monkeypatch):
     err = _annotate("irds:udcg-example/nq-answers", tmp_path / "a", datasets, capsys, "--unjudged", "judge")
     assert "relevance of these pairs: judge 82, qrels 18" in err  # the unjudged judged against the dataset's answers
     with pytest.raises(InputError, match=r"irds:udcg-example/nq: 20 question\(s\) without 'answers'"):
         udcg.annotate_runs("irds:udcg-example/nq", [RUN], tmp_path / "b", "bench", depth=5, api_base=datasets.url,
                            unjudged="judge", show_progress=False)
-    assert main(["answer", "--corpus", "irds:udcg-example/nq-answers", "--run", str(RUN), "--k", "3", "--model", "bench",
-                 "--api-base", datasets.url, "-o", str(tmp_path / "irds.jsonl"), "--no-progress"]) == 0
-    assert main(["answer", "--corpus", str(EX), "--run", str(RUN), "--k", "3", "--model", "bench", "--api-base",
-                 datasets.url, "-o", str(tmp_path / "beir.jsonl"), "--no-progress"]) == 0
+    monkeypatch.setenv("OPENAI_BASE_URL", datasets.url)  # where openai:bench is served
+    for corpus, out in (("irds:udcg-example/nq-answers", "irds.jsonl"), (str(EX), "beir.jsonl")):
+        assert main(["answer", "--corpus", corpus, "--run", str(RUN), "--k", "3", "--model", "openai:bench",
+                     "-o", str(tmp_path / out), "--no-progress"]) == 0
     assert (tmp_path / "irds.jsonl").read_bytes() == (tmp_path / "beir.jsonl").read_bytes()
 
 
