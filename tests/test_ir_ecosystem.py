@@ -86,6 +86,11 @@ def test_pt_experiment_gives_udcg_scores_means_and_pyterriers_tests(utilities, t
     per_query = _experiment([udcg.ir_measure("UDCG@5", utilities=utilities)], perquery=True)
     got = {(r.name, r.qid): r.value for r in per_query.itertuples()}
     assert got == pytest.approx({(run, q): cli[run, q, "UDCG@5"] for run in RUNS for q in qids}, abs=1e-12)
+    ours = pd.concat([udcg.evaluate(path, QRELS, utilities=utilities, metrics="UDCG@5").to_frame(long=True)
+                      for path in RUNS.values()])  # RunScores in pt.Experiment(perquery=True)'s layout
+    assert list(ours.columns) == list(per_query.columns)
+    pd.testing.assert_frame_equal(ours.sort_values(["name", "qid"]).reset_index(drop=True),
+                                  per_query.sort_values(["name", "qid"]).reset_index(drop=True), check_exact=False)
 
 
 def test_ir_measures_calc_aggregate_and_iter_calc(utilities, tmp_path, capsys):
@@ -232,3 +237,33 @@ print(tried, pt.java.started())
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[] False"
+
+
+README_SECTION = "## In PyTerrier, ir_measures, ir_datasets and ranx"
+
+
+def test_the_readme_section_runs_as_printed(utilities, tmp_path, monkeypatch, capsys):
+    """The section's Python block, as printed, in a folder like the quickstart's (the packaged
+    example, the utilities folder of the BM25 and dense runs' top 5): it prints the side-by-side table
+    with udcg score's means. (The README's figures are those of the quickstart's reader,
+    qwen2.5-coder-0.5b; here the reader is the test server, so the figures are this folder's.)"""
+    import re
+    import shutil
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert readme.count(README_SECTION) == 1
+    section = readme.split(README_SECTION)[1].split("\n## ")[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 1
+    shutil.copytree(EX, tmp_path / "nq-example")
+    shutil.copytree(utilities, tmp_path / "utilities")
+    cli = _cli_score(utilities, tmp_path, capsys)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(blocks[0], "README.md (PyTerrier)", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].split() == ["name", "nDCG@5", "UDCG@5", "UDCG@5", "p-value"]
+    for line in printed[1:]:
+        name, ndcg, value, _ = line.split()
+        assert float(value) == pytest.approx(cli[name, "all", "UDCG@5"], abs=1e-6)  # printed to 6 decimals
+        assert float(ndcg) == pytest.approx(cli[name, "all", "nDCG@5"], abs=1e-6)

@@ -179,12 +179,16 @@ class RunScores:
         columns = {m: v.tolist() for m, v in self.values.items()}
         return {qid: {m: column[i] for m, column in columns.items()} for i, qid in enumerate(self.qids)}
 
-    def to_frame(self):
-        """A pandas DataFrame (needs pandas): one row per query (index ``qid``), one column per measure."""
+    def to_frame(self, long: bool = False):
+        """A pandas DataFrame (needs pandas): one row per query (index ``qid``), one column per measure;
+        ``long``: one row per query and measure, ``name, qid, measure, value``, the layout of
+        PyTerrier's ``pt.Experiment(..., perquery=True)``."""
         try:
             import pandas as pd
         except ImportError:
             raise InputError("to_frame() needs pandas (pip install pandas)") from None
+        if long:
+            return pd.DataFrame([(self.name, *row) for row in self.rows()], columns=["name", "qid", "measure", "value"])
         return pd.DataFrame(dict(self.values), index=pd.Index(self.qids, name="qid"), columns=list(self.values))
 
     def __repr__(self) -> str:
