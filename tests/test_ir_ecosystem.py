@@ -162,6 +162,11 @@ def test_ranx_and_dataframes_are_inputs_like_dicts(utilities):
                               metrics="UDCG@5,nDCG@5", n_boot=200)
     cmp_dicts = udcg.compare(runs, qrels, utilities=utilities, metrics="UDCG@5,nDCG@5", n_boot=200)
     assert cmp_frames.to_dict() == cmp_dicts.to_dict()
+    rx_dense = ranx.Run.from_dict(runs["dense"], name="dense")
+    # a list of ranx runs, named by their names (the qrels as a dict: the bootstrap draws queries in the qrels' order)
+    cmp_ranx = udcg.compare([rx_run, rx_dense], qrels, utilities=utilities, metrics="UDCG@5,nDCG@5", n_boot=200)
+    assert cmp_ranx.to_dict() == cmp_dicts.to_dict()
+    assert udcg.evaluate(rx_run, rx_qrels, utilities=utilities, metrics="UDCG@5").name == "bm25"
 
 
 def test_bad_frames_name_the_row_or_column():

@@ -152,3 +152,17 @@ def test_what_a_dataset_lacks_is_one_line(datasets, tmp_path, capsys):
         assert message in err.splitlines()[-1] and "Traceback" not in err
     err = _annotate("irds:udcg-example/docs-only", tmp_path / "y", datasets, capsys, "--queries", str(EX / "queries.jsonl"))
     assert "relevance of these pairs: unjudged-irrelevant 100" in err  # no qrels in the dataset: none judged
+
+
+def test_a_validate_config_takes_an_irds_data_set(datasets):
+    from udcg.experiment.config import from_dict, to_yaml
+    from udcg.experiment.questions import retrieve_pools
+
+    cfg = from_dict({"data": {"questions": "irds:udcg-example/nq-answers", "limit": 3},
+                     "pool": {"source": "bm25", "size": 5}})
+    assert "questions: irds:udcg-example/nq-answers" in to_yaml(cfg)
+    pooled, _ = retrieve_pools(cfg)
+    assert [q.qid for q in pooled] == ["nq0", "nq1", "nq2"] and all(len(q.passages) == 5 for q in pooled)
+    assert all(any(p.relevant for p in q.passages) for q in pooled)  # the judged document is in its pool
+    with pytest.raises(InputError, match="irds:udcg-example/nq: the dataset's queries have no reference answers"):
+        retrieve_pools(from_dict({"data": {"questions": "irds:udcg-example/nq", "limit": 3}}))

@@ -8,7 +8,8 @@ udcg's own code (``udcg.flows.run_scores.score_runs``), so its values are those 
 descending), udcg's handling of unannotated documents (``unannotated=``), gamma and UDCG_theta.
 
 Queries follow ir_measures: those of the qrels. A qrels query the run does not rank has no UDCG (an
-empty context): its value is NaN and the measure's own mean leaves it out, as ``udcg score`` does.
+empty context): its value is NaN and the measure's own mean (``calc_aggregate``) leaves it out, as
+``udcg score`` does; ``pt.Experiment`` averages the per-query values itself, so its mean is then NaN.
 
 The utilities: a folder or a utilities file (read when first needed, again when it changed), a
 ``{qid: {docid: utility}}`` dict, or the run's own ``utility`` column (``udcg.pyterrier.Utility``);
@@ -17,6 +18,7 @@ a UDCG_theta model is read once. ``measure @ k`` gives the same measure at anoth
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -83,13 +85,9 @@ class _Source:
         return read_utilities(frame_to_dict(known, "utility", f"the run's utility column (for {measure})"))
 
 
-_CLASSES: dict[int, type] = {}
-
-
+@functools.cache
 def _measure_class(ir_measures) -> type:
     """The base class of udcg's ir_measures measures (built on first use: ir_measures is optional)."""
-    if id(ir_measures) in _CLASSES:
-        return _CLASSES[id(ir_measures)]
     from ir_measures.measures.base import Measure as IrMeasure, MeanAgg, ParamInfo
 
     class NanMean(MeanAgg):
@@ -124,5 +122,4 @@ def _measure_class(ir_measures) -> type:
         def aggregator(self):
             return NanMean()
 
-    _CLASSES[id(ir_measures)] = UdcgMeasure
     return UdcgMeasure
