@@ -272,3 +272,21 @@ def test_the_readme_section_runs_as_printed(utilities, tmp_path, monkeypatch, ca
         name, ndcg, value, _ = line.split()
         assert float(value) == pytest.approx(cli[name, "all", "UDCG@5"], abs=1e-6)  # printed to 6 decimals
         assert float(ndcg) == pytest.approx(cli[name, "all", "nDCG@5"], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_a_local_offline_reader_in_one_pt_experiment(tmp_path, capsys, one_torch_thread):
+    """The smallest bundled model (SmolLM2-135M, local, no server) annotates the BM25 run's top 2
+    inside pt.Experiment; UDCG@2 from the utility column equals ``udcg score`` on the folder it wrote."""
+    topics, qrels = udcg.pyterrier.topics(EX), udcg.pyterrier.qrels(QRELS)
+    texts = _texts()
+    retrieved = udcg.pyterrier.results(RUNS["bm25"]).merge(topics, on="qid").assign(text=lambda f: f.docno.map(texts))
+    utility = udcg.pyterrier.Utility("smollm2-135m", depth=2, output=tmp_path / "u", qrels=qrels)
+    table = pt.Experiment([pt.Transformer.from_df(retrieved) >> utility], topics, qrels,
+                          eval_metrics=[nDCG @ 2, udcg.ir_measure("UDCG@2")], names=["bm25"])
+    assert utility.report.computed == 40 and utility.report.model_loaded
+    assert main(["score", "--run", str(RUNS["bm25"]), "--qrels", str(QRELS), "--utilities", str(tmp_path / "u"),
+                 "--metrics", "UDCG@2", "-o", str(tmp_path / "s.tsv")]) == 0
+    mean = float(capsys.readouterr().out.split()[-1])
+    assert table.loc[0, "UDCG@2"] == pytest.approx(mean, abs=1e-12)
+    assert 0.0 < table.loc[0, "UDCG@2"] < 1.0

@@ -85,6 +85,12 @@ class Utility(pt.Transformer):
         self.model, self.depth, self.output = model, depth, Path(output)
         self.qrels, self.unjudged, self.judge = qrels, unjudged, judge
         self.report = None
+        self._backend = None  # loaded on the first pair to annotate, then kept for later calls
+
+    def _load(self):
+        if self._backend is None:
+            self._backend = self.reader.spec.load()
+        return self._backend
 
     def __repr__(self) -> str:
         return f"Utility({self.model!r}, depth={self.depth})"
@@ -100,7 +106,7 @@ class Utility(pt.Transformer):
             return frame.assign(utility=pd.Series(dtype="float64"))
         collection, run = self._collection(frame, read_qrels(self.qrels) or {})
         self.report = annotate_runs(collection, {"pyterrier": run}, self.depth, self.output, self.reader.config,
-                                    self.reader.spec.name, self.reader.spec.load, unjudged=self.unjudged,
+                                    self.reader.spec.name, self._load, unjudged=self.unjudged,
                                     judge_factory=lambda: relevance_judge(self.judge))
         table = read_utilities(self.output).as_dict()
         top = {(q, d) for q, docs in run.items() for d in _top(docs, self.depth)}
