@@ -3,15 +3,17 @@
 Floors, from the bottom (a module may import only from floors below its own, or from its own unit):
 
 1. base: records, errors, text, progress, redact, version
-1b. bounds (the allowed range of every numeric option and config value; raises errors' InputError)
+1b. bounds (the allowed range of every numeric option and config value; raises errors' InputError) and
+    extras (the optional IR libraries, imported on use; a missing one is an InputError naming the extra)
 2. io/ (files and data sets) and llm/ (the model backends), which do not import each other
 3. runs (the one resumable, cached runner every model step uses)
 4. annotate/, grade/, metrics/ (metrics import only errors, besides numpy/scipy/scikit-learn/pandas;
    annotate and grade may use metrics, the pure one of the three, not each other)
 5. flows/ (the everyday flows: annotate, answer, judge, score, compare, fit-theta, correlate)
 6. experiment/ (the paper's validation only)
-7. the interface: udcg (package), __main__, api, api_args, cli, commands/ (which may call each other
-   downward: cli -> commands -> api -> api_args, the API's argument checks)
+7. the interface: udcg (package), __main__, api, api_args, cli, commands/, integrations/ (udcg inside
+   PyTerrier and ir_measures; which may call each other downward: cli -> commands -> udcg -> integrations
+   -> api -> api_args, the API's argument checks)
 
 Commands parse, call and print: they import the flows, the API, errors, progress and each other;
 ``models`` and ``serve`` may reach ``llm`` (they install and serve models), and ``validate``,
@@ -37,15 +39,15 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "udcg"
 FLOORS = [
     {"udcg.records", "udcg.errors", "udcg.text", "udcg.progress", "udcg.redact", "udcg.version"},
-    {"udcg.bounds"},
+    {"udcg.bounds", "udcg.extras"},
     {"udcg.io", "udcg.llm"},
     {"udcg.runs"},
     {"udcg.annotate", "udcg.grade", "udcg.metrics"},
     {"udcg.flows"},
     {"udcg.experiment"},
-    {"udcg", "udcg.__main__", "udcg.api", "udcg.api_args", "udcg.cli", "udcg.commands"},
+    {"udcg", "udcg.__main__", "udcg.api", "udcg.api_args", "udcg.cli", "udcg.commands", "udcg.integrations"},
 ]
-INTERFACE_ORDER = ["udcg.__main__", "udcg.cli", "udcg.commands", "udcg", "udcg.api", "udcg.api_args"]  # may import rightwards
+INTERFACE_ORDER = ["udcg.__main__", "udcg.cli", "udcg.commands", "udcg", "udcg.integrations", "udcg.api", "udcg.api_args"]  # may import rightwards
 DOMAIN_SHARED = {"udcg.metrics"}  # on the domain floor, the pure metrics serve annotate and grade
 MAX_LINES = 400
 SCRIPTS = PACKAGE.parent / "scripts"

@@ -3,13 +3,15 @@
 The Python API (``udcg.udcg``, ``udcg.udcg_many``, ``udcg.evaluate``, ``udcg.compare``,
 ``udcg.score_runs``, ``udcg.read_utilities``; the model flows ``udcg.annotate_runs``, ``udcg.answer_runs``,
 ``udcg.judge``, ``udcg.fit_theta``, ``udcg.correlate``) is imported on first use, so ``import udcg``
-and the CLI stay fast.
+and the CLI stay fast. In the IR tools (the ``ir`` extra): ``udcg.ir_measure("UDCG@5", utilities=...)``
+is an ir_measures measure (``pt.Experiment``, ``ir_measures.calc_aggregate``) and
+``udcg.pyterrier.Utility`` a PyTerrier transformer adding a ``utility`` column.
 """
 
 from udcg.version import __version__
 _API = ("annotate_runs", "answer_runs", "compare", "correlate", "evaluate", "fit_theta", "judge", "read_utilities", "score_runs",
         "udcg", "udcg_many")
-__all__ = [*_API, "__version__"]
+__all__ = [*_API, "ir_measure", "__version__"]
 
 
 def __getattr__(name: str):
@@ -17,4 +19,12 @@ def __getattr__(name: str):
         from udcg import api
 
         return getattr(api, name)
+    if name == "ir_measure":
+        from udcg.integrations.measure import ir_measure
+
+        return ir_measure
+    if name == "pyterrier":
+        import importlib
+
+        return importlib.import_module("udcg.integrations.pyterrier")
     raise AttributeError(f"module 'udcg' has no attribute {name!r}")

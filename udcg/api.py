@@ -1,8 +1,10 @@
 """The Python API for notebooks: score and compare retrieval runs with UDCG beside nDCG & co.
 
 Runs and qrels are the dict-of-dicts that ir_measures, pytrec_eval and ranx users have
-(``{qid: {docid: score}}``, ``{qid: {docid: relevance}}``) or paths to TREC files; utilities are
-``{qid: {docid: utility}}``, a ``udcg annotate --run`` output folder, or a utilities file::
+(``{qid: {docid: score}}``, ``{qid: {docid: relevance}}``), paths to TREC files, ranx ``Run`` /
+``Qrels`` objects or PyTerrier-shaped DataFrames (``qid, docno, score`` / ``qid, docno, label``;
+``udcg.io.frames``); qrels also ``irds:NAME``; utilities are ``{qid: {docid: utility}}``, a
+``udcg annotate --run`` output folder, a utilities file or a ``qid, docno, utility`` DataFrame::
 
     import udcg
     udcg.udcg([0.9, -0.4, 0.0, -0.8, 0.2])                      # one context -> 0.5349...
@@ -90,7 +92,7 @@ def evaluate(run: Run | str | Path, qrels: Run | str | Path | None = None, *, ut
     queries}`` (ir_measures' calc_aggregate); ``.per_query()``: ``{qid: {measure: value}}``
     (pytrec_eval's shape); ``.to_frame()``: a pandas DataFrame, one row per query; ``.qids``,
     ``.values`` (``{measure: array}``), ``.coverage`` and ``.notes`` (also logged as warnings)."""
-    name = next(iter(_scores.named_runs([run]))) if isinstance(run, (str, Path)) else "run"  # a file: its name
+    name = next(iter(_scores.named_runs([run]))) if isinstance(run, (str, Path)) else _ranx_name(run) or "run"  # a file: its name
     scores = _scores.score_runs({name: run}, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
                         unannotated=unannotated, model=model, prompt_version=prompt_version)[name]
     for note in scores.notes:
@@ -111,12 +113,12 @@ def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: 
     ``"table"``: over every pair x measure; ``"none"``). ``answers``: a judged answers file
     (``udcg answer`` + ``udcg judge answer``) adds correct / abstained / wrong rows for the runs.
     Returns a ``udcg.metrics.compare.Comparison``: ``.format(fmt)``, ``.to_dict()``,
-    ``.to_frame()`` (runs), ``.to_frame("pairs")``, ``.to_frames()``. ``runs`` is ``{name: run}``
-    or a list of run files (named by file name)."""
+    ``.to_frame()`` (runs), ``.to_frame("pairs")``, ``.to_frames()``. ``runs`` is ``{name: run}``,
+    a list of run files (named by file name) or a list of named ranx ``Run``s."""
     from udcg.flows.run_compare import compare_runs
 
     if not isinstance(runs, Mapping):
-        runs = _scores.named_runs(runs)
+        runs = _ranx_runs(runs) or _scores.named_runs(runs)
     cmp, scores = compare_runs(runs, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
                                unannotated=unannotated, model=model, prompt_version=prompt_version, answers=answers,
                                test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
@@ -125,6 +127,22 @@ def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: 
         for note in s.notes:
             log.warning("%s: %s", s.name, note)
     return cmp
+
+
+def _ranx_name(run: Any) -> str | None:
+    from udcg.io.frames import is_ranx
+
+    return str(run.name) if is_ranx(run) and getattr(run, "name", None) else None
+
+
+def _ranx_runs(runs: Sequence[Any]) -> dict[str, Any] | None:
+    """A list of named ranx ``Run``s as ``{name: run}`` (two of one name are an error); else None."""
+    names = [_ranx_name(run) for run in runs]
+    if not runs or None in names:
+        return None
+    if len(set(names)) < len(names):
+        raise InputError(f"runs: two ranx runs named {next(n for n in names if names.count(n) > 1)!r} (names must differ)")
+    return dict(zip(names, runs))
 
 
 # ---------------------------------------------------------------- the model flows, as the commands run them

@@ -26,6 +26,7 @@ from typing import Any
 
 from udcg import bounds
 from udcg.errors import InputError
+from udcg.io import frames
 
 Check = Callable[[str, Any], Any]  # (argument name, value) -> the value to use, or an InputError
 
@@ -85,8 +86,10 @@ def _string_keys(table: Mapping, what: str) -> Mapping:
 
 
 def id_table(what: str) -> Check:
-    """A ``{qid: {docid: value}}`` dict (ids made strings) or a file path."""
+    """A ``{qid: {docid: value}}`` dict (ids made strings), a file path, or a DataFrame or ranx object
+    (read into that dict, ``udcg.io.frames``)."""
     def check(name: str, value: Any) -> Any:
+        value = frames.as_dict(value, what, name)
         if isinstance(value, (str, os.PathLike)):
             return path(name, value)
         if not isinstance(value, Mapping):
@@ -118,6 +121,8 @@ def run_set(name: str, value: Any) -> Any:
             if not isinstance(key, str):
                 raise InputError(f"{name}: run names must be strings, got {_kind(key)} ({bounds.short(key)})")
         return {key: id_table("score")(f"run {key!r}", run) for key, run in value.items()}
+    if isinstance(value, (list, tuple)) and value and all(map(frames.is_ranx, value)):
+        return value  # named by their .name (udcg.api)
     if isinstance(value, (list, tuple)):
         return paths(name, value)
     raise _wrong(name, "a {name: run} dict or a list of run files", value)

@@ -29,9 +29,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     runs = p.add_argument_group("your runs (BEIR folder or files, TREC runs)")
     runs.add_argument("--run", action="append", default=[], metavar="RUN",
                       help="TREC run file (repeatable): annotate the union of the runs' top --depth documents")
-    runs.add_argument("--corpus", help="BEIR folder, corpus JSONL/Parquet, a datasets save_to_disk folder, or hf:NAME")
-    runs.add_argument("--queries", help="queries file (default: the BEIR folder's queries.jsonl)")
-    runs.add_argument("--qrels", help="qrels (TREC 4 columns or BEIR TSV; default: the BEIR folder's qrels/test.tsv)")
+    runs.add_argument("--corpus", help="BEIR folder, corpus JSONL/Parquet, a datasets save_to_disk folder, hf:NAME, or irds:NAME (ir_datasets)")
+    runs.add_argument("--queries", help="queries file or irds:NAME (default: the BEIR folder's queries.jsonl, or the irds dataset's queries)")
+    runs.add_argument("--qrels", help="qrels (TREC 4 columns, BEIR TSV or irds:NAME; default: the BEIR folder's qrels/test.tsv, or the irds dataset's)")
     runs.add_argument("--answers", help="JSONL of {_id, answers} (default: queries' metadata.answers)")
     runs.add_argument("--depth", type=int, default=10, help="documents per run and query to annotate (default 10)")
     runs.add_argument("--unjudged", default="irrelevant", choices=("irrelevant", "judge", "error"),

@@ -21,11 +21,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           "udcg fit-theta judged.jsonl --k 5 -o theta.json",
                           "udcg correlate judged.jsonl --metrics UDCG,nDCG,P,RR --baseline UDCG"])
     p.add_argument("--run", action="append", default=[], required=True, help="TREC run file (repeatable)")
-    p.add_argument("--corpus", required=True, help="BEIR folder, corpus JSONL/Parquet, a datasets folder, or hf:NAME")
-    p.add_argument("--queries", help="queries file (default: the BEIR folder's)")
+    p.add_argument("--corpus", required=True, help="BEIR folder, corpus JSONL/Parquet, a datasets folder, hf:NAME, or irds:NAME")
+    p.add_argument("--queries", help="queries file or irds:NAME (default: the BEIR folder's or irds dataset's)")
     p.add_argument("--limit", type=int, default=None, help="only the first N queries of the queries file (file "
                    "order, as annotate --limit); the runs' other queries are left out")
-    p.add_argument("--qrels", help="qrels (default: the BEIR folder's qrels/test.tsv); relevance of each position")
+    p.add_argument("--qrels", help="qrels or irds:NAME (default: the BEIR folder's qrels/test.tsv); relevance of each position")
     p.add_argument("--answers", help="JSONL of {_id, answers} (default: queries' metadata.answers)")
     p.add_argument("--utilities", help="the udcg annotate --run folder: adds each position's utility")
     p.add_argument("--k", type=int, default=5, help="documents per context (default 5)")

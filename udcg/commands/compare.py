@@ -28,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           ("udcg compare --run a.trec --run b.trec --run c.trec --qrels q.tsv --metrics nDCG@10,AP "
                            "--test t --correction table -o table.tex")])
     p.add_argument("--run", action="append", default=[], required=True, help="TREC run file (give two or more)")
-    p.add_argument("--qrels", help="qrels: TREC (qid 0 docid rel) or BEIR TSV; needed for classical measures")
+    p.add_argument("--qrels", help="qrels: TREC (qid 0 docid rel), BEIR TSV or irds:NAME; needed for classical measures")
     p.add_argument("--utilities", help="utilities for UDCG@k: the udcg annotate --run folder, or a file")
     p.add_argument("--metrics", default="UDCG@5,nDCG@5,P@5,RR@5", help="measures (default UDCG@5,nDCG@5,P@5,RR@5)")
     p.add_argument("--test", default="permutation", choices=("permutation", "t", "wilcoxon"),

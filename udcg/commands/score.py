@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--theta", default=None, help="a fitted UDCG_theta model (JSON) for the UDCG_theta metric")
     p.add_argument("--run", action="append", default=[], help="TREC run file (qid Q0 docid rank score tag); repeat "
                    "for several runs (the TSV then starts with a run column)")
-    p.add_argument("--qrels", help="qrels: TREC (qid 0 docid rel) or BEIR TSV (query-id corpus-id score, header optional)")
+    p.add_argument("--qrels", help="qrels: TREC (qid 0 docid rel), BEIR TSV (query-id corpus-id score, header optional) or irds:NAME")
     p.add_argument("--utilities", help="utilities for UDCG@k on runs: the udcg annotate --run folder, or a file")
     p.add_argument("--unannotated", default="error", choices=("error", "zero", "worst"),
                    help="a top-k document without a utility: error (default), zero (u = 0) or worst (u = -1)")

@@ -6,7 +6,8 @@ the file, the key and the fix. ``--set section.key=value`` overrides any key fro
 
 Data: ``data.questions`` names a data set packaged with udcg (``popqa-sample``), a shared data set
 by name or alias (``popqa``, ``nq``, ``nq-pon``, ``squad`` …, a folder under ``data.data_dir``,
-else ``$UDCG_DATA_DIR``: there is no default folder), a Hugging Face data set (``hf:NAME``), or a
+else ``$UDCG_DATA_DIR``: there is no default folder), a Hugging Face data set (``hf:NAME``), an
+ir_datasets dataset (``irds:NAME``: its queries with answers and their judged documents), or a
 file/folder path. A relative path is looked up beside the config file, then in the working
 directory. ``output`` and ``theta.from_run`` are relative to the working directory. A run writes
 its config with paths relative to the working directory (``portable``; the rules for one path:
@@ -33,7 +34,7 @@ METRIC_CHOICES_NOTE = "e.g. UDCG, UDCG_theta, nDCG, RR, AP, P, Success, eRAG, AN
 
 @dataclass(frozen=True)
 class DataConfig:
-    questions: str = "popqa-sample"  # data set: packaged sample, shared name/alias, hf:NAME, or path
+    questions: str = "popqa-sample"  # data set: packaged sample, shared name/alias, hf:NAME, irds:NAME, or path
     limit: int | None = None  # number of questions (None = all)
     select: str = "first"  # first | random (seeded): which `limit` questions
     data_dir: str | None = None  # folder of the shared data sets (None: $UDCG_DATA_DIR when loading)

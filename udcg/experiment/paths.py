@@ -28,7 +28,7 @@ def dataset_ref(ref: str, key: str, where: str, base_dir: Path | None) -> str:
     from udcg.io.sources import dataset_names
 
     names = dataset_names()
-    if ref in names or ref.startswith(HUB_PREFIX):
+    if ref in names or ref.startswith((HUB_PREFIX, "irds:")):
         return ref
     path = Path(ref).expanduser()
     candidates = [path] if path.is_absolute() else list(dict.fromkeys(d / path for d in (base_dir, Path.cwd()) if d))

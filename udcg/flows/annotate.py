@@ -125,7 +125,6 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
     from udcg.flows.run_scores import named_runs
     from udcg.io.beir import check_run, read_collection
     from udcg.io.trec import read_run
-    from udcg.llm.registry import resolve
     from udcg.progress import bar
 
     for flag, value in (("--depth", depth), ("--limit", limit)):
@@ -146,14 +145,18 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
         bars.append(bar(total=total, desc=desc, unit="pair", enabled=show_progress))
         return bars[-1].update
 
-    def judge_factory():
-        from udcg.grade.judges import LLMJudge, RuleJudge
-
-        return RuleJudge("relevance") if judge == "rules" else LLMJudge(resolve(judge).load(), "relevance")
-
     try:
         return annotate_runs(collection, runs, depth, output, reader_.config, reader_.spec.name, reader_.spec.load,
-                             unjudged=unjudged, judge_factory=judge_factory, progress=progress)
+                             unjudged=unjudged, judge_factory=lambda: relevance_judge(judge), progress=progress)
     finally:
         for b in bars:
             b.close()
+
+
+def relevance_judge(judge: str = "rules"):
+    """The judge of unjudged pairs' relevance (``--unjudged judge``): answer containment for
+    ``rules``, else the LLM judge ``judge`` (a model name)."""
+    from udcg.grade.judges import LLMJudge, RuleJudge
+    from udcg.llm.registry import resolve
+
+    return RuleJudge("relevance") if judge == "rules" else LLMJudge(resolve(judge).load(), "relevance")

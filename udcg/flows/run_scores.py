@@ -26,6 +26,7 @@ import numpy as np
 from udcg.errors import InputError
 from udcg.flows.run_tables import columns_table, run_queries
 from udcg.flows.theta import load_theta
+from udcg.io.frames import as_dict
 from udcg.io.trec_columns import RunColumns
 from udcg.metrics.gains import flat_values
 from udcg.metrics.evaluate import (UtilityOptions, as_measures, check_inputs, evaluate_table, reads_utilities, run_table,
@@ -46,7 +47,7 @@ def _read_run(run: Run | str | Path, what: str = "run") -> Run:
 
     if isinstance(run, (str, Path)):
         return read_run(run)
-    return _check_run(run, what)
+    return _check_run(as_dict(run, "score", what), what)
 
 
 def _load_run(run: Run | str | Path, what: str = "run") -> Run | RunColumns:
@@ -55,12 +56,13 @@ def _load_run(run: Run | str | Path, what: str = "run") -> Run | RunColumns:
 
     if isinstance(run, (str, Path)):
         return read_run_columns(run)
-    return _check_run(run, what)
+    return _check_run(as_dict(run, "score", what), what)
 
 
 def _check_run(run: Any, what: str) -> Run:
     if not isinstance(run, Mapping):
-        raise InputError(f"{what}: give a {{qid: {{docid: score}}}} dict or a TREC run file path, got {type(run).__name__}")
+        raise InputError(f"{what}: give a {{qid: {{docid: score}}}} dict, a TREC run file path, a ranx Run or a "
+                         f"DataFrame (qid, docno, score), got {type(run).__name__}")
     return _check_nested(run, what, "score")
 
 
@@ -100,11 +102,24 @@ def _read_qrels(qrels: Run | str | Path | None) -> Run | None:
 
     if qrels is None:
         return qrels
+    qrels = as_dict(qrels, "relevance", "qrels")
     if isinstance(qrels, Mapping):
         return _check_nested(qrels, "qrels", "relevance")
     if isinstance(qrels, (str, Path)):
         return read_qrels(qrels)
-    raise InputError(f"qrels: give a {{qid: {{docid: relevance}}}} dict or a qrels file path, got {type(qrels).__name__}")
+    raise InputError(f"qrels: give a {{qid: {{docid: relevance}}}} dict, a qrels file path, a ranx Qrels or a "
+                     f"DataFrame (qid, docno, label), got {type(qrels).__name__}")
+
+
+def read_run(run: Any) -> Run:
+    """``{qid: {docid: score}}`` of a TREC run file, a dict, a ranx ``Run`` or a DataFrame (qid, docno, score)."""
+    return _read_run(run)
+
+
+def read_qrels(qrels: Any) -> Run | None:
+    """``{qid: {docid: relevance}}`` of a TREC/BEIR qrels file, ``irds:NAME``, a dict, a ranx ``Qrels``
+    or a DataFrame (qid, docno, label); None for None."""
+    return _read_qrels(qrels)
 
 
 def read_utilities(utilities: Any, model: str | None = None, prompt_version: str | None = None) -> Run | None:
@@ -118,6 +133,7 @@ def read_utilities(utilities: Any, model: str | None = None, prompt_version: str
         return None
     if isinstance(utilities, (str, Path)):
         utilities = read(utilities)
+    utilities = as_dict(utilities, "utility", "utilities")
     if isinstance(utilities, Utilities):
         utilities.check_for(model, prompt_version)
         return utilities.as_dict()
@@ -163,12 +179,16 @@ class RunScores:
         columns = {m: v.tolist() for m, v in self.values.items()}
         return {qid: {m: column[i] for m, column in columns.items()} for i, qid in enumerate(self.qids)}
 
-    def to_frame(self):
-        """A pandas DataFrame (needs pandas): one row per query (index ``qid``), one column per measure."""
+    def to_frame(self, long: bool = False):
+        """A pandas DataFrame (needs pandas): one row per query (index ``qid``), one column per measure;
+        ``long``: one row per query and measure, ``name, qid, measure, value``, the layout of
+        PyTerrier's ``pt.Experiment(..., perquery=True)``."""
         try:
             import pandas as pd
         except ImportError:
             raise InputError("to_frame() needs pandas (pip install pandas)") from None
+        if long:
+            return pd.DataFrame([(self.name, *row) for row in self.rows()], columns=["name", "qid", "measure", "value"])
         return pd.DataFrame(dict(self.values), index=pd.Index(self.qids, name="qid"), columns=list(self.values))
 
     def __repr__(self) -> str:

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from udcg.io import hf as hfdata
+from udcg.io import hf as hfdata, irds
 from udcg.errors import InputError
 from udcg.io.files import MAX_PASSAGE_CHARS, JsonlScan, read_records, stream_lines
 from udcg.records import Passage, Question
@@ -72,8 +72,12 @@ class CorpusScan:
     seconds: float
     skipped: int = 0  # unreadable lines skipped: none held a needed document
     first_skipped: str = ""  # where the first was, and why
+    docstore: bool = False  # looked up by id in an ir_datasets docstore (scanned = ids looked up), not scanned
 
     def line(self) -> str:
+        if self.docstore:
+            return (f"corpus: {self.scanned:,} documents looked up in the ir_datasets docstore, {self.kept:,} found "
+                    f"in {self.seconds:.1f} s")
         rate = f"{self.nbytes / 1e6 / self.seconds:,.0f} MB/s" if self.seconds > 0 else "instant"
         return (f"corpus: {self.scanned:,} documents scanned, {self.kept:,} kept (the ones used); "
                 f"{self.nbytes / 1e6:,.1f} MB in {self.seconds:.1f} s ({rate})")
@@ -271,10 +275,25 @@ def _folder_qrels(folder: Path, split: str) -> Path | None:
 def _default_queries(corpus: str | Path) -> str | Path:
     """The ``queries`` split of a ``DatasetDict`` corpus; otherwise the user must name the file."""
     text = str(corpus)
+    if irds.is_irds(text):
+        return text
     if text.startswith(hfdata.HUB_PREFIX) or hfdata.is_saved_dataset(Path(corpus)):
         if "queries" in hfdata.splits(hfdata.load(corpus)):
             return corpus
     raise InputError(f"{corpus}: no queries given (pass the queries file, e.g. BEIR's queries.jsonl)")
+
+
+def read_queries(queries: str | Path) -> dict[str, Question]:
+    """``{qid: Question}`` of a queries file (JSONL, Parquet, a saved ``datasets`` folder or ``hf:``),
+    every record checked; a BEIR folder gives its ``queries.jsonl``."""
+    if irds.is_irds(queries):
+        return irds.read_queries(queries)
+    if Path(queries).is_dir() and not hfdata.is_saved_dataset(Path(queries)):
+        queries = _member(Path(queries), "queries.jsonl")
+    questions = _unique((_question(obj, where) for where, obj in _records(queries, "queries")), "query id")
+    if not questions:
+        raise InputError(f"{queries}: no query records (expected one record per query)")
+    return questions
 
 
 def read_collection(corpus: str | Path, queries: str | Path | None = None, qrels: str | Path | None = None,
@@ -284,24 +303,29 @@ def read_collection(corpus: str | Path, queries: str | Path | None = None, qrels
     module docstring for the accepted layouts and the checks. With ``docids``, the corpus holds only
     those documents (the ones found; ``check_run`` with the depth used names any missing)."""
     text = str(corpus)
-    folder = None if text.startswith(hfdata.HUB_PREFIX) else Path(corpus)
+    folder = None if text.startswith((hfdata.HUB_PREFIX, irds.PREFIX)) else Path(corpus)
     corpus_source: str | Path = corpus
     if folder is not None and folder.is_dir() and not hfdata.is_saved_dataset(folder):
         corpus_source = _member(folder, "corpus.jsonl")
         queries = queries if queries is not None else _member(folder, "queries.jsonl")
         qrels = qrels if qrels is not None else _folder_qrels(folder, split)
+    if irds.is_irds(text):
+        queries = queries if queries is not None else text
+        qrels = qrels if qrels is not None or not irds.dataset(text).has_qrels() else text
     judged = read_qrels(qrels) if qrels is not None else {}
     scan, seen = None, None
-    if docids is None:
+    if irds.is_irds(text):
+        docs, looked_up, seconds = irds.read_docs(text, docids)
+        scan = CorpusScan(looked_up, len(docs), 0, seconds, docstore=True) if docids is not None else None
+        seen = {d for rels in judged.values() for d in rels}  # judged documents are not looked up (ids only)
+    elif docids is None:
         docs = _unique((_passage(obj, where) for where, obj in _records(corpus_source, "corpus")), "docid")
     else:
         docs, scan, seen = _needed_docs(corpus_source, docids, {d for rels in judged.values() for d in rels})
     if not (docs if scan is None else scan.scanned):
         raise InputError(f"{corpus_source}: no corpus records (expected one record per document)")
     queries = queries if queries is not None else _default_queries(corpus)
-    questions = _unique((_question(obj, where) for where, obj in _records(queries, "queries")), "query id")
-    if not questions:
-        raise InputError(f"{queries}: no query records (expected one record per query)")
+    questions = read_queries(queries)
     if answers is not None:
         filled = _unique(_answer_rows(answers, questions), "query id")
         questions = {qid: Question(qid=qid, text=q.text, answers=filled.get(qid, q.answers))

@@ -4,7 +4,8 @@
 ``udcg/data``, found with ``importlib.resources``), a shared data set by name (``popqa``, ``nq``,
 ``squad`` …: a folder under the shared data folder, given as ``data_dir`` or ``$UDCG_DATA_DIR``;
 there is no default), a Hugging Face data set (``hf:NAME[:CONFIG]``, rows in the authors' format,
-loaded with ``datasets``), or a file or folder path.
+loaded with ``datasets``), ``irds:NAME`` (an ir_datasets dataset's queries with answers and their
+judged documents, ``udcg.io.irds.load_questions``), or a file or folder path.
 
 Each loader reads one file shape (the shared data folder's README describes them) and returns
 questions whose ``passages`` keep the file's order. Relevance follows what the file knows:
@@ -33,7 +34,7 @@ from importlib import resources
 from pathlib import Path
 
 from udcg.errors import InputError
-from udcg.io import hf as hfdata
+from udcg.io import hf as hfdata, irds
 from udcg.io.authors import question_from_authors, read_authors
 from udcg.io.loaders import (ContainmentChecker, unique_qids, label_by_containment, load_dpr, load_nomiracl,
                           load_nq_open_gold, load_nq_pon, load_popqa, load_squad)
@@ -145,6 +146,8 @@ def load_dataset(name_or_path: str | Path, limit: int | None = None, data_dir: s
         return list(itertools.islice(load_sample(_SAMPLE_ALIASES.get(name, name)), limit))
     if name.startswith(hfdata.HUB_PREFIX):
         return load_hub(name, limit)
+    if name.startswith(irds.PREFIX):
+        return irds.load_questions(name, limit)
     path = Path(name_or_path)
     if not path.exists():
         folder = _ALIASES.get(name, name)

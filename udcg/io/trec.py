@@ -129,7 +129,11 @@ def read_run(path: str | Path) -> Run:
 
 def read_qrels(path: str | Path) -> Qrels:
     """Read TREC qrels (``qid 0 docid rel``) or BEIR qrels (``query-id corpus-id score``, header
-    optional) into ``{qid: {docid: rel}}``."""
+    optional) into ``{qid: {docid: rel}}``; ``irds:NAME``: the qrels of that ir_datasets dataset."""
+    from udcg.io import irds
+
+    if irds.is_irds(path):
+        return irds.read_qrels(path)
     return _read_table(path, "qrels", (_TREC_QRELS, _BEIR_QRELS), "is judged twice", limit=MAX_GRADE)
 
 

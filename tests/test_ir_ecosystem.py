@@ -1,0 +1,292 @@
+"""udcg inside PyTerrier, ir_measures and ranx (issue 37), with the real libraries: ``udcg.ir_measure``
+in ``ir_measures.calc_aggregate`` / ``iter_calc`` and in ``pt.Experiment`` (means, per-query values,
+PyTerrier's significance columns) equals ``udcg score`` on the same files; ranx objects and
+PyTerrier-shaped DataFrames are inputs like dicts; ``udcg.pyterrier.Utility`` annotates a pipeline's
+passages into the utilities folder the CLI reuses.
+
+The utilities come from ``udcg annotate`` on the packaged example against a real OpenAI-compatible
+server on 127.0.0.1 (``scripts/instant_openai_server.py``: log-probabilities a deterministic
+function of the prompt, so each pair has its own utility). PyTerrier 1.x runs ``pt.Experiment``
+without Java; nothing here starts Java or reaches the network (checked by
+``test_pyterrier_runs_offline``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import ir_measures
+import numpy as np
+import pandas as pd
+import pytest
+import pyterrier as pt
+import ranx
+from ir_measures import nDCG
+from scipy import stats
+
+import udcg
+from tests.conftest import load_script
+from udcg.cli import main
+from udcg.errors import InputError
+from udcg.flows.run_scores import read_qrels, read_run
+from udcg.io.sources import example_path
+
+EX = example_path()
+RUNS = {name: EX / "runs" / f"{name}.trec" for name in ("bm25", "dense")}
+QRELS = EX / "qrels" / "test.tsv"
+
+
+@pytest.fixture(scope="module")
+def server():
+    with load_script("instant_openai_server").Process(0.0) as s, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPENAI_API_KEY", "test-key")
+        yield s
+
+
+@pytest.fixture(scope="module")
+def utilities(server, tmp_path_factory):
+    """The quickstart's utilities folder (the union of the BM25 and dense runs' top 5)."""
+    out = tmp_path_factory.mktemp("quickstart") / "utilities"
+    udcg.annotate_runs(EX, list(RUNS.values()), out, "bench", depth=5, api_base=server.url,
+                       show_progress=False)
+    return out
+
+
+def _cli_score(utilities, tmp_path, capsys, metrics="UDCG@5,nDCG@5") -> dict:
+    """``udcg score --run bm25 --run dense``: {(run, qid, measure): value} of its output file, and
+    qid 'all': the means it prints."""
+    capsys.readouterr()
+    argv = ["score", *[a for r in RUNS.values() for a in ("--run", str(r))], "--qrels", str(QRELS), "--utilities",
+            str(utilities), "--metrics", metrics, "-o", str(tmp_path / "scores.tsv")]
+    assert main(argv) == 0
+    lines = (tmp_path / "scores.tsv").read_text().splitlines() + capsys.readouterr().out.splitlines()
+    rows = [line.split("\t") for line in lines]
+    return {(run, qid, m): float(v) for run, qid, m, v in rows}
+
+
+def _experiment(measures, **kwargs):
+    topics, qrels = udcg.pyterrier.topics(EX), udcg.pyterrier.qrels(QRELS)
+    bm25, dense = (udcg.pyterrier.results(path) for path in RUNS.values())
+    return pt.Experiment([bm25, dense], topics, qrels, eval_metrics=measures, names=["bm25", "dense"], **kwargs)
+
+
+def test_pt_experiment_gives_udcg_scores_means_and_pyterriers_tests(utilities, tmp_path, capsys):
+    cli = _cli_score(utilities, tmp_path, capsys)
+    table = _experiment([nDCG @ 5, udcg.ir_measure("UDCG@5", utilities=utilities)], baseline=0).set_index("name")
+    for run in RUNS:
+        assert table.loc[run, "UDCG@5"] == pytest.approx(cli[run, "all", "UDCG@5"], abs=1e-12)
+        assert table.loc[run, "nDCG@5"] == pytest.approx(cli[run, "all", "nDCG@5"], abs=1e-12)
+    assert table.loc["bm25", "UDCG@5"] != table.loc["dense", "UDCG@5"]
+    qids = sorted({q for (_, q, _) in cli if q != "all"})
+    a, b = ([cli[run, q, "UDCG@5"] for q in qids] for run in RUNS)
+    assert table.loc["dense", "UDCG@5 p-value"] == pytest.approx(stats.ttest_rel(a, b).pvalue, rel=1e-9)
+    assert table.loc["dense", "UDCG@5 +"] + table.loc["dense", "UDCG@5 -"] == sum(x != y for x, y in zip(a, b))
+
+    per_query = _experiment([udcg.ir_measure("UDCG@5", utilities=utilities)], perquery=True)
+    got = {(r.name, r.qid): r.value for r in per_query.itertuples()}
+    assert got == pytest.approx({(run, q): cli[run, q, "UDCG@5"] for run in RUNS for q in qids}, abs=1e-12)
+    ours = pd.concat([udcg.evaluate(path, QRELS, utilities=utilities, metrics="UDCG@5").to_frame(long=True)
+                      for path in RUNS.values()])  # RunScores in pt.Experiment(perquery=True)'s layout
+    assert list(ours.columns) == list(per_query.columns)
+    pd.testing.assert_frame_equal(ours.sort_values(["name", "qid"]).reset_index(drop=True),
+                                  per_query.sort_values(["name", "qid"]).reset_index(drop=True), check_exact=False)
+
+
+def test_ir_measures_calc_aggregate_and_iter_calc(utilities, tmp_path, capsys):
+    cli = _cli_score(utilities, tmp_path, capsys, "UDCG@5,UDCG@3,UDCG@2")
+    qrels = {q: {d: int(r) for d, r in docs.items()} for q, docs in read_qrels(QRELS).items()}  # pytrec_eval: ints
+    measure = udcg.ir_measure("UDCG@5", utilities=str(utilities))
+    assert str(measure) == "UDCG@5" and str(measure @ 3) == "UDCG@3" and str(udcg.ir_measure("UDCG")) == "UDCG"
+    run = list(ir_measures.read_trec_run(str(RUNS["bm25"])))
+    whole = udcg.ir_measure("UDCG", utilities)  # the whole ranking; @2 its first two
+    means = ir_measures.calc_aggregate([measure, measure @ 3, whole @ 2, nDCG @ 5], qrels, run)
+    assert means[measure] == pytest.approx(cli["bm25", "all", "UDCG@5"], abs=1e-12)
+    assert means[measure @ 3] == pytest.approx(cli["bm25", "all", "UDCG@3"], abs=1e-12)
+    assert means[whole @ 2] == pytest.approx(cli["bm25", "all", "UDCG@2"], abs=1e-12)
+    with pytest.raises(InputError, match="89 of the 200 top-10 documents have no utility"):
+        whole.calc_aggregate(qrels, run)  # the run's top 10, annotated to depth 5
+    per_query = {(m.query_id, str(m.measure)): m.value for m in ir_measures.iter_calc([measure], qrels, run)}
+    assert per_query == pytest.approx({(q, "UDCG@5"): v for (r, q, m), v in cli.items()
+                                       if r == "bm25" and q != "all" and m == "UDCG@5"}, abs=1e-12)
+
+
+def test_options_gamma_dict_utilities_and_the_utility_column(utilities):
+    table = udcg.read_utilities(utilities)
+    qrels = read_qrels(QRELS)
+    run = read_run(RUNS["dense"])
+    want = udcg.evaluate(run, qrels, utilities=utilities, metrics=["UDCG@5"], gamma=0.5).means()["UDCG@5"]
+    assert udcg.ir_measure("UDCG@5", table, gamma=0.5).calc_aggregate(qrels, run) == pytest.approx(want, abs=1e-12)
+    frame = udcg.pyterrier.results(run).rename(columns={"qid": "query_id", "docno": "doc_id"})  # ir_measures' names
+    frame["utility"] = [table[q].get(d, np.nan) for q, d in zip(frame.query_id, frame.doc_id)]
+    from_column = udcg.ir_measure("UDCG@5").calc_aggregate(qrels, frame)
+    assert from_column == pytest.approx(udcg.evaluate(run, qrels, utilities=table, metrics="UDCG@5").means()["UDCG@5"])
+
+
+def test_unannotated_documents_follow_udcg(utilities):
+    run = read_run(RUNS["bm25"])
+    qrels = read_qrels(QRELS)
+    run["nq0"]["not-annotated"] = 99.0  # now the top document of nq0, without a utility
+    with pytest.raises(InputError, match="1 of the 100 top-5 documents have no utility"):
+        udcg.ir_measure("UDCG@5", utilities).calc_aggregate(qrels, run)
+    for policy in ("zero", "worst"):
+        want = udcg.evaluate(run, qrels, utilities=utilities, metrics="UDCG@5", unannotated=policy).means()["UDCG@5"]
+        got = udcg.ir_measure("UDCG@5", utilities, unannotated=policy).calc_aggregate(qrels, run)
+        assert got == pytest.approx(want, abs=1e-12)
+    assert udcg.ir_measure("UDCG@5", utilities, unannotated="zero").calc_aggregate(qrels, run) != pytest.approx(
+        udcg.ir_measure("UDCG@5", utilities, unannotated="worst").calc_aggregate(qrels, run))
+
+
+def test_bad_measures_are_one_line_errors(utilities):
+    with pytest.raises(InputError, match="unknown measure 'nope'"):
+        udcg.ir_measure("nope@5")
+    with pytest.raises(InputError, match="needs utilities.*utility column"):
+        udcg.ir_measure("UDCG@5").calc_aggregate(read_qrels(QRELS), read_run(RUNS["bm25"]))
+    with pytest.raises(InputError, match="unannotated"):
+        udcg.ir_measure("UDCG@5", utilities, unannotated="skip")
+
+
+def test_ranx_and_dataframes_are_inputs_like_dicts(utilities):
+    qrels = read_qrels(QRELS)
+    runs = {name: read_run(path) for name, path in RUNS.items()}
+    want = udcg.evaluate(runs["bm25"], qrels, utilities=utilities, metrics="UDCG@5,nDCG@5,P@5")
+    rx_run, rx_qrels = ranx.Run.from_dict(runs["bm25"], name="bm25"), ranx.Qrels.from_dict(
+        {q: {d: int(r) for d, r in docs.items()} for q, docs in qrels.items()})
+    frames = udcg.pyterrier.results(RUNS["bm25"]), udcg.pyterrier.qrels(QRELS)
+    for run, judged in ((rx_run, rx_qrels), frames, (rx_run, frames[1])):
+        got = udcg.evaluate(run, judged, utilities=utilities, metrics="UDCG@5,nDCG@5,P@5")
+        assert got.per_query() == want.per_query()
+    util_frame = pd.DataFrame([(q, d, u) for q, docs in udcg.read_utilities(utilities).items() for d, u in docs.items()],
+                              columns=["qid", "docno", "utility"])
+    cmp_frames = udcg.compare({n: udcg.pyterrier.results(p) for n, p in RUNS.items()}, frames[1], utilities=util_frame,
+                              metrics="UDCG@5,nDCG@5", n_boot=200)
+    cmp_dicts = udcg.compare(runs, qrels, utilities=utilities, metrics="UDCG@5,nDCG@5", n_boot=200)
+    assert cmp_frames.to_dict() == cmp_dicts.to_dict()
+    rx_dense = ranx.Run.from_dict(runs["dense"], name="dense")
+    # a list of ranx runs, named by their names (the qrels as a dict: the bootstrap draws queries in the qrels' order)
+    cmp_ranx = udcg.compare([rx_run, rx_dense], qrels, utilities=utilities, metrics="UDCG@5,nDCG@5", n_boot=200)
+    assert cmp_ranx.to_dict() == cmp_dicts.to_dict()
+    assert udcg.evaluate(rx_run, rx_qrels, utilities=utilities, metrics="UDCG@5").name == "bm25"
+
+
+def test_bad_frames_name_the_row_or_column():
+    good = pd.DataFrame({"qid": ["q1", "q1"], "docno": ["d1", "d2"], "score": [1.0, 0.5]})
+    with pytest.raises(InputError, match=r"needs a score column named score \(its columns: qid, docno, rank\)"):
+        udcg.evaluate(good.rename(columns={"score": "rank"}), utilities={"q1": {"d1": 0.5}}, metrics="UDCG@2")
+    with pytest.raises(InputError, match=r"row 1 .*score = 'nan' is not a finite number"):
+        udcg.evaluate(good.assign(score=[1.0, np.nan]), utilities={"q1": {"d1": 0.5}}, metrics="UDCG@2")
+    with pytest.raises(InputError, match=r"row 1: .*appears twice"):
+        udcg.evaluate(good.assign(docno=["d1", "d1"]), utilities={"q1": {"d1": 0.5}}, metrics="UDCG@2")
+
+
+def _texts() -> dict[str, str]:
+    return {json.loads(line)["_id"]: json.loads(line)["text"] for line in (EX / "corpus.jsonl").open()}
+
+
+def test_the_utility_transformer_shares_the_cli_folder(server, utilities, tmp_path, capsys):
+    topics, qrels = udcg.pyterrier.topics(EX), udcg.pyterrier.qrels(QRELS)
+    texts = _texts()
+    retrieved = udcg.pyterrier.results(RUNS["bm25"]).merge(topics, on="qid").assign(text=lambda f: f.docno.map(texts))
+    utility = udcg.pyterrier.Utility("bench", depth=5, output=tmp_path / "u", api_base=server.url,
+                                     qrels=qrels)
+    pipeline = pt.Transformer.from_df(retrieved) >> utility
+    table = pt.Experiment([pipeline], topics, qrels, eval_metrics=[udcg.ir_measure("UDCG@5")], names=["bm25"])
+    assert utility.report.computed == 100
+    want = udcg.evaluate(RUNS["bm25"], QRELS, utilities=utilities, metrics="UDCG@5").means()["UDCG@5"]
+    assert table.loc[0, "UDCG@5"] == pytest.approx(want, abs=1e-12)  # the transformer's utilities are the CLI's
+    annotated = utility.transform(retrieved)
+    assert annotated.utility.notna().sum() == 100 and annotated.query("rank >= 5").utility.isna().all()
+    capsys.readouterr()
+    assert main(["annotate", "--corpus", str(EX), *[a for r in RUNS.values() for a in ("--run", str(r))], "--depth", "5",
+                 "--model", "bench", "--api-base", server.url, "-o", str(tmp_path / "u"),
+                 "--no-progress"]) == 0
+    assert "new pairs annotated: 65; already in " in capsys.readouterr().err  # 165 pairs, 100 from the transformer
+    with pytest.raises(InputError, match="no 'text' column.*pt.text.get_text"):
+        utility.transform(retrieved.drop(columns="text"))
+
+
+def test_the_ir_libraries_load_only_when_used_and_name_the_extra_when_missing():
+    code = ("import sys, udcg; udcg.evaluate({'q': {'d': 1.0}}, utilities={'q': {'d': 0.5}}, metrics='UDCG@1');"
+            "print(sorted(m for m in ('pyterrier', 'ir_datasets', 'ranx', 'ir_measures', 'pandas') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "[]", done.stderr
+    for module, call in (("ir_measures", "udcg.ir_measure('UDCG@5')"), ("pyterrier", "udcg.pyterrier.Utility"),
+                         ("ir_datasets", "udcg.evaluate({'q': {'d': 1.0}}, 'irds:x', metrics='nDCG@1')")):
+        code = f"import sys; sys.modules[{module!r}] = None; import udcg\ntry:\n {call}\nexcept Exception as e: print(e)"
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert done.stdout.strip().endswith("is not installed: pip install 'udcg[ir]'"), (module, done.stdout, done.stderr)
+        assert len(done.stdout.strip().splitlines()) == 1
+
+
+def test_pyterrier_runs_offline(tmp_path):
+    """Importing pyterrier and running pt.Experiment with udcg's measure opens no network connection
+    and starts no Java (every socket connect is refused and recorded in the child)."""
+    code = f"""
+import socket
+tried = []
+def refuse(self, address, *a):
+    tried.append(address)
+    raise OSError("network disabled in this test")
+socket.socket.connect = refuse
+import pyterrier as pt, udcg
+from ir_measures import nDCG
+from udcg.flows.run_scores import read_run
+from udcg.io.sources import example_path
+ex = example_path()
+topics, qrels = udcg.pyterrier.topics(ex), udcg.pyterrier.qrels(ex / "qrels" / "test.tsv")
+run = udcg.pyterrier.results(ex / "runs" / "bm25.trec")
+utilities = {{q: {{d: 0.5 for d in docs}} for q, docs in read_run(ex / "runs" / "bm25.trec").items()}}
+pt.Experiment([run], topics, qrels, eval_metrics=[nDCG@5, udcg.ir_measure("UDCG@5", utilities=utilities)])
+print(tried, pt.java.started())
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[] False"
+
+
+README_SECTION = "## In PyTerrier, ir_measures, ir_datasets and ranx"
+
+
+def test_the_readme_section_runs_as_printed(utilities, tmp_path, monkeypatch, capsys):
+    """The section's Python block, as printed, in a folder like the quickstart's (the packaged
+    example, the utilities folder of the BM25 and dense runs' top 5): it prints the side-by-side table
+    with udcg score's means. (The README's figures are those of the quickstart's reader,
+    qwen2.5-coder-0.5b; here the reader is the test server, so the figures are this folder's.)"""
+    import re
+    import shutil
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert readme.count(README_SECTION) == 1
+    section = readme.split(README_SECTION)[1].split("\n## ")[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 1
+    shutil.copytree(EX, tmp_path / "nq-example")
+    shutil.copytree(utilities, tmp_path / "utilities")
+    cli = _cli_score(utilities, tmp_path, capsys)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(blocks[0], "README.md (PyTerrier)", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].split() == ["name", "nDCG@5", "UDCG@5", "UDCG@5", "p-value"]
+    for line in printed[1:]:
+        name, ndcg, value, _ = line.split()
+        assert float(value) == pytest.approx(cli[name, "all", "UDCG@5"], abs=1e-6)  # printed to 6 decimals
+        assert float(ndcg) == pytest.approx(cli[name, "all", "nDCG@5"], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_a_local_offline_reader_in_one_pt_experiment(tmp_path, capsys, one_torch_thread):
+    """The smallest bundled model (SmolLM2-135M, local, no server) annotates the BM25 run's top 2
+    inside pt.Experiment; UDCG@2 from the utility column equals ``udcg score`` on the folder it wrote."""
+    topics, qrels = udcg.pyterrier.topics(EX), udcg.pyterrier.qrels(QRELS)
+    texts = _texts()
+    retrieved = udcg.pyterrier.results(RUNS["bm25"]).merge(topics, on="qid").assign(text=lambda f: f.docno.map(texts))
+    utility = udcg.pyterrier.Utility("smollm2-135m", depth=2, output=tmp_path / "u", qrels=qrels)
+    table = pt.Experiment([pt.Transformer.from_df(retrieved) >> utility], topics, qrels,
+                          eval_metrics=[nDCG @ 2, udcg.ir_measure("UDCG@2")], names=["bm25"])
+    assert utility.report.computed == 40 and utility.report.model_loaded
+    assert main(["score", "--run", str(RUNS["bm25"]), "--qrels", str(QRELS), "--utilities", str(tmp_path / "u"),
+                 "--metrics", "UDCG@2", "-o", str(tmp_path / "s.tsv")]) == 0
+    mean = float(capsys.readouterr().out.split()[-1])
+    assert table.loc[0, "UDCG@2"] == pytest.approx(mean, abs=1e-12)
+    assert 0.0 < table.loc[0, "UDCG@2"] < 1.0

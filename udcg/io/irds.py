@@ -1,0 +1,128 @@
+"""``irds:NAME``: a corpus, queries or qrels read from ir_datasets (the ``ir`` extra).
+
+Documents come from the dataset's docstore by id (``docs_store().get_many``), so reading the
+documents a command uses costs memory for those documents, not for the corpus (the docstore is
+built on disk on first use, as ir_datasets does). Queries give the query text and, where the
+dataset's query records have an ``answers`` field, the reference answers; qrels are the dataset's
+``qrels_iter``. A dataset without the part a command needs is an ``InputError`` naming it.
+
+A dataset of one's own (``ir_datasets.create_dataset(docs_tsv=..., queries_tsv=..., qrels_trec=...)``)
+is named by registering it (``ir_datasets.registry.register("my/collection", dataset)``) in a module
+named in ``$UDCG_IRDS_MODULES`` (comma-separated module names, imported before a name is looked up),
+as ir_datasets' own plugins register theirs when imported.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+from collections.abc import Set
+from typing import Any
+
+from udcg.errors import InputError
+from udcg.extras import need
+from udcg.records import Passage, Question
+
+PREFIX = "irds:"
+MODULES_ENV = "UDCG_IRDS_MODULES"
+
+
+def is_irds(source: Any) -> bool:
+    """True for a string ``irds:NAME``."""
+    return isinstance(source, str) and source.startswith(PREFIX)
+
+
+def dataset(source: str) -> Any:
+    """The ir_datasets dataset of ``irds:NAME``; an unknown name is an ``InputError``."""
+    irds = need("ir_datasets", source)
+    for module in filter(None, (m.strip() for m in os.environ.get(MODULES_ENV, "").split(","))):
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise InputError(f"${MODULES_ENV}: cannot import {module!r} ({exc}); name importable modules that "
+                             "register ir_datasets datasets") from None
+    name = source[len(PREFIX):]
+    try:
+        return irds.load(name)
+    except KeyError:
+        raise InputError(f"{source}: ir_datasets has no dataset {name!r} (a name as `ir_datasets list` prints it; a "
+                         f"dataset of your own: register it in a module named in ${MODULES_ENV})") from None
+
+
+def _needs(ds: Any, source: str, part: str, fix: str) -> None:
+    if not getattr(ds, f"has_{part}")():
+        raise InputError(f"{source}: this ir_datasets dataset has no {part} ({fix})")
+
+
+def _text(record: Any) -> str:
+    for name in ("text", "body"):
+        value = getattr(record, name, None)
+        if isinstance(value, str):
+            return value
+    return record.default_text()
+
+
+def read_docs(source: str, docids: Set[str] | None) -> tuple[dict[str, Passage], int, float]:
+    """The documents ``docids`` found in the docstore (all documents when None), the number looked
+    up (or read) and the seconds it took."""
+    ds = dataset(source)
+    _needs(ds, source, "docs", "give a corpus of its own with --corpus")
+    t0 = time.perf_counter()
+    if docids is None:
+        found = {doc.doc_id: doc for doc in ds.docs_iter()}
+    else:
+        found = ds.docs_store().get_many(sorted(docids))
+    docs = {str(d): Passage(pid=str(d), text=_text(doc), title=str(getattr(doc, "title", "") or ""))
+            for d, doc in found.items()}
+    return docs, len(found) if docids is None else len(docids), time.perf_counter() - t0
+
+
+def read_queries(source: str) -> dict[str, Question]:
+    """``{qid: Question}`` of the dataset's queries (answers from an ``answers`` field where it has one)."""
+    ds = dataset(source)
+    _needs(ds, source, "queries", "give a queries file with --queries")
+    out: dict[str, Question] = {}
+    for q in ds.queries_iter():
+        answers = getattr(q, "answers", ())
+        answers = (answers,) if isinstance(answers, str) else tuple(str(a) for a in answers or ())
+        out[str(q.query_id)] = Question(qid=str(q.query_id), text=_text(q), answers=answers)
+    if not out:
+        raise InputError(f"{source}: the dataset has no queries (give a queries file with --queries)")
+    return out
+
+
+def has_answers(source: str) -> bool:
+    """True when the dataset's query records carry reference answers (an ``answers`` field)."""
+    ds = dataset(source)
+    return ds.has_queries() and "answers" in getattr(ds.queries_cls(), "_fields", ())
+
+
+def read_qrels(source: str) -> dict[str, dict[str, float]]:
+    """``{qid: {docid: relevance}}`` of the dataset's qrels."""
+    ds = dataset(source)
+    _needs(ds, source, "qrels", "give a qrels file with --qrels")
+    out: dict[str, dict[str, float]] = {}
+    for qrel in ds.qrels_iter():
+        docs = out.setdefault(str(qrel.query_id), {})
+        if str(qrel.doc_id) in docs:
+            raise InputError(f"{source}: ({qrel.query_id!r}, {qrel.doc_id!r}) is judged twice in the dataset's qrels")
+        docs[str(qrel.doc_id)] = float(qrel.relevance)
+    return out
+
+
+def load_questions(source: str, limit: int | None = None) -> list[Question]:
+    """Questions with passages, as the paper's validation reads a QA data set: each query of the
+    qrels (in the queries' order, the first ``limit``), its reference answers, and its judged
+    documents from the docstore (relevant: relevance > 0). The validation judges answers, so a
+    dataset whose queries carry no ``answers`` field is an ``InputError`` saying so."""
+    if not has_answers(source):
+        raise InputError(f"{source}: the dataset's queries have no reference answers (no 'answers' field), which the "
+                         "validation needs to judge the reader's answers; use a dataset whose queries have answers")
+    queries, judged = read_queries(source), read_qrels(source)
+    chosen = [q for q in queries if q in judged][:limit]
+    docs, _, _ = read_docs(source, {d for q in chosen for d in judged[q]})
+    return [Question(qid=q, text=queries[q].text, answers=queries[q].answers,
+                     passages=tuple(Passage(pid=d, text=docs[d].text, title=docs[d].title, relevant=rel > 0)
+                                    for d, rel in judged[q].items() if d in docs))
+            for q in chosen]
