@@ -89,6 +89,8 @@ def id_table(what: str) -> Check:
     """A ``{qid: {docid: value}}`` dict (ids made strings), a file path, or a DataFrame or ranx object
     (read into that dict, ``udcg.io.frames``)."""
     def check(name: str, value: Any) -> Any:
+        if frames.is_ranx(value):
+            return value  # read by the flows (udcg.io.frames); kept whole here, so its .name can name the run
         value = frames.as_dict(value, what, name)
         if isinstance(value, (str, os.PathLike)):
             return path(name, value)
