@@ -169,6 +169,11 @@ def test_ranx_and_dataframes_are_inputs_like_dicts(utilities):
     assert udcg.evaluate(rx_run, rx_qrels, utilities=utilities, metrics="UDCG@5").name == "bm25"
 
 
+def test_pyterrier_frames_keep_graded_and_fractional_labels():
+    assert udcg.pyterrier.qrels({"q": {"d": 2.0, "e": 0.0}}).label.tolist() == [2, 0]
+    assert udcg.pyterrier.qrels({"q": {"d": 0.5}}).label.tolist() == [0.5]  # never truncated to 0
+
+
 def test_bad_frames_name_the_row_or_column():
     good = pd.DataFrame({"qid": ["q1", "q1"], "docno": ["d1", "d2"], "score": [1.0, 0.5]})
     with pytest.raises(InputError, match=r"needs a score column named score \(its columns: qid, docno, rank\)"):
