@@ -169,6 +169,11 @@ def test_ranx_and_dataframes_are_inputs_like_dicts(utilities):
     assert udcg.evaluate(rx_run, rx_qrels, utilities=utilities, metrics="UDCG@5").name == "bm25"
 
 
+def test_pyterrier_frames_keep_graded_and_fractional_labels():
+    assert udcg.pyterrier.qrels({"q": {"d": 2.0, "e": 0.0}}).label.tolist() == [2, 0]
+    assert udcg.pyterrier.qrels({"q": {"d": 0.5}}).label.tolist() == [0.5]  # never truncated to 0
+
+
 def test_bad_frames_name_the_row_or_column():
     good = pd.DataFrame({"qid": ["q1", "q1"], "docno": ["d1", "d2"], "score": [1.0, 0.5]})
     with pytest.raises(InputError, match=r"needs a score column named score \(its columns: qid, docno, rank\)"):
@@ -290,3 +295,16 @@ def test_a_local_offline_reader_in_one_pt_experiment(tmp_path, capsys, one_torch
     mean = float(capsys.readouterr().out.split()[-1])
     assert table.loc[0, "UDCG@2"] == pytest.approx(mean, abs=1e-12)
     assert 0.0 < table.loc[0, "UDCG@2"] < 1.0
+
+
+def test_a_qrels_query_without_a_ranking_has_no_udcg(utilities):
+    """ir_measures gives a qrels query the run does not rank the measure's default: NaN for UDCG (an
+    empty context), left out of the measure's mean as udcg leaves it out."""
+    qrels = read_qrels(QRELS)
+    run = {q: docs for q, docs in read_run(RUNS["bm25"]).items() if q != "nq3"}
+    measure = udcg.ir_measure("UDCG@5", utilities)
+    per_query = {m.query_id: m.value for m in ir_measures.iter_calc([measure], qrels, run)}
+    assert len(per_query) == 20 and np.isnan(per_query["nq3"])
+    want = udcg.evaluate(run, qrels, utilities=utilities, metrics="UDCG@5")
+    assert np.isnan(want.per_query()["nq3"]["UDCG@5"])
+    assert measure.calc_aggregate(qrels, run) == pytest.approx(want.means()["UDCG@5"], abs=1e-12)

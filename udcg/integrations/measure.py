@@ -14,6 +14,8 @@ empty context): its value is NaN and the measure's own mean (``calc_aggregate``)
 The utilities: a folder or a utilities file (read when first needed, again when it changed), a
 ``{qid: {docid: utility}}`` dict, or the run's own ``utility`` column (``udcg.pyterrier.Utility``);
 a UDCG_theta model is read once. ``measure @ k`` gives the same measure at another cutoff.
+ir_measures tells measures apart by their names: two ``UDCG@5`` made with different utilities are
+one column of ``pt.Experiment`` (score such runs in two calls).
 """
 
 from __future__ import annotations

@@ -45,7 +45,9 @@ def qrels(judged: Any) -> Any:
 
     table = read_qrels(judged)
     rows = [(q, d, rel) for q, docs in table.items() for d, rel in docs.items()]
-    return pd.DataFrame(rows, columns=["qid", "docno", "label"]).astype({"label": "int64"})
+    frame = pd.DataFrame(rows, columns=["qid", "docno", "label"])
+    whole = all(float(rel).is_integer() for _, _, rel in rows)  # graded labels as PyTerrier has them; else as read
+    return frame.astype({"label": "int64"}) if whole else frame
 
 
 def results(run: Any, name: str | None = None) -> Any:
