@@ -301,14 +301,16 @@ def test_a_body_under_the_limit_reads_as_before(http_server):
         backend.close()
 
 
-def test_the_api_estimator_gives_zero_and_a_note_when_only_n_is_listed(http_server):
-    """The top list holds 'N' (logprob -0.01) but no 'NO': p_abs was 0.99 for every passage."""
+def test_the_api_estimator_censors_and_notes_when_only_n_is_listed(http_server):
+    """The top list holds 'N' (logprob -0.01) but no 'NO': p_abs was 0.99 for every passage, then 0
+    (issue 35: a silent zero); now censored below the list's last probability (exp(-4.6)), never 0."""
     from udcg.annotate.estimators import abstention_estimates
 
     backend = _backend(f"{http_server}/ok")
     try:
         [estimate] = abstention_estimates(backend, [CHAT], "api-logprobs")
-        assert estimate.p_abs == 0.0 and "'NO-RESPONSE' was not among" in estimate.note
+        assert estimate.censored and estimate.note.startswith("censored")
+        assert 0 < estimate.p_abs == estimate.ci_high / 2 and estimate.ci_high == pytest.approx(math.exp(-4.6))
         lp = backend.first_token_logprobs([CHAT], ["NO-RESPONSE"])[0]
         assert lp.logprobs["NO-RESPONSE"] == -math.inf and "holds only the shorter 'N'" in lp.note
     finally:

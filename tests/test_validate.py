@@ -661,3 +661,19 @@ def test_smoke_config_end_to_end_with_smollm2(tmp_path):
     for step in ("pools", "passages", "contexts", "answers", "outcomes", "metrics", "report"):
         assert step in run["timings"]["steps"]
     print(f"smoke run: {seconds:.1f}s wall; steps {json.dumps(run['timings']['steps'])}")
+
+
+def test_theta_loaded_from_a_run_that_trained_on_these_questions_is_flagged_in_sample(scripted_run, tmp_path):
+    """Issue 35: theta.from_run pointing at a run whose train questions are correlated here: UDCG_theta
+    is in-sample, so it is marked circular (never best, outside Holm) and the report says why."""
+    out, _, _ = scripted_run
+    again = tmp_path / "again"
+    shutil.copytree(out / "cache", again / "cache")  # the same model work, no recomputation
+    result = run_validation(from_dict(scripted_config(again, theta={"from_run": str(out)})),
+                            backends={"scripted": scripted_reader()})
+    assert result.notes["theta_in_sample"]["in_sample"] and "of this run's 8 questions trained it" in \
+        result.notes["theta_in_sample"]["why"]
+    row = next(r for r in result.tables["table3"].rows if r["metric"] == "UDCG_theta")
+    assert row["circular"] == "yes" and row["best"] == "" and math.isnan(row["p_holm"])
+    report = (again / "report.md").read_text()
+    assert report.splitlines()[2].startswith("**Verdict.** ") and "is in-sample (" in report

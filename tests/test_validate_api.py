@@ -331,3 +331,57 @@ def test_every_command_refuses_an_openai_model_with_no_server_and_no_key(tmp_pat
         assert "would go to OpenAI's API (https://api.openai.com/v1)" in err and "reader.api_base" in err, argv[0]
         assert "Traceback" not in err
     assert not (tmp_path / "run").exists()
+
+
+def test_validate_through_a_chat_only_server_censors_never_zero(tmp_path, capsys, caplog):
+    """A real chat-only server on 127.0.0.1 whose top list never holds NO-RESPONSE's first token: the
+    run finishes, every p_abs is censored (half the list's last probability, never 0), counted in the
+    notes, warned of with its share and named in the report."""
+    import http.server
+    import threading
+
+    class ChatOnly(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if not self.path.endswith("/chat/completions"):
+                status, out = 404, {"error": {"message": "no such endpoint"}}
+            elif body.get("logprobs"):
+                top = [{"token": "The", "logprob": -0.1}, {"token": "A", "logprob": -3.0}]
+                status, out = 200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": "The"},
+                                                 "logprobs": {"content": [{"token": "The", "logprob": -0.1,
+                                                                           "top_logprobs": top}]}}]}
+            else:
+                status, out = 200, {"choices": [{"index": i, "message": {"role": "assistant", "content": "politician"}}
+                                                for i in range(body.get("n", 1))]}
+            data = json.dumps(out).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ChatOnly)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        config = tmp_path / "chat.yaml"
+        config.write_text(yaml.safe_dump({**TINY, "output": str(tmp_path / "run"),
+                                          "reader": {"model": "m", "api_base": f"http://127.0.0.1:{server.server_port}/v1",
+                                                     "max_retries": 0},
+                                          "metrics": {"names": ["UDCG", "nDCG", "P", "eRAG"], "n_boot": 100}}))
+        assert main(["validate", str(config), "--no-progress"]) == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    err = capsys.readouterr().err
+    rows = [json.loads(x) for x in (tmp_path / "run" / "annotations.jsonl").read_text().splitlines()]
+    assert rows and all(r["censored"] and r["estimator_used"] == "api-logprobs-censored" for r in rows)
+    assert all(r["p_abs"] == pytest.approx(math.exp(-3.0) / 2) and r["p_abs_bound"] == pytest.approx(math.exp(-3.0))
+               for r in rows)
+    notes = json.loads((tmp_path / "run" / "data" / "notes.json").read_text())
+    assert notes["p_abs_censored"]["pairs"] == notes["p_abs_censored"]["of"] == len(rows)
+    assert err.splitlines()[0].endswith(f"reader m: requests go to http://127.0.0.1:{server.server_port}/v1")
+    assert f"warning: p_abs censored for {len(rows)} of {len(rows)} pairs (100.0%)" in caplog.text  # a logged warning
+    assert f"_p_abs censored for {len(rows)} of {len(rows)} passages (100.0%)" in (tmp_path / "run" / "report.md").read_text()

@@ -12,7 +12,7 @@
   interval (``udcg.annotate.sampling``).
 - ``api-logprobs``: ``first-token`` read from an OpenAI-compatible API's chat top log-probabilities.
   Where ``NO-RESPONSE`` is outside the returned list, p_abs is censored: below the list's last
-  probability (and below the mass the list leaves), recorded as half that bound with the bound as
+  probability, recorded as half that bound with the bound as
   ``ci_high`` and ``censored`` set, never as 0.
 
 Every estimate records ``estimator_used``: the estimator that actually gave it (``first-token``,
@@ -108,12 +108,11 @@ class _Listed:
 
 
 def censored_bound(top: dict[str, float] | None) -> float:
-    """The most a token outside a top list can have: the list's last probability, and the mass the
-    list leaves (1 without a list)."""
-    if not top:
-        return 1.0
-    probs = [math.exp(v) for v in top.values() if v > -math.inf]
-    return max(0.0, min(min(probs, default=1.0), 1.0 - math.fsum(probs)))
+    """The most a token outside a top list can have: the list's last (smallest) probability; 1
+    without a list. (The mass the list leaves is no safe bound: servers round their log-probabilities,
+    and a list's probabilities can sum past 1.)"""
+    probs = [math.exp(v) for v in (top or {}).values() if v > -math.inf]
+    return min(probs) if probs else 1.0
 
 
 def _from_api(backend: Backend, chats: Sequence[Chat], rows: Sequence[Any], target: str) -> list[Estimate]:

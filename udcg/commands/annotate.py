@@ -63,7 +63,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from udcg.errors import InputError
-    from udcg.flows.annotate import annotate_file, annotate_run_files, reader, where
+    from udcg.flows.annotate import annotate_file, annotate_run_files, reader
     from udcg.progress import follow_libraries
 
     if args.run and (args.input or not args.corpus):
@@ -74,8 +74,6 @@ def run(args: argparse.Namespace) -> int:
                      device=args.device, dtype=args.dtype, batch_size=args.batch_size,
                      chunk_size=args.chunk_size, samples=args.samples, temperature=args.temperature,
                      target_width=args.target_width, seed=args.seed)
-    if reader_.spec.api:  # the first line names the server (an openai: model without one refuses without a key)
-        print(f"udcg annotate: {where(reader_)}", file=sys.stderr)
     if args.run:
         follow_libraries(not args.no_progress)
         report = annotate_run_files(args.corpus, args.run, args.output, reader_, depth=args.depth, queries=args.queries,
@@ -85,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
         return 0
     follow_libraries(not args.no_progress)
-    done = annotate_file(args.input, args.output, reader_, limit=args.limit, show_progress=not args.no_progress)
+    done = annotate_file(args.input, args.output, reader_, limit=args.limit, show_progress=not args.no_progress,
+                         say=lambda line: print(f"udcg annotate: {line}", file=sys.stderr))
     print(done.summary, file=sys.stderr)
     for note in done.server_notes:  # what was found out about an API server
         print(f"server: {note}", file=sys.stderr)

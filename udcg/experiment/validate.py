@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import json
 import platform
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -295,11 +294,8 @@ def _passage_scores(cfg: Config, pooled: list[Question], models: _Models, run_di
     atomic_write_jsonl(run_dir / "annotations.jsonl", rows)
     n_ungraded = sum(r["grade"] is None for r in rows) if grades else 0
     censored = sum(bool(r.get("censored")) for r in rows)
-    if censored:  # counted in the notes (the report says it) and warned of now
-        from udcg.annotate.runner import censored_warning
-
+    if censored:  # counted in the notes (the report says it); the annotation step warned of it
         t["p_abs_censored"] = censored
-        print(censored_warning(censored, len(rows)), file=sys.stderr)
     return scores, single, {"mapping": grade_note, "unparseable": n_ungraded}
 
 

@@ -95,17 +95,21 @@ class FileAnnotation:
 
 
 def annotate_file(path: str, output: str, reader_: Reader, *, limit: int | None = None,
-                  show_progress: bool = True) -> FileAnnotation:
+                  show_progress: bool = True, say: Say = quiet) -> FileAnnotation:
     """Annotate every passage of a QA file (the first ``limit`` questions) and write the authors'
-    format with our record beside it; resumable through ``OUTPUT.cache.jsonl``."""
+    format with our record beside it; resumable through ``OUTPUT.cache.jsonl``. ``say``: a line for
+    the user (an API reader's server, once the backend is made)."""
     from udcg.annotate.output import load_questions, write_annotated
     from udcg.annotate.runner import annotate
     from udcg.progress import bar
 
     if limit is not None and limit < 1:
         raise InputError(f"--limit {limit}: must be a positive integer")
+    line = where(reader_) if reader_.spec.api else ""  # an openai: model with no server and no key: refused now
     questions, raw = load_questions(path, limit)
     backend = reader_.spec.load()
+    if line:  # the first line names the server, once the backend is made (a bad client setting fails alone)
+        say(line)
     n = sum(len(q.passages) for q in questions)
     with bar(total=n, desc=f"annotate {backend.name}", unit="passage", enabled=show_progress) as progress:
         annotations, stats = annotate(questions, backend, reader_.config, f"{output}.cache.jsonl", progress.update)
@@ -125,6 +129,7 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
     from udcg.flows.run_scores import named_runs
     from udcg.io.beir import check_run, read_collection
     from udcg.io.trec import read_run
+    from udcg.llm.registry import resolve
     from udcg.progress import bar
 
     for flag, value in (("--depth", depth), ("--limit", limit)):
@@ -132,6 +137,8 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
             raise InputError(f"{flag} {value}: must be a positive integer")
     if unjudged == "judge" and judge != "rules":
         resolve(judge).check_installed()
+    if reader_.spec.api:  # the first line names the server (an openai: model without one refuses without a key)
+        say(where(reader_))
     paths = named_runs(run_paths)
     runs = {name: read_run(path) for name, path in paths.items()}
     collection = read_collection(corpus, queries=queries, qrels=qrels, answers=answers, docids=run_docids(runs, depth))

@@ -192,9 +192,14 @@ def where_it_goes(spec: ModelSpec) -> str:
         return f"reader {spec.name}: {spec.scheme} API"
     from udcg.llm.openai_target import target
 
+    from udcg.llm.openai_wire import check_url
     from udcg.redact import redact, url_secrets
 
     urls, source = target(spec.options.get("base_urls"), spec.options.get("api_key_env") or "OPENAI_API_KEY")
+    for url in urls:  # a URL that cannot work fails here, in one line, as the backend would
+        if not url.startswith(("http://", "https://")):
+            raise InputError(redact(f"base URL {url!r} must be an http:// or https:// URL (e.g. http://127.0.0.1:8000/v1)"))
+        check_url(url)
     line = f"reader {spec.name}: requests go to {', '.join(urls)}" + ("" if source == "given" else f" ({source})")
     return redact(line, [s for u in urls for s in url_secrets(u)])
 
