@@ -110,7 +110,7 @@ class OpenAIBackend:
                                     ("max_n_per_request", max_n_per_request, bounds.Bound(1, 10**6)),
                                     ("requests_per_minute", requests_per_minute, bounds.RATE),
                                     ("max_retries", max_retries, bounds.RETRIES), ("top_logprobs", top_logprobs, bounds.Bound(1, 20))):
-            if value is not None or field != "requests_per_minute":  # top_logprobs: the API's limit
+            if value is not None or field != "requests_per_minute":  # None: no pace; 20 top logprobs: the API's limit
                 bounds.check_value(field, value, bound, "OpenAI backend")
         self.model, self.name, self.api_key_env = model, name or model, api_key_env
         self.base_urls = tuple(u.rstrip("/") for u in urls)
@@ -252,8 +252,7 @@ class OpenAIBackend:
     async def _each(self, jobs: list[Callable[[], Any]], on_result) -> list[Any]:
         """Every job goes to the backend's workers: at most ``max_concurrency`` long-lived tasks on the
         transport's loop, shared by every call and thread (the window), so a request costs a queue
-        entry, not a task. Workers are started as the work needs them (20 jobs start 20, whatever
-        the bound), and kept."""
+        entry, not a task; workers start as jobs need them (20 jobs: 20, whatever the bound)."""
         call = JobBatch(len(jobs), on_result, asyncio.get_running_loop().create_future())
         queue = self._queue()
         for i, job in enumerate(jobs):
@@ -304,10 +303,9 @@ class OpenAIBackend:
                     task.cancel()
 
     async def _post(self, payload: dict) -> dict:
-        """POST one payload; the JSON body or a scrubbed BackendError. A member that cannot be reached
-        passes the request at once to the next member not yet tried in this round; a round ends at
-        another failure, or when every member was tried, and the next round (a retry) waits its
-        backoff. The body is serialised once, whatever the number of attempts."""
+        """POST one payload (serialised once); the JSON body or a scrubbed BackendError. An unreachable
+        member passes the request at once to the next member not yet tried in this round; a round
+        ends at another failure or when every member was tried, and the next (a retry) backs off."""
         content = json.dumps(payload, separators=(",", ":")).encode()
         problem, member, attempts, retry, tried = "", self._fleet.first(), 0, 0, set()
         while True:
