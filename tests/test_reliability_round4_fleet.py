@@ -125,8 +125,9 @@ class Flapper:
             phase += 1
             if not self.repeat and phase >= len(self.pattern):
                 return
-            for member, up in zip(self.members, self.pattern[phase % len(self.pattern)]):
-                (member.up if up else member.down)()
+            for member, state in zip(self.members, self.pattern[phase % len(self.pattern)]):
+                member.mode = state if isinstance(state, str) else "ok"  # "503": up, and failing (warming up)
+                (member.up if state else member.down)()
             self.flips += 1
 
     def __enter__(self) -> Flapper:
@@ -149,10 +150,11 @@ def client(request, monkeypatch):
     return request.param
 
 
-def annotate(tmp_path, urls: list[str], name: str, *extra: str, questions: int = 60) -> tuple[int, str]:
+def annotate(tmp_path, urls: list[str], name: str, *extra: str, questions: int = 60,
+             estimator: str = "api-logprobs") -> tuple[int, str]:
     argv = ["annotate", str(qa_file(tmp_path, questions, 2)), "-o", str(tmp_path / f"{name}.json"), "--model", "m",
-            "--api-base", ",".join(urls), "--estimator", "api-logprobs", "--concurrency", "16", "--timeout", "2",
-            "--no-progress", *extra]
+            "--api-base", ",".join(urls), "--estimator", estimator, "--samples", "4", "--concurrency", "16",
+            "--timeout", "2", "--no-progress", *extra]
     return main(argv), name
 
 
@@ -279,6 +281,29 @@ def test_both_members_down_a_third_of_the_time_finish_or_stop_and_resume(client,
             assert rc == 1 and "gave up after" in line and "rerun the same command" in line, line
             rc, name = annotate(tmp_path, [m.url for m in members], "periodic")
         assert rc == 0 and values(tmp_path, name) == reference
+    finally:
+        for m in members:
+            m.close()
+
+
+@pytest.mark.parametrize("case", ["sampling-one-flaps", "restart-with-warm-up"])
+def test_more_flapping_shapes_finish_with_the_fault_free_values(case, client, tmp_path, capsys):
+    """The sampling estimator (4 answers per request) over a member that flaps; a member that, back
+    up, answers 503 for a while (a server loading its model) before it answers."""
+    estimator = "sampling" if case.startswith("sampling") else "api-logprobs"
+    pattern = [(True, True), (False, True)] if case.startswith("sampling") else [(True, True), (False, True), ("503", True)]
+    single = Member(latency=0.02)
+    try:
+        assert annotate(tmp_path, [single.url], "alone", estimator=estimator)[0] == 0
+    finally:
+        single.close()
+    members = [Member(latency=0.02), Member(latency=0.02)]
+    try:
+        with Flapper(members, pattern, 0.15):
+            rc, name = annotate(tmp_path, [m.url for m in members], "flapping", estimator=estimator)
+        err = capsys.readouterr().err
+        assert rc == 0 and "down during the run" in err, err
+        assert values(tmp_path, name) == values(tmp_path, "alone")
     finally:
         for m in members:
             m.close()
