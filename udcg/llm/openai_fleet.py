@@ -63,8 +63,11 @@ class Fleet:
         self.failures[i] += 1
         self._last[i] = problem
         if was_up and len(self.urls) > 1:
-            log.warning("%s", redact(f"fleet member {self.urls[i]} is down ({problem}); its requests go to the "
-                                     f"other members, and it is tried again in {DOWN_SECONDS:g}s"))
+            others = any(self._up(j, now) for j in range(len(self.urls)) if j != i)
+            then = ("its requests go to the other members" if others else
+                    "no member is up now: requests back off and try them in turn")
+            log.warning("%s", redact(f"fleet member {self.urls[i]} is down ({problem}); {then}, and it is tried "
+                                     f"again in {DOWN_SECONDS:g}s"))
 
     def answered(self, i: int) -> None:
         """Member ``i`` answered: up again (a note when it had been down)."""
