@@ -19,6 +19,7 @@ from udcg.cli import main
 from udcg.errors import BackendError
 
 CLIENTS = ["aiohttp", "httpx"]
+EXAMPLE = Path(__file__).resolve().parents[1] / "udcg" / "data" / "nq-example"
 CHAT = [{"role": "user", "content": "q"}]
 OK_CHOICE = {"index": 0, "message": {"role": "assistant", "content": "Paris"}, "finish_reason": "stop"}
 TOP = [{"token": "NO", "logprob": -0.7}, {"token": "The", "logprob": -0.9}]
@@ -186,6 +187,25 @@ def test_a_fleet_with_a_dead_member_finishes_every_pair_on_the_live_one(estimato
     assert sum(len(item["passages"]) for item in items) == 80
 
 
+def test_answer_over_a_fleet_with_a_dead_member_answers_every_context(client, instant_server, tmp_path, monkeypatch,
+                                                                     capsys, caplog):
+    """``udcg answer`` failed like ``annotate`` (its requests' retries met the dead member again)."""
+    from tests.conftest import free_port
+
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    files = {}
+    for name, urls in (("live", instant_server.url), ("fleet", f"{dead},{instant_server.url}")):
+        monkeypatch.setenv("UDCG_OPENAI_BASE_URLS", urls)
+        files[name] = out = tmp_path / f"{name}.jsonl"
+        argv = ["answer", "--corpus", str(EXAMPLE), "--run", str(EXAMPLE / "runs" / "bm25.trec"), "--run",
+                str(EXAMPLE / "runs" / "dense.trec"), "--k", "2", "--samples", "2", "--model", "openai:m",
+                "--no-progress", "-o", str(out)]
+        assert main(argv) == 0, capsys.readouterr().err
+    assert len(files["fleet"].read_text().splitlines()) == 80  # 20 queries, 2 runs, the top-k context and the samples
+    assert files["fleet"].read_bytes() == files["live"].read_bytes()
+    assert f"fleet member {dead} is down" in caplog.text
+
+
 def test_each_request_takes_its_own_turn_and_skips_a_member_that_is_down():
     from udcg.llm.openai_fleet import Fleet
 
@@ -200,9 +220,6 @@ def test_each_request_takes_its_own_turn_and_skips_a_member_that_is_down():
 
 
 # ---------------------------------------------------------------- 7, 8, 9, 10. secrets of any length and form
-
-EXAMPLE = Path(__file__).resolve().parents[1] / "udcg" / "data" / "nq-example"
-
 
 def udcg_process(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     import os

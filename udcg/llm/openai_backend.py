@@ -102,7 +102,7 @@ class OpenAIBackend(ExactScoring):
                                     ("max_n_per_request", max_n_per_request, bounds.Bound(1, 10**6)),
                                     ("requests_per_minute", requests_per_minute, bounds.RATE),
                                     ("max_retries", max_retries, bounds.RETRIES), ("top_logprobs", top_logprobs, bounds.Bound(1, 20))):
-            if value is not None or field != "requests_per_minute":  # top_logprobs: the API's limit
+            if value is not None or field != "requests_per_minute":  # None: no pace; 20 top logprobs: the API's limit
                 bounds.check_value(field, value, bound, "OpenAI backend")
         if scoring not in SCORING:
             raise InputError(f"OpenAI backend: scoring must be one of {', '.join(SCORING)}, got {scoring!r}")
@@ -243,8 +243,7 @@ class OpenAIBackend(ExactScoring):
     async def _each(self, jobs: list[Callable[[], Any]], on_result) -> list[Any]:
         """Every job goes to the backend's workers: at most ``max_concurrency`` long-lived tasks on the
         transport's loop, shared by every call and thread (the window), so a request costs a queue
-        entry, not a task. Workers are started as the work needs them (20 jobs start 20, whatever
-        the bound), and kept."""
+        entry, not a task; workers start as jobs need them (20 jobs: 20, whatever the bound)."""
         call = JobBatch(len(jobs), on_result, asyncio.get_running_loop().create_future())
         queue = self._queue()
         for i, job in enumerate(jobs):
@@ -295,34 +294,38 @@ class OpenAIBackend(ExactScoring):
                     task.cancel()
 
     async def _post(self, payload: dict, path: str = "chat/completions") -> dict:
-        """POST one payload, each attempt to the next base URL; the JSON body or a scrubbed BackendError.
-        The body is serialised once, whatever the number of attempts."""
+        """POST one payload (serialised once) to ``path``; the JSON body or a scrubbed BackendError. An
+        unreachable member passes the request at once to the next member not yet tried in this round;
+        a round ends at another failure or when every member was tried, and the next (a retry) backs off."""
         content = json.dumps(payload, separators=(",", ":")).encode()
-        problem, member = "", self._fleet.first()
-        for attempt in range(self.max_retries + 1):
+        problem, member, attempts, retry, tried = "", self._fleet.first(), 0, 0, set()
+        while True:
             client = self._transport.client(self._busy)  # made before the pace is claimed (a new pool takes a while)
             await self._pacer.wait()
             url = self._endpoints[member] if path == "chat/completions" else endpoint(self.base_urls[member], path)
             body, problem, retry_after, unreachable = await self._attempt(client, url, content)
+            attempts += 1
             if not problem:
                 self._fleet.answered(member)
                 return body
             if unreachable:
                 self._fleet.failed(member, problem.partition(": ")[2])
-            member, last = self._fleet.after(member), member
-            if attempt == self.max_retries:
+            tried.add(member)
+            member = self._fleet.after(member)
+            if unreachable and member not in tried:  # another member, in this round: at once
+                log.info("%s; trying the next member at once", redact(problem, self._secrets()))
+                continue
+            if retry == self.max_retries:
                 break
-            secrets = self._secrets()
+            secrets, retry, tried = self._secrets(), retry + 1, set()
             if retry_after is not None and retry_after > self.max_retry_after:
                 raise BackendError(redact(f"{problem}; the server asks to retry after {retry_after:g}s, more than max_retry_after={self.max_retry_after:g}s", secrets))
-            delay = (0.0 if unreachable and member != last and self._fleet.up(member)  # another member, up: at once
-                     else retry_after if retry_after is not None
-                     else backoff_delay(attempt, self.backoff_base, self.backoff_max, self._rng.random()))
-            log.log(logging.INFO if not delay else logging.WARNING, "%s; retry %d/%d in %.2fs",  # the fleet said it
-                    redact(problem, secrets), attempt + 1, self.max_retries, delay)
+            delay = retry_after if retry_after is not None else backoff_delay(retry - 1, self.backoff_base, self.backoff_max, self._rng.random())
+            log.warning("%s; retry %d/%d in %.2fs", redact(problem, secrets), retry, self.max_retries, delay)
             await asyncio.sleep(delay)
         where = f"; the server is set by {SERVER_SOURCES}" if "connection failed" in problem else ""
-        raise BackendError(redact(f"{problem} (gave up after {self.max_retries + 1} attempts){where}", self._secrets()))
+        raise BackendError(redact(f"{problem} (gave up after {attempts} attempts, max_retries={self.max_retries}){where}",
+                                  self._secrets()))
 
     async def _attempt(self, client, url: str, content: bytes) -> tuple[Any, str, float | None, bool]:
         """One POST: (body, "", None, False), or (None, what went wrong, the Retry-After in seconds or

@@ -2,11 +2,13 @@
 request's next attempt goes to, and which members are down.
 
 Each request takes its own turn: its first attempt goes to the next member in a round-robin over
-requests, and each retry to the member after the one that failed it (never a counter shared by
-every request in flight, which let a request's retries all land on one dead member). A member that
-could not be reached (connection refused or dropped, a timeout) is down for ``DOWN_SECONDS``: new
-requests and retries go to the members that are up, and when that time has passed, the next
-request tries it again (a member that comes back is used again; one that flaps is left again).
+requests, and each later attempt to the member after the one that failed it (never a counter
+shared by every request in flight, which let a request's retries all land on one dead member).
+A member that could not be reached (connection refused or dropped, a timeout) is down for
+``DOWN_SECONDS``: new requests and retries go to the members that are up, and when that time has
+passed, the next request tries it again (a member that comes back is used again; one that flaps
+is left again). The backend passes a request that met an unreachable member at once to the next
+member not yet tried in that round; only a round that ends without an answer counts as a retry.
 Everything here runs on the transport's event loop (one thread): no locks.
 """
 
@@ -37,10 +39,6 @@ class Fleet:
     def _up(self, i: int, now: float) -> bool:
         return now >= self._down_until[i]
 
-    def up(self, i: int) -> bool:
-        """Whether member ``i`` is taken to be up (never found unreachable, or its time down is over)."""
-        return self._up(i, time.monotonic())
-
     def first(self) -> int:
         """The member of a new request's first attempt: the next in turn that is up (any, if none is)."""
         return self._next_up(next(self._turn) % len(self.urls))
@@ -65,8 +63,11 @@ class Fleet:
         self.failures[i] += 1
         self._last[i] = problem
         if was_up and len(self.urls) > 1:
-            log.warning("%s", redact(f"fleet member {self.urls[i]} is down ({problem}); its requests go to the "
-                                     f"other members, and it is tried again in {DOWN_SECONDS:g}s"))
+            others = any(self._up(j, now) for j in range(len(self.urls)) if j != i)
+            then = ("its requests go to the other members" if others else
+                    "no member is up now: requests back off and try them in turn")
+            log.warning("%s", redact(f"fleet member {self.urls[i]} is down ({problem}); {then}, and it is tried "
+                                     f"again in {DOWN_SECONDS:g}s"))
 
     def answered(self, i: int) -> None:
         """Member ``i`` answered: up again (a note when it had been down)."""
