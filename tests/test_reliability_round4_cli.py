@@ -310,3 +310,16 @@ def test_the_api_refuses_an_output_folder_that_holds_a_run(tmp_path, no_model):
     with pytest.raises(InputError) as e:
         udcg.annotate_runs(ex, [ex / "runs" / "bm25.trec"], ex / "runs", "smollm2-135m")
     assert "holds the input runs" in one_line(e.value)
+
+
+@pytest.mark.parametrize("option, words", [
+    (["--alpha", "5e-324"], "is too small for a t-test on 20 queries"),  # ran past 120 s (critical value inf)
+    (["--power", "1e-300"], "power = 1e-300 is not above the test's level"),  # ValueError traceback from brentq
+])
+def test_extreme_alpha_and_power_are_one_line(option, words, capsys):
+    """Found by the adversarial pass (extreme floats): the minimum detectable difference hung or crashed."""
+    ex = example_path()
+    code = main(["compare", "--run", str(ex / "runs" / "bm25.trec"), "--run", str(ex / "runs" / "dense.trec"),
+                 "--qrels", str(ex / "qrels" / "test.tsv"), "--metrics", "P@5", "--n-boot", "100", *option])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and words in err[-1] and err[-1].startswith("udcg compare: error: "), err
