@@ -323,3 +323,10 @@ def test_extreme_alpha_and_power_are_one_line(option, words, capsys):
                  "--qrels", str(ex / "qrels" / "test.tsv"), "--metrics", "P@5", "--n-boot", "100", *option])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and words in err[-1] and err[-1].startswith("udcg compare: error: "), err
+
+
+def test_a_model_folder_given_as_a_path_passes_the_door(no_model, tmp_path):
+    ex = example_path()
+    with pytest.raises(ModelLoaded):
+        udcg.annotate_runs(ex, [ex / "runs" / "bm25.trec"], tmp_path / "u", tmp_path / "my-model", depth=1, limit=1,
+                           show_progress=False)

@@ -140,7 +140,8 @@ def _outputs_not_inputs(outputs: dict[str, Any], inputs: dict[str, Any], folder:
                    for item in (value if isinstance(value, (list, tuple)) else [value])])
 
 
-@checked("annotate", options_of="udcg.flows.annotate:reader", runs=api_args.paths, api_base=api_args.api_base)
+@checked("annotate", options_of="udcg.flows.annotate:reader", runs=api_args.paths, model=api_args.model,
+         judge=api_args.model, api_base=api_args.api_base)
 def annotate_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Path, model: str, *, depth: int = 10,
                   queries: str | Path | None = None, qrels: str | Path | None = None, answers: str | Path | None = None,
                   unjudged: str = "irrelevant", judge: str = "rules", limit: int | None = None, show_progress: bool = True,
@@ -161,7 +162,7 @@ def annotate_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | 
                               judge=judge, limit=limit, show_progress=show_progress)
 
 
-@checked("answer", options_of="udcg.flows.answer:answer_runs", runs=api_args.paths)
+@checked("answer", options_of="udcg.flows.answer:answer_runs", runs=api_args.paths, model=api_args.model)
 def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Path, model: str, *, k: int = 5, **options):
     """``udcg answer``: the reader's greedy answer to each run's top-``k`` context, written to
     ``output`` as a contexts JSONL (resumable). ``options``: those of ``udcg.flows.answer.answer_runs``
@@ -175,7 +176,7 @@ def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Pa
     return flow(str(corpus), [str(r) for r in runs], output, model, k=k, **options)
 
 
-@checked("judge", options_of="udcg.flows.judge:judge_file")
+@checked("judge", options_of="udcg.flows.judge:judge_file", judge=api_args.model)
 def judge(task: str, path: str | Path, output: str | Path, *, judge: str = "rules", **options):
     """``udcg judge TASK``: relevance, grade or answer outcomes of ``path`` by rules or an LLM judge,
     written to ``output`` (resumable). ``options``: those of ``udcg.flows.judge.judge_file``

@@ -151,6 +151,15 @@ def theta(name: str, value: Any) -> Any:
     raise _wrong(name, "a fitted udcg UDCGTheta or the path of a saved one", value)
 
 
+def model(name: str, value: Any) -> str:
+    """A model: its name (an alias, a hub id, SCHEME:NAME) or its folder (a str or os.PathLike)."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, str) and value.strip():
+        return value
+    raise _wrong(name, "a model name or folder (a non-empty str or pathlib.Path)", value)
+
+
 def api_base(name: str, value: Any) -> str:
     """One base URL, several comma-separated, or a list of them (joined as the command line takes them)."""
     if isinstance(value, (list, tuple)) and value and all(isinstance(u, str) and u.strip() for u in value):
