@@ -132,10 +132,11 @@ def test_every_public_function_is_in_the_table(tmp_path):
 
 
 @pytest.mark.parametrize("function", sorted(_good(Path("."))))
-def test_a_wrong_type_in_any_argument_is_one_input_error_line(function, tmp_path, no_model):
+def test_a_wrong_type_in_any_argument_is_one_input_error_line(function, tmp_path, no_model, monkeypatch):
     """Each argument of each public function given each of 12 wrong values: an InputError of one line
     naming the argument, a value (a wrong value that is also a right one: '5' as a model name), or the
     model load the flows reach: never TypeError, AttributeError, OverflowError (15 such before)."""
+    monkeypatch.chdir(tmp_path)  # a wrong value that is a right path ('5') is written here, not in the checkout
     func = getattr(udcg, function) if function in udcg._API else getattr(api, function)
     base = _good(tmp_path)[function]
     bad = []
