@@ -278,7 +278,9 @@ def _t_noncentrality(df: int, alpha: float, power: float) -> float:
     ``alpha`` rejects with probability ``power``."""
     from scipy import optimize, stats as scipy_stats
 
-    crit = scipy_stats.t.isf(alpha / 2, df)  # isf, not ppf(1 - alpha/2): exact for a tiny alpha
+    crit = scipy_stats.t.ppf(1 - alpha / 2, df)  # (the published values' way; isf only where 1 - alpha/2 rounds to 1)
+    if not np.isfinite(crit):
+        crit = scipy_stats.t.isf(alpha / 2, df)
     if not np.isfinite(crit) or crit > MAX_CRITICAL:
         raise InputError(f"alpha = {alpha:g} (per comparison) is too small for a t-test on {df + 1} queries (its critical "
                          f"value is {crit:g}); use a larger alpha (e.g. 0.05)")
