@@ -66,14 +66,14 @@ def _utilities(utilities: Any, ndim: int, what: str, other: str) -> np.ndarray:
     return arr.astype(float)
 
 
-@checked("score", utilities=lambda name, value: value)
+@checked("score", utilities=api_args.as_given)  # checked by _utilities, which names the shape wanted
 def udcg(utilities: Any, gamma: float = GAMMA) -> float:
     """UDCG (Eq. 4) of one context: its passages' utilities in prompt order -> a float."""
     u = _utilities(utilities, 1, "a list of numbers (one context)", "for several contexts use udcg.udcg_many")
     return float(_udcg_matrix(u, gamma)[0])
 
 
-@checked("score", utilities=lambda name, value: value)
+@checked("score", utilities=api_args.as_given)  # checked by _utilities, which names the shape wanted
 def udcg_many(utilities: Any, gamma: float = GAMMA) -> np.ndarray:
     """UDCG (Eq. 4) of each context of a (contexts, k) matrix or list of equal-length lists -> an
     array, one value per context."""
@@ -92,7 +92,7 @@ def evaluate(run: Run | str | Path, qrels: Run | str | Path | None = None, *, ut
     ``.values`` (``{measure: array}``), ``.coverage`` and ``.notes`` (also logged as warnings)."""
     name = next(iter(_scores.named_runs([run]))) if isinstance(run, (str, Path)) else "run"  # a file: its name
     scores = _scores.score_runs({name: run}, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
-                        unannotated=unannotated, model=model, prompt_version=prompt_version)[name]
+                                unannotated=unannotated, model=model, prompt_version=prompt_version)[name]
     for note in scores.notes:
         log.warning(note)
     return scores
@@ -189,7 +189,7 @@ def judge(task: str, path: str | Path, output: str | Path, *, judge: str = "rule
     return judge_file(task, path, output, judge=judge, **options)
 
 
-@checked("fit_theta")
+@checked("fit-theta")
 def fit_theta(contexts: str | Path, output: str | Path, *, k: int | None = None, variant: str = "full",
               C: float | str = 0.01, cv_folds: int = 5, cv_score: str = "spearman", seed: int = 0) -> UDCGTheta:
     """``udcg fit-theta``: UDCG_theta fitted on the judged contexts of ``contexts`` (one k) and saved
