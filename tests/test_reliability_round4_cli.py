@@ -331,3 +331,18 @@ def test_a_model_folder_given_as_a_path_passes_the_door(no_model, tmp_path):
     with pytest.raises(ModelLoaded):
         udcg.annotate_runs(ex, [ex / "runs" / "bm25.trec"], tmp_path / "u", tmp_path / "my-model", depth=1, limit=1,
                            show_progress=False)
+
+
+@pytest.mark.parametrize("temperature", [1e-300, 1e-45, 5e-324])
+def test_a_tiny_sampling_temperature_draws_the_most_likely_token(temperature):
+    """Found by the adversarial pass (extreme floats): logits / 1e-300 overflowed, every probability was
+    NaN and the sampler drew the last token of the vocabulary, the least likely here (silently wrong;
+    `udcg serve` accepts such a temperature from any client, `annotate --temperature` too)."""
+    torch = pytest.importorskip("torch")
+    from udcg.llm.base import GenerationParams
+    from udcg.llm.decoding import pick_tokens
+
+    logits = torch.tensor([[1.0, 2.0, 3.0, -50.0], [5.0, 1.0, 0.0, 0.0]])
+    for top_p in (1.0, 0.9):
+        params = GenerationParams(temperature=temperature, top_p=top_p, max_new_tokens=1)
+        assert pick_tokens(logits, [torch.Generator().manual_seed(s) for s in (0, 1)], params) == [2, 0]
