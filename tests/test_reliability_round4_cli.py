@@ -132,10 +132,11 @@ def test_every_public_function_is_in_the_table(tmp_path):
 
 
 @pytest.mark.parametrize("function", sorted(_good(Path("."))))
-def test_a_wrong_type_in_any_argument_is_one_input_error_line(function, tmp_path, no_model):
+def test_a_wrong_type_in_any_argument_is_one_input_error_line(function, tmp_path, no_model, monkeypatch):
     """Each argument of each public function given each of 12 wrong values: an InputError of one line
     naming the argument, a value (a wrong value that is also a right one: '5' as a model name), or the
     model load the flows reach: never TypeError, AttributeError, OverflowError (15 such before)."""
+    monkeypatch.chdir(tmp_path)  # a wrong value that is a right path ('5') is written here, not in the checkout
     func = getattr(udcg, function) if function in udcg._API else getattr(api, function)
     base = _good(tmp_path)[function]
     bad = []
@@ -310,3 +311,38 @@ def test_the_api_refuses_an_output_folder_that_holds_a_run(tmp_path, no_model):
     with pytest.raises(InputError) as e:
         udcg.annotate_runs(ex, [ex / "runs" / "bm25.trec"], ex / "runs", "smollm2-135m")
     assert "holds the input runs" in one_line(e.value)
+
+
+@pytest.mark.parametrize("option, words", [
+    (["--alpha", "5e-324"], "is too small for a t-test on 20 queries"),  # ran past 120 s (critical value inf)
+    (["--power", "1e-300"], "power = 1e-300 is not above the test's level"),  # ValueError traceback from brentq
+])
+def test_extreme_alpha_and_power_are_one_line(option, words, capsys):
+    """Found by the adversarial pass (extreme floats): the minimum detectable difference hung or crashed."""
+    ex = example_path()
+    code = main(["compare", "--run", str(ex / "runs" / "bm25.trec"), "--run", str(ex / "runs" / "dense.trec"),
+                 "--qrels", str(ex / "qrels" / "test.tsv"), "--metrics", "P@5", "--n-boot", "100", *option])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and words in err[-1] and err[-1].startswith("udcg compare: error: "), err
+
+
+def test_a_model_folder_given_as_a_path_passes_the_door(no_model, tmp_path):
+    ex = example_path()
+    with pytest.raises(ModelLoaded):
+        udcg.annotate_runs(ex, [ex / "runs" / "bm25.trec"], tmp_path / "u", tmp_path / "my-model", depth=1, limit=1,
+                           show_progress=False)
+
+
+@pytest.mark.parametrize("temperature", [1e-300, 1e-45, 5e-324])
+def test_a_tiny_sampling_temperature_draws_the_most_likely_token(temperature):
+    """Found by the adversarial pass (extreme floats): logits / 1e-300 overflowed, every probability was
+    NaN and the sampler drew the last token of the vocabulary, the least likely here (silently wrong;
+    `udcg serve` accepts such a temperature from any client, `annotate --temperature` too)."""
+    torch = pytest.importorskip("torch")
+    from udcg.llm.base import GenerationParams
+    from udcg.llm.decoding import pick_tokens
+
+    logits = torch.tensor([[1.0, 2.0, 3.0, -50.0], [5.0, 1.0, 0.0, 0.0]])
+    for top_p in (1.0, 0.9):
+        params = GenerationParams(temperature=temperature, top_p=top_p, max_new_tokens=1)
+        assert pick_tokens(logits, [torch.Generator().manual_seed(s) for s in (0, 1)], params) == [2, 0]

@@ -68,14 +68,14 @@ def _utilities(utilities: Any, ndim: int, what: str, other: str) -> np.ndarray:
     return arr.astype(float)
 
 
-@checked("score", utilities=lambda name, value: value)
+@checked("score", utilities=api_args.as_given)  # checked by _utilities, which names the shape wanted
 def udcg(utilities: Any, gamma: float = GAMMA) -> float:
     """UDCG (Eq. 4) of one context: its passages' utilities in prompt order -> a float."""
     u = _utilities(utilities, 1, "a list of numbers (one context)", "for several contexts use udcg.udcg_many")
     return float(_udcg_matrix(u, gamma)[0])
 
 
-@checked("score", utilities=lambda name, value: value)
+@checked("score", utilities=api_args.as_given)  # checked by _utilities, which names the shape wanted
 def udcg_many(utilities: Any, gamma: float = GAMMA) -> np.ndarray:
     """UDCG (Eq. 4) of each context of a (contexts, k) matrix or list of equal-length lists -> an
     array, one value per context."""
@@ -94,7 +94,7 @@ def evaluate(run: Run | str | Path, qrels: Run | str | Path | None = None, *, ut
     ``.values`` (``{measure: array}``), ``.coverage`` and ``.notes`` (also logged as warnings)."""
     name = next(iter(_scores.named_runs([run]))) if isinstance(run, (str, Path)) else _ranx_name(run) or "run"  # a file: its name
     scores = _scores.score_runs({name: run}, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
-                        unannotated=unannotated, model=model, prompt_version=prompt_version)[name]
+                                unannotated=unannotated, model=model, prompt_version=prompt_version)[name]
     for note in scores.notes:
         log.warning(note)
     return scores
@@ -158,7 +158,8 @@ def _outputs_not_inputs(outputs: dict[str, Any], inputs: dict[str, Any], folder:
                    for item in (value if isinstance(value, (list, tuple)) else [value])])
 
 
-@checked("annotate", options_of="udcg.flows.annotate:reader", runs=api_args.paths, api_base=api_args.api_base)
+@checked("annotate", options_of="udcg.flows.annotate:reader", runs=api_args.paths, model=api_args.model,
+         judge=api_args.model, api_base=api_args.api_base)
 def annotate_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Path, model: str, *, depth: int = 10,
                   queries: str | Path | None = None, qrels: str | Path | None = None, answers: str | Path | None = None,
                   unjudged: str = "irrelevant", judge: str = "rules", limit: int | None = None, show_progress: bool = True,
@@ -179,7 +180,7 @@ def annotate_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | 
                               judge=judge, limit=limit, show_progress=show_progress)
 
 
-@checked("answer", options_of="udcg.flows.answer:answer_runs", runs=api_args.paths)
+@checked("answer", options_of="udcg.flows.answer:answer_runs", runs=api_args.paths, model=api_args.model)
 def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Path, model: str, *, k: int = 5, **options):
     """``udcg answer``: the reader's greedy answer to each run's top-``k`` context, written to
     ``output`` as a contexts JSONL (resumable). ``options``: those of ``udcg.flows.answer.answer_runs``
@@ -193,7 +194,7 @@ def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Pa
     return flow(str(corpus), [str(r) for r in runs], output, model, k=k, **options)
 
 
-@checked("judge", options_of="udcg.flows.judge:judge_file")
+@checked("judge", options_of="udcg.flows.judge:judge_file", judge=api_args.model)
 def judge(task: str, path: str | Path, output: str | Path, *, judge: str = "rules", **options):
     """``udcg judge TASK``: relevance, grade or answer outcomes of ``path`` by rules or an LLM judge,
     written to ``output`` (resumable). ``options``: those of ``udcg.flows.judge.judge_file``
@@ -206,7 +207,7 @@ def judge(task: str, path: str | Path, output: str | Path, *, judge: str = "rule
     return judge_file(task, path, output, judge=judge, **options)
 
 
-@checked("fit_theta")
+@checked("fit-theta")
 def fit_theta(contexts: str | Path, output: str | Path, *, k: int | None = None, variant: str = "full",
               C: float | str = 0.01, cv_folds: int = 5, cv_score: str = "spearman", seed: int = 0) -> UDCGTheta:
     """``udcg fit-theta``: UDCG_theta fitted on the judged contexts of ``contexts`` (one k) and saved

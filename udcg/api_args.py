@@ -41,6 +41,11 @@ def _wrong(name: str, expected: str, value: Any) -> InputError:
     return InputError(f"{name}: give {expected}, got {_kind(value)}{shown}")
 
 
+def as_given(name: str, value: Any) -> Any:
+    """No check here (the function checks the argument itself)."""
+    return value
+
+
 def path(name: str, value: Any) -> str | Path:
     """A file or folder path: a non-empty str or an os.PathLike."""
     if isinstance(value, os.PathLike) or (isinstance(value, str) and value.strip()):
@@ -156,6 +161,15 @@ def theta(name: str, value: Any) -> Any:
     if isinstance(value, (str, os.PathLike)):
         return path(name, value)
     raise _wrong(name, "a fitted udcg UDCGTheta or the path of a saved one", value)
+
+
+def model(name: str, value: Any) -> str:
+    """A model: its name (an alias, a hub id, SCHEME:NAME) or its folder (a str or os.PathLike)."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, str) and value.strip():
+        return value
+    raise _wrong(name, "a model name or folder (a non-empty str or pathlib.Path)", value)
 
 
 def api_base(name: str, value: Any) -> str:

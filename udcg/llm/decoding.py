@@ -50,6 +50,10 @@ def pick_tokens(logits: Any, gens: list[Any], params: GenerationParams) -> list[
     if params.temperature == 0:
         return logits.argmax(dim=-1).tolist()
     probs = torch.softmax(logits.float().cpu() / params.temperature, dim=-1)
+    if not bool(torch.isfinite(probs).all()):  # a tiny temperature (1e-300) overflowed: every row NaN, the
+        # last token drawn. Shifted to its maximum and in float64, the scaled logits are <= 0 and finite or -inf.
+        shifted = logits.double().cpu()
+        probs = torch.softmax((shifted - shifted.max(dim=-1, keepdim=True).values) / params.temperature, dim=-1)
     index = None
     if params.top_p < 1.0:
         probs, index = probs.sort(dim=-1, descending=True, stable=True)

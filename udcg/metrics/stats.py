@@ -269,18 +269,29 @@ def percentile_interval(means: object, level: float = 0.95) -> tuple[float, floa
     return float(np.quantile(m, a)), float(np.quantile(m, 1 - a))
 
 
+MAX_CRITICAL = 1e6  # a t critical value beyond this comes from an alpha no data set can reach
+
+
 @lru_cache(maxsize=256)
 def _t_noncentrality(df: int, alpha: float, power: float) -> float:
     """The noncentrality at which a two-sided t-test with ``df`` degrees of freedom at level
     ``alpha`` rejects with probability ``power``."""
     from scipy import optimize, stats as scipy_stats
 
-    crit = scipy_stats.t.ppf(1 - alpha / 2, df)
+    crit = scipy_stats.t.ppf(1 - alpha / 2, df)  # (the published values' way; isf only where 1 - alpha/2 rounds to 1)
+    if not np.isfinite(crit):
+        crit = scipy_stats.t.isf(alpha / 2, df)
+    if not np.isfinite(crit) or crit > MAX_CRITICAL:
+        raise InputError(f"alpha = {alpha:g} (per comparison) is too small for a t-test on {df + 1} queries (its critical "
+                         f"value is {crit:g}); use a larger alpha (e.g. 0.05)")
 
     def shortfall(nc: float) -> float:
         lower = scipy_stats.nct.cdf(-crit, df, nc)  # the far tail: tiny, and NaN in scipy's extreme cases
         return scipy_stats.nct.sf(crit, df, nc) + (0.0 if np.isnan(lower) else lower) - power
 
+    if shortfall(0.0) >= 0:  # with no difference at all the test already rejects that often
+        raise InputError(f"power = {power:g} is not above the test's level alpha = {alpha:g} (per comparison): "
+                         "give a power above it (e.g. 0.8)")
     high = crit + scipy_stats.norm.ppf(power) + 1.0
     while shortfall(high) < 0:
         high *= 2
