@@ -114,12 +114,12 @@ def per_question_values(values: dict[str, np.ndarray], outcome: np.ndarray, grou
 def correlation_table(file: ContextFile, spec: str | None, baseline: str | None = "UDCG", gamma: float = GAMMA,
                       theta: UDCGTheta | None = None, constant_metric: str = "zero", n_boot: int = 10_000,
                       seed: int = 0, title: str = "", test: str = "permutation", n_resamples: int = 10_000,
-                      circular: tuple[str, ...] | frozenset[str] = ()) -> Table:
+                      circular: tuple[str, ...] | frozenset[str] = (), best: str = "mean") -> Table:
     """Table 3 of a contexts file (``correlation_table_of``): metric values from the file's
     'metrics', else computed from its fields (``metric_values``); every context must be graded."""
     values = metric_values(file, spec, gamma, theta)
     return correlation_table_of(values, file.outcome_scores(), np.asarray([r.qid for r in file.records]), baseline,
-                                constant_metric, n_boot, seed, title, test, n_resamples, circular)
+                                constant_metric, n_boot, seed, title, test, n_resamples, circular, best)
 
 
 def correlation_table_of(values: dict[str, np.ndarray], outcome: np.ndarray, groups: np.ndarray,
