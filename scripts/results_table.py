@@ -358,6 +358,34 @@ def abstention_auc(folder: Path, n_boot: int = 1_000) -> tuple[int, float, float
     return len(rows), float(np.mean([o for o, _ in pairs])), auc, float(low), float(high)
 
 
+OUTCOME_SCORE = {"correct": 1.0, "abstained": 0.0, "wrong": -1.0}
+
+
+def main_contexts(folder: Path, qids: set[str] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """UDCG, nDCG, the outcome's score (correct 1 > abstained 0 > wrong -1) and the question of each
+    graded context of the run's main study (of ``qids`` only, when given)."""
+    with gzip.open(folder / "data" / "contexts.jsonl.gz", "rt", encoding="utf-8") as fh:
+        rows = [r for r in map(json.loads, fh) if r.get("study") == "main" and r.get("outcome")
+                and (qids is None or r["qid"] in qids)]
+    return (np.array([r["metrics"]["UDCG"] for r in rows], dtype=float),
+            np.array([r["metrics"]["nDCG"] for r in rows], dtype=float),
+            np.array([OUTCOME_SCORE[r["outcome"]] for r in rows]), np.array([r["qid"] for r in rows]))
+
+
+def ties_table(specs: list[tuple[Path, str]]) -> list[str]:
+    """Where UDCG's edge over nDCG lies, per run (issue #38 item 2): the tie decomposition of pairwise
+    accuracy (``udcg.metrics.ties``) over the main study's context pairs whose outcomes differ."""
+    from udcg.metrics.ties import tie_decomposition
+
+    lines = ["| run | questions | outcome-differing pairs | nDCG ties | UDCG on those (nDCG: 0.5) | "
+             "UDCG on the others | nDCG on the others |", "|---" * 7 + "|"]
+    for folder, label in specs:
+        t = tie_decomposition(*main_contexts(folder), metric_name="UDCG", baseline_name="nDCG")
+        lines.append(f"| {label} | {t.n_questions} | {t.n_pairs} | {t.n_tied} ({t.share_tied:.0%}) | "
+                     f"{t.tied_metric:.3f} | {t.untied_metric:.3f} | {t.untied_baseline:.3f} |")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("reports", nargs="+", help="DIR:LABEL of a published report folder")
@@ -367,6 +395,8 @@ def main() -> None:
     mode.add_argument("--family", action="store_true", help="the secondary statistics, Holm over all runs given")
     mode.add_argument("--abstention-auc", action="store_true",
                       help="per run: how well the context's mean single-passage p_abs foretells abstention (ROC AUC)")
+    mode.add_argument("--ties", action="store_true",
+                      help="per run: the tie decomposition of UDCG's pairwise accuracy against nDCG's")
     mode.add_argument("--across", metavar="METRIC", help="one metric in two runs, paired on their common usable questions")
     ap.add_argument("--margin", type=float, help="--primary: the paper's margin (default: by data set, PREREGISTERED)")
     ap.add_argument("--new-after", type=int, default=50, help="--primary: also on the questions after the first N")
@@ -386,6 +416,9 @@ def main() -> None:
         return
     if args.across:
         print("\n".join(across_table(specs, args.across)))
+        return
+    if args.ties:
+        print("\n".join(ties_table(specs)))
         return
     if args.abstention_auc:
         print("| run | contexts | abstained | ROC AUC of the mean p_abs | 95% interval (questions resampled) |")

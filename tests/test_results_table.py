@@ -196,3 +196,14 @@ def test_abstention_auc_of_the_contexts_mean_p_abs_by_hand(tmp_path):
     # and ties 0.5, 0.3 beats 0.1 and ties 0.3: (3 + 2.5 + 1.5) / 9
     assert (n, share) == (6, 0.5) and auc == pytest.approx(7 / 9)
     assert low <= auc <= high
+
+
+def test_the_tie_table_by_hand(tmp_path):
+    from tests.test_confirm_equivalence import _contexts
+
+    (tmp_path / "data").mkdir()
+    # q4: nDCG ties, UDCG right; q5: both order it, nDCG wrongly; q1: nDCG ties, UDCG wrong
+    _contexts(tmp_path, [("q4", "correct", 0.6, 0.3), ("q4", "wrong", 0.4, 0.3), ("q5", "correct", 0.7, 0.1),
+                         ("q5", "abstained", 0.5, 0.2), ("q1", "correct", 0.1, 0.1), ("q1", "wrong", 0.9, 0.1)])
+    lines = load_script("results_table").ties_table([(tmp_path, "Toy")])
+    assert lines[2] == "| Toy | 3 | 3 | 2 (67%) | 0.500 | 1.000 | 0.000 |"
