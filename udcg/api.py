@@ -39,6 +39,7 @@ from udcg import bounds
 from udcg.errors import InputError
 from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores, named_runs, read_utilities, score_runs
 from udcg.metrics.measures import Measure
+from udcg.metrics.stats import DEFAULT_RESAMPLES
 from udcg.metrics.udcg import GAMMA, udcg as _udcg_matrix
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
@@ -113,7 +114,7 @@ def evaluate(run: Run | str | Path, qrels: Run | str | Path | None = None, *, ut
 def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: Run | str | Path | None = None, *,
             utilities: Any = None, metrics: Sequence[str | Measure] | str = DEFAULT_METRICS, gamma: float = GAMMA,
             theta: UDCGTheta | str | Path | None = None, unannotated: str = "error", test: str = "permutation",
-            alpha: float = 0.05, correction: str = "measure", power: float = 0.8, n_resamples: int = 10_000,
+            alpha: float = 0.05, correction: str = "measure", power: float = 0.8, n_resamples: int = DEFAULT_RESAMPLES,
             n_boot: int = 10_000, seed: int = 0, answers: str | Path | None = None, model: str | None = None,
             prompt_version: str | None = None):
     """Every run's mean and 95% interval per measure; for every pair of runs the mean paired
@@ -214,7 +215,7 @@ def fit_theta(contexts: str | Path, output: str | Path, *, k: int | None = None,
 @_bounded
 def correlate(contexts: str | Path, *, metrics: str | None = None, baseline: str | None = None, gamma: float = GAMMA,
               theta: str | None = None, constant_metric: str = "zero", n_boot: int = 10_000, seed: int = 0,
-              test: str = "permutation", n_resamples: int = 10_000):
+              test: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES):
     """``udcg correlate``: per question, Spearman's rho (and tau-b, pairwise accuracy) of each metric
     with the judged answer outcomes of ``contexts``, tested against ``baseline``. Returns the full
     table (a ``udcg.io.tables.Table``: ``.rows``, ``.markdown()``, ``.write(path)``)."""

@@ -24,8 +24,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--test", default="permutation",
                    help="paired test of the per-question rhos against the baseline: permutation (default), t or "
                    "wilcoxon")
-    p.add_argument("--n-resamples", type=int, default=10_000,
-                   help="random sign flips of the permutation test (exact enumeration up to 20 questions)")
+    p.add_argument("--n-resamples", type=int, default=100_000,
+                   help="random sign flips of the permutation test beyond 24 questions (default 100000; exact "
+                   "enumeration up to 24); the footer gives the Monte Carlo standard error of p")
     p.add_argument("--gamma", type=float, default=1 / 3)
     p.add_argument("--theta", default=None, help="fitted UDCG_theta model, to include UDCG_theta")
     p.add_argument("--constant-metric", choices=("zero", "drop"), default="zero",

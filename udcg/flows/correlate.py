@@ -24,7 +24,7 @@ from udcg.flows.scoring import score_rows
 from udcg.errors import InputError
 from udcg.metrics.contexts import parse_metric, parse_metrics
 from udcg.metrics.correlation import bootstrap_mean_ci, per_question, summarize
-from udcg.metrics.stats import holm, paired_test
+from udcg.metrics.stats import DEFAULT_RESAMPLES, holm, paired_test
 from udcg.metrics.udcg import GAMMA
 from udcg.io.tables import Table
 
@@ -113,7 +113,7 @@ def per_question_values(values: dict[str, np.ndarray], outcome: np.ndarray, grou
 
 def correlation_table(file: ContextFile, spec: str | None, baseline: str | None = "UDCG", gamma: float = GAMMA,
                       theta: UDCGTheta | None = None, constant_metric: str = "zero", n_boot: int = 10_000,
-                      seed: int = 0, title: str = "", test: str = "permutation", n_resamples: int = 10_000,
+                      seed: int = 0, title: str = "", test: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES,
                       circular: tuple[str, ...] | frozenset[str] = ()) -> Table:
     """Table 3 of a contexts file (``correlation_table_of``): metric values from the file's
     'metrics', else computed from its fields (``metric_values``); every context must be graded."""
@@ -124,7 +124,7 @@ def correlation_table(file: ContextFile, spec: str | None, baseline: str | None 
 
 def correlation_table_of(values: dict[str, np.ndarray], outcome: np.ndarray, groups: np.ndarray,
                          baseline: str | None = "UDCG", constant_metric: str = "zero", n_boot: int = 10_000,
-                         seed: int = 0, title: str = "", test: str = "permutation", n_resamples: int = 10_000,
+                         seed: int = 0, title: str = "", test: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES,
                          circular: tuple[str, ...] | frozenset[str] = ()) -> Table:
     """Table 3's layout for graded contexts: metric ``values`` (one per context, NaN = NA),
     ``outcome`` scores and ``groups`` (question id per context); one row per metric, sorted by
@@ -199,7 +199,7 @@ def compact_table(table: Table, baseline: str | None, digits: int = 3) -> Table:
 
 def correlate_file(path: str, *, metrics: str | None = None, baseline: str | None = None, gamma: float = GAMMA,
                    theta: str | None = None, constant_metric: str = "zero", n_boot: int = 10_000, seed: int = 0,
-                   test: str = "permutation", n_resamples: int = 10_000) -> tuple[Table, str | None, list[str]]:
+                   test: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES) -> tuple[Table, str | None, list[str]]:
     """The correlation table of the judged contexts of ``path`` (every column), the baseline the
     others were tested against (None: not among the metrics) and the notes for the user."""
     from udcg.flows.scoring import read_contexts

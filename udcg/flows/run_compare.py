@@ -29,6 +29,7 @@ from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores, score_runs
 from udcg.io.files import read_records
 from udcg.metrics.compare import Comparison, compare_scores
 from udcg.metrics.measures import Measure
+from udcg.metrics.stats import DEFAULT_RESAMPLES
 from udcg.metrics.udcg import GAMMA
 from udcg.records import OUTCOME_LABELS
 
@@ -105,7 +106,7 @@ def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path |
                  utilities: Any = None, metrics: Sequence[str | Measure] | str = DEFAULT_METRICS,
                  gamma: float = GAMMA, theta: UDCGTheta | str | Path | None = None, unannotated: str = "error",
                  model: str | None = None, prompt_version: str | None = None, answers: str | Path | None = None,
-                 test: str = "permutation", alpha: float = 0.05, n_resamples: int = 10_000, n_boot: int = 10_000,
+                 test: str = "permutation", alpha: float = 0.05, n_resamples: int = DEFAULT_RESAMPLES, n_boot: int = 10_000,
                  seed: int = 0, correction: str = "measure", power: float = 0.8
                  ) -> tuple[Comparison, dict[str, RunScores]]:
     """The comparison of ``runs`` (``{name: run}``, two or more) and the scores behind it."""

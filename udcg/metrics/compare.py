@@ -18,9 +18,11 @@ differences, Holm's correction over a chosen family, ranx-style reports.
   family; alpha with ``correction="none"``), so a true difference this large is detected with at
   least that power whatever the other p-values. An estimate from the spread of the paired
   differences.
-- **Permutation test cost**: exact enumeration (n <= ``EXACT_MAX_N`` queries) unless the table's
-  2^n sums would exceed ``EXACT_BUDGET`` (about a second here); then every pair uses
-  ``n_resamples`` seeded random sign flips and the report says so.
+- **Permutation test cost**: exact enumeration (n <= ``EXACT_MAX_N`` = 24 queries) unless the
+  table's 2^n sums would exceed ``EXACT_BUDGET`` (a few seconds here); then every pair uses
+  ``n_resamples`` (100,000) seeded random sign flips and the report says so, with the largest Monte
+  Carlo standard error of an estimated p (``PairTest.p_se``). p never depends on the order of the
+  queries (``stats``: canonical order).
 
 Run A *beats* run B on a measure when the paired mean difference A - B (over the queries where
 both are defined) is positive and the adjusted p is below ``alpha``; without NaNs that
@@ -40,14 +42,15 @@ import numpy as np
 
 from udcg.errors import InputError
 from udcg.metrics.compare_report import CSV_COLUMNS, FORMATS, footer_lines, format_comparison, label_of_test, labels_of
-from udcg.metrics.stats import (EXACT_MAX_N, TESTS, bootstrap_means, holm, min_detectable_difference,
+from udcg.metrics.stats import (DEFAULT_RESAMPLES, EXACT_MAX_N, TESTS, bootstrap_means, holm, is_estimated,
+                                min_detectable_difference, monte_carlo_se,
                                 paired_test, percentile_interval, sign_flip_pvalues)
 
 __all__ = ["CORRECTIONS", "CSV_COLUMNS", "EXACT_BUDGET", "FORMATS", "Cell", "Comparison", "PairTest",
            "compare_scores", "format_comparison"]
 
 CORRECTIONS = ("measure", "table", "none")
-EXACT_BUDGET = 1 << 24  # sign-flip sums of the exact tests of one table: 16 pairs at n = 20, about a second
+EXACT_BUDGET = 1 << 28  # sign-flip sums of the exact tests of one table: 16 pairs at n = 24, a few seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,7 @@ class PairTest:
     high: float = float("nan")
     n: int = 0  # queries where both are defined
     mdd: float = float("nan")  # minimum detectable difference (module docstring)
+    p_se: float = float("nan")  # Monte Carlo standard error of p (random sign flips); NaN for an exact p
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,7 @@ class Comparison:
     def _pair_dict(self, t: PairTest) -> dict:
         return {"measure": t.measure, "run_a": t.run_a, "run_b": t.run_b, "diff": _none(t.diff),
                 "low": _none(t.low), "high": _none(t.high), "n": t.n, "mdd": _none(t.mdd), "p": _none(t.p),
-                "p_holm": _none(t.p_holm), "significant": t.significant,
+                "p_holm": _none(t.p_holm), "p_se": _none(t.p_se), "significant": t.significant,
                 "family_size": self.family_sizes.get(t.measure, 0)}
 
     def format(self, fmt: str = "markdown", digits: int = 4) -> str:
@@ -249,7 +253,7 @@ def _intervals(runs: list[str], measures: list[str], arrays: dict, n_boot: int, 
 
 
 def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "permutation", alpha: float = 0.05,
-                   n_resamples: int = 10_000, seed: int = 0, n_boot: int = 10_000, level: float = 0.95,
+                   n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, n_boot: int = 10_000, level: float = 0.95,
                    correction: str = "measure", power: float = 0.8, notes: tuple[str, ...] = (),
                    direction: Mapping[str, int] | None = None) -> Comparison:
     """``scores[run][measure]``: per-query values, aligned on the same queries across runs (NaN =
@@ -283,9 +287,11 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
     pairs = []
     for (m, a, b), d, p, p_adj in zip(keys, diffs, pvalues, adjusted):
         decisive = p if correction == "none" else p_adj
+        estimated = test == "permutation" and np.any(d) and is_estimated(len(d), EXACT_MAX_N if exact else 0)
         pairs.append(PairTest(m, a, b, float(d.mean()) if len(d) else float("nan"), p, float(p_adj),
                               bool(decisive < alpha), *pair_ci[m, a, b], len(d),
-                              min_detectable_difference(arrays[a][m], arrays[b][m], mdd_alpha[m], power, test)))
+                              min_detectable_difference(arrays[a][m], arrays[b][m], mdd_alpha[m], power, test),
+                              monte_carlo_se(p, n_resamples) if estimated else float("nan")))
     order = {r: i for i, r in enumerate(runs)}
     beats: dict[str, dict[str, list[str]]] = {r: {m: [] for m in measures} for r in runs}
     for t in pairs:

@@ -92,6 +92,15 @@ def label_of_test(cmp: Comparison) -> str:
     return "permutation-random" if not cmp.exact or not any(small) else "permutation-mixed"
 
 
+def _mc_error(cmp: Comparison) -> str:
+    """The largest Monte Carlo standard error of the table's estimated p-values, in words."""
+    errors = [t.p_se for t in cmp.pairs if not math.isnan(t.p_se)]
+    if not errors:
+        return ""
+    return (f"; each such p is an estimate of the exact p, Monte Carlo standard error at most {max(errors):.4f} "
+            "(--n-resamples for more flips)")
+
+
 def _test_text(cmp: Comparison) -> str:
     if cmp.test == "t":
         return "paired t-test"
@@ -100,13 +109,14 @@ def _test_text(cmp: Comparison) -> str:
     flips = f"{cmp.n_resamples:,} random sign flips, seed {cmp.seed}"
     if not cmp.exact:
         return (f"paired sign-flip permutation test, {flips}, for every pair: enumerating all 2^n sign flips of "
-                "this table would take more than about a second")
+                "this table would take more than a few seconds" + _mc_error(cmp))
     small = [t.n <= EXACT_MAX_N for t in cmp.pairs]
     if all(small):
         return "paired sign-flip permutation test, exact (all 2^n sign flips)"
     if not any(small):
-        return f"paired sign-flip permutation test, {flips} (n > {EXACT_MAX_N} queries)"
-    return f"paired sign-flip permutation test, exact for n ≤ {EXACT_MAX_N} queries, else {flips}"
+        return f"paired sign-flip permutation test, {flips} (n > {EXACT_MAX_N} queries)" + _mc_error(cmp)
+    return (f"paired sign-flip permutation test, exact for n ≤ {EXACT_MAX_N} queries, else {flips}"
+            + _mc_error(cmp))
 
 
 def _per_measure(values: dict[str, object], fmt) -> str:
