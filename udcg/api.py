@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
     from udcg.metrics.udcg_theta import UDCGTheta
 
 __all__ = ["DEFAULT_METRICS", "Run", "RunScores", "annotate_runs", "answer_runs", "compare", "correlate", "evaluate",
-           "fit_theta", "judge", "named_runs", "read_utilities", "score_runs", "udcg", "udcg_many"]
+           "fit_theta", "judge", "named_runs", "read_utilities", "reader_check", "score_runs", "udcg", "udcg_many"]
 
 log = logging.getLogger(__name__)
 # The numeric arguments of the entry points, each in its range as on the command line (udcg.bounds).
@@ -210,6 +210,18 @@ def fit_theta(contexts: str | Path, output: str | Path, *, k: int | None = None,
     for warning in warnings:
         log.warning(warning)
     return model
+
+
+@_bounded
+def reader_check(utilities: str | Path, *, n_boot: int = 1000, seed: int = 0):
+    """Can the reader of a utilities folder (``udcg annotate --run``'s, or its utilities.jsonl)
+    measure distraction? A ``udcg.metrics.reader_check.ReaderCheck`` computed from the p_abs already
+    there (no model time): pair counts, mean p_abs, the share of irrelevant pairs the reader answers
+    from, the AUC of p_abs separating irrelevant from relevant pairs with a bootstrap interval over
+    queries, and the verdict (``.can_measure_distraction``, ``.lines()``, ``.to_dict()``)."""
+    from udcg.flows.reader_check import check_utilities
+
+    return check_utilities(utilities, n_boot=n_boot, seed=seed)
 
 
 @_bounded

@@ -14,7 +14,7 @@ from udcg.errors import UdcgError
 from udcg.redact import env_secrets, redact
 
 # Command modules under udcg/commands, in the order `udcg --help` lists them.
-COMMANDS = ("example", "annotate", "score", "compare", "answer", "judge", "fit_theta", "correlate", "validate", "report", "demo", "models",
+COMMANDS = ("example", "annotate", "reader_check", "score", "compare", "answer", "judge", "fit_theta", "correlate", "validate", "report", "demo", "models",
             "serve")
 
 EPILOG = """examples (your runs; see the README's quickstart):

@@ -27,6 +27,8 @@ from udcg.errors import InputError
 from udcg.io.files import read_json
 from udcg.runs import RunStats, open_cache
 from udcg.records import Annotation, ContextRecord, Passage, Question
+from udcg.flows.reader_check import check_records
+from udcg.metrics.reader_check import ReaderCheck
 from udcg.io.trec import ranked_docids
 
 log = logging.getLogger(__name__)
@@ -111,6 +113,7 @@ class AnnotateRunsReport:
     seconds: float = 0.0
     model_loaded: bool = False
     server_notes: dict[str, str] = field(default_factory=dict)  # found out about an API server (it ignores n, ...)
+    reader_check: ReaderCheck | None = None  # of every pair in the folder now, from the utilities (no model time)
 
     def lines(self, out: str | Path) -> list[str]:
         src = ", ".join(f"{k} {v}" for k, v in sorted(self.sources.items()))
@@ -121,7 +124,8 @@ class AnnotateRunsReport:
                 *(f"server: {note}" for note in self.server_notes.values()),
                 f"utility file now holds {self.total} pairs"
                 + (f"; model time {self.seconds:.1f} s ({self.computed / self.seconds:.2f} pairs/s)"
-                   if self.seconds > 0 else "")]
+                   if self.seconds > 0 else ""),
+                *(self.reader_check.lines() if self.reader_check else [])]
 
 
 def _questions(pairs: Mapping[str, Sequence[str]], collection: Collection) -> list[Question]:
@@ -176,11 +180,12 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
         report.server_notes = dict(getattr(backend, "notes", {}))
     records = _merged_records(out, done, rel, model, cfg)
     report.total = len(records)
+    report.reader_check = check_records(records.values(), model, cfg.estimator)
     runs_meta = {**meta.get("runs", {}), **{name: {"depth": depth, "queries": len(run)} for name, run in runs.items()}}
     store.write_utilities(out, records, {
         "model": model, "estimator": cfg.estimator, "prompt_version": cfg.prompt_version, "udcg_version": __version__,
         "collection": collection.source, "runs": runs_meta, "pairs": len(records), "unjudged": unjudged,
-        "relevance_sources": _count_sources(records),
+        "relevance_sources": _count_sources(records), "reader_check": report.reader_check.to_dict(),
         **({"server_notes": report.server_notes} if report.server_notes else {})})
     return report
 
