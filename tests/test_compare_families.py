@@ -66,7 +66,9 @@ def test_no_correction_uses_the_raw_p():
     assert all(np.isnan(t.p_holm) for t in cmp.pairs)
     assert all(t.significant == (t.p < 0.05) for t in cmp.pairs)
     assert cmp.mdd_alpha == {"A": 0.05, "B": 0.05, "C": 0.05}
-    assert "p (Holm" not in cmp.format() and "Correction: none (9 comparisons, each at alpha)" in cmp.format()
+    # issue #34: no family size without a correction (before: "none (9 comparisons, each at alpha)")
+    assert "p (Holm" not in cmp.format() and "Correction: none (raw p, each comparison at alpha)" in cmp.format()
+    assert "famil" not in cmp.format().split("Correction:")[1].split("\n")[0]
     with pytest.raises(InputError, match="measure, table, none"):
         compare_scores(_runs(), correction="bonferroni")
 

@@ -116,12 +116,13 @@ def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: 
             theta: UDCGTheta | str | Path | None = None, unannotated: str = "error", test: str = "permutation",
             alpha: float = 0.05, correction: str = "measure", power: float = 0.8, n_resamples: int = DEFAULT_RESAMPLES,
             n_boot: int = 10_000, seed: int = 0, answers: str | Path | None = None, model: str | None = None,
-            prompt_version: str | None = None):
+            prompt_version: str | None = None, judged_only: bool = False):
     """Every run's mean and 95% interval per measure; for every pair of runs the mean paired
     difference with its interval (the same resampled queries), its minimum detectable difference
     at ``power`` and a paired test, Holm-corrected within each measure (``correction="measure"``;
     ``"table"``: over every pair x measure; ``"none"``). ``answers``: a judged answers file
-    (``udcg answer`` + ``udcg judge answer``) adds correct / abstained / wrong rows for the runs.
+    (``udcg answer`` + ``udcg judge answer``) adds correct / abstained / wrong rows for the runs;
+    ``judged_only`` puts every row on the queries every run has a judged answer for.
     Returns a ``udcg.metrics.compare.Comparison``: ``.format(fmt)``, ``.to_dict()``,
     ``.to_frame()`` (runs), ``.to_frame("pairs")``, ``.to_frames()``. ``runs`` is ``{name: run}``
     or a list of run files (named by file name)."""
@@ -132,7 +133,7 @@ def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: 
     cmp, scores = compare_runs(runs, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
                                unannotated=unannotated, model=model, prompt_version=prompt_version, answers=answers,
                                test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
-                               correction=correction, power=power)
+                               correction=correction, power=power, judged_only=judged_only)
     for s in scores.values():
         for note in s.notes:
             log.warning("%s: %s", s.name, note)

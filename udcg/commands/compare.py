@@ -41,6 +41,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--power", type=float, default=0.8, help="power of the minimum detectable difference (default 0.8)")
     p.add_argument("--answers", help="judged answers (udcg answer, then udcg judge answer): adds each run's correct / "
                    "abstained / wrong rates, matched by cid = run file name")
+    p.add_argument("--judged-only", action="store_true",
+                   help="with --answers: every row, the measures included, on the queries where every run has a "
+                   "judged answer (one population for answer rates and metrics, e.g. after udcg answer --sample)")
     p.add_argument("--n-resamples", type=int, default=100_000,
                    help="random sign flips when n > 24 (default 100000; more for a smaller Monte Carlo error of p)")
     p.add_argument("--n-boot", type=int, default=10_000, help="bootstrap resamples for the intervals (default 10000)")
@@ -78,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
                                      unannotated=args.unannotated, model=args.model, prompt_version=args.prompt,
                                      answers=args.answers, test=args.test, alpha=args.alpha,
                                      n_resamples=args.n_resamples, n_boot=args.n_boot, seed=args.seed,
-                                     correction=args.correction, power=args.power)
+                                     correction=args.correction, power=args.power, judged_only=args.judged_only)
     print(text)
     for line in score_notes(scores):
         print(line, file=sys.stderr)

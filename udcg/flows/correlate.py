@@ -25,6 +25,7 @@ from udcg.errors import InputError
 from udcg.metrics.contexts import parse_metric, parse_metrics
 from udcg.metrics.correlation import bootstrap_mean_ci, per_question, summarize
 from udcg.metrics.stats import DEFAULT_RESAMPLES, holm, paired_test
+from udcg.metrics.ties import TieDecomposition, tie_decomposition
 from udcg.metrics.udcg import GAMMA
 from udcg.io.tables import Table
 
@@ -170,6 +171,9 @@ def correlation_table_of(values: dict[str, np.ndarray], outcome: np.ndarray, gro
     return table
 
 
+MIN_QUESTIONS = 20  # below this many usable questions, correlate warns
+
+
 COMPACT_COLUMNS = ["metric", "rho [95% CI]", "p vs baseline (Holm)", "tau_b", "pairwise accuracy"]
 
 
@@ -214,4 +218,27 @@ def correlate_file(path: str, *, metrics: str | None = None, baseline: str | Non
         check_stored_baseline(file, baseline, path)
     table = correlation_table(file, metrics, chosen, gamma, load_theta(theta) if theta else None, constant_metric,
                               n_boot, seed, test=test, n_resamples=n_resamples)
-    return table, chosen if chosen in {r["metric"] for r in table.rows} else None, [note] if note else []
+    notes = [note] if note else []
+    usable = max((r["n_questions"] for r in table.rows), default=0)
+    if usable < MIN_QUESTIONS:
+        notes.append(f"warning: only {usable} usable questions (outcomes that differ between their contexts); below "
+                     f"{MIN_QUESTIONS} the intervals and p-values rest on too few questions to support a conclusion, "
+                     "whatever they show: answer and judge more queries (udcg answer --sample N)")
+    return table, chosen if chosen in {r["metric"] for r in table.rows} else None, notes
+
+
+def ties_of_file(path: str, metric: str, baseline: str, *, gamma: float = GAMMA,
+                 theta: str | None = None) -> TieDecomposition:
+    """``metrics.ties.tie_decomposition`` of ``metric`` against ``baseline`` over the judged contexts
+    of ``path`` (values from the file's 'metrics', else computed from its fields)."""
+    from udcg.flows.scoring import read_contexts
+    from udcg.flows.theta import load_theta
+
+    a, b = str(parse_metric(metric, "--ties")), str(parse_metric(baseline, "--ties"))
+    if a == b:
+        raise InputError(f"--ties {baseline}: the baseline of the tie decomposition must differ from {metric} (e.g. "
+                         "--ties nDCG@5)")
+    file = read_contexts(path)
+    values = metric_values(file, f"{a},{b}", gamma, load_theta(theta) if theta else None)
+    return tie_decomposition(values[a], values[b], file.outcome_scores(), np.asarray([r.qid for r in file.records]),
+                             metric_name=a, baseline_name=b)

@@ -210,14 +210,26 @@ def _merged_records(out: Path, done: Mapping[str, Annotation], rel: Mapping[tupl
 # ---------------------------------------------------------------- contexts of runs, for answers
 
 
-def select_queries(runs: Mapping[str, Run], collection: Collection,
-                   limit: int | None = None) -> tuple[dict[str, Run], Collection]:
+def select_queries(runs: Mapping[str, Run], collection: Collection, limit: int | None = None,
+                   sample: int | None = None, seed: int = 0) -> tuple[dict[str, Run], Collection]:
     """With ``limit``, the first ``limit`` queries of the queries file (file order, as ``annotate
-    --limit``) and the runs' rankings for them; without, the runs and collection as they are (the runs
-    checked against the collection first: ``udcg.io.beir.check_run``)."""
-    if limit is None:
+    --limit``); with ``sample``, that many queries drawn at random (seeded, without replacement) from
+    the collection's queries in sorted id order, so the same for every run and every call whatever the
+    files' order; then the runs' rankings for them. Without either, the runs and collection as they
+    are (the runs checked against the collection first: ``udcg.io.beir.check_run``)."""
+    if limit is not None and sample is not None:
+        raise InputError("--limit and --sample: give one (--sample N draws N queries at random, --limit takes the "
+                         "first N)")
+    if limit is None and sample is None:
         return dict(runs), collection
-    kept = dict(list(collection.queries.items())[:limit])
+    if sample is not None:
+        ids = sorted(collection.queries)
+        if sample > len(ids):
+            raise InputError(f"--sample {sample}: the collection has {len(ids)} queries (sample at most that many)")
+        drawn = set(random.Random(seed).sample(ids, sample))
+        kept = {q: v for q, v in collection.queries.items() if q in drawn}
+    else:
+        kept = dict(list(collection.queries.items())[:limit])
     collection = replace(collection, queries=kept, qrels={q: r for q, r in collection.qrels.items() if q in kept})
     return {name: {q: docs for q, docs in run.items() if q in kept} for name, run in runs.items()}, collection
 
