@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
     from udcg.errors import InputError
     from udcg.flows.run_compare import compare_run_files
+    from udcg.flows.run_scores import alias_notes
     from udcg.flows.score import score_notes
 
     if len(args.run) < 2:
@@ -83,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
                                      n_resamples=args.n_resamples, n_boot=args.n_boot, seed=args.seed,
                                      correction=args.correction, power=args.power, judged_only=args.judged_only)
     print(text)
+    for line in alias_notes(args.metrics):
+        print(line, file=sys.stderr)
     for line in score_notes(scores):
         print(line, file=sys.stderr)
     return 0

@@ -30,7 +30,7 @@ from udcg.io.trec_columns import RunColumns
 from udcg.metrics.gains import flat_values
 from udcg.metrics.evaluate import (UtilityOptions, as_measures, check_inputs, evaluate_table, reads_utilities, run_table,
                                    utility_coverage, utility_depth)
-from udcg.metrics.measures import Measure
+from udcg.metrics.measures import Measure, alias_notes  # noqa: F401  (alias_notes: the commands')
 from udcg.metrics.udcg import GAMMA
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used

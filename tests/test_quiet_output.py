@@ -1,0 +1,35 @@
+"""Issue #34 item 5 (quiet and true output): a measure spelled as an alias is named once; an output
+naming an existing input file gets the input's message, not "is not a regular file"."""
+
+from __future__ import annotations
+
+import shutil
+
+from udcg.cli import main
+from udcg.io.sources import example_path
+from udcg.metrics.measures import alias_notes
+
+
+def test_an_alias_is_named_once_and_case_alone_is_no_note(tmp_path, capsys):
+    assert alias_notes("MRR@5,ndcg@5,map,MRR@5") == ["MRR@5 is RR@5 (an alias; the output names it RR@5)",
+                                                      "map is AP (an alias; the output names it AP)"]
+    folder = example_path()
+    assert main(["score", "--run", str(folder / "runs" / "bm25.trec"), "--qrels", str(folder / "qrels" / "test.tsv"),
+                 "--metrics", "MRR@5,P@5", "-o", str(tmp_path / "pq.tsv")]) == 0
+    out, err = capsys.readouterr()
+    assert "all\tRR@5\t" in out and err.count("MRR@5 is RR@5") == 1
+    assert main(["compare", "--run", str(folder / "runs" / "bm25.trec"), "--run", str(folder / "runs" / "dense.trec"),
+                 "--qrels", str(folder / "qrels" / "test.tsv"), "--metrics", "MRR@5", "--n-boot", "100"]) == 0
+    assert capsys.readouterr().err.count("MRR@5 is RR@5") == 1
+
+
+def test_annotate_o_naming_an_existing_qrels_file_says_it_is_an_input(tmp_path, capsys):
+    folder = tmp_path / "nq-example"
+    shutil.copytree(example_path(), folder)
+    before = (folder / "qrels" / "test.tsv").read_bytes()
+    assert main(["annotate", "--corpus", str(folder), "--run", str(folder / "runs" / "bm25.trec"), "--qrels",
+                 str(folder / "qrels" / "test.tsv"), "--model", "smollm2-135m", "-o",
+                 str(folder / "qrels" / "test.tsv")]) == 2
+    err = capsys.readouterr().err
+    assert "is not a regular file" not in err and "an output never replaces an input" in err
+    assert (folder / "qrels" / "test.tsv").read_bytes() == before
