@@ -33,3 +33,20 @@ def test_annotate_o_naming_an_existing_qrels_file_says_it_is_an_input(tmp_path, 
     err = capsys.readouterr().err
     assert "is not a regular file" not in err and "an output never replaces an input" in err
     assert (folder / "qrels" / "test.tsv").read_bytes() == before
+
+
+def test_the_api_names_the_run_in_its_notes_and_logs_the_tie_note_at_info(caplog):
+    import logging
+
+    import udcg
+
+    folder = example_path()
+    with caplog.at_level(logging.INFO, logger="udcg.api"):
+        udcg.evaluate(folder / "runs" / "bm25.trec", folder / "qrels" / "test.tsv", metrics="P@5")
+    ties = [r for r in caplog.records if "tied scores" in r.getMessage()]
+    assert len(ties) == 1 and ties[0].levelno == logging.INFO and ties[0].getMessage().startswith("bm25: 4 queries")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="udcg.api"):
+        udcg.compare([folder / "runs" / "bm25.trec", folder / "runs" / "dense.trec"], folder / "qrels" / "test.tsv",
+                     metrics="P@5", n_boot=100)
+    assert not [r for r in caplog.records if "tied scores" in r.getMessage()]  # quiet unless INFO is asked for

@@ -37,7 +37,8 @@ import numpy as np
 
 from udcg import bounds
 from udcg.errors import InputError
-from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores, named_runs, read_utilities, score_runs
+from udcg.flows.run_scores import (DEFAULT_METRICS, TIE_NOTE, Run, RunScores, named_runs, read_utilities,
+                                   score_runs)
 from udcg.metrics.measures import Measure
 from udcg.metrics.stats import DEFAULT_RESAMPLES
 from udcg.metrics.udcg import GAMMA, udcg as _udcg_matrix
@@ -105,9 +106,15 @@ def evaluate(run: Run | str | Path, qrels: Run | str | Path | None = None, *, ut
     name = next(iter(named_runs([run]))) if isinstance(run, (str, Path)) else "run"  # a file: its name
     scores = score_runs({name: run}, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
                         unannotated=unannotated, model=model, prompt_version=prompt_version)[name]
-    for note in scores.notes:
-        log.warning(note)
+    _log_notes(scores)
     return scores
+
+
+def _log_notes(scores: RunScores) -> None:
+    """A run's notes, each once and named by the run: the tie note (how tied scores were ordered) at
+    INFO, the others (skipped queries, short rankings) as warnings."""
+    for note in scores.notes:
+        log.log(logging.INFO if TIE_NOTE in note else logging.WARNING, "%s: %s", scores.name, note)
 
 
 @_bounded
@@ -135,8 +142,7 @@ def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: 
                                test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
                                correction=correction, power=power, judged_only=judged_only)
     for s in scores.values():
-        for note in s.notes:
-            log.warning("%s: %s", s.name, note)
+        _log_notes(s)
     return cmp
 
 

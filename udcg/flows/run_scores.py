@@ -210,6 +210,9 @@ def score_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | N
     return out
 
 
+TIE_NOTE = "queries have tied scores"  # the tie note's words (udcg.api logs it at INFO)
+
+
 def _notes(run_qids: Iterable[str], queries: Run, table, wanted: list[Measure]) -> list[str]:
     notes = []
     skipped = sum(q not in queries for q in run_qids)
@@ -225,7 +228,7 @@ def _notes(run_qids: Iterable[str], queries: Run, table, wanted: list[Measure]) 
             notes.append(f"{short} queries have fewer than {cutoffs[-1]} documents (UDCG@{cutoffs[-1]} reads their "
                          "shorter context; P@k still divides by k)")
     if table.tied_queries:
-        notes.append(f"{table.tied_queries} queries have tied scores: ranked as trec_eval ranks them (score, then docid descending), "
+        notes.append(f"{table.tied_queries} {TIE_NOTE}: ranked as trec_eval ranks them (score, then docid descending), "
                      "not by the file's rank column")
     return notes
 
