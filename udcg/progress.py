@@ -95,11 +95,16 @@ class _LockedBar:
         self.close()
 
 
+STALLED_LINES = 10  # intervals without new work between two repeats of the same count
+
+
 class LogLines:
     """Progress as plain lines on stderr, once work has been reported: every ``every`` seconds from a
-    background thread (also when no work was reported since the last line: a count that stays put
-    line after line is a slow or a stuck step), and once when the work is all done or the bar is
-    closed. A bar never updated (a step with nothing to do, one that never started) prints nothing.
+    background thread when the count moved since the last line (each line once), and once when the
+    work is all done or the bar is closed. A count that stays put is repeated only every
+    ``STALLED_LINES`` intervals (5 minutes by default), saying for how long no work came in: a slow
+    or a stuck step. A bar never updated (a step with nothing to do, one that never started) prints
+    nothing.
 
     The rate counts the work reported after the first update, over the time between the first and
     the last update: the first update is often work found done in a cache, reported at once. Until
@@ -162,9 +167,17 @@ class LogLines:
         return f"{self.desc}: {', '.join(parts)}"
 
     def _tick(self) -> None:
+        written, quiet = None, 0
         while not self._stop.wait(self.every):
-            if self._first is not None:
+            if self._first is None:
+                continue
+            if self.n != written:
+                written, quiet = self.n, 0
                 self._write(self.line())
+                continue
+            quiet += 1
+            if quiet % STALLED_LINES == 0:
+                self._write(f"{self.line()}; no new work for {_duration(quiet * self.every)}")
 
     def _end(self) -> None:
         with self._lock:
