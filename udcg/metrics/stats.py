@@ -45,6 +45,7 @@ import numpy as np
 from udcg.errors import InputError
 
 TESTS = ("permutation", "t", "wilcoxon")
+ALTERNATIVES = ("two-sided", "greater", "less")
 EXACT_MAX_N = 24  # exact enumeration up to here: 2^24 sign vectors, about 0.2 s (docs/reliability.md)
 DEFAULT_RESAMPLES = 100_000  # random sign flips beyond EXACT_MAX_N
 _EXACT_BLOCK = 20  # sign vectors of the first 20 differences enumerated at once (2^20 sums, 8 MB)
@@ -119,9 +120,13 @@ def _exact_counts(d: np.ndarray, observed: float, gamma: float) -> tuple[int, in
     return less, greater
 
 
-def _p_value(less: int, greater: int, total: int, adjustment: int) -> float:
+def _p_value(less: int, greater: int, total: int, adjustment: int, alternative: str = "two-sided") -> float:
     p_less = (less + adjustment) / (total + adjustment)
     p_greater = (greater + adjustment) / (total + adjustment)
+    if alternative == "less":
+        return float(min(1.0, p_less))
+    if alternative == "greater":
+        return float(min(1.0, p_greater))
     return float(min(1.0, 2 * min(p_less, p_greater)))
 
 
@@ -175,12 +180,16 @@ def is_estimated(n: int, exact_max_n: int = EXACT_MAX_N) -> bool:
 
 
 def sign_flip_pvalues(differences: list[np.ndarray], n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-                      exact_max_n: int = EXACT_MAX_N) -> list[float]:
+                      exact_max_n: int = EXACT_MAX_N, alternative: str = "two-sided") -> list[float]:
     """``paired_permutation_test``'s p of each vector of paired differences (NaN-free), the same
     values one by one would give: vectors of one length share their random sign flips (each test
     draws the same ones from ``seed``), so many run pairs cost one draw and one product per chunk.
-    Each vector is tested in canonical (sorted) order: p depends on it as a multiset only."""
+    Each vector is tested in canonical (sorted) order: p depends on it as a multiset only.
+    ``alternative``: "two-sided", "greater" (H1: the mean difference is above 0) or "less", as in
+    ``scipy.stats.permutation_test``."""
     _check_resamples(n_resamples)
+    if alternative not in ALTERNATIVES:
+        raise InputError(f"alternative {alternative!r} is unknown: use one of {', '.join(ALTERNATIVES)}")
     differences = [np.sort(np.asarray(d, dtype=float)) for d in differences]
     out: list[float] = [float("nan")] * len(differences)
     random: dict[int, list[int]] = {}
@@ -191,13 +200,13 @@ def sign_flip_pvalues(differences: list[np.ndarray], n_resamples: int = DEFAULT_
             out[i] = 1.0
         elif len(d) <= exact_max_n:
             observed = float(d.mean())
-            out[i] = _p_value(*_exact_counts(d, observed, abs(_EPS * observed)), 1 << len(d), 0)
+            out[i] = _p_value(*_exact_counts(d, observed, abs(_EPS * observed)), 1 << len(d), 0, alternative)
         else:
             random.setdefault(len(d), []).append(i)
     for indices in random.values():
         group = [differences[i] for i in indices]
         for i, (less, greater) in zip(indices, _random_counts(group, int(n_resamples), seed)):
-            out[i] = _p_value(less, greater, int(n_resamples), 1)
+            out[i] = _p_value(less, greater, int(n_resamples), 1, alternative)
     return out
 
 
@@ -211,6 +220,24 @@ def paired_permutation_test(a: object, b: object, n_resamples: int = DEFAULT_RES
     """Two-sided p of the paired sign-flip permutation test on the mean of a - b (module docstring)."""
     _check_resamples(n_resamples)
     return sign_flip_pvalues([_differences(a, b)], n_resamples, seed, exact_max_n)[0]
+
+
+def equivalence_test(differences: object, margin: float, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
+                     exact_max_n: int = EXACT_MAX_N) -> tuple[float, float, float]:
+    """Two one-sided sign-flip tests (TOST) of equivalence within ``margin``: (p_TOST, p_lower,
+    p_upper). p_lower tests H0 mean <= -margin on the differences + margin (alternative
+    "greater"); p_upper tests H0 mean >= +margin on the differences - margin ("less"); both on the
+    same seeded flips. The mean lies within (-margin, +margin) at level alpha when p_TOST = max(p_lower,
+    p_upper) < alpha. NaN differences are dropped; none left: NaN."""
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 < margin < math.inf:
+        raise InputError(f"equivalence margin = {margin!r}: use a positive number (e.g. 0.03)")
+    d = np.asarray(differences, dtype=float).ravel()
+    d = d[~np.isnan(d)]
+    if len(d) == 0:
+        return float("nan"), float("nan"), float("nan")
+    (lower,), (upper,) = (sign_flip_pvalues([d + sign * margin], n_resamples, seed, exact_max_n, alternative)
+                          for sign, alternative in ((1, "greater"), (-1, "less")))
+    return max(lower, upper), lower, upper
 
 
 def paired_test(a: object, b: object, method: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
