@@ -78,3 +78,24 @@ def test_correlate_prints_it_and_warns_below_20_questions(rows, tmp_path, capsys
     assert "warning: only" in err and "below 20 the intervals and p-values rest on too few questions" in err
     assert main(["correlate", str(path), "--metrics", "UDCG,nDCG", "--ties", "UDCG", "--n-boot", "50"]) == 2
     assert "must differ from UDCG" in capsys.readouterr().err
+
+
+def test_ties_by_question_by_hand_and_pooled_like_the_decomposition():
+    from udcg.metrics.ties import ties_by_question
+
+    # q1: outcomes 1, 0, -1; baseline ties contexts 0 and 1; metric orders every pair right
+    # q2: outcomes equal: no pair; q3: outcomes 1, -1, baseline orders them wrong, metric ties them
+    metric = [0.9, 0.5, 0.1, 0.3, 0.3, 0.2, 0.2]
+    baseline = [0.5, 0.5, 0.1, 0.3, 0.3, 0.1, 0.8]
+    outcome = [1, 0, -1, 0, 0, 1, -1]
+    groups = ["q1", "q1", "q1", "q2", "q2", "q3", "q3"]
+    by_q = ties_by_question(metric, baseline, outcome, groups)
+    assert set(by_q) == {"q1", "q3"}
+    assert by_q["q1"] == (1.0, 1.0, 1.0)  # one tied pair (right), two untied pairs (both right for both)
+    t, u, v = by_q["q3"]
+    assert np.isnan(t) and (u, v) == (0.5, 0.0)  # no tied pair; the metric ties (1/2), the baseline is wrong
+    whole = tie_decomposition(metric, baseline, outcome, groups)
+    assert (whole.n_questions, whole.n_pairs, whole.n_tied) == (2, 4, 1)
+    assert (whole.tied_metric, whole.untied_metric, whole.untied_baseline) == (1.0, 2.5 / 3, 2 / 3)
+    empty = tie_decomposition([0.1, 0.2], [0.1, 0.2], [1, 1], ["q", "q"])
+    assert empty.n_pairs == 0 and np.isnan(empty.tied_metric)

@@ -66,18 +66,18 @@ def _sign(x: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     return np.where(np.abs(d) <= TIE_TOLERANCE, 0.0, np.sign(d))
 
 
-def tie_decomposition(metric: object, baseline: object, outcome: object, groups: object, *,
-                      metric_name: str = "metric", baseline_name: str = "baseline") -> TieDecomposition:
-    """The tie decomposition (module docstring) of ``metric`` against ``baseline``: one value of
-    each per context (NaN = not defined), the context's ``outcome`` score (higher = better answer:
-    correct > abstained > wrong) and its question in ``groups``."""
+def _checked(metric: object, baseline: object, outcome: object, groups: object) -> tuple[np.ndarray, ...]:
     a, b, o = (np.asarray(x, dtype=float) for x in (metric, baseline, outcome))
     g = np.asarray(groups)
     if not (a.ndim == b.ndim == o.ndim == 1 and len(a) == len(b) == len(o) == len(g)):
         raise InputError(f"tie decomposition: metric, baseline, outcome and groups need one value per context, got "
                          f"{len(a)}, {len(b)}, {len(o)} and {len(g)}")
-    tied_a, untied_a, untied_b = [], [], []
-    questions = 0
+    return a, b, o, g
+
+
+def _question_scores(a: np.ndarray, b: np.ndarray, o: np.ndarray, g: np.ndarray):
+    """Per question with an outcome-differing pair (both metrics defined): (question, the metric's
+    scores on the pairs the baseline ties, the metric's on the other pairs, the baseline's there)."""
     order = np.argsort(g, kind="stable")
     bounds = np.flatnonzero(np.r_[True, g[order][1:] != g[order][:-1], True])
     for start, stop in zip(bounds[:-1], bounds[1:]):
@@ -87,14 +87,29 @@ def tie_decomposition(metric: object, baseline: object, outcome: object, groups:
         keep = (so != 0) & np.isfinite(a[i]) & np.isfinite(a[j]) & np.isfinite(b[i]) & np.isfinite(b[j])
         if not keep.any():
             continue
-        questions += 1
         i, j, so = i[keep], j[keep], so[keep]
         sa, sb = _sign(a, i, j), _sign(b, i, j)
         tied = sb == 0
-        tied_a.append(_scores(sa[tied], so[tied]))
-        untied_a.append(_scores(sa[~tied], so[~tied]))
-        untied_b.append(_scores(sb[~tied], so[~tied]))
-    ta, ua, ub = (np.concatenate(x) if x else np.zeros(0) for x in (tied_a, untied_a, untied_b))
-    mean = lambda v: float(v.mean()) if len(v) else float("nan")  # noqa: E731
-    return TieDecomposition(metric_name, baseline_name, questions, len(ta) + len(ua), len(ta), mean(ta), mean(ua),
-                            mean(ub))
+        yield g[idx[0]], _scores(sa[tied], so[tied]), _scores(sa[~tied], so[~tied]), _scores(sb[~tied], so[~tied])
+
+
+def _mean(v: np.ndarray) -> float:
+    return float(v.mean()) if len(v) else float("nan")
+
+
+def tie_decomposition(metric: object, baseline: object, outcome: object, groups: object, *,
+                      metric_name: str = "metric", baseline_name: str = "baseline") -> TieDecomposition:
+    """The tie decomposition (module docstring) of ``metric`` against ``baseline``: one value of
+    each per context (NaN = not defined), the context's ``outcome`` score (higher = better answer:
+    correct > abstained > wrong) and its question in ``groups``."""
+    parts = list(_question_scores(*_checked(metric, baseline, outcome, groups)))
+    ta, ua, ub = (np.concatenate([part[k] for part in parts]) if parts else np.zeros(0) for k in (1, 2, 3))
+    return TieDecomposition(metric_name, baseline_name, len(parts), len(ta) + len(ua), len(ta), _mean(ta), _mean(ua),
+                            _mean(ub))
+
+
+def ties_by_question(metric: object, baseline: object, outcome: object, groups: object) -> dict[str, tuple[float, float, float]]:
+    """Per question (module docstring), for paired tests over questions: {question: (the metric's
+    accuracy on the pairs the baseline ties (NaN without any), on the other pairs, the baseline's
+    there (NaN without any))}."""
+    return {str(q): (_mean(t), _mean(u), _mean(v)) for q, t, u, v in _question_scores(*_checked(metric, baseline, outcome, groups))}
