@@ -54,7 +54,7 @@ import numpy as np
 from udcg.experiment import paired
 from udcg.experiment.config import read_run_config
 from udcg.experiment.reporting import question_order, read_per_question
-from udcg.metrics.stats import holm
+from udcg.metrics.stats import holm, paired_permutation_test
 
 ROWS = (("UDCG", "**UDCG**"), ("UDCG_theta", "UDCG_θ (trained on the other questions)"), ("nDCG", "nDCG"),
         ("RR", "RR (MRR)"), ("AP", "AP (MAP)"), ("P", "P (precision)"), ("Success", "Success (a relevant passage)"),
@@ -73,6 +73,13 @@ class Preregistered(NamedTuple):
 # by data set (config data.questions); docs/results/README.md, "Pre-registration", (a) and (b)
 PREREGISTERED = {"nq": Preregistered("nq-qwen1.5b", 0.536 - 0.458, 120),
                  "popqa": Preregistered("popqa-qwen1.5b", 0.525 - 0.438, 90)}
+# The paper's Table 3 (seed 003): UDCG - nDCG in mean per-question rho for each of its six LLMs, by data set.
+PAPER_MARGINS = {
+    "nq": {"Llama-3B": 0.536 - 0.458, "Llama-8B": 0.611 - 0.515, "Llama-70B": 0.665 - 0.560,
+           "Gemma-4B": 0.587 - 0.557, "Mistral-7B": 0.629 - 0.548, "Qwen-7B": 0.605 - 0.471},
+    "popqa": {"Llama-3B": 0.525 - 0.438, "Llama-8B": 0.599 - 0.499, "Llama-70B": 0.707 - 0.669,
+              "Gemma-4B": 0.607 - 0.514, "Mistral-7B": 0.542 - 0.438, "Qwen-7B": 0.397 - 0.236},
+}
 # (c): UDCG against each classical metric and eRAG over all questions, and UDCG_theta on the test half
 FAMILY = (("table3-all.json", ("nDCG", "RR", "AP", "P", "Success", "eRAG")), ("table3.json", ("UDCG_theta",)))
 FAMILY_STATISTICS = (("ρ", "mean_rho", "p_vs_baseline"), ("τ_b", "mean_tau_b", "p_tau_b"),
@@ -148,9 +155,14 @@ def summary_row(folder: Path, label: str) -> str:
             f"{stats(udcg)} | {CLASSICAL[best]} {stats(b)} | {ps} | {power_cell(folder)} |")
 
 
+def _dataset(folder: Path) -> str:
+    """The run's data set name (config.yaml's data.questions: nq, popqa)."""
+    return Path(read_run_config(folder / "config.yaml").data.questions).name
+
+
 def preregistered(folder: Path) -> Preregistered | None:
     """The pre-registration of the run's data set (config.yaml's data.questions), if any."""
-    return PREREGISTERED.get(Path(read_run_config(folder / "config.yaml").data.questions).name)
+    return PREREGISTERED.get(_dataset(folder))
 
 
 def primary(folder: Path, statistic: str = "rho", after: int = 0) -> tuple[int, paired.PairedDifference]:
@@ -176,6 +188,39 @@ def reading(d: paired.PairedDifference, n: int, plan: Preregistered | None, fold
         return head + ("UDCG predicts this reader's outcomes better than nDCG" if d.mean > 0 else
                        "nDCG predicts this reader's outcomes better than UDCG")
     return head + f"no difference detected (smallest difference detectable with 80% power: {_num(d.min_detectable)})"
+
+
+def margins_reading(d: paired.PairedDifference, dataset: str) -> str:
+    """Which of the paper's per-LLM margins on ``dataset`` the 95% interval of ``d`` excludes and
+    which it contains (issue #38 item 1: say exactly which)."""
+    margins = sorted(PAPER_MARGINS.get(dataset, {}).items(), key=lambda item: item[1])
+    if not margins or math.isnan(d.ci_low):
+        return "no paper margins to compare with"
+    inside = [f"{llm} {_signed(m)}" for llm, m in margins if d.ci_low <= m <= d.ci_high]
+    outside = [f"{llm} {_signed(m)}" for llm, m in margins if not d.ci_low <= m <= d.ci_high]
+    return (f"the interval [{_signed(d.ci_low)}, {_signed(d.ci_high)}] excludes "
+            f"{', '.join(outside) or 'none'} and contains {', '.join(inside) or 'none'}")
+
+
+def split_difference(folder: Path, first: int, statistic: str = "rho",
+                     n_resamples: int = 100_000) -> tuple[float, float, float, int, int]:
+    """UDCG - nDCG on ``statistic`` over the first ``first`` questions of the run's order against the
+    questions after them: (mean of the first, mean of the later, two-sided p of the two-sample
+    permutation test of equal means, usable first, usable later). The p comes from
+    ``scipy.stats.permutation_test`` (independent samples, ``n_resamples`` seeded draws)."""
+    from scipy import stats as scipy_stats
+
+    rows = read_per_question(folder, "table3-all")
+    order = question_order(folder)
+    parts = []
+    for qids in (order[:first], order[first:]):
+        x, y = paired.aligned(rows, "UDCG", "nDCG", statistic, qids)
+        d = x - y
+        parts.append(d[np.isfinite(d)])
+    test = scipy_stats.permutation_test(parts, lambda a, b, axis: a.mean(axis=axis) - b.mean(axis=axis),
+                                        permutation_type="independent", vectorized=True,
+                                        n_resamples=n_resamples, random_state=0)
+    return float(parts[0].mean()), float(parts[1].mean()), float(test.pvalue), len(parts[0]), len(parts[1])
 
 
 class Line(NamedTuple):
@@ -211,7 +256,13 @@ def primary_table(specs: list[tuple[Path, str]], margin: float | None, new_after
                 lines.append(Line(label, what + (" (primary)" if is_primary else ""), n, d,
                                   paper if statistic == "rho" else math.nan, is_primary))
                 if is_primary:
-                    readings.append(f"- {label}: {reading(d, n, plan, folder)}")
+                    readings.append(f"- {label}: {reading(d, n, plan, folder)}; "
+                                    f"{margins_reading(d, _dataset(folder))} (the paper's six LLMs)")
+        if new_after:
+            first, later, p, n_first, n_later = split_difference(folder, new_after)
+            readings.append(f"- {label}: ρ gap on the first {new_after} questions {_signed(first)} ({n_first} usable) "
+                            f"against {_signed(later)} on the later ones ({n_later} usable), two-sample "
+                            f"permutation p {_pv(p)}")
     p_holm = iter(holm([line.d.p for line in lines if line.is_primary]))
     head = ("| run | statistic | questions | usable | UDCG − nDCG | 95% interval | p | p_Holm (primaries) | "
             "paper's margin | margin in the interval | detectable at 80% |")
@@ -219,8 +270,21 @@ def primary_table(specs: list[tuple[Path, str]], margin: float | None, new_after
             "", *readings]
 
 
-def family_table(specs: list[tuple[Path, str]], primary_runs: set[str]) -> list[str]:
-    """The secondary statistics of every run with Holm over the whole family (module docstring)."""
+def _recomputed_p(folder: Path, file: str, metric: str, mean: str, flips: int) -> float:
+    """The paired sign-flip p of UDCG against ``metric`` on one statistic, recomputed from the run's
+    per-question data with ``flips`` seeded random sign flips (or exactly, where the test enumerates),
+    instead of the report's 10,000: a p at a Monte Carlo floor is then no longer the floor."""
+    rows = read_per_question(folder, file.removesuffix(".json"))
+    x, y = paired.aligned(rows, "UDCG", metric, _STATISTIC_OF[mean])
+    return paired_permutation_test(x, y, n_resamples=flips, seed=0)
+
+
+_STATISTIC_OF = {"mean_rho": "rho", "mean_tau_b": "tau_b", "pair_acc": "pair_acc"}
+
+
+def family_table(specs: list[tuple[Path, str]], primary_runs: set[str], flips: int | None = None) -> list[str]:
+    """The secondary statistics of every run with Holm over the whole family (module docstring); with
+    ``flips``, every p recomputed from the per-question data with that many sign flips."""
     tests = []  # (run, statistic, metric, UDCG's mean, the metric's, raw p or NaN)
     for folder, label in specs:
         for file, metrics in FAMILY:
@@ -232,16 +296,19 @@ def family_table(specs: list[tuple[Path, str]], primary_runs: set[str]) -> list[
                 for name, mean, p in FAMILY_STATISTICS:
                     if folder.name in primary_runs and metric == "nDCG" and mean == "mean_rho":
                         continue  # the primary comparison, tested on its own
-                    tests.append((label, name, metric, rows["UDCG"][mean], r[mean],
-                                  math.nan if r.get(p) is None else r[p]))
+                    raw = math.nan if r.get(p) is None else r[p]
+                    if flips and not math.isnan(raw):
+                        raw = _recomputed_p(folder, file, metric, mean, flips)
+                    tests.append((label, name, metric, rows["UDCG"][mean], r[mean], raw))
     p_holm = [float(p) for p in holm([t[5] for t in tests])]
     lines = ["| run | statistic | metric | UDCG | metric's | p | p_Holm (family) |", "|---" * 7 + "|"]
     lines += [f"| {label} | {name} | {metric} | {_num(udcg)} | {_num(other)} | {_pv(p)} | {_pv(ph)} |"
               for (label, name, metric, udcg, other, p), ph in zip(tests, p_holm)]
     excluded = ", ".join(sorted(primary_runs & {folder.name for folder, _ in specs})) or "none"
     size = sum(not math.isnan(p) for p in p_holm)
+    source = f"p recomputed with {flips:,} sign flips" if flips else "p from the reports (10,000 sign flips)"
     return [*lines, "", f"Family: {size} tests (statistics × metrics × runs); left out as primaries: "
-                        f"nDCG on ρ in {excluded}."]
+                        f"nDCG on ρ in {excluded}; {source}."]
 
 
 def across_table(specs: list[tuple[Path, str]], metric: str) -> list[str]:
@@ -266,6 +333,59 @@ def across_table(specs: list[tuple[Path, str]], metric: str) -> list[str]:
             "(two-sided sign-flip p, 95% percentile bootstrap interval):", "", *lines]
 
 
+def abstention_auc(folder: Path, n_boot: int = 1_000) -> tuple[int, float, float, float, float]:
+    """How well the reader's own single-passage abstention probabilities foretell its abstention on a
+    five-passage context of the main study: (contexts, abstention share, ROC AUC of the context's mean
+    p_abs for 'abstained' against the other outcomes (sklearn), and its 95% bootstrap interval over
+    questions, ``n_boot`` resamples, seed 0)."""
+    from sklearn.metrics import roc_auc_score
+
+    with gzip.open(folder / "data" / "contexts.jsonl.gz", "rt", encoding="utf-8") as fh:
+        rows = [r for r in map(json.loads, fh) if r.get("study") == "main" and r.get("outcome")]
+    qids = sorted({r["qid"] for r in rows})
+    by_q = {q: [] for q in qids}
+    for r in rows:
+        by_q[r["qid"]].append((r["outcome"] == "abstained", float(np.mean(r["p_abs"]))))
+    pairs = [pair for q in qids for pair in by_q[q]]
+    auc = float(roc_auc_score([o for o, _ in pairs], [m for _, m in pairs]))
+    rng, aucs = np.random.default_rng(0), []
+    for _ in range(n_boot):
+        drawn = [pair for i in rng.integers(0, len(qids), len(qids)) for pair in by_q[qids[i]]]
+        ys, ss = np.array([o for o, _ in drawn]), np.array([m for _, m in drawn])
+        if 0 < ys.sum() < len(ys):
+            aucs.append(roc_auc_score(ys, ss))
+    low, high = np.percentile(aucs, [2.5, 97.5])
+    return len(rows), float(np.mean([o for o, _ in pairs])), auc, float(low), float(high)
+
+
+OUTCOME_SCORE = {"correct": 1.0, "abstained": 0.0, "wrong": -1.0}
+
+
+def main_contexts(folder: Path, qids: set[str] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """UDCG, nDCG, the outcome's score (correct 1 > abstained 0 > wrong -1) and the question of each
+    graded context of the run's main study (of ``qids`` only, when given)."""
+    with gzip.open(folder / "data" / "contexts.jsonl.gz", "rt", encoding="utf-8") as fh:
+        rows = [r for r in map(json.loads, fh) if r.get("study") == "main" and r.get("outcome")
+                and (qids is None or r["qid"] in qids)]
+    return (np.array([r["metrics"]["UDCG"] for r in rows], dtype=float),
+            np.array([r["metrics"]["nDCG"] for r in rows], dtype=float),
+            np.array([OUTCOME_SCORE[r["outcome"]] for r in rows]), np.array([r["qid"] for r in rows]))
+
+
+def ties_table(specs: list[tuple[Path, str]]) -> list[str]:
+    """Where UDCG's edge over nDCG lies, per run (issue #38 item 2): the tie decomposition of pairwise
+    accuracy (``udcg.metrics.ties``) over the main study's context pairs whose outcomes differ."""
+    from udcg.metrics.ties import tie_decomposition
+
+    lines = ["| run | questions | outcome-differing pairs | nDCG ties | UDCG on those (nDCG: 0.5) | "
+             "UDCG on the others | nDCG on the others |", "|---" * 7 + "|"]
+    for folder, label in specs:
+        t = tie_decomposition(*main_contexts(folder), metric_name="UDCG", baseline_name="nDCG")
+        lines.append(f"| {label} | {t.n_questions} | {t.n_pairs} | {t.n_tied} ({t.share_tied:.0%}) | "
+                     f"{t.tied_metric:.3f} | {t.untied_metric:.3f} | {t.untied_baseline:.3f} |")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("reports", nargs="+", help="DIR:LABEL of a published report folder")
@@ -273,9 +393,15 @@ def main() -> None:
     mode.add_argument("--summary", action="store_true", help="one row per run (the README's results table)")
     mode.add_argument("--primary", action="store_true", help="the pre-registered primary of each run")
     mode.add_argument("--family", action="store_true", help="the secondary statistics, Holm over all runs given")
+    mode.add_argument("--abstention-auc", action="store_true",
+                      help="per run: how well the context's mean single-passage p_abs foretells abstention (ROC AUC)")
+    mode.add_argument("--ties", action="store_true",
+                      help="per run: the tie decomposition of UDCG's pairwise accuracy against nDCG's")
     mode.add_argument("--across", metavar="METRIC", help="one metric in two runs, paired on their common usable questions")
     ap.add_argument("--margin", type=float, help="--primary: the paper's margin (default: by data set, PREREGISTERED)")
     ap.add_argument("--new-after", type=int, default=50, help="--primary: also on the questions after the first N")
+    ap.add_argument("--flips", type=int, help="--family: recompute every p from the per-question data with this "
+                                              "many sign flips (e.g. 1000000), so no p sits at a Monte Carlo floor")
     ap.add_argument("--primary-runs", nargs="*", default=[p.run for p in PREREGISTERED.values()],
                     help="--family: run folder names whose nDCG-on-rho comparison is a primary, outside the family")
     args = ap.parse_args()
@@ -291,9 +417,19 @@ def main() -> None:
     if args.across:
         print("\n".join(across_table(specs, args.across)))
         return
+    if args.ties:
+        print("\n".join(ties_table(specs)))
+        return
+    if args.abstention_auc:
+        print("| run | contexts | abstained | ROC AUC of the mean p_abs | 95% interval (questions resampled) |")
+        print("|---" * 5 + "|")
+        for folder, label in specs:
+            n, share, auc, low, high = abstention_auc(folder)
+            print(f"| {label} | {n} | {share:.0%} | {auc:.3f} | [{low:.3f}, {high:.3f}] |")
+        return
     if args.primary or args.family:
         print("\n".join(primary_table(specs, args.margin, args.new_after) if args.primary
-                        else family_table(specs, set(args.primary_runs))))
+                        else family_table(specs, set(args.primary_runs), args.flips)))
         return
     heads, cols = [], []
     for spec in args.reports:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -48,9 +49,8 @@ def test_the_paired_reader_comparison_rebuilds(tmp_path, monkeypatch, capsys):
     if not (published / "README.md").is_file():
         pytest.skip("no published reader comparison")
     command = (published / "README.md").read_text(encoding="utf-8").split("    python scripts/compare_readers.py ")[1]
-    pairs = [part.split() for part in command.split("--out")[0].split("--pair")[1:]]
+    argv = shlex.split(command.split(" --out")[0])  # every option of the published command but the folder
     monkeypatch.chdir(RESULTS.parents[1])  # the run paths are the repository-relative ones of the command
-    argv = [a for label, run_a, run_b in pairs for a in ("--pair", label.strip('"'), run_a, run_b)]
     assert load_script("compare_readers").main([*argv, "--out", str(tmp_path)]) == 0
     capsys.readouterr()
     for name in ("README.md", "summary.json", "per-question.jsonl.gz"):

@@ -118,7 +118,21 @@ def test_primary_by_hand_with_the_sensitivity_rows_and_the_reading(tmp_path):
     assert rows[1][5:8] == ["[NA, NA]", "0.75", "—"]  # fewer than 5 questions: no interval
     assert rows[2][:5] == ["Toy", "pairwise acc., all questions", "6", "5", "+0.200"] and rows[2][8] == "—"
     assert rows[3][:5] == ["Toy", "pairwise acc., questions after the first 3", "3", "3", "+0.133"]
-    assert lines[-1] == "- Toy: incomplete: 6 of 120 questions, no verdict (pre-registration (b))"
+    assert lines[-2].startswith("- Toy: incomplete: 6 of 120 questions, no verdict (pre-registration (b)); "
+                                f"the interval [{low:+.3f}, {high:+.3f}] excludes ")
+    # first 3 in the pools' order (q1, q3; q4 unusable): 0.2, 0.3; later: -0.1, 0.1, 0.4. Of the 10
+    # splits of the five into 2 + 3, 4 have a first-pair sum >= 0.5 and 8 <= 0.5: two-sided p 2 * 4/10
+    assert lines[-1] == ("- Toy: ρ gap on the first 3 questions +0.250 (2 usable) against +0.133 on the later "
+                         "ones (3 usable), two-sample permutation p 0.80")
+
+
+def test_the_paper_margins_an_interval_excludes_are_named_one_by_one():
+    module = load_script("results_table")
+    d = module.paired.PairedDifference(106, 0.017, 0.18, 0.05, -0.015, 0.054, 0.34)
+    assert module.margins_reading(d, "nq") == (
+        "the interval [-0.015, +0.054] excludes Llama-3B +0.078, Mistral-7B +0.081, Llama-8B +0.096, "
+        "Llama-70B +0.105, Qwen-7B +0.134 and contains Gemma-4B +0.030")
+    assert module.margins_reading(d, "squad") == "no paper margins to compare with"
 
 
 def test_family_holm_over_statistics_metrics_and_runs_without_the_primaries(tmp_path):
@@ -144,7 +158,7 @@ def test_family_holm_over_statistics_metrics_and_runs_without_the_primaries(tmp_
                    ("A", "ρ", "UDCG_theta"): ("NA", "NA"), ("A", "τ_b", "UDCG_theta"): ("0.040", "0.16"),
                    ("A", "pairwise acc.", "UDCG_theta"): ("0.50", "0.60"), ("B", "ρ", "nDCG"): ("0.001", "0.007"),
                    ("B", "τ_b", "nDCG"): ("0.20", "0.60"), ("B", "pairwise acc.", "nDCG"): ("0.30", "0.60")}
-    assert lines[-1] == "Family: 7 tests (statistics × metrics × runs); left out as primaries: nDCG on ρ in nq-qwen1.5b."
+    assert lines[-1] == "Family: 7 tests (statistics × metrics × runs); left out as primaries: nDCG on ρ in nq-qwen1.5b; p from the reports (10,000 sign flips)."
 
 
 def test_the_summary_table_on_the_command_line_has_the_power_column(tmp_path):
@@ -165,3 +179,31 @@ def test_across_pairs_one_metric_of_two_runs_on_the_questions_usable_in_both(tmp
     # 4 sign vectors: |mean| >= 0.3 for (+,+) and (-,-) only, 2/4
     assert rho[:7] == ["ρ", "3", "3", "2", "0.700", "0.400", "+0.300"]
     assert rho[8] == "0.50"
+
+
+def test_abstention_auc_of_the_contexts_mean_p_abs_by_hand(tmp_path):
+    """Three abstained contexts and three answered ones; the mean p_abs orders 8 of the 9 (abstained,
+    answered) pairs right, one tie counts half: AUC (8 + 0.5) / 9. Other studies are left out."""
+    (tmp_path / "data").mkdir()
+    contexts = [("q1", "abstained", [0.9, 0.7]), ("q1", "correct", [0.1, 0.1]), ("q2", "abstained", [0.6, 0.4]),
+                ("q2", "wrong", [0.5, 0.5]), ("q3", "abstained", [0.2, 0.4]), ("q3", "wrong", [0.4, 0.2]),
+                ("q3", "abstained", [0.0, 0.0], "positions")]
+    with gzip.open(tmp_path / "data" / "contexts.jsonl.gz", "wt") as fh:
+        for qid, outcome, p_abs, *study in contexts:
+            fh.write(json.dumps({"qid": qid, "study": (study or ["main"])[0], "outcome": outcome, "p_abs": p_abs}) + "\n")
+    n, share, auc, low, high = load_script("results_table").abstention_auc(tmp_path, n_boot=200)
+    # abstained means 0.8, 0.5, 0.3 against answered 0.1, 0.5, 0.3: 0.8 beats all three, 0.5 beats 0.1 and 0.3
+    # and ties 0.5, 0.3 beats 0.1 and ties 0.3: (3 + 2.5 + 1.5) / 9
+    assert (n, share) == (6, 0.5) and auc == pytest.approx(7 / 9)
+    assert low <= auc <= high
+
+
+def test_the_tie_table_by_hand(tmp_path):
+    from tests.test_confirm_equivalence import _contexts
+
+    (tmp_path / "data").mkdir()
+    # q4: nDCG ties, UDCG right; q5: both order it, nDCG wrongly; q1: nDCG ties, UDCG wrong
+    _contexts(tmp_path, [("q4", "correct", 0.6, 0.3), ("q4", "wrong", 0.4, 0.3), ("q5", "correct", 0.7, 0.1),
+                         ("q5", "abstained", 0.5, 0.2), ("q1", "correct", 0.1, 0.1), ("q1", "wrong", 0.9, 0.1)])
+    lines = load_script("results_table").ties_table([(tmp_path, "Toy")])
+    assert lines[2] == "| Toy | 3 | 3 | 2 (67%) | 0.500 | 1.000 | 0.000 |"

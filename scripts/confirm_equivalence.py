@@ -1,0 +1,130 @@
+"""The pre-registered confirmatory analysis of issue #38 (docs/results/README.md, "Pre-registration:
+equivalence within ±0.03 on NQ for the 1.5B reader"), exactly as written there.
+
+    python scripts/confirm_equivalence.py docs/results/nq-qwen1.5b
+
+Until the run holds its target of questions (350) it prints only how far it is: the plan's (f)
+forbids computing the confirmatory statistics before then. At the target, on the confirmatory
+questions (121-350 of the run's question order):
+
+- the primary D = mean over usable questions of rho_q(UDCG) - rho_q(nDCG), its 95% and 90%
+  percentile bootstrap intervals (10,000 resamples of questions, seed 0), the two-sided paired
+  sign-flip p and the TOST p at ±0.03 (``udcg.metrics.stats.equivalence_test``), both from
+  1,000,000 seeded flips with the Monte Carlo standard error, and the row of the decision table;
+- which of the paper's six per-LLM NQ margins the 95% interval excludes;
+- the secondaries S1-S3 (pairwise accuracy; the tie decomposition's two parts, per question) and S4
+  (D over all questions, with its TOST beside it), with Holm over S1-S4.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from results_table import main_contexts, margins_reading  # noqa: E402
+from udcg.experiment import paired  # noqa: E402
+from udcg.experiment.reporting import question_order, read_per_question  # noqa: E402
+from udcg.metrics.stats import (bootstrap_ci, equivalence_test, holm, is_estimated, monte_carlo_se,  # noqa: E402
+                                sign_flip_pvalues)
+from udcg.metrics.ties import ties_by_question  # noqa: E402
+
+class Plan(NamedTuple):
+    after: int = 120  # questions 1..after were seen before the plan: outside the confirmatory sample
+    target: int = 350
+    margin: float = 0.03
+    flips: int = 1_000_000
+    boot: int = 10_000
+    alpha: float = 0.05
+
+
+def decision(p_two: float, p_tost: float, mean: float, alpha: float, margin: float) -> str:
+    """The pre-registration's decision table (d)."""
+    different, equivalent = p_two < alpha, p_tost < alpha
+    if different and equivalent:
+        return f"different, but by less than ±{margin}: a real difference smaller than any NQ margin the paper reports"
+    if different:
+        return ("different: UDCG follows this reader's outcomes better than nDCG" if mean > 0 else
+                "different: nDCG follows this reader's outcomes better than UDCG")
+    if equivalent:
+        return (f"equivalent within ±{margin}: UDCG and nDCG follow this reader's outcomes equally well, to within a "
+                "margin smaller than any NQ margin the paper reports (+0.030 to +0.134)")
+    return "inconclusive at this size: neither a difference nor equivalence"
+
+
+def _p(p: float, flips: int, n: int) -> str:
+    se = f" ± {monte_carlo_se(p, flips):.4f} (Monte Carlo SE)" if is_estimated(n) else " (exact)"
+    return f"{p:.4f}{se}"
+
+
+def _differences(rows: list[dict], statistic: str, qids: list[str]) -> np.ndarray:
+    x, y = paired.aligned(rows, "UDCG", "nDCG", statistic, qids)
+    d = x - y
+    return d[np.isfinite(d)]
+
+
+def _primary(d: np.ndarray, plan: Plan) -> dict:
+    p_two = sign_flip_pvalues([d], plan.flips)[0]
+    p_tost, p_lower, p_upper = equivalence_test(d, plan.margin, plan.flips)
+    lo95, hi95 = bootstrap_ci(d, plan.boot, 0.95, 0)
+    lo90, hi90 = bootstrap_ci(d, plan.boot, 0.90, 0)
+    spread = paired.difference_spread(d, np.zeros_like(d))
+    return {"n": len(d), "mean": float(d.mean()), "ci95": (lo95, hi95), "ci90": (lo90, hi90), "p": p_two,
+            "p_tost": p_tost, "p_lower": p_lower, "p_upper": p_upper, "min_detectable": spread.min_detectable}
+
+
+def analysis(folder: Path, plan: Plan = Plan()) -> list[str]:
+    """The confirmatory analysis as Markdown lines (module docstring)."""
+    order = question_order(folder)
+    if len(order) < plan.target:
+        return [f"{folder.name}: incomplete: {len(order)} of {plan.target} questions. The confirmatory statistics are "
+                f"computed only once question {plan.target} has run (pre-registration (f))."]
+    confirm = order[plan.after:plan.target]
+    rows = read_per_question(folder, "table3-all")
+    main = _primary(_differences(rows, "rho", confirm), plan)
+    every = _primary(_differences(rows, "rho", order[:plan.target]), plan)
+    acc = _differences(rows, "pair_acc", confirm)
+    by_q = ties_by_question(*main_contexts(folder, set(confirm)))
+    tied = np.array([t for t, _, _ in by_q.values() if np.isfinite(t)]) - 0.5
+    untied = np.array([u - v for _, u, v in by_q.values() if np.isfinite(u) and np.isfinite(v)])
+    secondary = [("S1 pairwise accuracy, UDCG − nDCG", acc), ("S2 UDCG on the pairs nDCG ties, − 0.5", tied),
+                 ("S3 on the other pairs, UDCG − nDCG", untied)]
+    ps = [sign_flip_pvalues([v], plan.flips)[0] for _, v in secondary] + [every["p"]]
+    p_holm = holm(ps)
+    lo, hi = main["ci95"]
+    d = paired.PairedDifference(main["n"], main["mean"], float("nan"), main["min_detectable"], lo, hi, main["p"])
+    lines = [f"Confirmatory sample: questions {plan.after + 1}-{plan.target} of {folder.name} ({len(confirm)} questions, "
+             f"{main['n']} usable).", "",
+             f"- D = {main['mean']:+.4f}, 95% interval [{lo:+.4f}, {hi:+.4f}], 90% interval "
+             f"[{main['ci90'][0]:+.4f}, {main['ci90'][1]:+.4f}]",
+             f"- two-sided p = {_p(main['p'], plan.flips, main['n'])}",
+             f"- TOST at ±{plan.margin}: p = {_p(main['p_tost'], plan.flips, main['n'])} (H0 D ≤ −{plan.margin}: "
+             f"{main['p_lower']:.4f}; H0 D ≥ +{plan.margin}: {main['p_upper']:.4f})",
+             f"- smallest difference detectable with 80% power: {main['min_detectable']:.3f}",
+             f"- the paper's NQ margins: {margins_reading(d, 'nq')}",
+             f"- **verdict: {decision(main['p'], main['p_tost'], main['mean'], plan.alpha, plan.margin)}**", "",
+             "| secondary | questions | mean | p | p_Holm (S1-S4) |", "|---|---|---|---|---|"]
+    for (name, v), p, ph in zip(secondary, ps, p_holm):
+        lines.append(f"| {name} | {len(v)} | {float(np.mean(v)) if len(v) else float('nan'):+.4f} | {p:.4f} | {ph:.4f} |")
+    lines.append(f"| S4 D over questions 1-{plan.target} (not confirmatory) | {every['n']} | {every['mean']:+.4f} | "
+                 f"{every['p']:.4f} | {p_holm[-1]:.4f} |")
+    lines += ["", f"S4's TOST at ±{plan.margin} (descriptive): p = {every['p_tost']:.4f}; 95% interval "
+                  f"[{every['ci95'][0]:+.4f}, {every['ci95'][1]:+.4f}]."]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path, help="the published run folder (docs/results/nq-qwen1.5b)")
+    args = parser.parse_args(argv)
+    print("\n".join(analysis(args.run)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""scripts/confirm_equivalence.py: the issue #38 pre-registration's confirmatory analysis, on toy runs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from tests.conftest import load_script
+from tests.test_results_table import _per_question
+
+
+def _contexts(run, contexts):
+    with gzip.open(run / "data" / "contexts.jsonl.gz", "wt") as fh:
+        for qid, outcome, udcg, ndcg in contexts:
+            fh.write(json.dumps({"qid": qid, "study": "main", "outcome": outcome,
+                                 "metrics": {"UDCG": udcg, "nDCG": ndcg}}) + "\n")
+
+
+def _run(tmp_path):
+    run = tmp_path / "nq-qwen1.5b"
+    # rho per question; q1-q3 are the 'seen' ones, q4-q8 the confirmatory sample:
+    # UDCG - nDCG there = +0.01, -0.02, 0.0, +0.015, -0.005 (mean 0)
+    udcg = [0.9, 0.1, 0.5, 0.51, 0.48, 0.5, 0.515, 0.495]
+    ndcg = [0.1, 0.2, 0.3, 0.5, 0.5, 0.5, 0.5, 0.5]
+    _per_question(run, {"UDCG": udcg, "nDCG": ndcg},
+                  pair_acc={"UDCG": [0.9, 0.5, 0.5, 0.8, 0.7, 0.9, 0.6, 0.7], "nDCG": [0.5] * 8})
+    # q4: nDCG ties the two contexts, UDCG orders them right; q5: both order them, nDCG wrongly
+    _contexts(run, [("q4", "correct", 0.6, 0.3), ("q4", "wrong", 0.4, 0.3),
+                    ("q5", "correct", 0.7, 0.1), ("q5", "abstained", 0.5, 0.2), ("q1", "correct", 0.1, 0.1),
+                    ("q1", "wrong", 0.9, 0.1)])
+    return run
+
+
+def test_nothing_is_computed_before_the_target(tmp_path):
+    lines = load_script("confirm_equivalence").analysis(_run(tmp_path))
+    assert lines == ["nq-qwen1.5b: incomplete: 8 of 350 questions. The confirmatory statistics are computed only once "
+                     "question 350 has run (pre-registration (f))."]
+
+
+def test_the_confirmatory_analysis_by_hand(tmp_path):
+    module = load_script("confirm_equivalence")
+    lines = module.analysis(_run(tmp_path), module.Plan(after=3, target=8, flips=10_000, boot=2_000))
+    text = "\n".join(lines)
+    assert lines[0] == "Confirmatory sample: questions 4-8 of nq-qwen1.5b (5 questions, 5 usable)."
+    assert "- D = +0.0000," in text
+    # mean 0: two-sided p 1 (exact, 5 questions); every d + 0.03 > 0 and every d - 0.03 < 0: each one-sided
+    # p is 1/32 (only the identity flip is as extreme), so TOST p = 0.03125 < 0.05: equivalent
+    assert "- two-sided p = 1.0000 (exact)" in text
+    assert "- TOST at ±0.03: p = 0.0312 (exact) (H0 D ≤ −0.03: 0.0312; H0 D ≥ +0.03: 0.0312)" in text
+    assert "**verdict: equivalent within ±0.03" in text
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in lines if line.startswith("| S")}
+    # S1: pairwise accuracy UDCG - nDCG on q4-q8: 0.3, 0.2, 0.4, 0.1, 0.2
+    assert rows["S1 pairwise accuracy, UDCG − nDCG"][1:3] == ["5", "+0.2400"]
+    # S2: only q4 has a pair nDCG ties, ordered right by UDCG: 1 - 0.5; S3: only q5 has an untied pair: UDCG
+    # orders it right (1), nDCG wrongly (0)
+    assert rows["S2 UDCG on the pairs nDCG ties, − 0.5"][1:3] == ["1", "+0.5000"]
+    assert rows["S3 on the other pairs, UDCG − nDCG"][1:3] == ["1", "+1.0000"]
+    assert rows["S4 D over questions 1-8 (not confirmatory)"][1:3] == ["8", f"{np.mean([0.8, -0.1, 0.2, 0.01, -0.02, 0, 0.015, -0.005]):+.4f}"]
+
+
+@pytest.mark.parametrize("p_two, p_tost, mean, start", [
+    (0.01, 0.2, 0.05, "different: UDCG follows"), (0.01, 0.2, -0.05, "different: nDCG follows"),
+    (0.3, 0.01, 0.0, "equivalent within ±0.03"), (0.01, 0.01, 0.01, "different, but by less than ±0.03"),
+    (0.3, 0.3, 0.0, "inconclusive at this size")])
+def test_the_decision_table(p_two, p_tost, mean, start):
+    assert load_script("confirm_equivalence").decision(p_two, p_tost, mean, 0.05, 0.03).startswith(start)
