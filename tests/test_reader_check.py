@@ -83,6 +83,16 @@ def test_the_0_5b_reader_is_refused_for_answering_from_distractors():
     assert "it answers from 73% of the irrelevant pairs" in check.verdict_text() and check.auc < AUC_MIN
 
 
+def test_answering_from_most_distractors_is_a_verdict_even_with_few_relevant_pairs():
+    """Found by the SQuAD trial (docs/trial-squad.md): 8 relevant pairs, 52 irrelevant ones answered
+    from 79% of the time; before, "too few pairs to tell"."""
+    rows = _abstention("qwen2.5-coder-0.5b")
+    few = [r for r in rows if not r["relevant"]] + [r for r in rows if r["relevant"]][:8]
+    check = _check(few, n_boot=100)
+    assert check.n_relevant == 8 and check.verdict == "cannot" and check.answered_irrelevant > 0.5
+    assert "from only 8 relevant pairs" in check.verdict_text() or check.auc >= AUC_MIN
+
+
 def test_too_few_pairs_gives_no_verdict_and_bad_input_is_refused():
     check = reader_check([0.1, 0.9, 0.8], [True, False, False], [True, True, False], ["q1", "q1", "q2"])
     assert check.verdict == "too few pairs" and check.auc == 1.0 and check.n_unjudged == 1
