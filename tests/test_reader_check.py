@@ -133,3 +133,18 @@ def test_the_command_on_a_published_readers_utilities(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "reader check (qwen2.5-coder-1.5b, first-token" in out and "this reader can measure distraction" in out
     assert "answers (p_abs < 0.5) from 9% of the irrelevant pairs" in out
+
+
+def test_annotate_of_a_qa_file_prints_it_and_writes_it_to_the_meta_file(tmp_path, tiny_model_dir, capsys):
+    items = [{"example_id": f"q{i}", "question": f"who wrote play {i}?", "answers": ["Shakespeare"],
+              "passages": [{"doc_id": f"d{i}{j}", "text": text, "is_relevant": j == 0}
+                           for j, text in enumerate(["Hamlet was written by Shakespeare.", "Paris is in France.",
+                                                     "The Thames flows through London."])]} for i in range(2)]
+    path = tmp_path / "qa.json"
+    path.write_text(json.dumps(items))
+    out = tmp_path / "annotated.json"
+    assert main(["annotate", str(path), "-o", str(out), "--model", str(tiny_model_dir), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "reader check (" in err and "2 relevant, 4 judged-irrelevant, 0 unjudged pairs" in err
+    meta = json.loads((tmp_path / "annotated.json.meta.json").read_text())
+    assert meta["reader_check"]["n_relevant"] == 2 and meta["reader_check"]["verdict"] == "too few pairs"
