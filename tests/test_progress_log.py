@@ -51,6 +51,19 @@ def test_line_format_rate_and_eta():
     assert out.getvalue() == "annotate qwen: 1,200/5,000 (24%), 10.0 passage/s, stopped after 1m 45s\n"
 
 
+def test_the_first_line_after_real_work_has_a_rate_and_an_eta():
+    """Issue #34: in a log the first lines had no rate or ETA (one update so far: the first chunk)."""
+    clock = Clock()
+    lines = LogLines(160, "annotate qwen", "pair", every=3600, stream=io.StringIO(), clock=clock)
+    clock.t += 10
+    lines.update(32)  # the first chunk, computed: 10 s after the start
+    clock.t += 20
+    assert lines.line() == "annotate qwen: 32/160 (20%), 3.2 pair/s, ETA 40s"
+    cached = LogLines(160, "annotate qwen", "pair", every=3600, stream=io.StringIO(), clock=Clock())
+    cached.update(128)  # found in the cache at once: no rate from it
+    assert cached.line() == "annotate qwen: 128/160 (80%)"
+
+
 def test_durations_and_rates():
     assert [progress._duration(s) for s in (0, 44.6, 60, 1226, 3600, 11100)] == \
         ["0s", "45s", "1m 00s", "20m 26s", "1h 00m", "3h 05m"]

@@ -35,18 +35,27 @@ def test_annotate_o_naming_an_existing_qrels_file_says_it_is_an_input(tmp_path, 
     assert (folder / "qrels" / "test.tsv").read_bytes() == before
 
 
-def test_the_api_names_the_run_in_its_notes_and_logs_the_tie_note_at_info(caplog):
+def test_the_tie_note_only_when_ties_reach_the_top_k_named_by_the_run(caplog):
+    """bm25 of the packaged example has 4 queries with tied scores, all below rank 5: for P@5 no note
+    (a count at INFO, `udcg -v`), for P@10 one note saying so, and from the API named by the run."""
     import logging
 
     import udcg
+    from udcg.flows.run_scores import score_runs
 
     folder = example_path()
-    with caplog.at_level(logging.INFO, logger="udcg.api"):
-        udcg.evaluate(folder / "runs" / "bm25.trec", folder / "qrels" / "test.tsv", metrics="P@5")
+    run, qrels = folder / "runs" / "bm25.trec", folder / "qrels" / "test.tsv"
+    assert not [n for n in score_runs({"bm25": run}, qrels, metrics="P@5")["bm25"].notes if "tied" in n]
+    assert [n for n in score_runs({"bm25": run}, qrels, metrics="P@10")["bm25"].notes if "tied" in n] == [
+        "4 queries have tied scores within the top 10: ranked as trec_eval ranks them (score, then docid "
+        "descending), not by the file's rank column"]
+    with caplog.at_level(logging.INFO):
+        udcg.evaluate(run, qrels, metrics="P@5")
     ties = [r for r in caplog.records if "tied scores" in r.getMessage()]
-    assert len(ties) == 1 and ties[0].levelno == logging.INFO and ties[0].getMessage().startswith("bm25: 4 queries")
+    assert len(ties) == 1 and ties[0].levelno == logging.INFO
+    assert ties[0].getMessage() == "bm25: 4 queries have tied scores below the top 5 only (no effect on these measures)"
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="udcg.api"):
-        udcg.compare([folder / "runs" / "bm25.trec", folder / "runs" / "dense.trec"], folder / "qrels" / "test.tsv",
-                     metrics="P@5", n_boot=100)
-    assert not [r for r in caplog.records if "tied scores" in r.getMessage()]  # quiet unless INFO is asked for
+    with caplog.at_level(logging.WARNING):
+        udcg.evaluate(run, qrels, metrics="P@10")
+    assert [r.getMessage()[:45] for r in caplog.records if "tied" in r.getMessage()] == [
+        "bm25: 4 queries have tied scores within the t"]  # before: no run name from udcg.evaluate

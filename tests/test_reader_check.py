@@ -83,6 +83,16 @@ def test_the_0_5b_reader_is_refused_for_answering_from_distractors():
     assert "it answers from 73% of the irrelevant pairs" in check.verdict_text() and check.auc < AUC_MIN
 
 
+def test_answering_from_most_distractors_is_a_verdict_even_with_few_relevant_pairs():
+    """Found by the SQuAD trial (docs/trial-squad.md): 8 relevant pairs, 52 irrelevant ones answered
+    from 79% of the time; before, "too few pairs to tell"."""
+    rows = _abstention("qwen2.5-coder-0.5b")
+    few = [r for r in rows if not r["relevant"]] + [r for r in rows if r["relevant"]][:8]
+    check = _check(few, n_boot=100)
+    assert check.n_relevant == 8 and check.verdict == "cannot" and check.answered_irrelevant > 0.5
+    assert "from only 8 relevant pairs" in check.verdict_text() or check.auc >= AUC_MIN
+
+
 def test_too_few_pairs_gives_no_verdict_and_bad_input_is_refused():
     check = reader_check([0.1, 0.9, 0.8], [True, False, False], [True, True, False], ["q1", "q1", "q2"])
     assert check.verdict == "too few pairs" and check.auc == 1.0 and check.n_unjudged == 1
@@ -123,3 +133,18 @@ def test_the_command_on_a_published_readers_utilities(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "reader check (qwen2.5-coder-1.5b, first-token" in out and "this reader can measure distraction" in out
     assert "answers (p_abs < 0.5) from 9% of the irrelevant pairs" in out
+
+
+def test_annotate_of_a_qa_file_prints_it_and_writes_it_to_the_meta_file(tmp_path, tiny_model_dir, capsys):
+    items = [{"example_id": f"q{i}", "question": f"who wrote play {i}?", "answers": ["Shakespeare"],
+              "passages": [{"doc_id": f"d{i}{j}", "text": text, "is_relevant": j == 0}
+                           for j, text in enumerate(["Hamlet was written by Shakespeare.", "Paris is in France.",
+                                                     "The Thames flows through London."])]} for i in range(2)]
+    path = tmp_path / "qa.json"
+    path.write_text(json.dumps(items))
+    out = tmp_path / "annotated.json"
+    assert main(["annotate", str(path), "-o", str(out), "--model", str(tiny_model_dir), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "reader check (" in err and "2 relevant, 4 judged-irrelevant, 0 unjudged pairs" in err
+    meta = json.loads((tmp_path / "annotated.json.meta.json").read_text())
+    assert meta["reader_check"]["n_relevant"] == 2 and meta["reader_check"]["verdict"] == "too few pairs"

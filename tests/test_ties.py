@@ -71,6 +71,7 @@ def test_correlate_prints_it_and_warns_below_20_questions(rows, tmp_path, capsys
     out, err = capsys.readouterr()
     assert "nDCG scores 433 equal (17%); on those UDCG orders 0.734 right against nDCG's 0.5" in out
     assert "on the other 2176 pairs UDCG orders 0.779 right, nDCG 0.776" in out and "warning" not in err
+    assert "p vs UDCG: 100,000 seeded random sign flips" in err and "standard error at most 0.0032" in err
     few = [r for r in rows if r["qid"] in sorted({r["qid"] for r in rows})[:12]]
     path.write_text("".join(json.dumps(r) + "\n" for r in few))
     assert main(["correlate", str(path), "--metrics", "UDCG,nDCG", "--n-boot", "200"]) == 0

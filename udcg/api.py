@@ -37,8 +37,7 @@ import numpy as np
 
 from udcg import bounds
 from udcg.errors import InputError
-from udcg.flows.run_scores import (DEFAULT_METRICS, TIE_NOTE, Run, RunScores, named_runs, read_utilities,
-                                   score_runs)
+from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores, named_runs, read_utilities, score_runs
 from udcg.metrics.measures import Measure
 from udcg.metrics.stats import DEFAULT_RESAMPLES
 from udcg.metrics.udcg import GAMMA, udcg as _udcg_matrix
@@ -111,10 +110,10 @@ def evaluate(run: Run | str | Path, qrels: Run | str | Path | None = None, *, ut
 
 
 def _log_notes(scores: RunScores) -> None:
-    """A run's notes, each once and named by the run: the tie note (how tied scores were ordered) at
-    INFO, the others (skipped queries, short rankings) as warnings."""
+    """A run's notes as warnings, each once and named by the run (the tie note only when ties reach
+    into the top k; a count of the others at INFO: ``udcg.flows.run_scores``)."""
     for note in scores.notes:
-        log.log(logging.INFO if TIE_NOTE in note else logging.WARNING, "%s: %s", scores.name, note)
+        log.warning("%s: %s", scores.name, note)
 
 
 @_bounded

@@ -95,6 +95,7 @@ class _LockedBar:
         self.close()
 
 
+WORKED_SECONDS = 1.0  # a first update later than this after the start reports work done, not cached
 STALLED_LINES = 10  # intervals without new work between two repeats of the same count
 
 
@@ -148,9 +149,15 @@ class LogLines:
         self.close()
 
     def rate(self) -> float | None:
-        """Units per second after the first update (None until there are two updates)."""
-        if self._first is None or self._last is None or self._last <= self._first[0] or self.n <= self._first[1]:
+        """Units per second after the first update. Until a second update: the first update's work
+        over the time it took from the start, when it took at least ``WORKED_SECONDS`` (work done,
+        not found in a cache; the start's model loading included, so the first ETA errs long);
+        None when it came at once (a cache) or before any update."""
+        if self._first is None or self._last is None:
             return None
+        if self._last <= self._first[0] or self.n <= self._first[1]:
+            took = self._first[0] - self._start
+            return self._first[1] / took if took >= WORKED_SECONDS and self.n == self._first[1] else None
         return (self.n - self._first[1]) / (self._last - self._first[0])
 
     def line(self, final: bool = False) -> str:

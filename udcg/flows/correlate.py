@@ -24,7 +24,7 @@ from udcg.flows.scoring import score_rows
 from udcg.errors import InputError
 from udcg.metrics.contexts import parse_metric, parse_metrics
 from udcg.metrics.correlation import bootstrap_mean_ci, per_question, summarize
-from udcg.metrics.stats import DEFAULT_RESAMPLES, holm, paired_test
+from udcg.metrics.stats import DEFAULT_RESAMPLES, EXACT_MAX_N, holm, monte_carlo_se, paired_test
 from udcg.metrics.ties import TieDecomposition, tie_decomposition
 from udcg.metrics.udcg import GAMMA
 from udcg.io.tables import Table
@@ -220,6 +220,10 @@ def correlate_file(path: str, *, metrics: str | None = None, baseline: str | Non
                               n_boot, seed, test=test, n_resamples=n_resamples)
     notes = [note] if note else []
     usable = max((r["n_questions"] for r in table.rows), default=0)
+    if test == "permutation" and usable > EXACT_MAX_N and chosen in {r["metric"] for r in table.rows}:
+        notes.append(f"p vs {chosen}: {n_resamples:,} seeded random sign flips (more than {EXACT_MAX_N} questions; "
+                     f"exact enumeration up to {EXACT_MAX_N}), each p an estimate with Monte Carlo standard error at "
+                     f"most {monte_carlo_se(1.0, n_resamples):.4f} (--n-resamples for more)")
     if usable < MIN_QUESTIONS:
         notes.append(f"warning: only {usable} usable questions (outcomes that differ between their contexts); below "
                      f"{MIN_QUESTIONS} the intervals and p-values rest on too few questions to support a conclusion, "

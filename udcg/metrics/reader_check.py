@@ -13,7 +13,10 @@ the pairs of one reader and estimator (p_abs, relevance, whether the relevance w
   one (ties count half; ``sklearn.metrics.roc_auc_score`` with irrelevant as the positive class),
   with a 95% percentile bootstrap interval over *queries* (the pairs of one query resampled together);
 - a verdict with ``AUC_MIN`` and ``ANSWERED_MAX``: the reader can measure distraction when its AUC
-  is at least 0.75 and it answers from at most half of the irrelevant pairs.
+  is at least 0.75 and it answers from at most half of the irrelevant pairs; it cannot when it
+  answers from more than half of 10 or more irrelevant pairs (however few relevant pairs there are),
+  or when its AUC is below 0.75; with fewer than ``MIN_PAIRS`` relevant or irrelevant pairs otherwise,
+  no verdict.
 
 The thresholds come from the published reader data (docs/results/reader-abstention and the
 validation runs' annotations, docs/reliability.md#reader-check): the readers under which UDCG gained
@@ -100,8 +103,9 @@ class ReaderCheck:
         if self.answered_irrelevant > ANSWERED_MAX:
             why.append(f"it answers from {_pct(self.answered_irrelevant)} of the irrelevant pairs (more than "
                        f"{ANSWERED_MAX:.0%})")
-        if not self.auc >= AUC_MIN:
-            why.append(f"its AUC {_f(self.auc)} is below {AUC_MIN}")
+        if not self.auc >= AUC_MIN and not np.isnan(self.auc):
+            few = f", from only {self.n_relevant} relevant pairs" if self.n_relevant < MIN_PAIRS else ""
+            why.append(f"its AUC {_f(self.auc)} is below {AUC_MIN}{few}")
         return (f"this reader cannot measure distraction: {' and '.join(why)}; UDCG's differences between runs "
                 f"will mostly reflect how answerable their irrelevant passages are, not how distracting; {SUGGESTION}")
 
@@ -173,10 +177,12 @@ def reader_check(p_abs: object, relevant: object, judged: object, queries: objec
         low, high = _auc_interval(p, irr, query, n_boot, seed)
     else:
         auc = low = high = float("nan")
-    if n_rel < MIN_PAIRS or n_irr < MIN_PAIRS:
+    if n_irr >= MIN_PAIRS and answered > ANSWERED_MAX:
+        verdict = "cannot"  # answering from most distractors needs no relevant pair to be seen
+    elif n_rel < MIN_PAIRS or n_irr < MIN_PAIRS:
         verdict = "too few pairs"
     else:
-        verdict = "can" if auc >= AUC_MIN and answered <= ANSWERED_MAX else "cannot"
+        verdict = "can" if auc >= AUC_MIN else "cannot"
     return ReaderCheck(model, estimator, n_rel, int((irr & jud).sum()), int((irr & ~jud).sum()), _mean(p[rel]),
                        _mean(p[irr & jud]), _mean(p[irr & ~jud]), answered, auc, low, high,
                        len(set(q_ids.tolist())), verdict)
