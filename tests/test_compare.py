@@ -61,13 +61,16 @@ def test_other_tests_and_determinism(toy, cmp):
 def test_markdown(cmp):
     text = format_comparison(cmp)
     lines = text.splitlines()
-    assert lines[0] == "|  | run | nDCG@10 | RR |"
+    assert lines[0] == "|  | run | nDCG@10 (n=60) | RR |"  # hybrid's RR lacks a query: rows state their n
     row_b = lines[3]
     assert row_b.startswith(r"| b | dense\|x | **") and row_b.count("ᵃᶜ") == 2  # beats a and c, bold best
+    assert row_b.endswith("(n=60) |") and lines[4].endswith("(n=59) |") and "**" not in row_b.split("] ")[-1]
     assert "| nDCG@10 | bm25 | dense\\|x |" in text and "| yes |" in text and "| no |" in text
     footer = text[text.index("Test:"):]
     assert "Test: paired sign-flip permutation test" in footer and "Holm within each measure" in footer
-    assert "3 comparisons per family" in footer and "alpha = 0.05" in footer and "n queries = 60" in lines[-1]
+    assert "3 comparisons per family" in footer and "alpha = 0.05" in footer
+    assert "n queries differ by row" in lines[-1] and "none for RR: the runs' means there are over different" in lines[-1]
+    assert "| measure | run A | run B | n |" in text and "| RR | bm25 | hybrid | 59 |" in text
 
 
 def test_csv_parses_back(cmp):

@@ -48,7 +48,9 @@ def same_run(columns: RunColumns, run: dict) -> None:
 
 def same_table(a, b) -> None:
     assert a.qids == b.qids
-    for x, y in [(a.gains, b.gains), (a.ideal, b.ideal), (a.n_judged, b.n_judged), (a.depth, b.depth)]:
+    assert a.tied_queries == b.tied_queries
+    for x, y in [(a.gains, b.gains), (a.ideal, b.ideal), (a.n_judged, b.n_judged), (a.depth, b.depth),
+                 (a.first_tie, b.first_tie)]:  # issue #34: where the first tie of each query lies
         assert x.shape == y.shape and x.dtype == y.dtype
         np.testing.assert_array_equal(x, y)
     assert a.extra.keys() == b.extra.keys()

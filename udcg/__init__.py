@@ -1,7 +1,7 @@
 """udcg: utility- and distraction-aware retrieval evaluation for RAG.
 
 The Python API (``udcg.udcg``, ``udcg.udcg_many``, ``udcg.evaluate``, ``udcg.compare``,
-``udcg.score_runs``, ``udcg.read_utilities``; the model flows ``udcg.annotate_runs``, ``udcg.answer_runs``,
+``udcg.score_runs``, ``udcg.read_utilities``, ``udcg.reader_check``; the model flows ``udcg.annotate_runs``, ``udcg.answer_runs``,
 ``udcg.judge``, ``udcg.fit_theta``, ``udcg.correlate``) is imported on first use, so ``import udcg``
 and the CLI stay fast. In the IR tools (the ``ir`` extra): ``udcg.ir_measure("UDCG@5", utilities=...)``
 is an ir_measures measure (``pt.Experiment``, ``ir_measures.calc_aggregate``) and
@@ -9,8 +9,8 @@ is an ir_measures measure (``pt.Experiment``, ``ir_measures.calc_aggregate``) an
 """
 
 from udcg.version import __version__
-_API = ("annotate_runs", "answer_runs", "compare", "correlate", "evaluate", "fit_theta", "judge", "read_utilities", "score_runs",
-        "udcg", "udcg_many")
+_API = ("annotate_runs", "answer_runs", "compare", "correlate", "evaluate", "fit_theta", "judge", "read_utilities",
+        "reader_check", "score_runs", "udcg", "udcg_many")
 __all__ = [*_API, "ir_measure", "__version__"]
 
 

@@ -42,13 +42,14 @@ from udcg.errors import InputError
 from udcg.flows import run_scores as _scores
 from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores
 from udcg.metrics.measures import Measure
+from udcg.metrics.stats import DEFAULT_RESAMPLES
 from udcg.metrics.udcg import GAMMA, udcg as _udcg_matrix
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
     from udcg.metrics.udcg_theta import UDCGTheta
 
 __all__ = ["DEFAULT_METRICS", "Run", "RunScores", "annotate_runs", "answer_runs", "compare", "correlate", "evaluate",
-           "fit_theta", "judge", "named_runs", "read_utilities", "score_runs", "udcg", "udcg_many"]
+           "fit_theta", "judge", "named_runs", "read_utilities", "reader_check", "score_runs", "udcg", "udcg_many"]
 
 log = logging.getLogger(__name__)
 _TABLES = {"qrels": optional(id_table("relevance")), "utilities": optional(api_args.utilities),
@@ -95,23 +96,30 @@ def evaluate(run: Run | str | Path, qrels: Run | str | Path | None = None, *, ut
     name = next(iter(_scores.named_runs([run]))) if isinstance(run, (str, Path)) else _ranx_name(run) or "run"  # a file: its name
     scores = _scores.score_runs({name: run}, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
                                 unannotated=unannotated, model=model, prompt_version=prompt_version)[name]
-    for note in scores.notes:
-        log.warning(note)
+    _log_notes(scores)
     return scores
+
+
+def _log_notes(scores: RunScores) -> None:
+    """A run's notes as warnings, each once and named by the run (the tie note only when ties reach
+    into the top k; a count of the others at INFO: ``udcg.flows.run_scores``)."""
+    for note in scores.notes:
+        log.warning("%s: %s", scores.name, note)
 
 
 @checked("compare", runs=api_args.run_set, answers=optional(api_args.path), **_TABLES)
 def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: Run | str | Path | None = None, *,
             utilities: Any = None, metrics: Sequence[str | Measure] | str = DEFAULT_METRICS, gamma: float = GAMMA,
             theta: UDCGTheta | str | Path | None = None, unannotated: str = "error", test: str = "permutation",
-            alpha: float = 0.05, correction: str = "measure", power: float = 0.8, n_resamples: int = 10_000,
+            alpha: float = 0.05, correction: str = "measure", power: float = 0.8, n_resamples: int = DEFAULT_RESAMPLES,
             n_boot: int = 10_000, seed: int = 0, answers: str | Path | None = None, model: str | None = None,
-            prompt_version: str | None = None):
+            prompt_version: str | None = None, judged_only: bool = False):
     """Every run's mean and 95% interval per measure; for every pair of runs the mean paired
     difference with its interval (the same resampled queries), its minimum detectable difference
     at ``power`` and a paired test, Holm-corrected within each measure (``correction="measure"``;
     ``"table"``: over every pair x measure; ``"none"``). ``answers``: a judged answers file
-    (``udcg answer`` + ``udcg judge answer``) adds correct / abstained / wrong rows for the runs.
+    (``udcg answer`` + ``udcg judge answer``) adds correct / abstained / wrong rows for the runs;
+    ``judged_only`` puts every row on the queries every run has a judged answer for.
     Returns a ``udcg.metrics.compare.Comparison``: ``.format(fmt)``, ``.to_dict()``,
     ``.to_frame()`` (runs), ``.to_frame("pairs")``, ``.to_frames()``. ``runs`` is ``{name: run}``,
     a list of run files (named by file name) or a list of named ranx ``Run``s."""
@@ -122,10 +130,9 @@ def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: 
     cmp, scores = compare_runs(runs, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
                                unannotated=unannotated, model=model, prompt_version=prompt_version, answers=answers,
                                test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
-                               correction=correction, power=power)
+                               correction=correction, power=power, judged_only=judged_only)
     for s in scores.values():
-        for note in s.notes:
-            log.warning("%s: %s", s.name, note)
+        _log_notes(s)
     return cmp
 
 
@@ -223,10 +230,22 @@ def fit_theta(contexts: str | Path, output: str | Path, *, k: int | None = None,
     return model
 
 
+@checked("reader-check", utilities=api_args.path)
+def reader_check(utilities: str | Path, *, n_boot: int = 1000, seed: int = 0):
+    """Can the reader of a utilities folder (``udcg annotate --run``'s, or its utilities.jsonl)
+    measure distraction? A ``udcg.metrics.reader_check.ReaderCheck`` computed from the p_abs already
+    there (no model time): pair counts, mean p_abs, the share of irrelevant pairs the reader answers
+    from, the AUC of p_abs separating irrelevant from relevant pairs with a bootstrap interval over
+    queries, and the verdict (``.can_measure_distraction``, ``.lines()``, ``.to_dict()``)."""
+    from udcg.flows.reader_check import check_utilities
+
+    return check_utilities(utilities, n_boot=n_boot, seed=seed)
+
+
 @checked("correlate")
 def correlate(contexts: str | Path, *, metrics: str | None = None, baseline: str | None = None, gamma: float = GAMMA,
               theta: str | Path | None = None, constant_metric: str = "zero", n_boot: int = 10_000, seed: int = 0,
-              test: str = "permutation", n_resamples: int = 10_000):
+              test: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES):
     """``udcg correlate``: per question, Spearman's rho (and tau-b, pairwise accuracy) of each metric
     with the judged answer outcomes of ``contexts``, tested against ``baseline``. Returns the full
     table (a ``udcg.io.tables.Table``: ``.rows``, ``.markdown()``, ``.write(path)``)."""

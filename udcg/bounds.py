@@ -125,7 +125,7 @@ POSITIVE = Bound(0, integer=False, low_open=True)  # C of the SVM
 
 # Command-line options by argparse attribute (the flag is --name-with-dashes).
 OPTIONS: dict[str, Bound] = {
-    "k": CUTOFF, "depth": CUTOFF, "limit": COUNT, "n_boot": RESAMPLES, "n_resamples": RESAMPLES,
+    "k": CUTOFF, "depth": CUTOFF, "limit": COUNT, "sample": COUNT, "n_boot": RESAMPLES, "n_resamples": RESAMPLES,
     "samples": SAMPLES, "retries": RETRIES, "max_retries": RETRIES, "seed": SEED, "batch_size": BATCH,
     "chunk_size": CHUNK, "max_new_tokens": TOKENS, "max_request_tokens": Bound(1, 10_000_000),
     "concurrency": CONCURRENCY, "timeout": SECONDS, "rpm": RATE, "temperature": TEMPERATURE,

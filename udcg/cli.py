@@ -14,11 +14,12 @@ from udcg.errors import UdcgError
 from udcg.redact import env_secrets, redact
 
 # Command modules under udcg/commands, in the order `udcg --help` lists them.
-COMMANDS = ("example", "annotate", "score", "compare", "answer", "judge", "fit_theta", "correlate", "validate", "report", "demo", "models",
+COMMANDS = ("example", "annotate", "reader_check", "score", "compare", "answer", "judge", "fit_theta", "correlate", "validate", "report", "demo", "models",
             "serve")
 
 EPILOG = """examples (your runs; see the README's quickstart):
   udcg annotate --corpus BEIR_DIR --run bm25.trec --run dense.trec --depth 5 --model qwen2.5-coder-0.5b -o utilities
+  udcg reader-check utilities                         can this reader measure distraction? (no model time)
   udcg compare --run bm25.trec --run dense.trec --qrels qrels.tsv --utilities utilities --metrics UDCG@5,nDCG@5
   udcg answer --corpus BEIR_DIR --run bm25.trec --k 5 --model qwen2.5-coder-0.5b -o answers.jsonl
 examples (files):

@@ -95,11 +95,17 @@ class _LockedBar:
         self.close()
 
 
+WORKED_SECONDS = 1.0  # a first update later than this after the start reports work done, not cached
+STALLED_LINES = 10  # intervals without new work between two repeats of the same count
+
+
 class LogLines:
     """Progress as plain lines on stderr, once work has been reported: every ``every`` seconds from a
-    background thread (also when no work was reported since the last line: a count that stays put
-    line after line is a slow or a stuck step), and once when the work is all done or the bar is
-    closed. A bar never updated (a step with nothing to do, one that never started) prints nothing.
+    background thread when the count moved since the last line (each line once), and once when the
+    work is all done or the bar is closed. A count that stays put is repeated only every
+    ``STALLED_LINES`` intervals (5 minutes by default), saying for how long no work came in: a slow
+    or a stuck step. A bar never updated (a step with nothing to do, one that never started) prints
+    nothing.
 
     The rate counts the work reported after the first update, over the time between the first and
     the last update: the first update is often work found done in a cache, reported at once. Until
@@ -143,9 +149,15 @@ class LogLines:
         self.close()
 
     def rate(self) -> float | None:
-        """Units per second after the first update (None until there are two updates)."""
-        if self._first is None or self._last is None or self._last <= self._first[0] or self.n <= self._first[1]:
+        """Units per second after the first update. Until a second update: the first update's work
+        over the time it took from the start, when it took at least ``WORKED_SECONDS`` (work done,
+        not found in a cache; the start's model loading included, so the first ETA errs long);
+        None when it came at once (a cache) or before any update."""
+        if self._first is None or self._last is None:
             return None
+        if self._last <= self._first[0] or self.n <= self._first[1]:
+            took = self._first[0] - self._start
+            return self._first[1] / took if took >= WORKED_SECONDS and self.n == self._first[1] else None
         return (self.n - self._first[1]) / (self._last - self._first[0])
 
     def line(self, final: bool = False) -> str:
@@ -162,9 +174,17 @@ class LogLines:
         return f"{self.desc}: {', '.join(parts)}"
 
     def _tick(self) -> None:
+        written, quiet = None, 0
         while not self._stop.wait(self.every):
-            if self._first is not None:
+            if self._first is None:
+                continue
+            if self.n != written:
+                written, quiet = self.n, 0
                 self._write(self.line())
+                continue
+            quiet += 1
+            if quiet % STALLED_LINES == 0:
+                self._write(f"{self.line()}; no new work for {_duration(quiet * self.every)}")
 
     def _end(self) -> None:
         with self._lock:

@@ -12,6 +12,7 @@ from udcg.version import __version__
 from udcg.annotate.runner import AnnotateConfig, AnnotateStats, annotation_key
 from udcg.io.authors import question_to_authors, read_authors, write_authors
 from udcg.io.files import atomic_write_json, read_records
+from udcg.metrics.reader_check import reader_check
 from udcg.metrics.udcg import utility
 from udcg.records import Annotation, Question
 
@@ -34,7 +35,7 @@ def load_questions(path: str, limit: int | None = None) -> tuple[list[Question],
 
 def write_annotated(output: str, questions: Sequence[Question], raw: Sequence[dict], annotations: dict[str, Annotation],
                     cfg: AnnotateConfig, model: str, stats: AnnotateStats) -> str:
-    items, rel_p, irr_p = [], [], []
+    items, rel_p, irr_p, pairs = [], [], [], []
     for q, item in zip(questions, raw, strict=True):
         out = dict(item)
         passages = []
@@ -51,6 +52,7 @@ def write_annotated(output: str, questions: Sequence[Question], raw: Sequence[di
             d["models_info"] = info
             passages.append(d)
             (rel_p if p.relevant else irr_p).append(a.p_abs)
+            pairs.append((a.p_abs, bool(p.relevant), q.qid))
         out["passages"] = passages
         items.append(out)
     write_authors(output, items)
@@ -61,6 +63,9 @@ def write_annotated(output: str, questions: Sequence[Question], raw: Sequence[di
             "passages_per_s_this_run": stats.passages_per_s, "notes": stats.notes, "n_censored": stats.n_censored,
             "mean_p_abs_relevant": mean(rel_p), "mean_p_abs_irrelevant": mean(irr_p),
             "n_relevant": len(rel_p), "n_irrelevant": len(irr_p), "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    check = reader_check([x[0] for x in pairs], [x[1] for x in pairs], [True] * len(pairs), [x[2] for x in pairs],
+                         model=model, estimator=cfg.estimator)
+    meta["reader_check"] = check.to_dict()
     atomic_write_json(f"{output}.meta.json", {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in meta.items()})
     lines = [f"annotated {stats.n_passages} passages of {len(items)} questions with {model} ({cfg.estimator}); "
              f"computed {stats.n_computed} this run at {stats.passages_per_s:.2f} passages/s"
@@ -72,4 +77,4 @@ def write_annotated(output: str, questions: Sequence[Question], raw: Sequence[di
         from udcg.annotate.runner import censored_warning
 
         lines.append(censored_warning(stats.n_censored, stats.n_passages))
-    return "\n".join(lines)
+    return "\n".join(lines + check.lines())

@@ -17,14 +17,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                 after a crash; contexts already answered (by any run) are not asked again.""",
                 examples=[("udcg answer --corpus BEIR_DIR --run bm25.trec --run dense.trec --k 5 \\\n"
                            "      --model qwen2.5-coder-0.5b --utilities utilities -o answers.jsonl"),
+                          ("udcg answer --corpus BEIR_DIR --run bm25.trec --run dense.trec --sample 10 --seed 1 \\\n"
+                           "      --model qwen2.5-coder-0.5b -o answers10.jsonl   # 10 random queries, the same for both"),
                           "udcg judge answer answers.jsonl -o judged.jsonl --judge rules --require-relevant-context",
                           "udcg fit-theta judged.jsonl --k 5 -o theta.json",
                           "udcg correlate judged.jsonl --metrics UDCG,nDCG,P,RR --baseline UDCG"])
     p.add_argument("--run", action="append", default=[], required=True, help="TREC run file (repeatable)")
     p.add_argument("--corpus", required=True, help="BEIR folder, corpus JSONL/Parquet, a datasets folder, hf:NAME, or irds:NAME")
     p.add_argument("--queries", help="queries file or irds:NAME (default: the BEIR folder's or irds dataset's)")
+    p.add_argument("--sample", type=int, default=None, metavar="N",
+                   help="answer N queries drawn at random (--seed), the same N for every run: the cheap way to "
+                   "check UDCG against real answers (then compare --answers ... --judged-only)")
     p.add_argument("--limit", type=int, default=None, help="only the first N queries of the queries file (file "
-                   "order, as annotate --limit); the runs' other queries are left out")
+                   "order, as annotate --limit; --sample draws them at random instead); the runs' other queries are left out")
     p.add_argument("--qrels", help="qrels or irds:NAME (default: the BEIR folder's qrels/test.tsv); relevance of each position")
     p.add_argument("--answers", help="JSONL of {_id, answers} (default: queries' metadata.answers)")
     p.add_argument("--utilities", help="the udcg annotate --run folder: adds each position's utility")
@@ -32,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--samples", type=int, default=0, help="also N random k-subsets per query of the runs' top --depth "
                    "(rank order kept), so contexts differ within a query (for fit-theta and correlate)")
     p.add_argument("--depth", type=int, default=20, help="with --samples: the pool depth per run (default 20)")
-    p.add_argument("--seed", type=int, default=0, help="with --samples: the seed")
+    p.add_argument("--seed", type=int, default=0, help="the seed of --sample and --samples (default 0)")
     p.add_argument("--model", required=True, help="the reader: an offline alias, a model folder or hub id, openai:MODEL, "
                    "or the API's model name with --api-base")
     p.add_argument("--prompt", default="udcg-code-v1", help="reader prompt version (udcg-code-v1, paper-fig4-v1)")
@@ -55,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
 
     follow_libraries(not args.no_progress)
     result = answer_runs(args.corpus, args.run, args.output, args.model, k=args.k, queries=args.queries, qrels=args.qrels,
-                         answers=args.answers, utilities=args.utilities, limit=args.limit, samples=args.samples,
+                         answers=args.answers, utilities=args.utilities, limit=args.limit, sample=args.sample,
+                         samples=args.samples,
                          depth=args.depth, seed=args.seed, prompt=args.prompt, max_new_tokens=args.max_new_tokens,
                          batch_size=args.batch_size, chunk_size=args.chunk_size, device=args.device, dtype=args.dtype,
                          cache=args.cache, api=api_settings(args), show_progress=not args.no_progress,

@@ -17,7 +17,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                 and a 95% bootstrap interval of each measure; for every pair of runs the mean paired difference with
                 its interval (from the same resampled queries), the minimum detectable difference (MDD: the true
                 difference the test would detect with 80% power (--power), estimated from the spread of the paired
-                differences) and a paired test (default: sign-flip permutation test, exact up to 20 queries), with
+                differences) and a paired test (default: sign-flip permutation test, exact up to 24 queries, else 100,000 seeded random sign flips with the
+                Monte Carlo standard error of p in the footer), with
                 Holm's correction over the run pairs of each measure (--correction). A run's superscript letters
                 name the runs it beats (adjusted p < alpha). --answers adds the correct / abstained / wrong rates of
                 the runs' judged answers as three more rows, with the same tests.""",
@@ -32,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--utilities", help="utilities for UDCG@k: the udcg annotate --run folder, or a file")
     p.add_argument("--metrics", default="UDCG@5,nDCG@5,P@5,RR@5", help="measures (default UDCG@5,nDCG@5,P@5,RR@5)")
     p.add_argument("--test", default="permutation", choices=("permutation", "t", "wilcoxon"),
-                   help="paired test (default permutation: sign flips, exact for n <= 20)")
+                   help="paired test (default permutation: sign flips, exact for n <= 24)")
     p.add_argument("--correction", default="measure", choices=("measure", "table", "none"),
                    help="the Holm family: measure (default: the run pairs of each measure), table (every run pair x "
                    "every measure) or none (raw p)")
@@ -40,7 +41,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--power", type=float, default=0.8, help="power of the minimum detectable difference (default 0.8)")
     p.add_argument("--answers", help="judged answers (udcg answer, then udcg judge answer): adds each run's correct / "
                    "abstained / wrong rates, matched by cid = run file name")
-    p.add_argument("--n-resamples", type=int, default=10_000, help="random sign flips when n > 20 (default 10000)")
+    p.add_argument("--judged-only", action="store_true",
+                   help="with --answers: every row, the measures included, on the queries where every run has a "
+                   "judged answer (one population for answer rates and metrics, e.g. after udcg answer --sample)")
+    p.add_argument("--n-resamples", type=int, default=100_000,
+                   help="random sign flips when n > 24 (default 100000; more for a smaller Monte Carlo error of p)")
     p.add_argument("--n-boot", type=int, default=10_000, help="bootstrap resamples for the intervals (default 10000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--gamma", type=float, default=1 / 3, help="UDCG's weight of the negative part (paper: 1/3)")
@@ -60,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
     from udcg.errors import InputError
     from udcg.flows.run_compare import compare_run_files
+    from udcg.flows.run_scores import alias_notes
     from udcg.flows.score import score_notes
 
     if len(args.run) < 2:
@@ -76,8 +82,10 @@ def run(args: argparse.Namespace) -> int:
                                      unannotated=args.unannotated, model=args.model, prompt_version=args.prompt,
                                      answers=args.answers, test=args.test, alpha=args.alpha,
                                      n_resamples=args.n_resamples, n_boot=args.n_boot, seed=args.seed,
-                                     correction=args.correction, power=args.power)
+                                     correction=args.correction, power=args.power, judged_only=args.judged_only)
     print(text)
+    for line in alias_notes(args.metrics):
+        print(line, file=sys.stderr)
     for line in score_notes(scores):
         print(line, file=sys.stderr)
     return 0

@@ -24,14 +24,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--test", default="permutation",
                    help="paired test of the per-question rhos against the baseline: permutation (default), t or "
                    "wilcoxon")
-    p.add_argument("--n-resamples", type=int, default=10_000,
-                   help="random sign flips of the permutation test (exact enumeration up to 20 questions)")
+    p.add_argument("--n-resamples", type=int, default=100_000,
+                   help="random sign flips of the permutation test beyond 24 questions (default 100000; exact "
+                   "enumeration up to 24); the footer gives the Monte Carlo standard error of p")
     p.add_argument("--gamma", type=float, default=1 / 3)
     p.add_argument("--theta", default=None, help="fitted UDCG_theta model, to include UDCG_theta")
     p.add_argument("--constant-metric", choices=("zero", "drop"), default="zero",
                    help="a question whose outcomes differ but whose metric is constant: rho = 0 (default) or excluded")
     p.add_argument("--n-boot", type=int, default=10_000, help="bootstrap resamples for the intervals")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ties", metavar="METRIC", default=None,
+                   help="also the tie decomposition of the baseline (default UDCG) against METRIC (e.g. nDCG@5): among "
+                   "the context pairs whose outcomes differ, the share METRIC scores equal, how often each orders "
+                   "those and the other pairs right")
     p.add_argument("--full", action="store_true", help="print every column (intervals and raw/Holm p of rho, tau-b "
                    "and pairwise accuracy, pooled rho, counts); default: metric, rho [95%% CI], p vs baseline (Holm), "
                    "tau-b, pairwise accuracy")
@@ -52,6 +57,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(compact_table(table, baseline).markdown(3))
         print("(the compact view: every column with --full, and always in -o FILE)", file=sys.stderr)
+    if args.ties:
+        from udcg.flows.correlate import ties_of_file
+
+        print("\n".join(ties_of_file(args.input, baseline or args.baseline or "UDCG", args.ties, gamma=args.gamma,
+                                      theta=args.theta).lines()))
     if args.output:
         table.write(args.output)
     return 0

@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_trec(args: argparse.Namespace) -> int:
     from udcg.errors import InputError
+    from udcg.flows.run_scores import alias_notes
     from udcg.flows.score import score_run_files
 
     if args.metrics is None:
@@ -63,6 +64,8 @@ def _run_trec(args: argparse.Namespace) -> int:
                              prompt_version=args.prompt)
     for line in result.mean_lines():
         print(line)
+    for line in alias_notes(args.metrics):
+        print(line, file=sys.stderr)
     for line in result.note_lines():
         print(line, file=sys.stderr)
     print(result.summary(), file=sys.stderr)

@@ -31,7 +31,8 @@ class AnswerResult:
 
 def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model: str, *, k: int = 5,
                 queries: str | None = None, qrels: str | None = None, answers: str | None = None,
-                utilities: str | None = None, limit: int | None = None, samples: int = 0, depth: int = 20,
+                utilities: str | None = None, limit: int | None = None, sample: int | None = None,
+                samples: int = 0, depth: int = 20,
                 seed: int = 0, prompt: str = "udcg-code-v1", max_new_tokens: int = 32, batch_size: int | None = None,
                 chunk_size: int = 16, device: str | None = None, dtype: str | None = None,
                 cache: str | Path | None = None, api: dict | None = None, show_progress: bool = True,
@@ -39,7 +40,8 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
     """Answer every context of the runs and write them, each with its answer, model and prompt
     version, to ``output`` (contexts already answered, by any run, are not asked again; a bad input
     fails before a model loads). ``api``: an API reader's settings (``udcg.llm.registry.api_options``
-    keywords: api_base, concurrency, timeout, rpm, max_retries, ...)."""
+    keywords: api_base, concurrency, timeout, rpm, max_retries, ...). ``sample``: answer N queries drawn at
+    random (``seed``), the same for every run (``own_runs.select_queries``)."""
     from udcg.flows.own_runs import answer_contexts, context_record, run_contexts, run_docids, select_queries
     from udcg.flows.reading import context_key
     from udcg.flows.run_scores import named_runs, read_utilities
@@ -48,7 +50,8 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
     from udcg.io.trec import read_run
 
     for flag, value in (("--k", k), ("--depth", depth), ("--max-new-tokens", max_new_tokens),
-                        ("--batch-size", batch_size), ("--chunk-size", chunk_size), ("--limit", limit)):
+                        ("--batch-size", batch_size), ("--chunk-size", chunk_size), ("--limit", limit),
+                        ("--sample", sample)):
         if value is not None and value < 1:
             raise InputError(f"{flag} {value}: must be a positive integer")
     check_version(prompt)
@@ -68,7 +71,7 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
     collection = read_collection(corpus, queries=queries, qrels=qrels, answers=answers, docids=run_docids(runs, needed))
     for name, run in runs.items():
         check_run(run, collection, str(paths[name]), depth=needed, queries_source=queries)
-    runs, collection = select_queries(runs, collection, limit)
+    runs, collection = select_queries(runs, collection, limit, sample, seed)
     say(collection.scan.line())
     contexts, short = run_contexts(runs, collection, k, samples=samples, depth=depth, seed=seed)
     for name, count in short.items():

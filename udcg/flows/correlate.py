@@ -24,7 +24,8 @@ from udcg.flows.scoring import score_rows
 from udcg.errors import InputError
 from udcg.metrics.contexts import parse_metric, parse_metrics
 from udcg.metrics.correlation import bootstrap_mean_ci, per_question, summarize
-from udcg.metrics.stats import holm, paired_test
+from udcg.metrics.stats import DEFAULT_RESAMPLES, EXACT_MAX_N, holm, monte_carlo_se, paired_test
+from udcg.metrics.ties import TieDecomposition, tie_decomposition
 from udcg.metrics.udcg import GAMMA
 from udcg.io.tables import Table
 
@@ -113,7 +114,7 @@ def per_question_values(values: dict[str, np.ndarray], outcome: np.ndarray, grou
 
 def correlation_table(file: ContextFile, spec: str | None, baseline: str | None = "UDCG", gamma: float = GAMMA,
                       theta: UDCGTheta | None = None, constant_metric: str = "zero", n_boot: int = 10_000,
-                      seed: int = 0, title: str = "", test: str = "permutation", n_resamples: int = 10_000,
+                      seed: int = 0, title: str = "", test: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES,
                       circular: tuple[str, ...] | frozenset[str] = (), best: str = "mean") -> Table:
     """Table 3 of a contexts file (``correlation_table_of``): metric values from the file's
     'metrics', else computed from its fields (``metric_values``); every context must be graded."""
@@ -124,7 +125,7 @@ def correlation_table(file: ContextFile, spec: str | None, baseline: str | None 
 
 def correlation_table_of(values: dict[str, np.ndarray], outcome: np.ndarray, groups: np.ndarray,
                          baseline: str | None = "UDCG", constant_metric: str = "zero", n_boot: int = 10_000,
-                         seed: int = 0, title: str = "", test: str = "permutation", n_resamples: int = 10_000,
+                         seed: int = 0, title: str = "", test: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES,
                          circular: tuple[str, ...] | frozenset[str] = (), best: str = "mean") -> Table:
     """Table 3's layout for graded contexts: metric ``values`` (one per context, NaN = NA),
     ``outcome`` scores and ``groups`` (question id per context); one row per metric, sorted by
@@ -174,6 +175,7 @@ def correlation_table_of(values: dict[str, np.ndarray], outcome: np.ndarray, gro
     return table
 
 
+MIN_QUESTIONS = 20  # below this many usable questions, correlate warns
 ALPHA = 0.05  # the level of the Holm-corrected paired tests behind a "best" mark
 
 
@@ -226,7 +228,7 @@ def compact_table(table: Table, baseline: str | None, digits: int = 3) -> Table:
 
 def correlate_file(path: str, *, metrics: str | None = None, baseline: str | None = None, gamma: float = GAMMA,
                    theta: str | None = None, constant_metric: str = "zero", n_boot: int = 10_000, seed: int = 0,
-                   test: str = "permutation", n_resamples: int = 10_000) -> tuple[Table, str | None, list[str]]:
+                   test: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES) -> tuple[Table, str | None, list[str]]:
     """The correlation table of the judged contexts of ``path`` (every column), the baseline the
     others were tested against (None: not among the metrics) and the notes for the user."""
     from udcg.flows.scoring import read_contexts
@@ -241,4 +243,31 @@ def correlate_file(path: str, *, metrics: str | None = None, baseline: str | Non
         check_stored_baseline(file, baseline, path)
     table = correlation_table(file, metrics, chosen, gamma, load_theta(theta) if theta else None, constant_metric,
                               n_boot, seed, test=test, n_resamples=n_resamples)
-    return table, chosen if chosen in {r["metric"] for r in table.rows} else None, [note] if note else []
+    notes = [note] if note else []
+    usable = max((r["n_questions"] for r in table.rows), default=0)
+    if test == "permutation" and usable > EXACT_MAX_N and chosen in {r["metric"] for r in table.rows}:
+        notes.append(f"p vs {chosen}: {n_resamples:,} seeded random sign flips (more than {EXACT_MAX_N} questions; "
+                     f"exact enumeration up to {EXACT_MAX_N}), each p an estimate with Monte Carlo standard error at "
+                     f"most {monte_carlo_se(1.0, n_resamples):.4f} (--n-resamples for more)")
+    if usable < MIN_QUESTIONS:
+        notes.append(f"warning: only {usable} usable questions (outcomes that differ between their contexts); below "
+                     f"{MIN_QUESTIONS} the intervals and p-values rest on too few questions to support a conclusion, "
+                     "whatever they show: answer and judge more queries (udcg answer --sample N)")
+    return table, chosen if chosen in {r["metric"] for r in table.rows} else None, notes
+
+
+def ties_of_file(path: str, metric: str, baseline: str, *, gamma: float = GAMMA,
+                 theta: str | None = None) -> TieDecomposition:
+    """``metrics.ties.tie_decomposition`` of ``metric`` against ``baseline`` over the judged contexts
+    of ``path`` (values from the file's 'metrics', else computed from its fields)."""
+    from udcg.flows.scoring import read_contexts
+    from udcg.flows.theta import load_theta
+
+    a, b = str(parse_metric(metric, "--ties")), str(parse_metric(baseline, "--ties"))
+    if a == b:
+        raise InputError(f"--ties {baseline}: the baseline of the tie decomposition must differ from {metric} (e.g. "
+                         "--ties nDCG@5)")
+    file = read_contexts(path)
+    values = metric_values(file, f"{a},{b}", gamma, load_theta(theta) if theta else None)
+    return tie_decomposition(values[a], values[b], file.outcome_scores(), np.asarray([r.qid for r in file.records]),
+                             metric_name=a, baseline_name=b)

@@ -29,6 +29,8 @@ from udcg.errors import InputError
 from udcg.io.files import read_json
 from udcg.runs import RunStats, open_cache
 from udcg.records import Annotation, ContextRecord, Passage, Question
+from udcg.flows.reader_check import check_records
+from udcg.metrics.reader_check import ReaderCheck
 from udcg.io.trec import ranked_docids
 
 log = logging.getLogger(__name__)
@@ -114,6 +116,7 @@ class AnnotateRunsReport:
     model_loaded: bool = False
     server_notes: dict[str, str] = field(default_factory=dict)  # found out about an API server (it ignores n, ...)
     censored: int = 0  # pairs of the utility file whose p_abs is censored (outside an API's top-k list)
+    reader_check: ReaderCheck | None = None  # of every pair in the folder now, from the utilities (no model time)
 
     def lines(self, out: str | Path) -> list[str]:
         src = ", ".join(f"{k} {v}" for k, v in sorted(self.sources.items()))
@@ -125,7 +128,8 @@ class AnnotateRunsReport:
                 f"utility file now holds {self.total} pairs"
                 + (f"; model time {self.seconds:.1f} s ({self.computed / self.seconds:.2f} pairs/s)"
                    if self.seconds > 0 else ""),
-                *([censored_warning(self.censored, self.total)] if self.censored else [])]
+                *([censored_warning(self.censored, self.total)] if self.censored else []),
+                *(self.reader_check.lines() if self.reader_check else [])]
 
 
 def _questions(pairs: Mapping[str, Sequence[str]], collection: Collection) -> list[Question]:
@@ -183,11 +187,13 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
         records = _merged_records(out, done, rel, model, cfg)
         report.total = len(records)
         report.censored = sum(r.note == CENSORED_NOTE for r in records.values())
+        report.reader_check = check_records(records.values(), model, cfg.estimator)
         runs_meta = {**meta.get("runs", {}), **{name: {"depth": depth, "queries": len(run)} for name, run in runs.items()}}
         store.write_utilities(out, records, {
             "model": model, "estimator": cfg.estimator, "prompt_version": cfg.prompt_version, "udcg_version": __version__,
             "collection": collection.source, "runs": runs_meta, "pairs": len(records), "unjudged": unjudged,
             "relevance_sources": _count_sources(records), "n_censored": report.censored,
+            "reader_check": report.reader_check.to_dict(),
             **({"server_notes": report.server_notes} if report.server_notes else {})})
     return report
 
@@ -212,14 +218,26 @@ def _merged_records(out: Path, done: Mapping[str, Annotation], rel: Mapping[tupl
 # ---------------------------------------------------------------- contexts of runs, for answers
 
 
-def select_queries(runs: Mapping[str, Run], collection: Collection,
-                   limit: int | None = None) -> tuple[dict[str, Run], Collection]:
+def select_queries(runs: Mapping[str, Run], collection: Collection, limit: int | None = None,
+                   sample: int | None = None, seed: int = 0) -> tuple[dict[str, Run], Collection]:
     """With ``limit``, the first ``limit`` queries of the queries file (file order, as ``annotate
-    --limit``) and the runs' rankings for them; without, the runs and collection as they are (the runs
-    checked against the collection first: ``udcg.io.beir.check_run``)."""
-    if limit is None:
+    --limit``); with ``sample``, that many queries drawn at random (seeded, without replacement) from
+    the collection's queries in sorted id order, so the same for every run and every call whatever the
+    files' order; then the runs' rankings for them. Without either, the runs and collection as they
+    are (the runs checked against the collection first: ``udcg.io.beir.check_run``)."""
+    if limit is not None and sample is not None:
+        raise InputError("--limit and --sample: give one (--sample N draws N queries at random, --limit takes the "
+                         "first N)")
+    if limit is None and sample is None:
         return dict(runs), collection
-    kept = dict(list(collection.queries.items())[:limit])
+    if sample is not None:
+        ids = sorted(collection.queries)
+        if sample > len(ids):
+            raise InputError(f"--sample {sample}: the collection has {len(ids)} queries (sample at most that many)")
+        drawn = set(random.Random(seed).sample(ids, sample))
+        kept = {q: v for q, v in collection.queries.items() if q in drawn}
+    else:
+        kept = dict(list(collection.queries.items())[:limit])
     collection = replace(collection, queries=kept, qrels={q: r for q, r in collection.qrels.items() if q in kept})
     return {name: {q: docs for q, docs in run.items() if q in kept} for name, run in runs.items()}, collection
 

@@ -27,8 +27,9 @@ import numpy as np
 from udcg.errors import InputError
 from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores, score_runs
 from udcg.io.files import read_records
-from udcg.metrics.compare import Comparison, compare_scores
-from udcg.metrics.measures import Measure
+from udcg.metrics.compare import UNIT_MEASURES, Comparison, compare_scores
+from udcg.metrics.measures import Measure, parse_measure
+from udcg.metrics.stats import DEFAULT_RESAMPLES
 from udcg.metrics.udcg import GAMMA
 from udcg.records import OUTCOME_LABELS
 
@@ -97,20 +98,45 @@ def answer_rates(path: str | Path, runs: Sequence[str], qids: Sequence[str]
         counts.append(f"{run} {len(labels[run]) - unparseable} of {len(qids)}"
                       + (f" ({unparseable} unparseable left out)" if unparseable else ""))
     note = (f"correct, abstained, wrong: the share of queries whose answer to the run's context, judged in "
-            f"{Path(path).name}, has that outcome (0 or 1 per query); judged queries: {', '.join(counts)}.")
+            f"{Path(path).name}, has that outcome (0 or 1 per query); judged queries: {', '.join(counts)}"
+            + ("" if all(len(labels[r]) == len(qids) for r in runs) else
+               " (--judged-only puts every row, the measures included, on the queries judged for every run)") + ".")
     return out, note
+
+
+def _ranges(measures: Sequence[str]) -> dict[str, float]:
+    """The width of each measure's range where known: 1 for the measures in [0, 1] and the rates."""
+    out = {}
+    for m in measures:
+        if m in OUTCOME_LABELS or parse_measure(m).name in UNIT_MEASURES:
+            out[m] = 1.0
+    return out
+
+
+def _judged_only(values: dict[str, dict[str, np.ndarray]], qids: Sequence[str]) -> tuple[dict, str]:
+    """Every run's every measure restricted to the queries where every run has a judged answer."""
+    keep = np.all([~np.isnan(v["correct"]) for v in values.values()], axis=0)
+    if not keep.any():
+        raise InputError("--judged-only: no query has a judged answer for every compared run (answer the runs on the "
+                         "same queries: udcg answer --sample N --seed S with every run)")
+    note = (f"--judged-only: every row (the measures included) on the {int(keep.sum())} of {len(qids)} queries where "
+            "every run has a judged answer.")
+    return {r: {m: v[keep] for m, v in by_m.items()} for r, by_m in values.items()}, note
 
 
 def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | None = None, *,
                  utilities: Any = None, metrics: Sequence[str | Measure] | str = DEFAULT_METRICS,
                  gamma: float = GAMMA, theta: UDCGTheta | str | Path | None = None, unannotated: str = "error",
                  model: str | None = None, prompt_version: str | None = None, answers: str | Path | None = None,
-                 test: str = "permutation", alpha: float = 0.05, n_resamples: int = 10_000, n_boot: int = 10_000,
-                 seed: int = 0, correction: str = "measure", power: float = 0.8
-                 ) -> tuple[Comparison, dict[str, RunScores]]:
-    """The comparison of ``runs`` (``{name: run}``, two or more) and the scores behind it."""
+                 test: str = "permutation", alpha: float = 0.05, n_resamples: int = DEFAULT_RESAMPLES,
+                 n_boot: int = 10_000, seed: int = 0, correction: str = "measure", power: float = 0.8,
+                 judged_only: bool = False) -> tuple[Comparison, dict[str, RunScores]]:
+    """The comparison of ``runs`` (``{name: run}``, two or more) and the scores behind it. With
+    ``judged_only`` (needs ``answers``) every row is on the queries every run has a judged answer for."""
     if len(runs) < 2:
         raise InputError(f"compare needs at least two runs, got {len(runs)} (use score for one)")
+    if judged_only and answers is None:
+        raise InputError("--judged-only restricts the table to the queries with judged answers: give --answers too")
     scores = score_runs(runs, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
                         unannotated=unannotated, model=model, prompt_version=prompt_version)
     values = {name: dict(s.values) for name, s in scores.items()}
@@ -121,8 +147,12 @@ def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path |
         for name, by_measure in values.items():
             by_measure.update(rates[name])
         notes = (note,)
+        if judged_only:
+            values, only = _judged_only(values, qids)
+            notes = (*notes, only)
     cmp = compare_scores(values, test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
-                         correction=correction, power=power, notes=notes, direction=OUTCOME_DIRECTION)
+                         correction=correction, power=power, notes=notes, direction=OUTCOME_DIRECTION,
+                         ranges=_ranges(list(next(iter(values.values())))))
     return cmp, scores
 
 

@@ -13,6 +13,7 @@ run given as a dict takes the dict path (``udcg.metrics.evaluate.run_table``).
 
 from __future__ import annotations
 
+import logging
 import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,12 +32,13 @@ from udcg.io.trec_columns import RunColumns
 from udcg.metrics.gains import flat_values
 from udcg.metrics.evaluate import (UtilityOptions, as_measures, check_inputs, evaluate_table, reads_utilities, run_table,
                                    utility_coverage, utility_depth)
-from udcg.metrics.measures import Measure
+from udcg.metrics.measures import Measure, alias_notes  # noqa: F401  (alias_notes: the commands')
 from udcg.metrics.udcg import GAMMA
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
     from udcg.metrics.udcg_theta import UDCGTheta
 
+log = logging.getLogger(__name__)
 Run = Mapping[str, Mapping[str, float]]
 _values = operator.methodcaller("values")
 DEFAULT_METRICS = ("UDCG@5", "nDCG@5", "P@5", "RR@5")
@@ -223,14 +225,35 @@ def score_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | N
         make = columns_table if isinstance(run, RunColumns) else run_table
         table = make(run, queries, util if needs_utility else None, utility_depth(wanted))
         values = {str(m): v for m, v in evaluate_table(table, wanted, opts).items()}
-        scores = RunScores(name, table.qids, values, notes=_notes(run_queries(run), queries, table, wanted))
+        scores = RunScores(name, table.qids, values, notes=_notes(run_queries(run), queries, table, wanted, name))
         if needs_utility:
             scores.coverage = {m.cutoff: utility_coverage(table, m.cutoff) for m in wanted if reads_utilities(m)}
         out[name] = scores
     return out
 
 
-def _notes(run_qids: Iterable[str], queries: Run, table, wanted: list[Measure]) -> list[str]:
+TIE_NOTE = "queries have tied scores"  # the tie note's words (udcg.api logs it at INFO)
+
+
+def _tie_note(table, wanted: list[Measure], name: str) -> list[str]:
+    """The tie note, when tied scores reach into the top k of the deepest cutoff (anywhere when a
+    measure reads the whole ranking): there the tie-break decides order or membership. Ties below
+    it change no value: only a count, logged at INFO (``udcg -v``)."""
+    cutoffs = [m.cutoff for m in wanted]
+    reach = None if None in cutoffs else max(cutoffs, default=None)
+    touching = table.ties_within(reach)
+    below = table.tied_queries - touching
+    if below:
+        log.info("%s: %d queries have tied scores below the top %s only (no effect on these measures)", name, below,
+                 reach)
+    if not touching:
+        return []
+    where = "" if reach is None else f" within the top {reach}"
+    return [f"{touching} {TIE_NOTE}{where}: ranked as trec_eval ranks them (score, then docid descending), not by "
+            "the file's rank column"]
+
+
+def _notes(run_qids: Iterable[str], queries: Run, table, wanted: list[Measure], name: str = "run") -> list[str]:
     notes = []
     skipped = sum(q not in queries for q in run_qids)
     if skipped:
@@ -244,10 +267,7 @@ def _notes(run_qids: Iterable[str], queries: Run, table, wanted: list[Measure]) 
         if short:
             notes.append(f"{short} queries have fewer than {cutoffs[-1]} documents (UDCG@{cutoffs[-1]} reads their "
                          "shorter context; P@k still divides by k)")
-    if table.tied_queries:
-        notes.append(f"{table.tied_queries} queries have tied scores: ranked as trec_eval ranks them (score, then docid descending), "
-                     "not by the file's rank column")
-    return notes
+    return notes + _tie_note(table, wanted, name)
 
 
 def named_runs(paths: Sequence[str | Path]) -> dict[str, str | Path]:

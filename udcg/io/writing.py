@@ -62,14 +62,6 @@ def check_outputs(outputs: Iterable[tuple[str, str | Path, bool]], inputs: Itera
     folder on purpose), and a folder output holds no input (``-o`` the folder of the runs). Inputs
     that do not exist, or are URLs, are left out."""
     given = [(flag, Path(path), folder) for flag, path, folder in outputs]
-    for flag, path, folder in given:
-        check_output_path(path, flag, folder=folder)
-    seen: dict[Path, str] = {}
-    for flag, path, _ in given:
-        key = path.expanduser().resolve()
-        if key in seen:
-            raise InputError(f"{flag} {path}: the same file as {seen[key]} (give each output its own path)")
-        seen[key] = flag
     existing = []
     for option, item in inputs:
         if not str(item) or str(item).startswith(("http://", "https://")):
@@ -80,8 +72,16 @@ def check_outputs(outputs: Iterable[tuple[str, str | Path, bool]], inputs: Itera
                 existing.append((option, path))
         except OSError:  # a name too long for a path, and the like: not a file given
             continue
-    for flag, path, folder in given:
+    for flag, path, folder in given:  # first: an output naming an input gets that message, whatever its kind
         _check_not_an_input(flag, path, existing, in_place, folder)
+    for flag, path, folder in given:
+        check_output_path(path, flag, folder=folder)
+    seen: dict[Path, str] = {}
+    for flag, path, _ in given:
+        key = path.expanduser().resolve()
+        if key in seen:
+            raise InputError(f"{flag} {path}: the same file as {seen[key]} (give each output its own path)")
+        seen[key] = flag
 
 
 def _check_not_an_input(flag: str, out: Path, inputs: list[tuple[str, Path]], in_place: bool, folder: bool) -> None:

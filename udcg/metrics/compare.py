@@ -18,9 +18,11 @@ differences, Holm's correction over a chosen family, ranx-style reports.
   family; alpha with ``correction="none"``), so a true difference this large is detected with at
   least that power whatever the other p-values. An estimate from the spread of the paired
   differences.
-- **Permutation test cost**: exact enumeration (n <= ``EXACT_MAX_N`` queries) unless the table's
-  2^n sums would exceed ``EXACT_BUDGET`` (about a second here); then every pair uses
-  ``n_resamples`` seeded random sign flips and the report says so.
+- **Permutation test cost**: exact enumeration (n <= ``EXACT_MAX_N`` = 24 queries) unless the
+  table's 2^n sums would exceed ``EXACT_BUDGET`` (a few seconds here); then every pair uses
+  ``n_resamples`` (100,000) seeded random sign flips and the report says so, with the largest Monte
+  Carlo standard error of an estimated p (``PairTest.p_se``). p never depends on the order of the
+  queries (``stats``: canonical order).
 
 Run A *beats* run B on a measure when the paired mean difference A - B (over the queries where
 both are defined) is positive and the adjusted p is below ``alpha``; without NaNs that
@@ -40,14 +42,17 @@ import numpy as np
 
 from udcg.errors import InputError
 from udcg.metrics.compare_report import CSV_COLUMNS, FORMATS, footer_lines, format_comparison, label_of_test, labels_of
-from udcg.metrics.stats import (EXACT_MAX_N, TESTS, bootstrap_means, holm, min_detectable_difference,
+from udcg.metrics.stats import (DEFAULT_RESAMPLES, EXACT_MAX_N, TESTS, bootstrap_means, holm, is_estimated,
+                                min_detectable_difference, monte_carlo_se,
                                 paired_test, percentile_interval, sign_flip_pvalues)
 
 __all__ = ["CORRECTIONS", "CSV_COLUMNS", "EXACT_BUDGET", "FORMATS", "Cell", "Comparison", "PairTest",
            "compare_scores", "format_comparison"]
 
 CORRECTIONS = ("measure", "table", "none")
-EXACT_BUDGET = 1 << 24  # sign-flip sums of the exact tests of one table: 16 pairs at n = 20, about a second
+# Measures whose per-query values lie in [0, 1]: a mean difference beyond 1 cannot happen.
+UNIT_MEASURES = frozenset(("P", "R", "F1", "Success", "RR", "AP", "Rprec", "nDCG", "ERR", "AUC-PR", "UDCG"))
+EXACT_BUDGET = 1 << 28  # sign-flip sums of the exact tests of one table: 16 pairs at n = 24, a few seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +76,12 @@ class PairTest:
     high: float = float("nan")
     n: int = 0  # queries where both are defined
     mdd: float = float("nan")  # minimum detectable difference (module docstring)
+    p_se: float = float("nan")  # Monte Carlo standard error of p (random sign flips); NaN for an exact p
+
+    @property
+    def undetectable(self) -> bool:
+        """The MDD exceeds the measure's range (``mdd`` is inf): no true difference is detectable."""
+        return math.isinf(self.mdd)
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,13 @@ class Comparison:
     notes: tuple[str, ...] = ()  # extra footer lines (e.g. what the answer-outcome rows are)
     seed: int = 0
     direction: dict[str, int] = field(default_factory=dict)  # measure -> +1 higher is better, -1 lower, 0 neither
+    n_shared: dict[str, int] = field(default_factory=dict)  # measure -> queries where every run is defined
+    ranges: dict[str, float] = field(default_factory=dict)  # measure -> width of its range, where known
+
+    def same_population(self, measure: str) -> bool:
+        """Whether every run's mean of ``measure`` is over the same queries (then means compare)."""
+        shared = self.n_shared.get(measure, self.n_queries.get(measure, 0))
+        return all(self.cells[r][measure].n == shared for r in self.runs)
 
     @property
     def labels(self) -> dict[str, str]:
@@ -108,7 +126,7 @@ class Comparison:
                 "alpha": self.alpha, "correction": self.correction, "family_sizes": dict(self.family_sizes),
                 "mdd_alpha": dict(self.mdd_alpha), "power": self.power, "exact": self.exact,
                 "n_resamples": self.n_resamples, "n_boot": self.n_boot, "level": self.level, "seed": self.seed,
-                "n_queries": dict(self.n_queries), "notes": list(self.notes),
+                "n_queries": dict(self.n_queries), "n_shared": dict(self.n_shared), "notes": list(self.notes),
                 "direction": {m: self.direction.get(m, 1) for m in self.measures},
                 "cells": {r: {m: {"mean": _none(c.mean), "low": _none(c.low), "high": _none(c.high), "n": c.n}
                               for m, c in by_m.items()} for r, by_m in self.cells.items()},
@@ -117,8 +135,9 @@ class Comparison:
 
     def _pair_dict(self, t: PairTest) -> dict:
         return {"measure": t.measure, "run_a": t.run_a, "run_b": t.run_b, "diff": _none(t.diff),
-                "low": _none(t.low), "high": _none(t.high), "n": t.n, "mdd": _none(t.mdd), "p": _none(t.p),
-                "p_holm": _none(t.p_holm), "significant": t.significant,
+                "low": _none(t.low), "high": _none(t.high), "n": t.n, "mdd": _none(t.mdd),
+                "undetectable": t.undetectable, "p": _none(t.p),
+                "p_holm": _none(t.p_holm), "p_se": _none(t.p_se), "significant": t.significant,
                 "family_size": self.family_sizes.get(t.measure, 0)}
 
     def format(self, fmt: str = "markdown", digits: int = 4) -> str:
@@ -150,7 +169,7 @@ class Comparison:
 
 
 def _none(x: float) -> float | None:
-    return None if math.isnan(x) else float(x)
+    return None if not math.isfinite(x) else float(x)
 
 
 def _validate(scores: Mapping[str, Mapping[str, object]]) -> tuple[list[str], list[str], dict]:
@@ -248,14 +267,35 @@ def _intervals(runs: list[str], measures: list[str], arrays: dict, n_boot: int, 
     return cell_ci, pair_ci
 
 
+def _pair_tests(keys: list[tuple[str, str, str]], arrays: dict, diffs: list[np.ndarray], pvalues: list[float],
+                adjusted: np.ndarray, pair_ci: dict, *, test: str, exact: bool, alpha: float, correction: str,
+                mdd_alpha: dict[str, float], power: float, n_resamples: int, ranges: Mapping[str, float]
+                ) -> list[PairTest]:
+    """One ``PairTest`` per (measure, run a, run b); an MDD beyond the measure's range is inf."""
+    pairs = []
+    for (m, a, b), d, p, p_adj in zip(keys, diffs, pvalues, adjusted):
+        decisive = p if correction == "none" else p_adj
+        estimated = test == "permutation" and np.any(d) and is_estimated(len(d), EXACT_MAX_N if exact else 0)
+        mdd = min_detectable_difference(arrays[a][m], arrays[b][m], mdd_alpha[m], power, test)
+        if m in ranges and mdd > ranges[m]:
+            mdd = math.inf
+        pairs.append(PairTest(m, a, b, float(d.mean()) if len(d) else float("nan"), p, float(p_adj),
+                              bool(decisive < alpha), *pair_ci[m, a, b], len(d), mdd,
+                              monte_carlo_se(p, n_resamples) if estimated else float("nan")))
+    return pairs
+
+
 def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "permutation", alpha: float = 0.05,
-                   n_resamples: int = 10_000, seed: int = 0, n_boot: int = 10_000, level: float = 0.95,
+                   n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, n_boot: int = 10_000, level: float = 0.95,
                    correction: str = "measure", power: float = 0.8, notes: tuple[str, ...] = (),
-                   direction: Mapping[str, int] | None = None) -> Comparison:
+                   direction: Mapping[str, int] | None = None, ranges: Mapping[str, float] | None = None
+                   ) -> Comparison:
     """``scores[run][measure]``: per-query values, aligned on the same queries across runs (NaN =
     undefined for that query). Runs keep the given order, measures the first run's order. See the
     module docstring for the families (``correction``), intervals, detectable differences and
-    ``direction``; ``notes`` are extra lines for the report's footer."""
+    ``direction``; ``notes`` are extra lines for the report's footer. ``ranges[measure]``: the width
+    of the measure's range (1 for a measure in [0, 1]): a detectable difference beyond it is
+    reported as undetectable (``PairTest.mdd`` = inf)."""
     _check_options(test, alpha, correction, power, level)
     runs, measures, arrays = _validate(scores)
     direction = {m: int((direction or {}).get(m, 1)) for m in measures}
@@ -269,6 +309,7 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
             defined = v[~np.isnan(v)]
             cells[run][m] = Cell(float(defined.mean()) if len(defined) else float("nan"), *cell_ci[m, run],
                                  len(defined))
+    n_shared = {m: int(np.count_nonzero(np.all([~np.isnan(arrays[r][m]) for r in runs], axis=0))) for m in measures}
     keys = [(m, a, b) for m in measures for a, b in combinations(runs, 2)]
     diffs = [arrays[a][m] - arrays[b][m] for m, a, b in keys]
     diffs = [d[~np.isnan(d)] for d in diffs]
@@ -280,12 +321,10 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
     adjusted, sizes = _families([m for m, _, _ in keys], pvalues, correction)
     sizes = {m: sizes.get(m, 0) for m in measures}
     mdd_alpha = {m: alpha / sizes[m] if correction != "none" and sizes[m] > 1 else alpha for m in measures}
-    pairs = []
-    for (m, a, b), d, p, p_adj in zip(keys, diffs, pvalues, adjusted):
-        decisive = p if correction == "none" else p_adj
-        pairs.append(PairTest(m, a, b, float(d.mean()) if len(d) else float("nan"), p, float(p_adj),
-                              bool(decisive < alpha), *pair_ci[m, a, b], len(d),
-                              min_detectable_difference(arrays[a][m], arrays[b][m], mdd_alpha[m], power, test)))
+    ranges = {m: float(w) for m, w in (ranges or {}).items() if m in measures}
+    pairs = _pair_tests(keys, arrays, diffs, pvalues, adjusted, pair_ci, test=test, exact=exact, alpha=alpha,
+                        correction=correction, mdd_alpha=mdd_alpha, power=power, n_resamples=n_resamples,
+                        ranges=ranges)
     order = {r: i for i, r in enumerate(runs)}
     beats: dict[str, dict[str, list[str]]] = {r: {m: [] for m in measures} for r in runs}
     for t in pairs:
@@ -297,4 +336,4 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
             by_m[m] = sorted(by_m[m], key=order.__getitem__)
     return Comparison(tuple(runs), tuple(measures), test, float(alpha), int(n_resamples), int(n_boot), float(level),
                       {m: len(arrays[runs[0]][m]) for m in measures}, cells, tuple(pairs), beats, correction, sizes,
-                      mdd_alpha, float(power), exact, tuple(notes), int(seed), direction)
+                      mdd_alpha, float(power), exact, tuple(notes), int(seed), direction, n_shared, ranges)

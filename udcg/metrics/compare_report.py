@@ -60,10 +60,11 @@ def _sup(letters: list[str], latex: bool) -> str:
 
 
 def _best(cmp: Comparison, measure: str) -> float:
-    """The best mean: the largest (direction +1), the smallest (-1), none (0: NaN)."""
+    """The best mean: the largest (direction +1), the smallest (-1), none (0: NaN). None either when
+    the runs' means are over different queries: they do not compare (``Comparison.same_population``)."""
     means = [cmp.cells[r][measure].mean for r in cmp.runs if not math.isnan(cmp.cells[r][measure].mean)]
     direction = cmp.direction.get(measure, 1)
-    if not means or not direction:
+    if not means or not direction or not cmp.same_population(measure):
         return float("nan")
     return max(means) if direction > 0 else min(means)
 
@@ -77,8 +78,22 @@ def _cell_text(cmp: Comparison, run: str, measure: str, digits: int, latex: bool
     mean = _num(c.mean, digits)
     if c.mean == _best(cmp, measure):
         mean = rf"\textbf{{{mean}}}" if latex else f"**{mean}**"
-    return mean + _sup([labels[r] for r in cmp.beats[run][measure]], latex) + _interval(c.low, c.high,
-                                                                                         max(2, digits - 2))
+    own_n = "" if len({cmp.cells[r][measure].n for r in cmp.runs}) == 1 else f" (n={c.n})"
+    return (mean + _sup([labels[r] for r in cmp.beats[run][measure]], latex)
+            + _interval(c.low, c.high, max(2, digits - 2)) + own_n)
+
+
+def _uniform_n(cmp: Comparison) -> int | None:
+    """The one number of queries behind every cell and pair of the table, or None when they differ."""
+    counts = {c.n for by_m in cmp.cells.values() for c in by_m.values()} | {t.n for t in cmp.pairs}
+    return next(iter(counts)) if len(counts) == 1 else None
+
+
+def measure_header(cmp: Comparison, measure: str) -> str:
+    """The measure, with its n when the table's rows are not all on one number of queries and this
+    measure's runs share one (else each cell states its own)."""
+    counts = {cmp.cells[r][measure].n for r in cmp.runs}
+    return measure if _uniform_n(cmp) is not None or len(counts) != 1 else f"{measure} (n={counts.pop()})"
 
 
 def label_of_test(cmp: Comparison) -> str:
@@ -92,6 +107,15 @@ def label_of_test(cmp: Comparison) -> str:
     return "permutation-random" if not cmp.exact or not any(small) else "permutation-mixed"
 
 
+def _mc_error(cmp: Comparison) -> str:
+    """The largest Monte Carlo standard error of the table's estimated p-values, in words."""
+    errors = [t.p_se for t in cmp.pairs if not math.isnan(t.p_se)]
+    if not errors:
+        return ""
+    return (f"; each such p is an estimate of the exact p, Monte Carlo standard error at most {max(errors):.4f} "
+            "(--n-resamples for more flips)")
+
+
 def _test_text(cmp: Comparison) -> str:
     if cmp.test == "t":
         return "paired t-test"
@@ -100,13 +124,14 @@ def _test_text(cmp: Comparison) -> str:
     flips = f"{cmp.n_resamples:,} random sign flips, seed {cmp.seed}"
     if not cmp.exact:
         return (f"paired sign-flip permutation test, {flips}, for every pair: enumerating all 2^n sign flips of "
-                "this table would take more than about a second")
+                "this table would take more than a few seconds" + _mc_error(cmp))
     small = [t.n <= EXACT_MAX_N for t in cmp.pairs]
     if all(small):
         return "paired sign-flip permutation test, exact (all 2^n sign flips)"
     if not any(small):
-        return f"paired sign-flip permutation test, {flips} (n > {EXACT_MAX_N} queries)"
-    return f"paired sign-flip permutation test, exact for n ≤ {EXACT_MAX_N} queries, else {flips}"
+        return f"paired sign-flip permutation test, {flips} (n > {EXACT_MAX_N} queries)" + _mc_error(cmp)
+    return (f"paired sign-flip permutation test, exact for n ≤ {EXACT_MAX_N} queries, else {flips}"
+            + _mc_error(cmp))
 
 
 def _per_measure(values: dict[str, object], fmt) -> str:
@@ -126,7 +151,7 @@ def family_text(cmp: Comparison) -> str:
     if cmp.correction == "table":
         total = next(iter(sizes.values()), 0)
         return f"Holm over the whole table (one family: every run pair × every measure, {total} comparisons)"
-    return f"none ({sum(sizes.values())} comparisons, each at alpha)"
+    return "none (raw p, each comparison at alpha)"
 
 
 def _directions(cmp: Comparison) -> str:
@@ -137,9 +162,24 @@ def _directions(cmp: Comparison) -> str:
             + (")" if lower or neither else ""))
 
 
+def _population(cmp: Comparison) -> str:
+    """How many queries each row is on: one number when every cell and pair shares it."""
+    uniform = _uniform_n(cmp)
+    if uniform is not None:
+        return f"n queries = {uniform}"
+    return ("n queries differ by row (each stated in its header, cell or the pairs' n column: the queries where "
+            "the run's value, or both runs' values, are defined)")
+
+
+def _undetectable(cmp: Comparison) -> str:
+    if not any(t.undetectable for t in cmp.pairs):
+        return ""
+    return (" undetectable: the detectable difference exceeds the measure's whole range (" +
+            ", ".join(f"{m}: {w:g}" for m, w in cmp.ranges.items()) + "): no true difference can be shown with "
+            "this many queries.")
+
+
 def footer_lines(cmp: Comparison) -> list[str]:
-    sizes = sorted(set(cmp.n_queries.values()))
-    n = str(sizes[0]) if len(sizes) == 1 else ", ".join(f"{m}: {k}" for m, k in cmp.n_queries.items())
     level = _per_measure(cmp.mdd_alpha, lambda a: f"{a:.4g}")
     at = ("alpha" if cmp.correction == "none" else
           "alpha/m (m = comparisons in the pair's family: Holm's strictest step)")
@@ -148,10 +188,16 @@ def footer_lines(cmp: Comparison) -> list[str]:
             f"Intervals: {cmp.level:.0%} percentile bootstrap over queries ({cmp.n_boot:,} resamples; the same "
             "resampled queries for the run means and the paired differences).",
             f"MDD: the smallest true mean difference this test would detect with {cmp.power:.0%} power at {at} = "
-            f"{level}; an estimate from the spread of the paired differences ({spread}).",
-            f"n queries = {n}. Letters: the runs a run significantly beats; bold: the best mean"
-            + _directions(cmp) + ".",
+            f"{level}; an estimate from the spread of the paired differences ({spread})." + _undetectable(cmp),
+            f"{_population(cmp)}. Letters: the runs a run significantly beats; bold: the best mean"
+            + _directions(cmp) + _unbolded(cmp) + ".",
             *cmp.notes]
+
+
+def _unbolded(cmp: Comparison) -> str:
+    """The measures without a bold mean because the runs' means are over different queries."""
+    apart = [m for m in cmp.measures if not cmp.same_population(m)]
+    return (f" (none for {', '.join(apart)}: the runs' means there are over different queries)" if apart else "")
 
 
 def _adjusted_header(cmp: Comparison) -> list[str]:
@@ -159,15 +205,21 @@ def _adjusted_header(cmp: Comparison) -> list[str]:
 
 
 def pair_header(cmp: Comparison) -> list[str]:
-    return ["measure", "run A", "run B", f"mean diff (A - B) [{cmp.level:.0%} CI]", f"MDD ({cmp.power:.0%} power)", "p",
-            *_adjusted_header(cmp), "significant"]
+    n = ["n"] if _uniform_n(cmp) is None else []
+    return ["measure", "run A", "run B", *n, f"mean diff (A - B) [{cmp.level:.0%} CI]", f"MDD ({cmp.power:.0%} power)",
+            "p", *_adjusted_header(cmp), "significant"]
+
+
+def _mdd_text(t, digits: int) -> str:
+    return "undetectable" if t.undetectable else _num(t.mdd, digits)
 
 
 def _pair_rows(cmp: Comparison, digits: int) -> list[list[str]]:
     adjusted = bool(_adjusted_header(cmp))
-    return [[t.measure, t.run_a, t.run_b, _num(t.diff, digits) + _interval(t.low, t.high, digits),
-             _num(t.mdd, digits), _p(t.p, digits), *([_p(t.p_holm, digits)] if adjusted else []),
-             "yes" if t.significant else "no"] for t in cmp.pairs]
+    n = _uniform_n(cmp) is None
+    return [[t.measure, t.run_a, t.run_b, *([str(t.n)] if n else []),
+             _num(t.diff, digits) + _interval(t.low, t.high, digits), _mdd_text(t, digits), _p(t.p, digits),
+             *([_p(t.p_holm, digits)] if adjusted else []), "yes" if t.significant else "no"] for t in cmp.pairs]
 
 
 def _markdown(cmp: Comparison, digits: int) -> str:
@@ -178,7 +230,8 @@ def _markdown(cmp: Comparison, digits: int) -> str:
     main = [[label, run.replace("|", r"\|"), *(_cell_text(cmp, run, m, digits, False) for m in cmp.measures)]
             for label, run in zip(labels_of(len(cmp.runs)), cmp.runs)]
     pairs = [[c.replace("|", r"\|") for c in r] for r in _pair_rows(cmp, digits)]
-    return "\n".join([*table(["", "run", *cmp.measures], main), "", *table(pair_header(cmp), pairs), "",
+    return "\n".join([*table(["", "run", *(measure_header(cmp, m) for m in cmp.measures)], main), "",
+                      *table(pair_header(cmp), pairs), "",
                       *footer_lines(cmp)]) + "\n"
 
 
@@ -197,7 +250,8 @@ def _latex(cmp: Comparison, digits: int) -> str:
     pairs = [[_tex(c) for c in r] for r in _pair_rows(cmp, digits)]
     footer = [_tex(line).replace("≤", r"$\leq$").replace("×", r"$\times$").replace("√(3/π)", r"$\sqrt{3/\pi}$")
               for line in footer_lines(cmp)]
-    return "\n".join([*tabular("ll" + "c" * len(cmp.measures), ["", "run", *map(_tex, cmp.measures)], main), "",
+    measures = [_tex(measure_header(cmp, m)) for m in cmp.measures]
+    return "\n".join([*tabular("ll" + "c" * len(cmp.measures), ["", "run", *measures], main), "",
                       *tabular("lll" + "r" * (len(header) - 4) + "c", [_tex(h) for h in header], pairs), "",
                       *footer]) + "\n"
 
@@ -223,7 +277,8 @@ def _csv(cmp: Comparison) -> str:
     test = label_of_test(cmp)
     for t in cmp.pairs:
         w.writerow({"kind": "pair", "measure": t.measure, "run": t.run_a, "run_b": t.run_b, "diff": _csv_num(t.diff),
-                    "low": _csv_num(t.low), "high": _csv_num(t.high), "n": t.n, "mdd": _csv_num(t.mdd),
+                    "low": _csv_num(t.low), "high": _csv_num(t.high), "n": t.n,
+                    "mdd": "undetectable" if t.undetectable else _csv_num(t.mdd),
                     "p": _csv_num(t.p), "p_holm": _csv_num(t.p_holm), "significant": "yes" if t.significant else "no",
                     "test": test, "correction": cmp.correction, "family_size": cmp.family_sizes.get(t.measure, 0),
                     "mdd_alpha": _csv_num(cmp.mdd_alpha.get(t.measure, math.nan))})

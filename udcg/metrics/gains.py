@@ -36,6 +36,9 @@ _values = operator.methodcaller("values")
 _EMPTY: dict[str, float] = {}
 
 
+NO_TIE = np.iinfo(np.int64).max  # first_tie of a query without tied scores
+
+
 @dataclass(frozen=True)
 class GainTable:
     """The run and qrels as matrices: ``gains[i, j]`` = judged gain of the document at rank j+1 of
@@ -51,6 +54,14 @@ class GainTable:
     n_judged: np.ndarray | None = None
     depth: np.ndarray | None = None  # documents ranked per query
     tied_queries: int = 0  # queries with two equal (float32) scores, ordered by docid among them
+    first_tie: np.ndarray | None = None  # per query, the 0-based rank of its first tied pair (NO_TIE: none)
+
+    def ties_within(self, k: int | None) -> int:
+        """Queries whose tied scores reach into the top ``k`` (None: anywhere in the ranking), where
+        the tie-break decides the order or the membership of the top k."""
+        if self.first_tie is None:
+            return self.tied_queries
+        return int(np.count_nonzero(self.first_tie < (NO_TIE if k is None else k)))
 
     def n_rel(self, rel_level: float) -> np.ndarray:
         return (self.ideal >= rel_level).sum(1)
@@ -107,18 +118,22 @@ def _scatter(flat: np.ndarray, lengths: np.ndarray, fill: float, dtype: type) ->
     return out
 
 
-def _order(scores: np.ndarray, lengths: np.ndarray, rows: list[Mapping[str, float]]) -> tuple[np.ndarray, int]:
-    """Column order per query, trec_eval style, and how many queries have tied scores. Vectorised
+def _order(scores: np.ndarray, lengths: np.ndarray, rows: list[Mapping[str, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """Column order per query, trec_eval style, and each query's first tied rank (``NO_TIE``). Vectorised
     by float32 score; queries with tied scores are re-sorted with the docid tie-break."""
     keys = _scatter(scores.astype(np.float32), lengths, -np.inf, np.float32)
     order = np.argsort(-keys, axis=1, kind="stable")
     sorted_keys = np.take_along_axis(keys, order, 1)
     valid = np.arange(keys.shape[1])[None, 1:] < lengths[:, None]
-    tied = np.flatnonzero(((sorted_keys[:, 1:] == sorted_keys[:, :-1]) & valid).any(1))
+    ties = (sorted_keys[:, 1:] == sorted_keys[:, :-1]) & valid
+    tied = np.flatnonzero(ties.any(1))
     for i in tied:
         position = {d: j for j, d in enumerate(rows[i])}
         order[i, : lengths[i]] = [position[d] for d in ranked_docids(rows[i])]
-    return order, len(tied)
+    first = np.full(len(lengths), NO_TIE, dtype=np.int64)
+    if tied.size:
+        first[tied] = ties[tied].argmax(1)
+    return order, first
 
 
 def _lookup(maps: list[Mapping[str, float]], rows: list[Mapping[str, float]], total: int, what: str,
@@ -182,7 +197,7 @@ def _gain_table(run, qrels, extra, extra_default: float = 0.0, extra_depth: int 
     lengths = np.fromiter(map(len, rows), np.int64, len(qids))
     total = int(lengths.sum())
     scores = _all_values(rows, total, "run scores")
-    order, tied = _order(scores, lengths, rows)
+    order, first_tie = _order(scores, lengths, rows)
     gains = _ranked(_lookup(judged, rows, total, "qrels relevance"), lengths, order)
     more = {name: _ranked(_lookup(list(map(values.get, qids, repeat(_EMPTY))), rows, total, name, extra_default),
                           lengths, order, extra_depth, extra_default)
@@ -190,7 +205,8 @@ def _gain_table(run, qrels, extra, extra_default: float = 0.0, extra_depth: int 
     q_lengths = np.fromiter(map(len, judged), np.int64, len(qids))
     all_judged = _all_values(judged, int(q_lengths.sum()), "qrels relevance")
     ideal = np.sort(_scatter(all_judged, q_lengths, 0.0, np.float64), axis=1)[:, ::-1]
-    return GainTable(qids, gains, ideal, more, q_lengths, lengths, tied)
+    return GainTable(qids, gains, ideal, more, q_lengths, lengths, int(np.count_nonzero(first_tie < NO_TIE)),
+                     first_tie)
 
 
 def flat_values(maps: Sequence[Mapping[str, float]], what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -213,14 +229,16 @@ def row_table(qids: Sequence[str], query: np.ndarray, scores: np.ndarray, releva
     descending, smallest first; it is asked only about rows whose float32 scores tie."""
     n = len(qids)
     query = np.asarray(query)
-    rows, tied = _ranked_rows(query, _finite(np.asarray(scores, dtype=np.float64), "run scores"), n, docid_rank)
+    rows, first_tie = _ranked_rows(query, _finite(np.asarray(scores, dtype=np.float64), "run scores"), n,
+                                   docid_rank)
     lengths = np.bincount(query[rows], minlength=n).astype(np.int64)
     gains = _scatter(np.asarray(relevance, dtype=np.float64)[rows], lengths, 0.0, np.float64)
     more = {name: np.ascontiguousarray(_scatter(np.asarray(values, dtype=np.float64)[rows], lengths, extra_default,
                                                 np.float64)[:, :extra_depth])
             for name, values in (extra or {}).items()}
     ideal = np.sort(_scatter(judged_values, judged_lengths, 0.0, np.float64), axis=1)[:, ::-1]
-    return GainTable(tuple(qids), gains, ideal, more, np.asarray(judged_lengths, dtype=np.int64), lengths, tied)
+    return GainTable(tuple(qids), gains, ideal, more, np.asarray(judged_lengths, dtype=np.int64), lengths,
+                     int(np.count_nonzero(first_tie < NO_TIE)), first_tie)
 
 
 def ranked_rows(query: np.ndarray, scores: np.ndarray, n: int, docid_rank: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
@@ -232,8 +250,8 @@ def ranked_rows(query: np.ndarray, scores: np.ndarray, n: int, docid_rank: Calla
 
 
 def _ranked_rows(query: np.ndarray, scores: np.ndarray, n: int,
-                 docid_rank: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, int]:
-    """``ranked_rows``, and how many queries have tied scores."""
+                 docid_rank: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``ranked_rows``, and each query's first tied rank (``NO_TIE``: none)."""
     kept = query >= 0
     rows = None if kept.all() else np.flatnonzero(kept)  # None: every row
     del kept
@@ -260,11 +278,15 @@ def _ranked_rows(query: np.ndarray, scores: np.ndarray, n: int,
     key = key[order]
     del order
     pairs = np.flatnonzero(key[1:] == key[:-1])  # rows p and p + 1 tie
-    tied_queries = int(np.unique(key[pairs] >> np.uint64(32)).size)
+    first_tie = np.full(n, NO_TIE, dtype=np.int64)
+    if pairs.size:
+        of_pair = (key[pairs] >> np.uint64(32)).astype(np.int64)
+        start = np.searchsorted(key >> np.uint64(32), of_pair.astype(np.uint64), side="left")
+        np.minimum.at(first_tie, of_pair, pairs - start)
     del key
     if pairs.size:
         tied = np.union1d(pairs, pairs + 1)
         segment = np.cumsum(~np.isin(tied - 1, pairs))  # a run of equal keys
         by_docid = np.lexsort((np.asarray(docid_rank(rows[tied])), segment))
         rows[tied] = rows[tied[by_docid]]
-    return rows, tied_queries
+    return rows, first_tie

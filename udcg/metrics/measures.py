@@ -198,3 +198,16 @@ def parse_measures(text: str, where: str = "--metrics", whole_context: bool = Fa
     if not out:
         raise InputError(f"{where}: no measures given (write e.g. P@5,nDCG@10,RR)")
     return list(out)
+
+
+def alias_notes(text: str | None) -> list[str]:
+    """One line per measure of a ``--metrics`` list spelled as an alias of its canonical name (``MRR@5``
+    is ``RR@5``), saying which name the output uses; a difference of letter case alone is no note."""
+    if not isinstance(text, str) or not text.strip():
+        return []
+    notes: dict[str, None] = {}
+    for token in _split_top_level(text):
+        given = token.strip()
+        if given and str(parse_measure(given)).lower() != given.lower():
+            notes[f"{given} is {parse_measure(given)} (an alias; the output names it {parse_measure(given)})"] = None
+    return list(notes)

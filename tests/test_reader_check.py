@@ -1,0 +1,150 @@
+"""Issue #34 item 1: the reader check, from the utilities already computed (no model time): counts,
+mean p_abs, the share of irrelevant pairs answered, the AUC with a bootstrap interval over queries,
+and the verdict; printed by every `udcg annotate`, written to meta.json, `udcg.reader_check`, and
+`udcg reader-check`. The verdicts are checked on the published readers' real p_abs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+import udcg
+from udcg.cli import main
+from udcg.metrics.reader_check import AUC_MIN, reader_check
+from tests.test_own_runs import _annotate, beir  # noqa: F401  (the fixture)
+
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+
+
+def _published(run: str) -> list[dict]:
+    return [json.loads(line) for line in gzip.open(RESULTS / run / "data" / "annotations.jsonl.gz", "rt")]
+
+
+def _abstention(model: str) -> list[dict]:
+    rows = [json.loads(line) for line in gzip.open(RESULTS / "reader-abstention" / "passages.jsonl.gz", "rt")]
+    return [r for r in rows if r["model"] == model and r["prompt_version"] == "udcg-code-v1"]
+
+
+def _check(rows: list[dict], **kw):
+    return reader_check([r["p_abs"] for r in rows], [r["relevant"] for r in rows], [True] * len(rows),
+                        [r["qid"] for r in rows], **kw)
+
+
+def test_the_auc_is_sklearns_and_its_interval_brackets_it():
+    rows = _published("nq-qwen1.5b")
+    check = _check(rows, model="qwen2.5-coder-1.5b", estimator="first-token")
+    y = [not r["relevant"] for r in rows]
+    assert check.auc == pytest.approx(roc_auc_score(y, [r["p_abs"] for r in rows]), abs=1e-12)
+    assert check.auc_low < check.auc < check.auc_high and check.auc_high - check.auc_low < 0.2
+    assert check.n_relevant + check.n_judged_irrelevant == len(rows) == 1800 and check.n_unjudged == 0
+    assert check.answered_irrelevant == pytest.approx(np.mean([r["p_abs"] < 0.5 for r in rows if not r["relevant"]]))
+    assert _check(rows, n_boot=200, seed=3).auc_low != check.auc_low  # seeded: another seed, another interval
+
+
+def test_a_resampled_auc_is_sklearns_weighted_auc():
+    """Each bootstrap resample weighs a pair by how often its query was drawn: the same AUC as
+    sklearn's with those sample weights (ties half)."""
+    from udcg.metrics.reader_check import _auc_rows
+
+    rows = _published("popqa-qwen0.5b")
+    p = np.array([round(r["p_abs"], 2) for r in rows])  # rounded: many ties
+    irr = np.array([not r["relevant"] for r in rows])
+    weights = np.random.default_rng(1).integers(0, 3, size=(3, len(rows))).astype(float)
+    order = np.argsort(p, kind="stable")
+    starts = np.flatnonzero(np.r_[True, p[order][1:] != p[order][:-1]])
+    got = _auc_rows(p[order], irr[order], starts, weights[:, order])
+    for w, auc in zip(weights, got):
+        assert auc == pytest.approx(roc_auc_score(irr, p, sample_weight=w), abs=1e-12)
+
+
+@pytest.mark.parametrize("source, can", [("nq-qwen1.5b", True), ("nq-qwen0.5b", False), ("popqa-qwen0.5b", False),
+                                         ("popqa-qwen1.5b", False), ("abstention:qwen2.5-coder-1.5b", True),
+                                         ("abstention:qwen2.5-coder-0.5b", False)])
+def test_the_verdicts_on_the_published_readers(source, can):
+    """The thresholds' justification (module docstring): the readers under which UDCG gained on
+    nDCG pass; the others fail."""
+    rows = _abstention(source.split(":")[1]) if source.startswith("abstention:") else _published(source)
+    check = _check(rows, n_boot=200)
+    assert check.can_measure_distraction is can, (check.auc, check.answered_irrelevant)
+    text = "\n".join(check.lines())
+    assert "AUC of p_abs separating irrelevant from relevant pairs" in text
+    assert ("can measure distraction" in text) if can else ("cannot measure distraction" in text
+                                                              and "qwen2.5-coder-1.5b" in text)
+
+
+def test_the_0_5b_reader_is_refused_for_answering_from_distractors():
+    check = _check(_abstention("qwen2.5-coder-0.5b"), n_boot=200)
+    assert check.answered_irrelevant == pytest.approx(0.73) and check.auc == pytest.approx(0.717, abs=5e-4)
+    assert "it answers from 73% of the irrelevant pairs" in check.verdict_text() and check.auc < AUC_MIN
+
+
+def test_answering_from_most_distractors_is_a_verdict_even_with_few_relevant_pairs():
+    """Found by the SQuAD trial (docs/trial-squad.md): 8 relevant pairs, 52 irrelevant ones answered
+    from 79% of the time; before, "too few pairs to tell"."""
+    rows = _abstention("qwen2.5-coder-0.5b")
+    few = [r for r in rows if not r["relevant"]] + [r for r in rows if r["relevant"]][:8]
+    check = _check(few, n_boot=100)
+    assert check.n_relevant == 8 and check.verdict == "cannot" and check.answered_irrelevant > 0.5
+    assert "from only 8 relevant pairs" in check.verdict_text() or check.auc >= AUC_MIN
+
+
+def test_too_few_pairs_gives_no_verdict_and_bad_input_is_refused():
+    check = reader_check([0.1, 0.9, 0.8], [True, False, False], [True, True, False], ["q1", "q1", "q2"])
+    assert check.verdict == "too few pairs" and check.auc == 1.0 and check.n_unjudged == 1
+    with pytest.raises(udcg.errors.InputError, match="one value per pair"):
+        reader_check([0.1], [True, False], [True], ["q"])
+    with pytest.raises(udcg.errors.InputError, match=r"in \[0, 1\]"):
+        reader_check([1.5], [True], [True], ["q"])
+
+
+def test_annotate_prints_it_writes_it_to_meta_and_the_api_and_command_agree(beir, tmp_path, tiny_model_dir,  # noqa: F811
+                                                                            capsys):
+    folder, runs = beir
+    out = tmp_path / "utilities"
+    err = _annotate(folder, runs, ["a", "b"], out, tiny_model_dir, capsys)
+    assert "reader check (" in err and "AUC of p_abs separating irrelevant from relevant pairs" in err
+    assert "verdict: too few pairs to tell (3 relevant" in err
+    meta = json.loads((out / "meta.json").read_text())
+    api = udcg.reader_check(out)
+    assert meta["reader_check"] == api.to_dict() and meta["reader_check"]["thresholds"]["auc_min"] == AUC_MIN
+    assert api.n_relevant == 3 and api.n_judged_irrelevant == 2 and api.n_unjudged == 7
+    again = _annotate(folder, runs, ["a"], out, tiny_model_dir, capsys)  # nothing new: still printed
+    assert "new pairs annotated: 0" in again and "reader check (" in again
+    assert main(["reader-check", str(out), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed[str(out)] == api.to_dict()
+    assert main(["reader-check", str(tmp_path / "nothing")]) == 2
+    assert "no such utilities file or folder" in capsys.readouterr().err
+
+
+def test_the_command_on_a_published_readers_utilities(tmp_path, capsys):
+    rows = _published("nq-qwen1.5b")
+    path = tmp_path / "utilities.jsonl"
+    path.write_text("".join(json.dumps({"qid": r["qid"], "docid": r["pid"], "p_abs": r["p_abs"],
+                                        "relevant": r["relevant"], "relevance_source": "qrels",
+                                        "model": "qwen2.5-coder-1.5b", "estimator": "first-token"}) + "\n"
+                            for r in rows))
+    assert main(["reader-check", str(path), "--n-boot", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "reader check (qwen2.5-coder-1.5b, first-token" in out and "this reader can measure distraction" in out
+    assert "answers (p_abs < 0.5) from 9% of the irrelevant pairs" in out
+
+
+def test_annotate_of_a_qa_file_prints_it_and_writes_it_to_the_meta_file(tmp_path, tiny_model_dir, capsys):
+    items = [{"example_id": f"q{i}", "question": f"who wrote play {i}?", "answers": ["Shakespeare"],
+              "passages": [{"doc_id": f"d{i}{j}", "text": text, "is_relevant": j == 0}
+                           for j, text in enumerate(["Hamlet was written by Shakespeare.", "Paris is in France.",
+                                                     "The Thames flows through London."])]} for i in range(2)]
+    path = tmp_path / "qa.json"
+    path.write_text(json.dumps(items))
+    out = tmp_path / "annotated.json"
+    assert main(["annotate", str(path), "-o", str(out), "--model", str(tiny_model_dir), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "reader check (" in err and "2 relevant, 4 judged-irrelevant, 0 unjudged pairs" in err
+    meta = json.loads((tmp_path / "annotated.json.meta.json").read_text())
+    assert meta["reader_check"]["n_relevant"] == 2 and meta["reader_check"]["verdict"] == "too few pairs"

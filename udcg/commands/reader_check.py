@@ -1,0 +1,40 @@
+"""udcg reader-check: can the reader of a utilities folder measure distraction? (no model time)"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from udcg.commands._parser import command
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = command(sub, "reader-check", help="can this reader measure distraction? from a utilities folder, no model",
+                description="""From the p_abs udcg annotate --run already wrote (no model time), for each utilities
+                folder: pairs relevant / judged-irrelevant / unjudged, their mean p_abs, the share of irrelevant
+                pairs the reader answers from (p_abs < 0.5), the AUC with which p_abs separates irrelevant from
+                relevant pairs (95% bootstrap interval over queries), and a verdict: the reader can measure
+                distraction when that AUC is at least 0.75 and it answers from at most half of the irrelevant
+                pairs (thresholds from the published reader data: docs/reliability.md#reader-check). udcg
+                annotate --run prints the same check at its end and writes it to the folder's meta.json.""",
+                examples=["udcg reader-check utilities-0.5b utilities-1.5b",
+                          "udcg reader-check utilities --json"])
+    p.add_argument("utilities", nargs="+", help="utilities folder(s) written by udcg annotate --run (or utilities.jsonl)")
+    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples of the queries for the AUC's interval "
+                   "(default 1000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print the checks as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from udcg.flows.reader_check import check_all
+
+    checks = check_all(args.utilities, n_boot=args.n_boot, seed=args.seed)
+    if args.json:
+        print(json.dumps({str(path): c.to_dict() for path, c in zip(args.utilities, checks)}, indent=2, sort_keys=True))
+        return 0
+    for path, check in zip(args.utilities, checks):
+        print(f"{path}:")
+        print("\n".join(check.lines()))
+    return 0

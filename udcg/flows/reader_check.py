@@ -1,0 +1,40 @@
+"""``udcg reader-check`` and ``udcg.reader_check``: can the reader of a utilities folder measure
+distraction? Computed from the p_abs already there (no model time) by ``metrics.reader_check``;
+``udcg annotate --run`` prints it at its end and writes it to the folder's ``meta.json``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from udcg.annotate.utilities import UtilityRecord, read_utilities
+from udcg.errors import InputError
+from udcg.metrics.reader_check import ReaderCheck, reader_check
+
+UNJUDGED = "unjudged-irrelevant"  # the relevance source of a pair the qrels do not judge
+
+
+def check_records(records: Iterable[UtilityRecord], model: str = "", estimator: str = "", *, n_boot: int = 1000,
+                  seed: int = 0) -> ReaderCheck:
+    """The reader check of utility records (one reader and estimator)."""
+    recs = list(records)
+    return reader_check([r.p_abs for r in recs], [r.relevant for r in recs],
+                        [r.relevance_source != UNJUDGED for r in recs], [r.qid for r in recs],
+                        model=model, estimator=estimator, n_boot=n_boot, seed=seed)
+
+
+def check_utilities(path: str | Path, *, n_boot: int = 1000, seed: int = 0) -> ReaderCheck:
+    """The reader check of a utilities folder (``udcg annotate --run``'s) or file."""
+    utilities = read_utilities(path)
+    if not len(utilities):
+        raise InputError(f"{path}: no annotated pairs (run udcg annotate --run ... -o {path} first)")
+    return check_records(utilities.records.values(), utilities.model, utilities.estimator, n_boot=n_boot, seed=seed)
+
+
+def check_all(paths: Sequence[str | Path], *, n_boot: int = 1000, seed: int = 0) -> list[ReaderCheck]:
+    """``check_utilities`` of each folder or file (one reader and estimator each)."""
+    if not paths:
+        raise InputError("give one or more utilities folders (udcg annotate --run ... -o FOLDER)")
+    if n_boot < 1:
+        raise InputError(f"--n-boot {n_boot}: must be a positive integer (default 1000)")
+    return [check_utilities(p, n_boot=n_boot, seed=seed) for p in paths]

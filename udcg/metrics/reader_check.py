@@ -1,0 +1,188 @@
+"""Can this reader measure distraction? A check from the abstention probabilities already computed.
+
+UDCG credits a run for putting passages the reader answers from (relevant ones) first and charges
+it for passages that distract the reader: an irrelevant passage whose p_abs is high costs little
+(u = -(1 - p_abs) near 0), one the reader answers from costs almost -1. UDCG can tell runs apart by
+their distractors only when the reader's p_abs separates irrelevant from relevant passages. From
+the pairs of one reader and estimator (p_abs, relevance, whether the relevance was judged, query):
+
+- counts and mean p_abs of relevant, judged-irrelevant and unjudged (taken as irrelevant) pairs;
+- ``answered_irrelevant``: the share of irrelevant pairs (judged or not) with p_abs < 0.5, those
+  the reader answers from rather than abstains on;
+- ``auc``: the probability that a random irrelevant pair has a higher p_abs than a random relevant
+  one (ties count half; ``sklearn.metrics.roc_auc_score`` with irrelevant as the positive class),
+  with a 95% percentile bootstrap interval over *queries* (the pairs of one query resampled together);
+- a verdict with ``AUC_MIN`` and ``ANSWERED_MAX``: the reader can measure distraction when its AUC
+  is at least 0.75 and it answers from at most half of the irrelevant pairs; it cannot when it
+  answers from more than half of 10 or more irrelevant pairs (however few relevant pairs there are),
+  or when its AUC is below 0.75; with fewer than ``MIN_PAIRS`` relevant or irrelevant pairs otherwise,
+  no verdict.
+
+The thresholds come from the published reader data (docs/results/reader-abstention and the
+validation runs' annotations, docs/reliability.md#reader-check): the readers under which UDCG gained
+on nDCG (the 1.5B reader on NQ: AUC 0.847, answers from 9% of the irrelevant pairs; on the 200
+PopQA passages alone: 0.788, 33%) pass both; those under which it did not (the 0.5B reader: NQ
+0.670 / 36%, PopQA 0.697 / 81%, the 200 passages 0.717 / 73%; the 1.5B reader on PopQA 0.650 /
+47%) fail at least one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from udcg.errors import InputError
+
+AUC_MIN = 0.75  # separation a reader needs (module docstring)
+ANSWERED_MAX = 0.5  # the largest share of irrelevant pairs it may answer from
+MIN_PAIRS = 10  # fewer relevant or irrelevant pairs than this: no verdict
+ABSTAINS_AT = 0.5  # p_abs at or above this: the reader abstains rather than answers
+SUGGESTION = ("try a reader that abstains on distractors: qwen2.5-coder-1.5b (`udcg models install "
+              "qwen2.5-coder-1.5b`), or the LLM your RAG system uses in production (--model NAME --api-base URL)")
+_CHUNK = 1 << 21
+
+
+@dataclass(frozen=True)
+class ReaderCheck:
+    """The reader check of one reader and estimator (module docstring); NaN where undefined."""
+
+    model: str
+    estimator: str
+    n_relevant: int
+    n_judged_irrelevant: int
+    n_unjudged: int
+    mean_p_relevant: float
+    mean_p_judged_irrelevant: float
+    mean_p_unjudged: float
+    answered_irrelevant: float  # share of irrelevant pairs (judged or not) with p_abs < 0.5
+    auc: float
+    auc_low: float
+    auc_high: float
+    n_queries: int
+    verdict: str  # "can", "cannot" or "too few pairs"
+
+    @property
+    def can_measure_distraction(self) -> bool:
+        return self.verdict == "can"
+
+    def to_dict(self) -> dict:
+        """JSON-ready (NaN becomes None), with the thresholds the verdict used."""
+        out = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
+        return {**out, "thresholds": {"auc_min": AUC_MIN, "answered_irrelevant_max": ANSWERED_MAX,
+                                      "min_pairs": MIN_PAIRS}}
+
+    def lines(self) -> list[str]:
+        """The check as the commands print it: counts, means, the AUC named as such, the verdict."""
+        who = f"{self.model or 'reader'}, {self.estimator or 'estimator unknown'}"
+        means = [f"relevant {_f(self.mean_p_relevant)}"]
+        if self.n_judged_irrelevant:
+            means.append(f"judged irrelevant {_f(self.mean_p_judged_irrelevant)}")
+        if self.n_unjudged:
+            means.append(f"unjudged {_f(self.mean_p_unjudged)}")
+        return [f"reader check ({who}; from the utilities, no model time): {self.n_relevant} relevant, "
+                f"{self.n_judged_irrelevant} judged-irrelevant, {self.n_unjudged} unjudged pairs "
+                f"(taken as irrelevant) over {self.n_queries} queries",
+                f"  mean p_abs: {', '.join(means)}; answers (p_abs < 0.5) from "
+                f"{_pct(self.answered_irrelevant)} of the irrelevant pairs",
+                f"  AUC of p_abs separating irrelevant from relevant pairs: {_f(self.auc)} "
+                f"[{_f(self.auc_low)}, {_f(self.auc_high)}] (95% bootstrap over queries; 0.5 = no separation)",
+                "  verdict: " + self.verdict_text()]
+
+    def verdict_text(self) -> str:
+        if self.verdict == "too few pairs":
+            return (f"too few pairs to tell ({self.n_relevant} relevant, "
+                    f"{self.n_judged_irrelevant + self.n_unjudged} irrelevant; {MIN_PAIRS} of each needed)")
+        if self.verdict == "can":
+            border = (f" (its interval reaches below {AUC_MIN}: borderline)" if self.auc_low < AUC_MIN else "")
+            return (f"this reader can measure distraction (AUC {_f(self.auc)} >= {AUC_MIN}, answers from "
+                    f"{_pct(self.answered_irrelevant)} <= {ANSWERED_MAX:.0%} of the irrelevant pairs){border}: "
+                    "UDCG's differences between runs reflect how distracting their passages are for it")
+        why = []
+        if self.answered_irrelevant > ANSWERED_MAX:
+            why.append(f"it answers from {_pct(self.answered_irrelevant)} of the irrelevant pairs (more than "
+                       f"{ANSWERED_MAX:.0%})")
+        if not self.auc >= AUC_MIN and not np.isnan(self.auc):
+            few = f", from only {self.n_relevant} relevant pairs" if self.n_relevant < MIN_PAIRS else ""
+            why.append(f"its AUC {_f(self.auc)} is below {AUC_MIN}{few}")
+        return (f"this reader cannot measure distraction: {' and '.join(why)}; UDCG's differences between runs "
+                f"will mostly reflect how answerable their irrelevant passages are, not how distracting; {SUGGESTION}")
+
+
+def _f(x: float) -> str:
+    return "NA" if math.isnan(x) else f"{x:.3f}"
+
+
+def _pct(x: float) -> str:
+    return "NA" if math.isnan(x) else f"{x:.0%}"
+
+
+def _mean(v: np.ndarray) -> float:
+    return float(v.mean()) if len(v) else float("nan")
+
+
+def _auc_rows(s_order: np.ndarray, irrelevant: np.ndarray, starts: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The AUC (irrelevant above relevant, ties half) under each row of pair ``weights`` (rows x
+    pairs, the pairs sorted by p_abs; ``starts``: where each distinct p_abs begins)."""
+    w_irr = np.add.reduceat(weights * irrelevant, starts, axis=1)
+    w_rel = np.add.reduceat(weights * ~irrelevant, starts, axis=1)
+    below = np.cumsum(w_rel, axis=1) - w_rel
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (w_irr * (below + 0.5 * w_rel)).sum(axis=1) / (w_irr.sum(axis=1) * w_rel.sum(axis=1))
+
+
+def _auc_interval(p_abs: np.ndarray, irrelevant: np.ndarray, query: np.ndarray, n_boot: int, seed: int
+                  ) -> tuple[float, float]:
+    """95% percentile interval of the AUC over ``n_boot`` resamples of the queries (with replacement)."""
+    order = np.argsort(p_abs, kind="stable")
+    s, irr, q = p_abs[order], irrelevant[order], query[order]
+    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    n_q = int(query.max()) + 1
+    rng = np.random.default_rng(seed)
+    aucs = np.empty(n_boot)
+    rows = max(1, _CHUNK // max(len(s), n_q))
+    for start in range(0, n_boot, rows):
+        stop = min(n_boot, start + rows)
+        draws = rng.integers(0, n_q, size=(stop - start, n_q))
+        counts = np.stack([np.bincount(d, minlength=n_q) for d in draws]).astype(float)
+        aucs[start:stop] = _auc_rows(s, irr, starts, counts[:, q])
+    aucs = aucs[np.isfinite(aucs)]
+    if not len(aucs):
+        return float("nan"), float("nan")
+    return float(np.quantile(aucs, 0.025)), float(np.quantile(aucs, 0.975))
+
+
+def reader_check(p_abs: object, relevant: object, judged: object, queries: object, *, model: str = "",
+                 estimator: str = "", n_boot: int = 1000, seed: int = 0) -> ReaderCheck:
+    """The reader check of one reader's pairs: ``p_abs`` in [0, 1], ``relevant`` (bool), ``judged``
+    (bool: False for an unjudged pair taken as irrelevant) and ``queries`` (any ids) per pair."""
+    p = np.asarray(p_abs, dtype=float)
+    rel = np.asarray(relevant, dtype=bool)
+    jud = np.asarray(judged, dtype=bool)
+    q_ids = np.asarray([str(x) for x in queries], dtype=object)
+    if not (p.ndim == 1 and len(p) == len(rel) == len(jud) == len(q_ids)):
+        raise InputError(f"reader check: p_abs, relevant, judged and queries must be one value per pair, got "
+                         f"{len(p)}, {len(rel)}, {len(jud)} and {len(q_ids)}")
+    if len(p) and (np.isnan(p).any() or p.min() < 0 or p.max() > 1):
+        raise InputError("reader check: every p_abs must be a number in [0, 1]")
+    irr = ~rel
+    query = np.unique(q_ids, return_inverse=True)[1] if len(q_ids) else np.zeros(0, dtype=int)
+    n_rel, n_irr = int(rel.sum()), int(irr.sum())
+    answered = _mean((p[irr] < ABSTAINS_AT).astype(float))
+    if n_rel and n_irr:
+        from sklearn.metrics import roc_auc_score
+
+        auc = float(roc_auc_score(irr, p))
+        low, high = _auc_interval(p, irr, query, n_boot, seed)
+    else:
+        auc = low = high = float("nan")
+    if n_irr >= MIN_PAIRS and answered > ANSWERED_MAX:
+        verdict = "cannot"  # answering from most distractors needs no relevant pair to be seen
+    elif n_rel < MIN_PAIRS or n_irr < MIN_PAIRS:
+        verdict = "too few pairs"
+    else:
+        verdict = "can" if auc >= AUC_MIN else "cannot"
+    return ReaderCheck(model, estimator, n_rel, int((irr & jud).sum()), int((irr & ~jud).sum()), _mean(p[rel]),
+                       _mean(p[irr & jud]), _mean(p[irr & ~jud]), answered, auc, low, high,
+                       len(set(q_ids.tolist())), verdict)
