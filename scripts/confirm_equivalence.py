@@ -1,7 +1,7 @@
 """The pre-registered confirmatory analysis of issue #38 (docs/results/README.md, "Pre-registration:
 equivalence within ±0.03 on NQ for the 1.5B reader"), exactly as written there.
 
-    python scripts/confirm_equivalence.py docs/results/nq-qwen1.5b
+    python scripts/confirm_equivalence.py docs/results/nq-qwen1.5b-confirm
 
 Until the run holds its target of questions (350) it prints only how far it is: the plan's (f)
 forbids computing the confirmatory statistics before then. At the target, on the confirmatory
@@ -120,7 +120,7 @@ def analysis(folder: Path, plan: Plan = Plan()) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run", type=Path, help="the published run folder (docs/results/nq-qwen1.5b)")
+    parser.add_argument("run", type=Path, help="the published run folder (docs/results/nq-qwen1.5b-confirm)")
     args = parser.parse_args(argv)
     print("\n".join(analysis(args.run)))
     return 0

@@ -67,3 +67,13 @@ def test_the_confirmatory_analysis_by_hand(tmp_path):
     (0.3, 0.3, 0.0, "inconclusive at this size")])
 def test_the_decision_table(p_two, p_tost, mean, start):
     assert load_script("confirm_equivalence").decision(p_two, p_tost, mean, 0.05, 0.03).startswith(start)
+
+
+def test_the_confirmatory_config_is_nq_qwen15b_but_its_name():
+    import yaml
+    from pathlib import Path
+
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    original, confirm = (yaml.safe_load((configs / f"{n}.yaml").read_text()) for n in ("nq-qwen1.5b", "nq-qwen1.5b-confirm"))
+    assert (original.pop("name"), confirm.pop("name")) == ("nq-qwen1.5b", "nq-qwen1.5b-confirm")
+    assert confirm == original
