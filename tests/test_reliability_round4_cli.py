@@ -106,7 +106,7 @@ def _good(tmp: Path) -> dict[str, dict]:
                            theta=None, unannotated="error", model=None, prompt_version=None),
         "compare": dict(runs={"a": RUN, "b": {"q1": {"d2": 1.0}}}, qrels=QRELS, utilities=None, metrics=["P@1"],
                         test="permutation", alpha=0.05, correction="measure", power=0.8, n_resamples=50, n_boot=50,
-                        seed=0, answers=None, model=None, prompt_version=None),
+                        seed=0, answers=None, model=None, prompt_version=None, judged_only=False),
         "read_utilities": dict(utilities={"q1": {"d1": 0.5}}, model=None, prompt_version=None),
         "named_runs": dict(paths=["a.trec"]),
         "annotate_runs": dict(corpus=str(ex), runs=[run], output=str(tmp / "ann"), model="smollm2-135m", depth=2,
@@ -119,6 +119,7 @@ def _good(tmp: Path) -> dict[str, dict]:
                           cv_folds=5, cv_score="spearman", seed=0),
         "correlate": dict(contexts=str(CONTEXTS), metrics=None, baseline=None, gamma=0.3, theta=None,
                           constant_metric="zero", n_boot=50, seed=0, test="permutation", n_resamples=50),
+        "reader_check": dict(utilities=str(tmp / "utilities"), n_boot=50, seed=0),
     }
 
 

@@ -32,6 +32,12 @@ def _answer(body: dict) -> dict:
                         for i in range(body.get("n") or 1)]}
 
 
+class _Server(ThreadingHTTPServer):
+    # a listen backlog for the 16 connections a run opens at once: with the default of 5 the kernel
+    # resets some of them under load, and a live member looked down (ReadError) in a full-suite run
+    request_queue_size = 64
+
+
 class Member:
     """One fleet member on a fixed port that can go down and come back (``mode``: ok, hang, 503)."""
 
@@ -87,7 +93,7 @@ class Member:
 
     def up(self) -> None:
         if self._server is None:
-            server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
+            server = _Server(("127.0.0.1", self.port), self._handler())
             server.daemon_threads = True
             threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
             self._server = server
