@@ -19,8 +19,7 @@ import inspect
 import numbers
 import os
 import sys
-from collections.abc import Callable, Mapping
-from itertools import chain
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +89,17 @@ def _string_keys(table: Mapping, what: str) -> Mapping:
     return out
 
 
+def _all_str_keys(tables: Iterable[Mapping]) -> bool:
+    """Whether every key of every table is a str, at C speed: ``str.join`` refuses any other key
+    (a str subclass passes, as ``_id`` would keep it)."""
+    try:
+        for table in tables:
+            "".join(table)
+    except TypeError:
+        return False
+    return True
+
+
 def id_table(what: str) -> Check:
     """A ``{qid: {docid: value}}`` dict (ids made strings), a file path, or a DataFrame or ranx object
     (read into that dict, ``udcg.io.frames``)."""
@@ -102,11 +112,10 @@ def id_table(what: str) -> Check:
         if not isinstance(value, Mapping):
             raise _wrong(name, f"a {{qid: {{docid: {what}}}}} dict or a file path", value)
         for qid, docs in value.items():
-            if not isinstance(docs, Mapping):
+            if type(docs) is not dict and not isinstance(docs, Mapping):  # the exact type first: an ABC check is slow
                 raise InputError(f"{name}: query {bounds.short(qid)} maps to {_kind(docs)}, not a {{docid: {what}}} dict "
                                  "(e.g. {'q1': {'d1': 1.0}})")
-        inner = set(map(type, chain.from_iterable(value.values())))  # every docid's type, at C speed
-        if inner <= {str} and all(type(q) is str for q in value):
+        if all(type(q) is str for q in value) and _all_str_keys(value.values()):
             return value
         return {qid: _string_keys(docs, f"{name}: query {qid!r}")
                 for qid, docs in _string_keys(value, name).items()}
