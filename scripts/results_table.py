@@ -43,6 +43,7 @@ each run's mean there, the difference, its 95% interval and the two-sided sign-f
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import json
 import math
@@ -274,12 +275,13 @@ def _recomputed_p(folder: Path, file: str, metric: str, mean: str, flips: int) -
     """The paired sign-flip p of UDCG against ``metric`` on one statistic, recomputed from the run's
     per-question data with ``flips`` seeded random sign flips (or exactly, where the test enumerates),
     instead of the report's 10,000: a p at a Monte Carlo floor is then no longer the floor."""
-    rows = read_per_question(folder, file.removesuffix(".json"))
+    rows = _per_question_once(folder, file.removesuffix(".json"))
     x, y = paired.aligned(rows, "UDCG", metric, _STATISTIC_OF[mean])
     return paired_permutation_test(x, y, n_resamples=flips, seed=0)
 
 
 _STATISTIC_OF = {"mean_rho": "rho", "mean_tau_b": "tau_b", "pair_acc": "pair_acc"}
+_per_question_once = functools.lru_cache(maxsize=None)(read_per_question)  # --family reads each run's file once
 
 
 def family_table(specs: list[tuple[Path, str]], primary_runs: set[str], flips: int | None = None) -> list[str]:
@@ -333,6 +335,12 @@ def across_table(specs: list[tuple[Path, str]], metric: str) -> list[str]:
             "(two-sided sign-flip p, 95% percentile bootstrap interval):", "", *lines]
 
 
+def graded_main_contexts(folder: Path) -> list[dict]:
+    """The graded contexts of the run's main study (``data/contexts.jsonl.gz``), as published."""
+    with gzip.open(folder / "data" / "contexts.jsonl.gz", "rt", encoding="utf-8") as fh:
+        return [r for r in map(json.loads, fh) if r.get("study") == "main" and r.get("outcome")]
+
+
 def abstention_auc(folder: Path, n_boot: int = 1_000) -> tuple[int, float, float, float, float]:
     """How well the reader's own single-passage abstention probabilities foretell its abstention on a
     five-passage context of the main study: (contexts, abstention share, ROC AUC of the context's mean
@@ -340,8 +348,7 @@ def abstention_auc(folder: Path, n_boot: int = 1_000) -> tuple[int, float, float
     questions, ``n_boot`` resamples, seed 0)."""
     from sklearn.metrics import roc_auc_score
 
-    with gzip.open(folder / "data" / "contexts.jsonl.gz", "rt", encoding="utf-8") as fh:
-        rows = [r for r in map(json.loads, fh) if r.get("study") == "main" and r.get("outcome")]
+    rows = graded_main_contexts(folder)
     qids = sorted({r["qid"] for r in rows})
     by_q = {q: [] for q in qids}
     for r in rows:
@@ -364,9 +371,7 @@ OUTCOME_SCORE = {"correct": 1.0, "abstained": 0.0, "wrong": -1.0}
 def main_contexts(folder: Path, qids: set[str] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """UDCG, nDCG, the outcome's score (correct 1 > abstained 0 > wrong -1) and the question of each
     graded context of the run's main study (of ``qids`` only, when given)."""
-    with gzip.open(folder / "data" / "contexts.jsonl.gz", "rt", encoding="utf-8") as fh:
-        rows = [r for r in map(json.loads, fh) if r.get("study") == "main" and r.get("outcome")
-                and (qids is None or r["qid"] in qids)]
+    rows = [r for r in graded_main_contexts(folder) if qids is None or r["qid"] in qids]
     return (np.array([r["metrics"]["UDCG"] for r in rows], dtype=float),
             np.array([r["metrics"]["nDCG"] for r in rows], dtype=float),
             np.array([OUTCOME_SCORE[r["outcome"]] for r in rows]), np.array([r["qid"] for r in rows]))
