@@ -25,14 +25,14 @@ import os
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from udcg.llm.base import Chat, GenerationParams, Reading
+from udcg.llm.base import BaseBackend, Capabilities, Chat, GenerationParams, Reading
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -77,7 +77,11 @@ def _last_turn(chat: Chat) -> str:
     return chat[-1]["content"]
 
 
-class ScriptedBackend:
+SCRIPTED = Capabilities(logprobs=True, continuation=True, sampling=True, n=True)
+
+
+class ScriptedBackend(BaseBackend):
+    capabilities = SCRIPTED
     """A fake ``udcg.llm.base.Backend`` (and, with ``reads=True``, ``PromptReader``) that answers
     from scripts and logs every call. A method without a script fails the test when asked.
 
@@ -108,7 +112,8 @@ class ScriptedBackend:
         self._answer, self._first, self._continuation = answer, first, continuation
         self._fault, self._fault_on, self._fault_after, self._delay = fault, fault_on, fault_after, delay
         self.calls: list[Call] = []
-        if reads:  # an instance attribute: only a reading backend has ``read`` (capability check)
+        if reads:  # a reading backend declares it (``capabilities.single_pass_read``) and has ``read``
+            self.capabilities = replace(SCRIPTED, single_pass_read=True)
             self.read = self._read
         if streams:  # generate with on_text (capability checked by its signature)
             self.generate = self._generate_streaming

@@ -23,7 +23,7 @@ from udcg.errors import InputError  # noqa: E402
 from udcg.llm import offline  # noqa: E402
 from udcg.llm.base import GenerationParams  # noqa: E402
 from udcg.llm.hf import HFBackend  # noqa: E402
-from udcg.llm.hf_load import has_system_role, resolve  # noqa: E402
+from udcg.llm.hf_load import has_system_role, locate  # noqa: E402
 
 POPQA = Path(__file__).resolve().parents[2] / "shared/data/popqa-contriever-100/popqa_longtail_w_gs_example.jsonl"
 PASSAGES = [
@@ -349,7 +349,7 @@ def test_too_long_chat_is_an_input_error(tiny):
 @pytest.mark.parametrize("name, match", [("./no/such/dir", "no such folder"), ("a/b/c", "no such folder")])
 def test_unknown_model(name, match):
     with pytest.raises(InputError, match=match):
-        resolve(name)
+        locate(name)
 
 
 def test_a_hub_id_without_a_hub_is_a_clear_error(monkeypatch):
@@ -411,10 +411,15 @@ def test_registry_loads_folders_and_registered_schemes(tiny_dir, monkeypatch):
     backend = registry.load_backend(str(tiny_dir), device="cpu", dtype="float32", batch_size=3)
     assert isinstance(backend, HFBackend) and backend.batch_size == 3 and backend.name == tiny_dir.name
     seen = []
-    monkeypatch.setattr(registry, "_SCHEMES", dict(registry._SCHEMES))
-    registry.register_scheme("fake", lambda rest, **kw: seen.append((rest, kw)) or "backend", api=True)
-    assert registry.load_backend("fake:some/model:v1", timeout=3) == "backend"
+    with registry.SCHEMES.scoped():
+        registry.register_scheme("fake", lambda rest, **kw: seen.append((rest, kw)) or backend, api=True)
+        assert registry.load_backend("fake:some/model:v1", timeout=3) is backend
+        registry.register_scheme("bad", lambda rest, **kw: "backend", api=True)
+        with pytest.raises(BackendError, match="made a str, not a udcg.llm.base.BaseBackend"):
+            registry.load_backend("bad:m")
     assert seen == [("some/model:v1", {"timeout": 3})]
+    with pytest.raises(InputError, match="unknown backend scheme 'fake'"):  # gone after the block
+        registry.load_backend("fake:m")
     with pytest.raises(InputError, match="unknown backend scheme 'nope'"):
         registry.load_backend("nope:model")
     with pytest.raises(InputError, match="non-empty"):

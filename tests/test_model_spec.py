@@ -12,7 +12,7 @@ import pytest
 from udcg.cli import main
 from udcg.errors import InputError
 from udcg.llm import registry
-from udcg.llm.base import GenerationParams
+from udcg.llm.base import BaseBackend, GenerationParams
 from udcg.llm.lazy import LazyBackend
 from udcg.llm.registry import ModelSpec, resolve
 
@@ -20,7 +20,7 @@ GREEDY = GenerationParams()
 REPLY = json.dumps({"motivation": "m", "grade": "A"})  # the answer judge's "correct"
 
 
-class ToyBackend:
+class ToyBackend(BaseBackend):
     """A small real backend: every reply is ``REPLY``, every candidate has probability 1/4."""
 
     def __init__(self, model: str, **options: object) -> None:
@@ -40,7 +40,6 @@ class ToyBackend:
 def toy(monkeypatch):
     """``register(api)`` adds the scheme ``toy`` (gone after the test); ``built`` holds every backend
     made, ``specs`` every spec resolved for a ``toy:`` model."""
-    monkeypatch.setattr(registry, "_SCHEMES", dict(registry._SCHEMES))
     built, specs = [], []
 
     def factory(model, **options):
@@ -62,7 +61,8 @@ def toy(monkeypatch):
 
     t = Toy()
     t.built, t.specs = built, specs
-    return t
+    with registry.SCHEMES.scoped():  # the scheme is gone after the test
+        yield t
 
 
 def test_local_names_are_the_alias_the_folder_name_or_the_hub_id(tmp_path):

@@ -9,7 +9,7 @@ is an ir_measures measure (``pt.Experiment``, ``ir_measures.calc_aggregate``) an
 """
 
 from udcg.version import __version__
-_API = ("annotate_runs", "answer_runs", "compare", "correlate", "evaluate", "fit_theta", "judge", "read_utilities",
+_API = ("ModelChoice", "annotate_runs", "answer_runs", "compare", "correlate", "evaluate", "fit_theta", "judge", "read_utilities",
         "reader_check", "score_runs", "udcg", "udcg_many")
 __all__ = [*_API, "ir_measure", "__version__"]
 

@@ -41,6 +41,7 @@ from udcg.api_args import checked, id_table, optional
 from udcg.errors import InputError
 from udcg.flows import run_scores as _scores
 from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores
+from udcg.llm.registry import ModelChoice
 from udcg.metrics.measures import Measure
 from udcg.metrics.stats import DEFAULT_RESAMPLES
 from udcg.metrics.udcg import GAMMA, udcg as _udcg_matrix
@@ -48,7 +49,7 @@ from udcg.metrics.udcg import GAMMA, udcg as _udcg_matrix
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
     from udcg.metrics.udcg_theta import UDCGTheta
 
-__all__ = ["DEFAULT_METRICS", "Run", "RunScores", "annotate_runs", "answer_runs", "compare", "correlate", "evaluate",
+__all__ = ["DEFAULT_METRICS", "ModelChoice", "Run", "RunScores", "annotate_runs", "answer_runs", "compare", "correlate", "evaluate",
            "fit_theta", "judge", "named_runs", "read_utilities", "reader_check", "score_runs", "udcg", "udcg_many"]
 
 log = logging.getLogger(__name__)
@@ -155,6 +156,12 @@ def _ranx_runs(runs: Sequence[Any]) -> dict[str, Any] | None:
 # ---------------------------------------------------------------- the model flows, as the commands run them
 
 
+def _model(name: str, value: Any) -> str | ModelChoice:
+    """A model: a ``ModelChoice`` (the model and its options as one value, as the commands' flags
+    make it), or a name or folder (``api_args.model``) whose options come as keywords."""
+    return value if isinstance(value, ModelChoice) else api_args.model(name, value)
+
+
 def _outputs_not_inputs(outputs: dict[str, Any], inputs: dict[str, Any], folder: str = "") -> None:
     """As the command line does before any work (``udcg.io.writing.check_outputs``): each output may
     be written, no two are one file, none replaces an input. ``folder``: the output that is a folder."""
@@ -165,16 +172,17 @@ def _outputs_not_inputs(outputs: dict[str, Any], inputs: dict[str, Any], folder:
                    for item in (value if isinstance(value, (list, tuple)) else [value])])
 
 
-@checked("annotate", options_of="udcg.flows.annotate:reader", runs=api_args.paths, model=api_args.model,
+@checked("annotate", options_of="udcg.flows.annotate:reader", runs=api_args.paths, model=_model,
          judge=api_args.model, api_base=api_args.api_base)
-def annotate_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Path, model: str, *, depth: int = 10,
+def annotate_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Path, model: str | ModelChoice, *,
+                  depth: int = 10,
                   queries: str | Path | None = None, qrels: str | Path | None = None, answers: str | Path | None = None,
                   unjudged: str = "irrelevant", judge: str = "rules", limit: int | None = None, show_progress: bool = True,
                   **reader_options):
     """``udcg annotate --run``: p_abs and the utility of every pair in the union of the runs'
-    top-``depth`` documents, for the reader ``model``, into the utilities folder ``output`` (created,
-    or extended with the new pairs only; resumable). ``reader_options``: those of
-    ``udcg.flows.annotate.reader`` (``estimator``, ``prompt``, ``api_base``, ``concurrency``,
+    top-``depth`` documents, for the reader ``model`` (a name, or a ``ModelChoice``), into the
+    utilities folder ``output`` (created, or extended with the new pairs only; resumable).
+    ``reader_options``: those of ``udcg.flows.annotate.reader`` (``estimator``, ``prompt``, ``api_base``, ``concurrency``,
     ``device``, ``batch_size``, ``samples`` …). Returns the report (``.computed``, ``.reused``,
     ``.total``, ``.lines(output)``); read the folder back with ``read_utilities``. Like every flow
     here, an output that would replace an input is refused before any work (``InputError``)."""
@@ -187,8 +195,8 @@ def annotate_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | 
                               judge=judge, limit=limit, show_progress=show_progress)
 
 
-@checked("answer", options_of="udcg.flows.answer:answer_runs", runs=api_args.paths, model=api_args.model)
-def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Path, model: str, *, k: int = 5, **options):
+@checked("answer", options_of="udcg.flows.answer:answer_runs", runs=api_args.paths, model=_model)
+def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Path, model: str | ModelChoice, *, k: int = 5, **options):
     """``udcg answer``: the reader's greedy answer to each run's top-``k`` context, written to
     ``output`` as a contexts JSONL (resumable). ``options``: those of ``udcg.flows.answer.answer_runs``
     (``utilities``, ``samples``, ``limit``, ``prompt``, ``max_new_tokens`` …). Returns an
@@ -201,8 +209,8 @@ def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Pa
     return flow(str(corpus), [str(r) for r in runs], output, model, k=k, **options)
 
 
-@checked("judge", options_of="udcg.flows.judge:judge_file", judge=api_args.model)
-def judge(task: str, path: str | Path, output: str | Path, *, judge: str = "rules", **options):
+@checked("judge", options_of="udcg.flows.judge:judge_file", judge=_model)
+def judge(task: str, path: str | Path, output: str | Path, *, judge: str | ModelChoice = "rules", **options):
     """``udcg judge TASK``: relevance, grade or answer outcomes of ``path`` by rules or an LLM judge,
     written to ``output`` (resumable). ``options``: those of ``udcg.flows.judge.judge_file``
     (``require_relevant_context``, ``match``, ``batch_size`` …). Returns a ``JudgeResult``

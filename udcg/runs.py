@@ -44,10 +44,13 @@ from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from udcg.errors import BackendError, InputError
 from udcg.io.cache import AppendCache
+
+if TYPE_CHECKING:
+    from udcg.llm.base import BaseBackend
 
 T = TypeVar("T")
 _ESCAPED = re.compile(r"\\(t|\\)")
@@ -219,11 +222,10 @@ def run(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[list
     return stats
 
 
-def parallelism(backend: object) -> int:
-    """How many requests ``backend`` keeps in flight: its ``concurrent_requests`` (API backends),
-    else 1 (a local model computes one batch at a time)."""
-    value = getattr(backend, "concurrent_requests", 1)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 1 else 1
+def parallelism(backend: BaseBackend | None) -> int:
+    """How many requests ``backend`` keeps in flight: its ``concurrent_requests`` (an API backend's
+    window; 1 for a local model, which computes one batch at a time); 1 without a model (rules)."""
+    return 1 if backend is None else max(1, backend.concurrent_requests)
 
 
 def _records(todo: list[tuple[str, T]], bodies: Sequence[dict | None], prints: Mapping[str, str]) -> list[dict]:

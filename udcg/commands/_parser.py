@@ -22,11 +22,43 @@ def command(sub: argparse._SubParsersAction, name: str, help: str, description: 
                           formatter_class=formatter_class)
 
 
+LOCAL_HELP = {"device": "a local model's device: cpu, cuda, cuda:N or auto (default auto)",
+              "dtype": "a local model's dtype: auto, float32, bfloat16 or float16 (default float32; judge and serve: auto)",
+              "batch_size": "prompts per forward pass of a local model (default: by a token budget)"}
+
+
+def add_model_options(p: argparse.ArgumentParser, flag: str = "--model", *, help: str, default: str | None = None,
+                      role: str = "model", api: bool = True) -> None:
+    """The model flag and its options, the same in every command that runs a model (annotate,
+    answer, judge, serve): ``flag`` (required unless ``default``), a local model's ``--device``,
+    ``--dtype`` and ``--batch-size``, and with ``api`` an API model's (``add_api_options``). A
+    validate config has the same options under ``reader:``. ``model_choice`` reads them back as one
+    ``udcg.api.ModelChoice``. ``role``: what the model is (reader, judge), in the groups' titles."""
+    p.add_argument(flag, required=default is None, default=default, help=help)
+    g = p.add_argument_group(f"local {role} (an offline alias, a model folder or a hub id)")
+    g.add_argument("--device", default=None, help=LOCAL_HELP["device"])  # None: not given, and an API model refuses it
+    g.add_argument("--dtype", default=None, help=LOCAL_HELP["dtype"])
+    g.add_argument("--batch-size", type=int, default=None, metavar="N", help=LOCAL_HELP["batch_size"])
+    if api:
+        add_api_options(p, f"API {role} (openai:MODEL, or a model name with --api-base)")
+    p.set_defaults(model_flag=flag.lstrip("-").replace("-", "_"), model_api=api)
+
+
+def model_choice(args: argparse.Namespace, model: str | None = None):
+    """The parsed model flag and its options (``add_model_options``) as one ``udcg.api.ModelChoice``;
+    ``model``: another model name with the same options."""
+    from udcg.api import ModelChoice
+
+    api = {k: getattr(args, k) for k in ("api_base", "api_key_env", "concurrency", "rpm", "timeout", "max_retries",
+                                         "tokenizer", "scoring")} if args.model_api else {}
+    return ModelChoice(model or getattr(args, args.model_flag), device=args.device, dtype=args.dtype,
+                       batch_size=args.batch_size, **api)
+
 
 def add_api_options(p: argparse.ArgumentParser, title: str = "API model (openai:MODEL, or a model name with --api-base)",
                     ) -> None:
     """The flags of an API model, the same in every command that runs one (annotate, answer, judge);
-    a validate config has them as reader.api_base, reader.concurrency, ... (``udcg.llm.registry.api_options``)."""
+    a validate config has them as reader.api_base, reader.concurrency, ... (``ModelChoice``)."""
     from udcg.flows.annotate import DEFAULT_CONCURRENCY
 
     g = p.add_argument_group(title)
@@ -46,9 +78,3 @@ def add_api_options(p: argparse.ArgumentParser, title: str = "API model (openai:
                    help="API: exact log-probabilities through /v1/completions where the server scores text (auto, the "
                    "default), required (completions), or never: first tokens from the chat top list (top-logprobs)")
 
-
-def api_settings(args: argparse.Namespace) -> dict:
-    """The parsed API flags as ``udcg.llm.registry.api_options`` keywords."""
-    return {"api_base": args.api_base, "api_key_env": args.api_key_env, "concurrency": args.concurrency, "rpm": args.rpm,
-            "timeout": args.timeout, "max_retries": args.max_retries, "tokenizer": args.tokenizer,
-            "scoring": args.scoring}

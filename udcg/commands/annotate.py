@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from udcg.commands._parser import add_api_options, api_settings, command
+from udcg.commands._parser import add_model_options, command, model_choice
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -37,8 +37,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     runs.add_argument("--unjudged", default="irrelevant", choices=("irrelevant", "judge", "error"),
                       help="relevance of a retrieved pair the qrels do not judge (default irrelevant)")
     runs.add_argument("--judge", default="rules", help="with --unjudged judge: rules (answer containment) or a model")
-    p.add_argument("--model", required=True, help="offline alias (smollm2-135m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b), "
-                   "a Hugging Face id or local directory, openai:MODEL, or the API's model name with --api-base")
+    add_model_options(p, role="reader", help="the reader: an offline alias (smollm2-135m, qwen2.5-coder-0.5b, "
+                      "qwen2.5-coder-1.5b), a Hugging Face id or local directory, openai:MODEL, SCHEME:MODEL of an "
+                      "installed backend (udcg models), or the API's model name with --api-base")
     p.add_argument("--estimator", default=None, choices=("first-token", "sequence", "sampling", "api-logprobs"),
                    help="default: first-token (paper parity) for local models, api-logprobs (the chat top list; a "
                    "token outside it is censored, never 0) for an API model; first-token or sequence through an API "
@@ -46,10 +47,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt", default="udcg-code-v1", help="reader prompt version (udcg-code-v1 = the authors' code; paper-fig4-v1)")
     p.add_argument("--limit", type=int, default=None, help="only the first N questions (with --run: the first N "
                    "queries of the queries file)")
-    p.add_argument("--device", default=None, help="cpu, cuda, auto")  # None: auto, and lets an API model refuse it
-    p.add_argument("--dtype", default=None, help="float32, bfloat16, float16")  # None: float32
-    p.add_argument("--batch-size", type=int, default=None,
-                   help="prompts per forward pass of a local model (default: by a token budget)")
     p.add_argument("--chunk-size", type=int, default=None,
                    help="passages per cached, fsynced unit of work (default 32; 256 for a local model on a GPU)")
     p.add_argument("--samples", type=int, default=20, help="sampling: answers per passage")
@@ -57,7 +54,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target-width", type=float, default=None, help="sampling: stop early once the Wilson interval is narrower")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_api_options(p)
     p.set_defaults(func=run)
 
 
@@ -70,9 +66,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("with --run give --corpus (a BEIR folder or corpus file) and no INPUT file")
     if not args.run and not args.input:
         raise InputError("give an INPUT file, or --corpus with one or more --run")
-    reader_ = reader(args.model, estimator=args.estimator, prompt=args.prompt, **api_settings(args),
-                     device=args.device, dtype=args.dtype, batch_size=args.batch_size,
-                     chunk_size=args.chunk_size, samples=args.samples, temperature=args.temperature,
+    reader_ = reader(model_choice(args), estimator=args.estimator, prompt=args.prompt, chunk_size=args.chunk_size, samples=args.samples, temperature=args.temperature,
                      target_width=args.target_width, seed=args.seed)
     if args.run:
         follow_libraries(not args.no_progress)

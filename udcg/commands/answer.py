@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from udcg.commands._parser import add_api_options, api_settings, command
+from udcg.commands._parser import add_model_options, command, model_choice
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -38,19 +38,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "(rank order kept), so contexts differ within a query (for fit-theta and correlate)")
     p.add_argument("--depth", type=int, default=20, help="with --samples: the pool depth per run (default 20)")
     p.add_argument("--seed", type=int, default=0, help="the seed of --sample and --samples (default 0)")
-    p.add_argument("--model", required=True, help="the reader: an offline alias, a model folder or hub id, openai:MODEL, "
-                   "or the API's model name with --api-base")
+    add_model_options(p, role="reader", help="the reader: an offline alias, a model folder or hub id, openai:MODEL, "
+                      "SCHEME:MODEL of an installed backend (udcg models), or the API's model name with --api-base")
     p.add_argument("--prompt", default="udcg-code-v1", help="reader prompt version (udcg-code-v1, paper-fig4-v1)")
     p.add_argument("--max-new-tokens", type=int, default=32, help="answer length limit (default 32)")
-    p.add_argument("--batch-size", type=int, default=None,
-                   help="prompts per forward pass of a local model (default: by a token budget)")
     p.add_argument("--chunk-size", type=int, default=16, help="contexts per cached, fsynced unit of work (default 16)")
-    p.add_argument("--device", default=None, help="cpu, cuda, auto (default auto; a local model only)")
-    p.add_argument("--dtype", default=None, help="float32, bfloat16, float16 (default float32; a local model only)")
     p.add_argument("-o", "--output", required=True, help="contexts JSONL with the answers")
     p.add_argument("--cache", help="resume cache (default OUTPUT.cache.jsonl)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_api_options(p)
     p.set_defaults(func=run)
 
 
@@ -59,12 +54,11 @@ def run(args: argparse.Namespace) -> int:
     from udcg.progress import follow_libraries
 
     follow_libraries(not args.no_progress)
-    result = answer_runs(args.corpus, args.run, args.output, args.model, k=args.k, queries=args.queries, qrels=args.qrels,
+    result = answer_runs(args.corpus, args.run, args.output, model_choice(args), k=args.k, queries=args.queries, qrels=args.qrels,
                          answers=args.answers, utilities=args.utilities, limit=args.limit, sample=args.sample,
                          samples=args.samples,
                          depth=args.depth, seed=args.seed, prompt=args.prompt, max_new_tokens=args.max_new_tokens,
-                         batch_size=args.batch_size, chunk_size=args.chunk_size, device=args.device, dtype=args.dtype,
-                         cache=args.cache, api=api_settings(args), show_progress=not args.no_progress,
+                         chunk_size=args.chunk_size, cache=args.cache, show_progress=not args.no_progress,
                          say=lambda line: print(line, file=sys.stderr))
     print(result.line(args.samples), file=sys.stderr)
     return 0

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from udcg.commands._parser import add_api_options, api_settings, command
+from udcg.commands._parser import add_model_options, command, model_choice
 
 
 EXAMPLES = ["udcg judge relevance data.json -o rel.jsonl                    containment rule, no model",
@@ -25,11 +25,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("task", choices=("relevance", "grade", "answer"))
     p.add_argument("input", type=Path)
     p.add_argument("-o", "--output", type=Path, required=True, help="JSONL of judgements")
-    p.add_argument("--judge", default="rules", help="'rules' (default, no model), a model alias / HF id / local dir, openai:MODEL, "
-                   "or the API's model name with --api-base")
+    add_model_options(p, "--judge", default="rules", role="judge",
+                      help="'rules' (default, no model), a model alias / HF id / local dir, openai:MODEL, SCHEME:MODEL "
+                      "of an installed backend (udcg models), or the API's model name with --api-base")
     p.add_argument("--prompt-version", default="v1", help="judge prompt version (default v1)")
-    p.add_argument("--batch-size", type=int, metavar="N",
-                   help="prompts per forward pass of a local model (default: the backend's own choice)")
     p.add_argument("--chunk-size", type=int, metavar="N",
                    help="items per cached, fsynced unit of work (default: the --batch-size if given, else 8)")
     p.add_argument("--max-new-tokens", type=int, default=128, help="reply budget per judgement (default 128)")
@@ -46,7 +45,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--retry-unparseable", action="store_true",
                    help="on resume, judge again the items whose earlier reply could not be parsed")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_api_options(p, "API judge (openai:MODEL, or a model name with --api-base)")
     p.set_defaults(func=run)
 
 
@@ -55,12 +53,12 @@ def run(args: argparse.Namespace) -> int:
     from udcg.progress import follow_libraries
 
     follow_libraries(not args.no_progress)
-    result = judge_file(args.task, args.input, args.output, judge=args.judge, prompt_version=args.prompt_version,
-                        batch_size=args.batch_size, chunk_size=args.chunk_size, max_new_tokens=args.max_new_tokens,
+    result = judge_file(args.task, args.input, args.output, judge=model_choice(args), prompt_version=args.prompt_version,
+                        chunk_size=args.chunk_size, max_new_tokens=args.max_new_tokens,
                         retries=args.retries, match=args.match, f1_threshold=args.f1_threshold,
                         require_relevant_context=args.require_relevant_context, write_authors=args.write_authors,
                         cache=args.cache, keep_raw=args.keep_raw, retry_unparseable=args.retry_unparseable,
-                        api=api_settings(args), say=lambda line: print(f"udcg judge: {line}", file=sys.stderr),
+                        say=lambda line: print(f"udcg judge: {line}", file=sys.stderr),
                         show_progress=not args.no_progress)
     for line in result.lines():
         print(line, file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from udcg.commands._parser import command
+from udcg.commands._parser import add_model_options, command, model_choice
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,7 +17,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                 leaves stops its request.""",
                 examples=["udcg serve --model smollm2-135m --port 8000",
                           "UDCG_SERVE_KEY=... udcg serve --model qwen2.5-coder-0.5b --host 0.0.0.0 --api-key-env UDCG_SERVE_KEY"])
-    p.add_argument("--model", required=True, help="offline alias (smollm2-135m, qwen2.5-coder-0.5b, ...), HF model id or local path")
+    add_model_options(p, api=False, help="offline alias (smollm2-135m, qwen2.5-coder-0.5b, ...), HF model id or local "
+                      "path, or SCHEME:MODEL of an installed backend (udcg models)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     p.add_argument("--served-name", default=None, help="model name clients must send (default: the backend's name)")
@@ -35,7 +36,6 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from udcg.errors import InputError
-    from udcg.llm.registry import resolve
     from udcg.llm.server import check_port_free, serve
     from udcg.llm.server_watch import MAX_REQUEST_SECONDS
     from udcg.llm.server_wire import MAX_REQUEST_TOKENS
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--api-key-env {args.api_key_env}: that environment variable is unset or empty (export it first)")
     elif args.host not in ("127.0.0.1", "localhost", "::1"):
         logging.getLogger("udcg.serve").warning("listening on %s without an API key: anyone who reaches it can use the model", args.host)
-    spec = resolve(args.model)  # an unknown scheme fails now, before the port is checked
+    spec = model_choice(args).resolve()  # an unknown scheme fails now, before the port is checked
     spec.check_installed()
     check_port_free(args.host, args.port)  # a busy port fails now, not after the model has loaded
     backend = spec.load()

@@ -45,15 +45,16 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 def execute(config_path, args: argparse.Namespace) -> int:
     from udcg.experiment.config import load_config
-    from udcg.experiment.validate import reader_line, run_validation
+    from udcg.experiment.validate import reader_line, reader_spec, run_validation
     from udcg.progress import bar, follow_libraries
 
     cfg = load_config(config_path, args.overrides, args.output)
-    where = reader_line(cfg)  # an API reader without a server or key is refused here
+    reader = reader_spec(cfg)  # resolved once, here
+    where = reader_line(reader)  # an API reader without a server or key is refused here
     print(f"udcg validate: {cfg.name} -> {cfg.output}; {where}", file=sys.stderr)
     quiet = args.no_progress
     follow_libraries(not quiet)
-    result = run_validation(cfg, progress=None if quiet else bar)
+    result = run_validation(cfg, progress=None if quiet else bar, reader=reader)
     print(result.table3.markdown(3))
     t = result.timings
     steps = ", ".join(f"{name} {s['seconds']:.1f}s" for name, s in t["steps"].items())

@@ -51,9 +51,6 @@ def _annotate_config(cfg: Config):
                           chunk_size=cfg.reader.chunk_size, seed=cfg.seed)
 
 
-def _can_read(backend) -> bool:
-    can = getattr(backend, "can_read", None)
-    return can() if callable(can) else callable(getattr(backend, "read", None))
 
 
 class _PassageCaches:
@@ -124,7 +121,7 @@ def read_passages(pooled: list[Question], backend, cfg: Config, run_dir: Path, p
             stack.enter_context(runs.open_cache(cache / "answers.jsonl", answer_fields)),
             stack.enter_context(runs.open_cache(cache / "answer-ll.jsonl", loglik_fields)) if loglik else None,
             {key for key, (q, _) in requests if q.answers})
-        if all(key in caches for key, _ in requests) or not _can_read(backend):
+        if all(key in caches for key, _ in requests) or not backend.can_read():
             return None
         with progress(len(requests), f"read passages ({backend.name})", "passage") as bar:
             stats = runs.run(caches, requests, compute, cfg.reader.chunk_size, progress=bar.update,

@@ -49,7 +49,7 @@ from udcg.experiment.config import Config, exact_needs, portable, read_run_confi
 from udcg.io import contexts
 from udcg.io.files import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from udcg.llm.lazy import LazyBackend
-from udcg.llm.registry import ModelSpec, api_options, resolve, where_it_goes
+from udcg.llm.registry import API_ONLY, ModelChoice, ModelSpec, where_it_goes
 from udcg.records import ContextRecord, Question
 from udcg.io.tables import Table
 
@@ -88,19 +88,18 @@ class _Timer:
 
 
 class _Models:
-    """The reader and any judge models, each loaded lazily once (a judge that names the reader's
-    model shares it)."""
+    """The reader (``spec``, resolved once) and any judge models, each loaded lazily once (a judge
+    that names the reader's model shares it)."""
 
-    def __init__(self, cfg: Config, given: dict | None = None) -> None:
+    def __init__(self, cfg: Config, given: dict | None = None, spec: ModelSpec | None = None) -> None:
         r = cfg.reader
         self._others = dict(given or {})
         # the config's device and dtype hold for a local model; an API model (openai:MODEL) leaves them out,
         # and takes the reader's API settings (a judge too, where it is an API model)
-        self._local = {"device": r.device, "dtype": r.dtype}
-        api = reader_api(cfg)
+        self._local = {"device": r.device, "dtype": r.dtype,
+                       **{k: v for k, v in reader_choice(cfg).options().items() if k in API_ONLY}}
         if r.model not in self._others:
-            self._others[r.model] = LazyBackend(reader_spec(cfg), threads=r.threads)
-        self._local.update(api)
+            self._others[r.model] = LazyBackend(spec or reader_spec(cfg), threads=r.threads)
         self.reader = self._others[r.model]
         self._threads = r.threads
 
@@ -108,23 +107,25 @@ class _Models:
         if model in (None, "rules"):
             return None
         if model not in self._others:
-            self._others[model] = LazyBackend(resolve(model, defaults=self._local), threads=self._threads)
+            self._others[model] = LazyBackend(ModelChoice(model).resolve(defaults=self._local), threads=self._threads)
         return self._others[model]
 
     def load_seconds(self) -> dict[str, float]:
         return {m: round(b.load_seconds, 3) for m, b in self._others.items() if getattr(b, "load_seconds", 0)}
 
 
-def reader_api(cfg: Config) -> dict:
-    """The reader's API settings as backend options (``udcg.llm.registry.api_options``)."""
+def reader_choice(cfg: Config) -> ModelChoice:
+    """The config's ``reader:`` model and its options, the same value as the commands' model flags
+    (its device and dtype are defaults: ``reader_spec``)."""
     r = cfg.reader
-    return api_options(r.api_base, r.api_key_env, r.concurrency, r.rpm, r.timeout, r.max_retries, r.tokenizer, r.scoring)
+    return ModelChoice(r.model, batch_size=r.batch_size, api_base=r.api_base, api_key_env=r.api_key_env,
+                       concurrency=r.concurrency, rpm=r.rpm, timeout=r.timeout, max_retries=r.max_retries,
+                       tokenizer=r.tokenizer, scoring=r.scoring)
 
 
 def reader_spec(cfg: Config) -> ModelSpec:
     """The reader resolved (a model name with ``reader.api_base`` is the model that server serves)."""
-    r = cfg.reader
-    return resolve(r.model, batch_size=r.batch_size, **reader_api(cfg), defaults={"device": r.device, "dtype": r.dtype})
+    return reader_choice(cfg).resolve(defaults={"device": cfg.reader.device, "dtype": cfg.reader.dtype})
 
 
 def check_reader_can(cfg: Config, reader) -> None:
@@ -132,30 +133,29 @@ def check_reader_can(cfg: Config, reader) -> None:
     the sequence estimator) must reach a server that scores text; else an ``InputError`` naming the
     metric and the fix. (``reader.scoring: top-logprobs`` is refused at config load already.)"""
     needs = exact_needs(cfg)
-    spec = getattr(reader, "spec", None)
-    if not needs or spec is None or not spec.api:
+    if not needs or not reader.api or reader.can_read():  # can_read: its server scores text
         return
-    scorer = getattr(reader, "scorer", None)
-    if callable(scorer) and scorer() is not None:
-        return
-    why = getattr(reader, "notes", {}).get("scoring", "its backend cannot score given text")
+    why = reader.notes.get("scoring", "its backend cannot score given text")
     raise InputError(f"{needs[0]}, which reader {cfg.reader.model!r} cannot give: {why}. Drop it from the config "
                      "(e.g. --set metrics.names=[UDCG,UDCG_theta,nDCG,RR,AP,P,Success,eRAG]) or serve the reader where "
                      "it scores text (vLLM, SGLang, udcg serve) and give reader.tokenizer if its name is no tokenizer")
 
 
-def reader_line(cfg: Config) -> str:
-    """Where the reader runs, in one line (``udcg.llm.registry.where_it_goes``): an API reader names
-    its server; one without a server or key is refused (``InputError``)."""
-    return where_it_goes(reader_spec(cfg))
+def reader_line(reader: Config | ModelSpec) -> str:
+    """Where the reader (of a config, or resolved: ``reader_spec``) runs, in one line
+    (``udcg.llm.registry.where_it_goes``): an API reader names its server; one without a server or
+    key is refused (``InputError``)."""
+    return where_it_goes(reader if isinstance(reader, ModelSpec) else reader_spec(reader))
 
 
-def run_validation(cfg: Config, progress: reading.Progress | None = None, backends: dict | None = None) -> RunResult:
+def run_validation(cfg: Config, progress: reading.Progress | None = None, backends: dict | None = None,
+                   reader: ModelSpec | None = None) -> RunResult:
     """Run (or resume) the experiment of ``cfg`` in ``cfg.output``; returns the tables.
     ``progress(total, desc, unit)``: a progress-bar factory (e.g. ``udcg.progress.bar``).
-    ``backends``: already loaded backends by model name (default: loaded on first use)."""
+    ``backends``: already loaded backends by model name (default: loaded on first use); ``reader``:
+    the reader already resolved (``reader_spec(cfg)``; default: resolved here)."""
     progress = progress or _Quiet
-    models = _Models(cfg, backends)  # a model whose packages are missing fails here, before the run folder
+    models = _Models(cfg, backends, reader)  # a model whose packages are missing fails here, before the run folder
     check_reader_can(cfg, models.reader)  # so does a metric the reader cannot give
     run_dir = Path(cfg.output)
     run_dir.mkdir(parents=True, exist_ok=True)

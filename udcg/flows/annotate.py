@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from udcg.errors import InputError
-from udcg.llm.openai_wire import DEFAULT_CONCURRENCY
+from udcg.llm.openai_wire import DEFAULT_CONCURRENCY  # noqa: F401 (the commands' model flags read it here)
 
 if TYPE_CHECKING:  # light at import (the command's parser reads DEFAULT_CONCURRENCY): the rest loads on use
     from udcg.annotate.runner import AnnotateConfig
     from udcg.flows.own_runs import AnnotateRunsReport
-    from udcg.llm.registry import ModelSpec
+    from udcg.llm.registry import ModelChoice, ModelSpec
 
 Say = Callable[[str], None]  # a line for the user (the command prints it on stderr)
 
@@ -35,13 +35,14 @@ class Reader:
 
 
 CHUNK_SIZE, GPU_CHUNK_SIZE = 32, 256
+LOCAL_DEFAULTS = {"device": "auto", "dtype": "float32"}  # a local reader's, where not given (annotate, answer)
 
 
 def default_chunk_size(spec: ModelSpec) -> int:
     """Pairs per cached, fsynced unit of work when none is given: 32, and 256 for a local model on a
     GPU, where the unit is also the largest call the batcher sees (one H100, Qwen2.5-0.5B's shapes:
     147 passages/s at 32 against 641 at 256, docs/results/gpu/README.md)."""
-    if spec.api or spec.scheme is not None:
+    if spec.api or spec.scheme is not None:  # the spec knows its kind: not guessed again from the name
         return CHUNK_SIZE
     device = str(spec.options.get("device") or "auto")
     if device == "auto":
@@ -51,26 +52,28 @@ def default_chunk_size(spec: ModelSpec) -> int:
     return GPU_CHUNK_SIZE if device.startswith("cuda") else CHUNK_SIZE
 
 
-def reader(model: str, *, estimator: str | None = None, prompt: str = "udcg-code-v1", api_base: str | None = None,
-           api_key_env: str = "OPENAI_API_KEY", concurrency: int = DEFAULT_CONCURRENCY, rpm: float | None = None,
-           timeout: float = 60.0, max_retries: int = 5, tokenizer: str | None = None, scoring: str | None = None,
-           device: str | None = None, dtype: str | None = None, batch_size: int | None = None,
-           chunk_size: int | None = None, samples: int = 20, temperature: float = 1.0,
-           target_width: float | None = None, seed: int = 0) -> Reader:
-    """The reader (``udcg.llm.registry.resolve``: a model name with ``api_base`` is the model that
-    API serves; an API model refuses ``batch_size``, ``device`` and ``dtype``) and its
-    ``AnnotateConfig`` (estimator: first-token for a local model, api-logprobs for an API one;
+def reader(model: str | ModelChoice, *, estimator: str | None = None, prompt: str = "udcg-code-v1",
+           api_base: str | None = None, api_key_env: str | None = None, concurrency: int | None = None,
+           rpm: float | None = None, timeout: float | None = None, max_retries: int | None = None,
+           tokenizer: str | None = None, scoring: str | None = None, device: str | None = None,
+           dtype: str | None = None, batch_size: int | None = None, chunk_size: int | None = None, samples: int = 20,
+           temperature: float = 1.0, target_width: float | None = None, seed: int = 0) -> Reader:
+    """The reader (a ``ModelChoice``: ``model`` with the model options given here, resolved once; a
+    model name with ``api_base`` is the model that API serves; an API model refuses
+    ``batch_size``, ``device`` and ``dtype``; an API option left None is the backend's default) and
+    its ``AnnotateConfig`` (estimator: first-token for a local model, api-logprobs for an API one;
     ``chunk_size``: ``default_chunk_size`` when None)."""
     from udcg.annotate.prompt import check_version
     from udcg.annotate.runner import AnnotateConfig
-    from udcg.llm.registry import api_options, resolve
+    from udcg.llm.registry import ModelChoice
 
     for flag, value in (("--batch-size", batch_size), ("--chunk-size", chunk_size), ("--samples", samples)):
         if value is not None and value < 1:  # checked before any model loads
             raise InputError(f"{flag} {value}: must be a positive integer")
-    spec = resolve(model, device=device, dtype=dtype, batch_size=batch_size,
-                   **api_options(api_base, api_key_env, concurrency, rpm, timeout, max_retries, tokenizer, scoring),
-                   defaults={"device": "auto", "dtype": "float32"})
+    choice = ModelChoice.of(model, device=device, dtype=dtype, batch_size=batch_size, api_base=api_base,
+                            api_key_env=api_key_env, concurrency=concurrency, rpm=rpm, timeout=timeout,
+                            max_retries=max_retries, tokenizer=tokenizer, scoring=scoring)
+    spec = choice.resolve(defaults=LOCAL_DEFAULTS)
     spec.check_installed()  # a core install says which extra to add now, not after reading the corpus
     config = AnnotateConfig(estimator=estimator or ("api-logprobs" if spec.api else "first-token"),
                             prompt_version=check_version(prompt), chunk_size=chunk_size or default_chunk_size(spec),
@@ -114,7 +117,7 @@ def annotate_file(path: str, output: str, reader_: Reader, *, limit: int | None 
     with bar(total=n, desc=f"annotate {backend.name}", unit="passage", enabled=show_progress) as progress:
         annotations, stats = annotate(questions, backend, reader_.config, f"{output}.cache.jsonl", progress.update)
     summary = write_annotated(output, questions, raw, annotations, reader_.config, backend.name, stats)
-    return FileAnnotation(summary, list(getattr(backend, "notes", {}).values()))
+    return FileAnnotation(summary, list(backend.notes.values()))
 
 
 def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reader_: Reader, *, depth: int = 10,
@@ -129,14 +132,15 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
     from udcg.flows.run_scores import named_runs
     from udcg.io.beir import check_run, read_collection
     from udcg.io.trec import read_run
-    from udcg.llm.registry import resolve
+    from udcg.llm.registry import ModelChoice
     from udcg.progress import bar
 
     for flag, value in (("--depth", depth), ("--limit", limit)):
         if value is not None and value < 1:
             raise InputError(f"{flag} {value}: must be a positive integer")
-    if unjudged == "judge" and judge != "rules":
-        resolve(judge).check_installed()
+    judge_spec = ModelChoice.of(judge).resolve() if unjudged == "judge" and judge != "rules" else None
+    if judge_spec is not None:
+        judge_spec.check_installed()
     if reader_.spec.api:  # the first line names the server (an openai: model without one refuses without a key)
         say(where(reader_))
     paths = named_runs(run_paths)
@@ -154,16 +158,19 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
 
     try:
         return annotate_runs(collection, runs, depth, output, reader_.config, reader_.spec.name, reader_.spec.load,
-                             unjudged=unjudged, judge_factory=lambda: relevance_judge(judge), progress=progress)
+                             unjudged=unjudged, judge_factory=lambda: relevance_judge(judge_spec), progress=progress)
     finally:
         for b in bars:
             b.close()
 
 
-def relevance_judge(judge: str = "rules"):
+def relevance_judge(judge: str | ModelSpec | None = "rules"):
     """The judge of unjudged pairs' relevance (``--unjudged judge``): answer containment for
-    ``rules``, else the LLM judge ``judge`` (a model name)."""
+    ``rules`` (or None), else the LLM judge of ``judge`` (a spec resolved once, or a model name)."""
     from udcg.grade.judges import LLMJudge, RuleJudge
-    from udcg.llm.registry import resolve
+    from udcg.llm.registry import ModelChoice, ModelSpec
 
-    return RuleJudge("relevance") if judge == "rules" else LLMJudge(resolve(judge).load(), "relevance")
+    if judge is None or judge == "rules":
+        return RuleJudge("relevance")
+    spec = judge if isinstance(judge, ModelSpec) else ModelChoice.of(judge).resolve()
+    return LLMJudge(spec.load(), "relevance")

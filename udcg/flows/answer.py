@@ -10,8 +10,8 @@ from pathlib import Path
 
 from udcg.annotate.prompt import check_version
 from udcg.errors import InputError
-from udcg.flows.annotate import Say, quiet
-from udcg.llm.registry import api_options, resolve, where_it_goes
+from udcg.flows.annotate import LOCAL_DEFAULTS, Say, quiet
+from udcg.llm.registry import ModelChoice, where_it_goes
 from udcg.progress import bar
 
 
@@ -29,7 +29,7 @@ class AnswerResult:
                 f"model, the rest from the cache -> {self.output}")
 
 
-def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model: str, *, k: int = 5,
+def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model: str | ModelChoice, *, k: int = 5,
                 queries: str | None = None, qrels: str | None = None, answers: str | None = None,
                 utilities: str | None = None, limit: int | None = None, sample: int | None = None,
                 samples: int = 0, depth: int = 20,
@@ -39,8 +39,9 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
                 say: Say = quiet) -> AnswerResult:
     """Answer every context of the runs and write them, each with its answer, model and prompt
     version, to ``output`` (contexts already answered, by any run, are not asked again; a bad input
-    fails before a model loads). ``api``: an API reader's settings (``udcg.llm.registry.api_options``
-    keywords: api_base, concurrency, timeout, rpm, max_retries, ...). ``sample``: answer N queries drawn at
+    fails before a model loads). ``model``: a name or a ``ModelChoice`` (its options: the reader's);
+    ``batch_size``, ``device``, ``dtype`` and ``api`` (keywords of a ``ModelChoice``: api_base,
+    concurrency, timeout, rpm, max_retries, ...) given here are added to it. ``sample``: answer N queries drawn at
     random (``seed``), the same for every run (``own_runs.select_queries``)."""
     from udcg.flows.own_runs import answer_contexts, context_record, run_contexts, run_docids, select_queries
     from udcg.flows.reading import context_key
@@ -55,8 +56,8 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
         if value is not None and value < 1:
             raise InputError(f"{flag} {value}: must be a positive integer")
     check_version(prompt)
-    spec = resolve(model, device=device, dtype=dtype, batch_size=batch_size, **api_options(**(api or {})),
-                   defaults={"device": "auto", "dtype": "float32"})  # an API model refuses the local options
+    choice = ModelChoice.of(model, device=device, dtype=dtype, batch_size=batch_size, **(api or {}))
+    spec = choice.resolve(defaults=LOCAL_DEFAULTS)  # an API model refuses the local options
     spec.check_installed()
     if spec.api:  # the first line names the server (an openai: model without one refuses without a key)
         say(where_it_goes(spec))

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from udcg.errors import InputError
+from udcg.llm.registry import ModelChoice, ModelSpec
 from udcg.progress import bar
 
 log = logging.getLogger(__name__)
@@ -29,15 +30,13 @@ class JudgeResult:
         return out
 
 
-def _make_judge(task, judge: str, *, match: str, f1_threshold: float, require_relevant_context: bool,
-                batch_size: int | None, prompt_version: str, max_new_tokens: int, retries: int, keep_raw: bool,
-                api: dict | None = None, say=lambda line: None):
+def _make_judge(task, spec: ModelSpec | None, *, match: str, f1_threshold: float, require_relevant_context: bool,
+                prompt_version: str, max_new_tokens: int, retries: int, keep_raw: bool, say=lambda line: None):
     from udcg.grade.judges import LLMJudge, RuleJudge
-    from udcg.llm.registry import api_options, resolve, where_it_goes
+    from udcg.llm.registry import where_it_goes
 
-    if judge == "rules":
+    if spec is None:
         return RuleJudge(task, match=match, f1_threshold=f1_threshold, require_relevant_context=require_relevant_context)
-    spec = resolve(judge, batch_size=batch_size, **api_options(**(api or {})))  # an API model refuses --batch-size
     if spec.api:  # names the server (an openai: model without one refuses without a key)
         say(where_it_goes(spec).replace("reader ", "judge ", 1))
     backend = spec.load()
@@ -45,7 +44,7 @@ def _make_judge(task, judge: str, *, match: str, f1_threshold: float, require_re
                     require_relevant_context=require_relevant_context, keep_raw=keep_raw)
 
 
-def judge_file(task_name: str, path: str | Path, output: str | Path, *, judge: str = "rules",
+def judge_file(task_name: str, path: str | Path, output: str | Path, *, judge: str | ModelChoice = "rules",
                prompt_version: str = "v1", batch_size: int | None = None, chunk_size: int | None = None,
                max_new_tokens: int = 128, retries: int = 1, match: str = "contains", f1_threshold: float = 0.5,
                require_relevant_context: bool = False, write_authors: str | Path | None = None,
@@ -54,8 +53,9 @@ def judge_file(task_name: str, path: str | Path, output: str | Path, *, judge: s
     """Judge every item of ``path`` (the authors' format for relevance and grade, a contexts JSONL
     with answers for answer) and write the judgements to ``output``; a bad file fails before a model
     loads. ``write_authors``: also the input with is_relevant or grade set from the judgements.
-    ``api``: an API judge's settings (``udcg.llm.registry.api_options`` keywords); ``say``: a line for
-    the user (an API judge's server)."""
+    ``judge``: ``rules`` or a model (a name or a ``ModelChoice``, resolved once; ``batch_size`` and
+    ``api``, keywords of a ``ModelChoice``, are added to it); ``say``: a line for the user (an API
+    judge's server)."""
     from udcg.grade import runner
     from udcg.grade.judges import get_task
     from udcg.io.authors import read_authors, write_authors as write_authors_file
@@ -64,6 +64,8 @@ def judge_file(task_name: str, path: str | Path, output: str | Path, *, judge: s
 
     task = get_task(task_name)
     path, output = Path(path), Path(output)
+    choice = ModelChoice.of(judge, batch_size=batch_size, **(api or {}))  # "rules": no model
+    batch_size = choice.batch_size  # also the default --chunk-size
     for flag, value, low in (("--batch-size", batch_size, 1), ("--chunk-size", chunk_size, 1),
                              ("--max-new-tokens", max_new_tokens, 1), ("--retries", retries, 0)):
         if value is not None and value < low:  # checked before any file is read or model loaded
@@ -72,10 +74,9 @@ def judge_file(task_name: str, path: str | Path, output: str | Path, *, judge: s
         raise InputError("--write-authors works for relevance and grade (answers have no authors' format)")
     if output.resolve() == path.resolve():
         raise InputError(f"{output}: the output would overwrite the input (choose another -o)")
-    if judge != "rules":
-        from udcg.llm.registry import resolve
-
-        resolve(judge, batch_size=batch_size).check_installed()  # a core install: which extra, before any work
+    spec = None if choice.model == "rules" else choice.resolve()
+    if spec is not None:  # an API model refuses --batch-size; a core install: which extra, before any work
+        spec.check_installed()
     raw_items: list[dict] = []
     if task.name == "answer":
         items = runner.read_answer_items(path)
@@ -83,10 +84,9 @@ def judge_file(task_name: str, path: str | Path, output: str | Path, *, judge: s
         raw_items, questions = read_authors(path)
         items = runner.passage_items(questions)
     runner.check_answers(items, task, str(path))
-    judge_ = _make_judge(task, judge, match=match, f1_threshold=f1_threshold,
-                         require_relevant_context=require_relevant_context, batch_size=batch_size,
-                         prompt_version=prompt_version, max_new_tokens=max_new_tokens, retries=retries,
-                         keep_raw=keep_raw, api=api, say=say)  # after the input checks: a bad file fails before a model loads
+    judge_ = _make_judge(task, spec, match=match, f1_threshold=f1_threshold,
+                         require_relevant_context=require_relevant_context, prompt_version=prompt_version,
+                         max_new_tokens=max_new_tokens, retries=retries, keep_raw=keep_raw, say=say)  # after the input checks: a bad file fails before a model loads
     cache = Path(cache) if cache else output.with_name(output.name + ".cache.jsonl")
     with bar(total=len(items), desc=f"judge {task.name}", unit="item", enabled=show_progress) as progress:
         records = runner.run_judge(judge_, items, cache, chunk_size=chunk_size or batch_size or 8,

@@ -11,9 +11,12 @@ first user turn (``merge_system``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from types import MappingProxyType
+from typing import ClassVar, Protocol, runtime_checkable
+
+from udcg.errors import BackendError
 
 Message = dict[str, str]
 Chat = Sequence[Message]
@@ -70,6 +73,70 @@ class PromptReader(Protocol):
     def read(self, chats: Sequence[Chat], candidates: Sequence[str], continuations: Sequence[str],
              max_new_tokens: int = 32) -> list[Reading]:
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a backend can do, declared by its class (``BaseBackend.capabilities``) so that no caller
+    probes for methods. ``logprobs``: ``next_token_logprobs`` gives a candidate's log-probability
+    (a top list counts: -inf outside it); ``continuation``: ``continuation_logprobs`` works
+    (teacher forcing: open weights, or a server that scores text); ``sampling``: ``generate``
+    honours temperature and seed; ``n``: several answers per chat in one request; ``open_weights``:
+    the weights run in this process; ``batching``: one call runs many chats together (``batch_size``
+    means something); ``single_pass_read``: ``read`` gives the three per-passage values of a chat
+    from one pass (``PromptReader``; ``can_read`` may still say no for a server that cannot score);
+    ``api``: served through an API (no device, dtype or batch size of ours; requests run in
+    parallel), which also says how ``udcg.llm.registry.resolve`` treats an entry point's scheme."""
+
+    api: bool = False
+    logprobs: bool = True
+    continuation: bool = False
+    sampling: bool = True
+    n: bool = False
+    open_weights: bool = False
+    batching: bool = False
+    single_pass_read: bool = False
+
+
+class BaseBackend:
+    """The base class every backend derives from: the ``Backend`` calls, its declared
+    ``capabilities``, and the few questions callers ask of any backend (``concurrent_requests``,
+    ``notes``, ``can_read``), answered here by default so nobody asks with ``getattr``. A backend
+    module defines one subclass and registers its factory (``udcg.llm.registry``: an entry point in
+    the ``udcg.backends`` group, or ``register_scheme``)."""
+
+    name: str = ""
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    notes: Mapping[str, str] = MappingProxyType({})  # what was found out about a server (API backends)
+
+    @property
+    def api(self) -> bool:
+        """Whether it is served through an API (``capabilities.api``; a lazy backend knows it unloaded)."""
+        return self.capabilities.api
+
+    @property
+    def concurrent_requests(self) -> int:
+        """Requests this backend keeps in flight (``udcg.runs.parallelism``): 1 for a model computed
+        here one batch at a time; an API backend its window."""
+        return 1
+
+    def next_token_logprobs(self, chats: Sequence[Chat], candidates: Sequence[str]) -> list[dict[str, float]]:
+        raise BackendError(f"{self.name}: this backend gives no next-token log-probabilities")
+
+    def continuation_logprobs(self, requests: Sequence[tuple[Chat, str]]) -> list[list[float]]:
+        raise BackendError(f"{self.name}: this backend cannot score a continuation (it needs open weights or a "
+                           "server that scores text)")
+
+    def generate(self, chats: Sequence[Chat], params: GenerationParams = GenerationParams()) -> list[list[str]]:
+        raise BackendError(f"{self.name}: this backend does not generate answers")
+
+    def can_read(self) -> bool:
+        """Whether ``read`` works here (the class declares ``single_pass_read``)."""
+        return self.capabilities.single_pass_read
+
+    def read(self, chats: Sequence[Chat], candidates: Sequence[str], continuations: Sequence[str],
+             max_new_tokens: int = 32) -> list[Reading]:
+        raise BackendError(f"{self.name}: this backend has no single-pass read (ask can_read() first)")
 
 
 def merge_system(chat: Chat) -> list[Message]:

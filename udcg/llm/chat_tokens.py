@@ -64,10 +64,10 @@ class ChatTokens:
 def load_chat_tokens(model: str) -> ChatTokens:
     """The tokenizer of an offline alias, a model folder or a hub id (no weights loaded). Raises
     ``BackendError`` when it cannot be found (a hub id needs the hub or its local cache)."""
-    from udcg.llm.hf_load import resolve
+    from udcg.llm.hf_load import locate
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    source, _, local_only = resolve(model)
+    source, _, local_only = locate(model)
     from transformers import AutoTokenizer
 
     try:

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from udcg.errors import InputError
-from udcg.llm.base import Chat, GenerationParams, Reading
+from udcg.llm.base import BaseBackend, Capabilities, Chat, GenerationParams, Reading
 from udcg.llm.batching import decoding_waves, prompt_batches, shared_prefix
 from udcg.llm.decoding import answer_seed, check_params, cut_at_stop, join_states, pick_tokens
 from udcg.llm.chat_tokens import ChatTokens
@@ -66,8 +66,9 @@ def _attention_kernels(device: str) -> Any:
     return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
 
 
-class HFBackend:
-    """A transformers causal LM behind the ``udcg.llm.base.Backend`` contract.
+class HFBackend(BaseBackend):
+    """A transformers causal LM behind the ``udcg.llm.base.Backend`` contract (open weights in this
+    process: every capability, ``read`` included).
 
     ``model``: an offline alias (``udcg.llm.offline.ALIASES``), a local model folder or a hub id.
     ``batch_size``: rows per forward pass; ``None`` picks by a token budget (about 2,048 tokens
@@ -76,6 +77,9 @@ class HFBackend:
     only (on Qwen2.5-Coder-0.5B it moved p_abs by up to 0.44). ``share_prefix``: reuse the
     key/value cache of the token prefix shared by all requests of a call.
     """
+
+    capabilities = Capabilities(logprobs=True, continuation=True, sampling=True, n=True, open_weights=True,
+                                batching=True, single_pass_read=True)
 
     def __init__(self, model: str, *, device: str = "auto", dtype: str = "auto", batch_size: int | None = None,
                  name: str | None = None, quantize: str | None = None, share_prefix: bool = True) -> None:

@@ -27,7 +27,7 @@ class LoadedModel:
     dtype: Any  # a torch dtype
 
 
-def resolve(model: str) -> tuple[str, str, bool]:
+def locate(model: str) -> tuple[str, str, bool]:
     """(what to load from, name to record, local files only) for an alias, a folder or a hub id."""
     from udcg.llm import offline
 
@@ -77,7 +77,7 @@ def load_model(model: str, device: str = "auto", dtype: str = "auto", quantize: 
 
     if quantize not in (None, "int8"):
         raise InputError(f"quantize={quantize!r} is not supported (use int8 or leave it unset)")
-    source, name, local_only = resolve(model)
+    source, name, local_only = locate(model)
     device = _device(device)
     torch_dtype = _dtype(dtype, device)
     if quantize and (device != "cpu" or torch_dtype != torch.float32):

@@ -6,8 +6,8 @@ import contextlib
 import time
 from collections.abc import Iterator
 
-from udcg.llm.base import GenerationParams
-from udcg.llm.registry import ModelSpec, resolve
+from udcg.llm.base import BaseBackend, Capabilities, GenerationParams
+from udcg.llm.registry import ModelChoice, ModelSpec
 
 
 @contextlib.contextmanager
@@ -30,16 +30,16 @@ def torch_threads(n: int | None) -> Iterator[None]:
 _API_CALLS = ("first_token_scores", "first_token_logprobs", "scorer")
 
 
-class LazyBackend:
+class LazyBackend(BaseBackend):
     """Forwards the ``udcg.llm.base.Backend`` calls (and ``read``) to the backend of ``model`` (a
-    ``ModelSpec``, or a model string resolved with ``options``: ``udcg.llm.registry.resolve``),
+    ``ModelSpec``, or a model string or ``ModelChoice`` resolved with ``options``),
     loaded by ``spec.load()`` on the first call. ``name`` is the spec's recorded name, the same
     before and after the load. ``threads``: torch's thread count during each call, the load
     included (``torch_threads``: for a machine shared with other jobs; the process's own setting is
     back when the call returns); ``load_seconds`` is how long the load took (0 until then)."""
 
-    def __init__(self, model: str | ModelSpec, threads: int | None = None, **options: object) -> None:
-        self.spec = model if isinstance(model, ModelSpec) else resolve(model, **options)
+    def __init__(self, model: str | ModelChoice | ModelSpec, threads: int | None = None, **options: object) -> None:
+        self.spec = model if isinstance(model, ModelSpec) else ModelChoice.of(model, **options).resolve()
         self.spec.check_installed()  # now, before the work that comes before the first call
         self.name, self._backend, self.threads = self.spec.name, None, threads
         self.load_seconds = 0.0
@@ -63,15 +63,25 @@ class LazyBackend:
         (loading one costs nothing), 1 for a local model, which is not loaded to say so."""
         if self._backend is None and not self.spec.api:
             return 1
-        return getattr(self._get(), "concurrent_requests", 1)
+        return self._get().concurrent_requests
+
+    @property
+    def api(self) -> bool:
+        return self.spec.api
+
+    @property
+    def capabilities(self) -> Capabilities:  # type: ignore[override]  (the loaded backend's)
+        return self._get().capabilities
+
+    @property
+    def notes(self):  # type: ignore[override]
+        """The API backend's notes (a local model is not loaded to say it has none)."""
+        return self._get().notes if self.spec.api else {}
 
     def __getattr__(self, name: str):
         """The API backend's optional calls (``first_token_scores``, ``first_token_logprobs``,
-        ``scorer``) and its ``notes``, for an API model only (a local model is not loaded to say it
-        has none)."""
+        ``scorer``), for an API model only (a local model is not loaded to say it has none)."""
         spec = self.__dict__.get("spec")
-        if name == "notes" and spec is not None and spec.api:
-            return getattr(self._get(), "notes", {})
         if name not in _API_CALLS or spec is None or not spec.api or not hasattr(self._get(), name):
             raise AttributeError(name)
         return lambda *args: self._call(name, *args)
@@ -86,11 +96,9 @@ class LazyBackend:
         return self._call("generate", chats, params)
 
     def can_read(self) -> bool:
-        """Whether the model (loaded now) is a ``udcg.llm.base.PromptReader`` (an API backend: one
-        whose server scores text)."""
-        backend = self._get()
-        can = getattr(backend, "can_read", None)
-        return can() if callable(can) else callable(getattr(backend, "read", None))
+        """Whether the model (loaded now) reads a chat in one pass (``BaseBackend.can_read``: an API
+        backend, where its server scores text)."""
+        return self._get().can_read()
 
     def read(self, chats, candidates, continuations, max_new_tokens=32):
         return self._call("read", chats, candidates, continuations, max_new_tokens)

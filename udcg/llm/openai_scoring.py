@@ -21,7 +21,7 @@ from typing import Any
 import logging
 
 from udcg.errors import BackendError, InputError
-from udcg.llm.base import Chat, GenerationParams, Reading
+from udcg.llm.base import BaseBackend, Capabilities, Chat, GenerationParams, Reading
 from udcg.llm.openai_results import ApiLogprobs, raise_on_errors
 
 log = logging.getLogger(__name__)
@@ -100,11 +100,14 @@ class CompletionsScorer:
         return ""
 
 
-class ExactScoring:
+class ExactScoring(BaseBackend):
     """What ``OpenAIBackend`` does with a ``CompletionsScorer``: first tokens, continuations and a
     ``PromptReader``'s reading, exact where its server scores text (found out once, ``scorer``);
     else first tokens from the chat top list. Uses the backend's ``model``, ``name``, ``notes``,
-    ``tokenizer`` (a name), ``scoring`` (``SCORING``), ``first_token_logprobs`` and ``generate``."""
+    ``tokenizer`` (a name), ``scoring`` (``SCORING``), ``first_token_logprobs`` and ``generate``.
+    Its capabilities: continuations and ``read`` where the server scores text (``can_read``)."""
+
+    capabilities = Capabilities(api=True, logprobs=True, continuation=True, sampling=True, n=True, single_pass_read=True)
 
     def first_token_scores(self, chats: Sequence[Chat], candidates: Sequence[str]) -> list:
         """Each candidate's first-token log-probability per chat: exact through ``/v1/completions``

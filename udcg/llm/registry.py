@@ -1,35 +1,37 @@
-"""Turn a model string into a ``ModelSpec``, and a spec into a ``Backend``.
+"""Turn a model choice (``ModelChoice``: a model string and its options) into a ``ModelSpec``,
+and a spec into a backend (``ModelSpec.load``).
 
 - an offline alias (``smollm2-135m``, ``qwen2.5-coder-0.5b``, ``qwen2.5-coder-1.5b``), a local
   transformers model folder or a hub id: a local model, ``HFBackend`` (transformers, in-process);
 - ``SCHEME:rest``: that scheme's factory, called with ``rest``. ``openai`` is built in (the
-  OpenAI-compatible client, an API scheme); more can be added with ``register_scheme``, which
-  says whether the scheme is an API or a local one;
+  OpenAI-compatible client, an API scheme); more come from the ``udcg.backends`` entry points of
+  installed packages or ``register_scheme`` (``udcg.llm.schemes``), each an API or a local scheme;
 - any other name with ``base_urls``: ``openai:NAME``, the model a server behind that URL serves.
 
 ``resolve`` is the one place that decides what a model string is: local or API, the name its
 results record, and which options its backend takes. Every command, validate and the API go
 through it, so one string means one model everywhere.
 
-Built-in schemes are imported lazily: ``_LAZY_SCHEMES`` names each one's module and factory, imported
-when a backend of that scheme is loaded. The dependency runs one way: backend modules never import
-the registry. Nothing heavy is imported until a backend is loaded.
+Schemes are imported lazily (``udcg.llm.schemes.SCHEMES``: ``module:object`` entries imported
+when a backend of that scheme is loaded). The dependency runs one way: backend modules never
+import the registry. Nothing heavy is imported until a backend is loaded.
 """
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from udcg.errors import InputError
-from udcg.llm.base import Backend
+from udcg.errors import BackendError, InputError
+from udcg.llm.base import BaseBackend
+from udcg.llm.schemes import SCHEMES, register_scheme
 
-BackendFactory = Callable[..., Backend]
+__all__ = ["API_ONLY", "LOCAL_ONLY", "ModelChoice", "ModelSpec", "SCHEMES", "api_options", "describe", "load_backend",
+           "register_scheme", "resolve", "where_it_goes"]
 
 # What a kind of model needs beyond the core install (by scheme; "local": a transformers model in-process).
 NEEDS = {"local": ("torch", "transformers"), "openai": ("openai",)}
@@ -67,19 +69,45 @@ def api_options(api_base: str | None = None, api_key_env: str | None = None, con
 
 
 @dataclass(frozen=True, slots=True)
-class _Scheme:
-    factory: BackendFactory
-    api: bool
+class ModelChoice:
+    """A model as the user chose it: its name and its options, None where not given (the backend's
+    default). One value from the command line (``udcg.commands._parser.add_model_options`` and
+    ``model_choice``), a validate config's ``reader`` and the Python API alike; ``resolve`` turns it
+    into the ``ModelSpec`` that loads. ``api_base``: one base URL or several, comma-separated."""
 
+    model: str
+    device: str | None = None
+    dtype: str | None = None
+    batch_size: int | None = None
+    api_base: str | None = None
+    api_key_env: str | None = None
+    concurrency: int | None = None
+    rpm: float | None = None
+    timeout: float | None = None
+    max_retries: int | None = None
+    tokenizer: str | None = None
+    scoring: str | None = None
 
-_SCHEMES: dict[str, _Scheme] = {}
-# scheme -> (module, factory function in it, API scheme?), imported on first load
-_LAZY_SCHEMES: dict[str, tuple[str, str, bool]] = {"openai": ("udcg.llm.openai_backend", "from_registry", True)}
+    @classmethod
+    def of(cls, model: str | ModelChoice, **given: Any) -> ModelChoice:
+        """``model`` (a name, or a choice) with the options ``given`` that are not None."""
+        given = {k: v for k, v in given.items() if v is not None}
+        return replace(model, **given) if isinstance(model, ModelChoice) else cls(model, **given)
+
+    def options(self) -> dict[str, Any]:
+        """The backend options it gives (``resolve``'s keywords; None: not given)."""
+        return {"device": self.device, "dtype": self.dtype, "batch_size": self.batch_size,
+                **api_options(self.api_base, self.api_key_env, self.concurrency, self.rpm, self.timeout,
+                              self.max_retries, self.tokenizer, self.scoring)}
+
+    def resolve(self, defaults: Mapping[str, Any] | None = None) -> ModelSpec:
+        """The spec (``resolve(self.model, **self.options(), defaults=defaults)``)."""
+        return resolve(self.model, defaults=defaults, **self.options())
 
 
 @dataclass(frozen=True, slots=True)
 class ModelSpec:
-    """A model string resolved once (``resolve``)."""
+    """A model string resolved once (``resolve``): ``load`` builds its backend without resolving again."""
 
     model: str  # what is loaded: an alias, a folder, a hub id, or SCHEME:rest
     scheme: str | None  # None: a transformers model loaded in-process
@@ -87,10 +115,9 @@ class ModelSpec:
     name: str  # the name every result, cache and output records (known without loading the model)
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), hash=False)  # for the backend
 
-    def load(self) -> Backend:
-        """The backend (``load_backend(self.model, **self.options)``)."""
-        self.check_installed()
-        return load_backend(self.model, **self.options)
+    def load(self) -> BaseBackend:
+        """The backend (``load_backend(self)``: built from this spec, not resolved again)."""
+        return load_backend(self)
 
     def check_installed(self) -> None:
         """An InputError, in one line before any work, when a package this model needs is missing
@@ -103,47 +130,18 @@ class ModelSpec:
                              f"{'is' if len(missing) == 1 else 'are'} not installed: {INSTALL_LLM}")
 
 
-def register_scheme(scheme: str, factory: BackendFactory, *, api: bool) -> None:
-    """Make ``load_backend("SCHEME:rest", **kw)`` call ``factory(rest, **kw)``. ``api``: whether the
-    scheme's models are served through an API (they refuse the local options ``LOCAL_ONLY``, take
-    the ``API_ONLY`` ones, and an annotation defaults to the api-logprobs estimator) or run locally
-    (the reverse). Its backend should record ``rest`` as its ``name``, the name ``resolve`` gives."""
-    if not scheme.isidentifier():
-        raise ValueError(f"scheme {scheme!r} must be an identifier (letters, digits, underscore)")
-    if not isinstance(api, bool):
-        raise TypeError(f"scheme {scheme!r}: api must be True (an API scheme) or False (a local one), got {api!r}")
-    _SCHEMES[scheme] = _Scheme(factory, api)
-
-
 def _scheme(name: str, served: bool = False) -> tuple[str, str] | None:
     """(scheme, rest) of ``SCHEME:rest``; None for a name without a scheme, or with ``served`` (a
     name given with base_urls, such as ``llama3:8b``) one whose head is no known scheme."""
     head, sep, rest = name.partition(":")
     if not sep or not head.isidentifier() or len(head) == 1:  # "C:\\models" is a Windows path, not a scheme
         return None
-    if head not in _SCHEMES and head not in _LAZY_SCHEMES:
+    if SCHEMES.get(head) is None:
         if served:
             return None
-        known = sorted(set(_SCHEMES) | set(_LAZY_SCHEMES))
-        raise InputError(f"model {name!r}: unknown backend scheme {head!r} (known: {', '.join(known) or 'none'}; "
+        raise InputError(f"model {name!r}: unknown backend scheme {head!r} (known: {', '.join(SCHEMES.names()) or 'none'}; "
                          f"or give an offline alias, a model folder or a hub id)")
     return head, rest
-
-
-def _is_api(scheme: str) -> bool:
-    return _SCHEMES[scheme].api if scheme in _SCHEMES else _LAZY_SCHEMES[scheme][2]
-
-
-def _factory(scheme: str, name: str) -> BackendFactory:
-    if scheme not in _SCHEMES:
-        module, factory, api = _LAZY_SCHEMES[scheme]
-        try:
-            register_scheme(scheme, getattr(importlib.import_module(module), factory), api=api)
-        except ModuleNotFoundError as e:
-            if e.name != module:
-                raise
-            raise InputError(f"model {name!r}: the {scheme!r} backend is not installed ({module})") from None
-    return _SCHEMES[scheme].factory
 
 
 def resolve(model: str, *, defaults: Mapping[str, Any] | None = None, **options: Any) -> ModelSpec:
@@ -167,7 +165,7 @@ def resolve(model: str, *, defaults: Mapping[str, Any] | None = None, **options:
         path = Path(model).expanduser()
         scheme, rest, api, name = None, model, False, path.name if path.is_dir() else model
     else:
-        (scheme, rest), api = target, _is_api(target[0])
+        (scheme, rest), api = target, SCHEMES.is_api(target[0], model)
         if not rest:
             raise InputError(f"model {model!r}: give the served model name after the colon (e.g. {scheme}:MODEL)")
         name = rest
@@ -204,16 +202,21 @@ def where_it_goes(spec: ModelSpec) -> str:
     return redact(line, [s for u in urls for s in url_secrets(u)])
 
 
-def load_backend(name: str, **kw: Any) -> Backend:
-    """The backend for ``name`` (``resolve(name, **kw)``). Keyword arguments go to the backend (for
-    ``HFBackend``: device, dtype, batch_size, quantize, share_prefix, name; for ``openai:``: the
-    ``OpenAIBackend`` ones)."""
-    spec = resolve(name, **kw)
-    if spec.scheme is not None:
-        return _factory(spec.scheme, name)(spec.model.partition(":")[2], **spec.options)
-    from udcg.llm.hf import HFBackend
+def load_backend(model: str | ModelSpec, **kw: Any) -> BaseBackend:
+    """The backend of a spec (``ModelSpec.load``), or of a model name resolved once with ``kw``
+    (``resolve(model, **kw)``): the scheme's factory called with the model after ``scheme:`` and the
+    options, or ``HFBackend`` for a local model (device, dtype, batch_size, quantize, share_prefix, name)."""
+    spec = model if isinstance(model, ModelSpec) and not kw else resolve(model, **kw)
+    spec.check_installed()
+    if spec.scheme is None:
+        from udcg.llm.hf import HFBackend
 
-    return HFBackend(spec.model, **spec.options)
+        return HFBackend(spec.model, **spec.options)
+    backend = SCHEMES.factory(spec.scheme, spec.model)(spec.model.partition(":")[2], **spec.options)
+    if not isinstance(backend, BaseBackend):
+        raise BackendError(f"model {spec.model!r}: the {spec.scheme!r} backend made a {type(backend).__name__}, "
+                           "not a udcg.llm.base.BaseBackend (derive the backend class from it)")
+    return backend
 
 
 def describe() -> list[str]:
@@ -222,6 +225,8 @@ def describe() -> list[str]:
 
     lines = [f"{alias}: offline ({m.source})" for alias, m in offline.ALIASES.items()]
     lines.append("a local transformers model folder, or a hub id like 'org/name' (needs a model hub)")
-    for s in sorted(set(_SCHEMES) | set(_LAZY_SCHEMES)):
-        lines.append(f"{s}:MODEL (registered {'API' if _is_api(s) else 'local'} backend)")
+    for name in SCHEMES.names():
+        entry = SCHEMES.get(name)
+        kind = "an API" if entry.api else "a local" if entry.api is False else "a"
+        lines.append(f"{name}:MODEL ({kind} backend, {entry.origin})")
     return lines
