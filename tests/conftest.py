@@ -81,7 +81,6 @@ SCRIPTED = Capabilities(logprobs=True, continuation=True, sampling=True, n=True)
 
 
 class ScriptedBackend(BaseBackend):
-    capabilities = SCRIPTED
     """A fake ``udcg.llm.base.Backend`` (and, with ``reads=True``, ``PromptReader``) that answers
     from scripts and logs every call. A method without a script fails the test when asked.
 
@@ -103,6 +102,8 @@ class ScriptedBackend(BaseBackend):
     ``delay`` seconds are slept per call. The log: ``calls`` (a ``Call`` each, in order, faulted ones
     included), ``prompts``, ``n_calls(method)``, ``n_chats(method)``.
     """
+
+    capabilities = SCRIPTED
 
     def __init__(self, *, answer: Callable | Mapping | str | None = None, first: Callable | Mapping | None = None,
                  continuation: Callable | Mapping | None = None, name: str = "scripted", reads: bool = False,

@@ -90,9 +90,9 @@ def test_cli_rules_relevance_and_write_back(tmp_path, capsys):
 def fake_registry(monkeypatch):
     backends = []
 
-    def load_backend(name, **kw):
-        backends.append(ScriptedBackend(answer=grade_rome if name == "good" else "I refuse.", name=name))
-        backends[-1].kw = kw
+    def load_backend(spec):  # a spec resolved once (ModelSpec.load), never a name resolved again
+        backends.append(ScriptedBackend(answer=grade_rome if spec.model == "good" else "I refuse.", name=spec.name))
+        backends[-1].kw = dict(spec.options)
         return backends[-1]
 
     from udcg.llm import registry

@@ -39,6 +39,9 @@ def run_list(args: argparse.Namespace) -> int:
         print(f"{r['alias']:<{width}}  {'yes' if r['installed'] else 'no':<9}  {'yes' if r['cached'] else 'no':<6}  "
               f"{r['gguf_bytes'] / 1e6:7.0f}  {r['source']}; {r['note']}")
     print(f"cache: {offline.cache_root()}")
+    from udcg.llm.registry import scheme_lines
+
+    print("backends (--model SCHEME:MODEL): " + "; ".join(scheme_lines()))
     return 0
 
 

@@ -181,7 +181,7 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
         done, stats = annotate(questions, backend, cfg, out / store.ANNOTATIONS,
                                progress(report.pairs, f"annotate {model}") if progress else None)
         report.computed, report.changed, report.seconds = stats.n_computed, stats.n_changed, time.perf_counter() - t0
-        report.server_notes = dict(getattr(backend, "notes", {}))
+        report.server_notes = dict(backend.notes)
     with open_cache(out / store.ANNOTATIONS):  # the folder's lock: one command merges and writes at a time
         meta = _check_meta(out, cfg, model)  # read again: another command may have written the folder since
         records = _merged_records(out, done, rel, model, cfg)

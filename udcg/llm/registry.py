@@ -219,14 +219,21 @@ def load_backend(model: str | ModelSpec, **kw: Any) -> BaseBackend:
     return backend
 
 
+def scheme_lines() -> list[str]:
+    """One line per backend scheme, the ``udcg.backends`` entry points' included: API or local, and
+    where it comes from (an entry point not imported yet says neither)."""
+    lines = []
+    for name in SCHEMES.names():
+        entry = SCHEMES.get(name)
+        kind = "an API" if entry.api else "a local" if entry.api is False else "a"
+        lines.append(f"{name}:MODEL ({kind} backend, {entry.origin})")
+    return lines
+
+
 def describe() -> list[str]:
     """Human-readable list of what ``load_backend`` accepts."""
     from udcg.llm import offline
 
     lines = [f"{alias}: offline ({m.source})" for alias, m in offline.ALIASES.items()]
     lines.append("a local transformers model folder, or a hub id like 'org/name' (needs a model hub)")
-    for name in SCHEMES.names():
-        entry = SCHEMES.get(name)
-        kind = "an API" if entry.api else "a local" if entry.api is False else "a"
-        lines.append(f"{name}:MODEL ({kind} backend, {entry.origin})")
-    return lines
+    return lines + scheme_lines()

@@ -116,11 +116,11 @@ class Schemes:
     @contextlib.contextmanager
     def scoped(self) -> Iterator[Schemes]:
         """Registrations made inside the block are gone after it (and the entry points are read again)."""
-        entries, read = dict(self._entries), self._plugins_read
+        entries = dict(self._entries)
         try:
             yield self
-        finally:
-            self._entries, self._plugins_read = entries, read
+        finally:  # the entry points are read again when next needed: the path may have changed
+            self._entries, self._plugins_read = entries, False
 
 
 SCHEMES = Schemes({"openai": ("udcg.llm.openai_backend:from_registry", True)})
