@@ -14,7 +14,7 @@ from udcg.errors import InputError
 from udcg.llm import registry
 from udcg.llm.base import BaseBackend, GenerationParams
 from udcg.llm.lazy import LazyBackend
-from udcg.llm.registry import ModelSpec, resolve
+from udcg.llm.registry import ModelChoice, ModelSpec, resolve
 
 GREEDY = GenerationParams()
 REPLY = json.dumps({"motivation": "m", "grade": "A"})  # the answer judge's "correct"
@@ -173,3 +173,44 @@ def test_batch_size_is_refused_by_every_command_for_an_api_scheme(tmp_path, toy,
         else:
             assert rc == 0 and toy.built[-1].options["batch_size"] == 4, err
     assert len(toy.built) == built + (0 if api else 3)
+
+
+# ---------------------------------------------------------------- one model value
+
+
+LOCAL_FLAGS = ["--device", "cpu", "--dtype", "float32", "--batch-size", "4"]
+API_FLAGS = ["--api-base", "http://127.0.0.1:9/v1", "--api-key-env", "K", "--concurrency", "3", "--rpm", "60",
+             "--timeout", "5", "--max-retries", "2", "--tokenizer", "smollm2-135m", "--scoring", "completions"]
+MODEL_COMMANDS = {"annotate": ["annotate", "in.json", "-o", "o.json", "--model", "m"],
+                  "answer": ["answer", "--run", "r.trec", "--corpus", "c", "-o", "o.jsonl", "--model", "m"],
+                  "judge": ["judge", "relevance", "in.json", "-o", "o.jsonl", "--judge", "m"],
+                  "serve": ["serve", "--model", "m"]}
+
+
+def test_every_command_that_runs_a_model_makes_one_choice_from_the_same_flags():
+    from udcg.cli import build_parser
+    from udcg.commands._parser import model_choice
+
+    choices = {name: model_choice(build_parser().parse_args(argv + LOCAL_FLAGS + (API_FLAGS if name != "serve" else [])))
+               for name, argv in MODEL_COMMANDS.items()}
+    full = ModelChoice("m", device="cpu", dtype="float32", batch_size=4, api_base="http://127.0.0.1:9/v1",
+                       api_key_env="K", concurrency=3, rpm=60.0, timeout=5.0, max_retries=2, tokenizer="smollm2-135m",
+                       scoring="completions")
+    assert choices["annotate"] == choices["answer"] == choices["judge"] == full
+    assert choices["serve"] == ModelChoice("m", device="cpu", dtype="float32", batch_size=4)  # its --api-key-env: its own
+
+
+def test_a_choice_resolves_as_the_keywords_of_the_python_api():
+    from udcg.flows.annotate import reader
+
+    choice = ModelChoice("gpt-x", api_base="http://127.0.0.1:9/v1", timeout=3.0)
+    assert reader(choice).spec == reader("gpt-x", api_base="http://127.0.0.1:9/v1", timeout=3.0).spec
+    assert reader(choice, timeout=7.0).spec.options["timeout"] == 7.0  # a keyword given beside a choice is added
+    spec = choice.spec()
+    assert (spec.model, spec.api, dict(spec.options)) == ("openai:gpt-x", True, {"base_urls": ["http://127.0.0.1:9/v1"],
+                                                                                 "timeout": 3.0})
+
+
+def test_serve_takes_the_local_model_options_and_an_api_model_refuses_them(capsys):
+    assert main(["serve", "--model", "openai:m", "--device", "cpu", "--port", "0"]) == 2
+    assert "--device cpu: 'openai:m' is an API model" in capsys.readouterr().err

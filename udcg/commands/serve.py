@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--api-key-env {args.api_key_env}: that environment variable is unset or empty (export it first)")
     elif args.host not in ("127.0.0.1", "localhost", "::1"):
         logging.getLogger("udcg.serve").warning("listening on %s without an API key: anyone who reaches it can use the model", args.host)
-    spec = model_choice(args).resolve()  # an unknown scheme fails now, before the port is checked
+    spec = model_choice(args).spec()  # an unknown scheme fails now, before the port is checked
     spec.check_installed()
     check_port_free(args.host, args.port)  # a busy port fails now, not after the model has loaded
     backend = spec.load()

@@ -107,7 +107,7 @@ class _Models:
         if model in (None, "rules"):
             return None
         if model not in self._others:
-            self._others[model] = LazyBackend(ModelChoice(model).resolve(defaults=self._local), threads=self._threads)
+            self._others[model] = LazyBackend(ModelChoice(model).spec(defaults=self._local), threads=self._threads)
         return self._others[model]
 
     def load_seconds(self) -> dict[str, float]:
@@ -125,7 +125,7 @@ def reader_choice(cfg: Config) -> ModelChoice:
 
 def reader_spec(cfg: Config) -> ModelSpec:
     """The reader resolved (a model name with ``reader.api_base`` is the model that server serves)."""
-    return reader_choice(cfg).resolve(defaults={"device": cfg.reader.device, "dtype": cfg.reader.dtype})
+    return reader_choice(cfg).spec(defaults={"device": cfg.reader.device, "dtype": cfg.reader.dtype})
 
 
 def check_reader_can(cfg: Config, reader) -> None:

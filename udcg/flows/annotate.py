@@ -73,7 +73,7 @@ def reader(model: str | ModelChoice, *, estimator: str | None = None, prompt: st
     choice = ModelChoice.of(model, device=device, dtype=dtype, batch_size=batch_size, api_base=api_base,
                             api_key_env=api_key_env, concurrency=concurrency, rpm=rpm, timeout=timeout,
                             max_retries=max_retries, tokenizer=tokenizer, scoring=scoring)
-    spec = choice.resolve(defaults=LOCAL_DEFAULTS)
+    spec = choice.spec(defaults=LOCAL_DEFAULTS)
     spec.check_installed()  # a core install says which extra to add now, not after reading the corpus
     config = AnnotateConfig(estimator=estimator or ("api-logprobs" if spec.api else "first-token"),
                             prompt_version=check_version(prompt), chunk_size=chunk_size or default_chunk_size(spec),
@@ -138,7 +138,7 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
     for flag, value in (("--depth", depth), ("--limit", limit)):
         if value is not None and value < 1:
             raise InputError(f"{flag} {value}: must be a positive integer")
-    judge_spec = ModelChoice.of(judge).resolve() if unjudged == "judge" and judge != "rules" else None
+    judge_spec = ModelChoice.of(judge).spec() if unjudged == "judge" and judge != "rules" else None
     if judge_spec is not None:
         judge_spec.check_installed()
     if reader_.spec.api:  # the first line names the server (an openai: model without one refuses without a key)
@@ -172,5 +172,5 @@ def relevance_judge(judge: str | ModelSpec | None = "rules"):
 
     if judge is None or judge == "rules":
         return RuleJudge("relevance")
-    spec = judge if isinstance(judge, ModelSpec) else ModelChoice.of(judge).resolve()
+    spec = judge if isinstance(judge, ModelSpec) else ModelChoice.of(judge).spec()
     return LLMJudge(spec.load(), "relevance")

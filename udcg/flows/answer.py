@@ -57,7 +57,7 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
             raise InputError(f"{flag} {value}: must be a positive integer")
     check_version(prompt)
     choice = ModelChoice.of(model, device=device, dtype=dtype, batch_size=batch_size, **(api or {}))
-    spec = choice.resolve(defaults=LOCAL_DEFAULTS)  # an API model refuses the local options
+    spec = choice.spec(defaults=LOCAL_DEFAULTS)  # an API model refuses the local options
     spec.check_installed()
     if spec.api:  # the first line names the server (an openai: model without one refuses without a key)
         say(where_it_goes(spec))

@@ -74,7 +74,7 @@ def judge_file(task_name: str, path: str | Path, output: str | Path, *, judge: s
         raise InputError("--write-authors works for relevance and grade (answers have no authors' format)")
     if output.resolve() == path.resolve():
         raise InputError(f"{output}: the output would overwrite the input (choose another -o)")
-    spec = None if choice.model == "rules" else choice.resolve()
+    spec = None if choice.model == "rules" else choice.spec()
     if spec is not None:  # an API model refuses --batch-size; a core install: which extra, before any work
         spec.check_installed()
     raw_items: list[dict] = []

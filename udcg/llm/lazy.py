@@ -39,7 +39,7 @@ class LazyBackend(BaseBackend):
     back when the call returns); ``load_seconds`` is how long the load took (0 until then)."""
 
     def __init__(self, model: str | ModelChoice | ModelSpec, threads: int | None = None, **options: object) -> None:
-        self.spec = model if isinstance(model, ModelSpec) else ModelChoice.of(model, **options).resolve()
+        self.spec = model if isinstance(model, ModelSpec) else ModelChoice.of(model, **options).spec()
         self.spec.check_installed()  # now, before the work that comes before the first call
         self.name, self._backend, self.threads = self.spec.name, None, threads
         self.load_seconds = 0.0

@@ -72,7 +72,7 @@ def api_options(api_base: str | None = None, api_key_env: str | None = None, con
 class ModelChoice:
     """A model as the user chose it: its name and its options, None where not given (the backend's
     default). One value from the command line (``udcg.commands._parser.add_model_options`` and
-    ``model_choice``), a validate config's ``reader`` and the Python API alike; ``resolve`` turns it
+    ``model_choice``), a validate config's ``reader`` and the Python API alike; ``spec()`` turns it
     into the ``ModelSpec`` that loads. ``api_base``: one base URL or several, comma-separated."""
 
     model: str
@@ -100,8 +100,8 @@ class ModelChoice:
                 **api_options(self.api_base, self.api_key_env, self.concurrency, self.rpm, self.timeout,
                               self.max_retries, self.tokenizer, self.scoring)}
 
-    def resolve(self, defaults: Mapping[str, Any] | None = None) -> ModelSpec:
-        """The spec (``resolve(self.model, **self.options(), defaults=defaults)``)."""
+    def spec(self, defaults: Mapping[str, Any] | None = None) -> ModelSpec:
+        """Resolved once: ``resolve(self.model, **self.options(), defaults=defaults)``."""
         return resolve(self.model, defaults=defaults, **self.options())
 
 
