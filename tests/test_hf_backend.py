@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from udcg.annotate.prompt import reader_chat  # noqa: E402
-from udcg.errors import InputError  # noqa: E402
+from udcg.errors import BackendError, InputError  # noqa: E402
 from udcg.llm import offline  # noqa: E402
 from udcg.llm.base import GenerationParams  # noqa: E402
 from udcg.llm.hf import HFBackend  # noqa: E402

@@ -71,13 +71,12 @@ def probability(logprob: float, where: str) -> float:
 
 
 def first_token(backend: Backend, chats: Sequence[Chat], *, target: str = ABSTAIN) -> list[Estimate]:
-    scores = getattr(backend, "first_token_scores", None)  # an API backend: exact, or a top list
-    if scores is None:
-        rows = backend.next_token_logprobs(chats, [target])
-        _check_count(backend, rows, chats)
-        return [Estimate(probability(row[target], f"{backend.name}: chat {i}"), estimator_used="first-token")
-                for i, row in enumerate(rows)]
-    return _from_api(backend, chats, scores(chats, [target]), target)
+    if backend.capabilities.top_list:  # an API backend: exact where its server scores text, else a top list
+        return _from_api(backend, chats, backend.first_token_scores(chats, [target]), target)
+    rows = backend.next_token_logprobs(chats, [target])
+    _check_count(backend, rows, chats)
+    return [Estimate(probability(row[target], f"{backend.name}: chat {i}"), estimator_used="first-token")
+            for i, row in enumerate(rows)]
 
 
 def sequence(backend: Backend, chats: Sequence[Chat], *, target: str = ABSTAIN) -> list[Estimate]:
@@ -92,12 +91,11 @@ def sequence(backend: Backend, chats: Sequence[Chat], *, target: str = ABSTAIN) 
 
 
 def api_logprobs(backend: Backend, chats: Sequence[Chat], *, target: str = ABSTAIN) -> list[Estimate]:
-    listed = getattr(backend, "first_token_logprobs", None)  # the chat top list, even where exact scoring exists
-    if listed is None:
-        rows = backend.next_token_logprobs(chats, [target])
-        _check_count(backend, rows, chats)
-        return _from_api(backend, chats, [_Listed(row) for row in rows], target)
-    return _from_api(backend, chats, listed(chats, [target]), target)
+    if backend.capabilities.top_list:  # the chat top list, even where exact scoring exists
+        return _from_api(backend, chats, backend.first_token_logprobs(chats, [target]), target)
+    rows = backend.next_token_logprobs(chats, [target])
+    _check_count(backend, rows, chats)
+    return _from_api(backend, chats, [_Listed(row) for row in rows], target)
 
 
 class _Listed:

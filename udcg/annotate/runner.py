@@ -16,7 +16,7 @@ from pathlib import Path
 from udcg import runs
 from udcg.errors import BackendError, InputError
 from udcg.io.cache import AppendCache
-from udcg.llm.base import Backend
+from udcg.llm.base import Backend, BaseBackend, Capabilities
 from udcg.records import Annotation, Question
 
 log = logging.getLogger(__name__)
@@ -97,9 +97,11 @@ def _estimate(backend: Backend, chats: list, cfg: AnnotateConfig) -> list:
     return abstention_estimates(backend, chats, cfg.estimator, **options)
 
 
-class _Replay:
+class _Replay(BaseBackend):
     """Serves the finished results of a failed API batch again, so they become estimates exactly as
     in a successful call (no second request)."""
+
+    capabilities = Capabilities(api=True, top_list=True)
 
     def __init__(self, name: str, rows: list):
         self.name, self._rows = name, rows

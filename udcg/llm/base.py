@@ -86,9 +86,13 @@ class Capabilities:
     means something); ``single_pass_read``: ``read`` gives the three per-passage values of a chat
     from one pass (``PromptReader``; ``can_read`` may still say no for a server that cannot score);
     ``api``: served through an API (no device, dtype or batch size of ours; requests run in
-    parallel), which also says how ``udcg.llm.registry.resolve`` treats an entry point's scheme."""
+    parallel), which also says how ``udcg.llm.registry.resolve`` treats an entry point's scheme;
+    ``top_list``: first tokens come from a server's top list as well (``first_token_logprobs``: the
+    list, a token outside it censored; ``first_token_scores``: exact where the server scores text,
+    else the list), so the estimators read those and never take -inf for a probability of 0."""
 
     api: bool = False
+    top_list: bool = False
     logprobs: bool = True
     continuation: bool = False
     sampling: bool = True
@@ -129,6 +133,15 @@ class BaseBackend:
 
     def generate(self, chats: Sequence[Chat], params: GenerationParams = GenerationParams()) -> list[list[str]]:
         raise BackendError(f"{self.name}: this backend does not generate answers")
+
+    def first_token_logprobs(self, chats: Sequence[Chat], candidates: Sequence[str]) -> list:
+        """With ``top_list``: per chat, the server's top list and each candidate's log-probability
+        read from it (``udcg.llm.openai_results.ApiLogprobs``)."""
+        raise BackendError(f"{self.name}: this backend has no top list of first tokens (capabilities.top_list)")
+
+    def first_token_scores(self, chats: Sequence[Chat], candidates: Sequence[str]) -> list:
+        """With ``top_list``: as ``first_token_logprobs``, exact where the server scores text."""
+        return self.first_token_logprobs(chats, candidates)
 
     def can_read(self) -> bool:
         """Whether ``read`` works here (the class declares ``single_pass_read``)."""

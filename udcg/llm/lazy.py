@@ -27,9 +27,6 @@ def torch_threads(n: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-_API_CALLS = ("first_token_scores", "first_token_logprobs", "scorer")
-
-
 class LazyBackend(BaseBackend):
     """Forwards the ``udcg.llm.base.Backend`` calls (and ``read``) to the backend of ``model`` (a
     ``ModelSpec``, or a model string or ``ModelChoice`` resolved with ``options``),
@@ -78,16 +75,14 @@ class LazyBackend(BaseBackend):
         """The API backend's notes (a local model is not loaded to say it has none)."""
         return self._get().notes if self.spec.api else {}
 
-    def __getattr__(self, name: str):
-        """The API backend's optional calls (``first_token_scores``, ``first_token_logprobs``,
-        ``scorer``), for an API model only (a local model is not loaded to say it has none)."""
-        spec = self.__dict__.get("spec")
-        if name not in _API_CALLS or spec is None or not spec.api or not hasattr(self._get(), name):
-            raise AttributeError(name)
-        return lambda *args: self._call(name, *args)
-
     def next_token_logprobs(self, chats, candidates):
         return self._call("next_token_logprobs", chats, candidates)
+
+    def first_token_logprobs(self, chats, candidates):
+        return self._call("first_token_logprobs", chats, candidates)
+
+    def first_token_scores(self, chats, candidates):
+        return self._call("first_token_scores", chats, candidates)
 
     def continuation_logprobs(self, requests):
         return self._call("continuation_logprobs", requests)
