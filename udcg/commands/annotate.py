@@ -66,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("with --run give --corpus (a BEIR folder or corpus file) and no INPUT file")
     if not args.run and not args.input:
         raise InputError("give an INPUT file, or --corpus with one or more --run")
-    reader_ = reader(model_choice(args), estimator=args.estimator, prompt=args.prompt, chunk_size=args.chunk_size, samples=args.samples, temperature=args.temperature,
-                     target_width=args.target_width, seed=args.seed)
+    reader_ = reader(model_choice(args), estimator=args.estimator, prompt=args.prompt, chunk_size=args.chunk_size,
+                     samples=args.samples, temperature=args.temperature, target_width=args.target_width, seed=args.seed)
     if args.run:
         follow_libraries(not args.no_progress)
         report = annotate_run_files(args.corpus, args.run, args.output, reader_, depth=args.depth, queries=args.queries,

@@ -54,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
     from udcg.progress import follow_libraries
 
     follow_libraries(not args.no_progress)
-    result = answer_runs(args.corpus, args.run, args.output, model_choice(args), k=args.k, queries=args.queries, qrels=args.qrels,
-                         answers=args.answers, utilities=args.utilities, limit=args.limit, sample=args.sample,
+    result = answer_runs(args.corpus, args.run, args.output, model_choice(args), k=args.k, queries=args.queries,
+                         qrels=args.qrels, answers=args.answers, utilities=args.utilities, limit=args.limit, sample=args.sample,
                          samples=args.samples,
                          depth=args.depth, seed=args.seed, prompt=args.prompt, max_new_tokens=args.max_new_tokens,
                          chunk_size=args.chunk_size, cache=args.cache, show_progress=not args.no_progress,

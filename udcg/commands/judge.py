@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
     from udcg.progress import follow_libraries
 
     follow_libraries(not args.no_progress)
-    result = judge_file(args.task, args.input, args.output, judge=model_choice(args), prompt_version=args.prompt_version,
-                        chunk_size=args.chunk_size, max_new_tokens=args.max_new_tokens,
+    result = judge_file(args.task, args.input, args.output, judge=model_choice(args),
+                        prompt_version=args.prompt_version, chunk_size=args.chunk_size, max_new_tokens=args.max_new_tokens,
                         retries=args.retries, match=args.match, f1_threshold=args.f1_threshold,
                         require_relevant_context=args.require_relevant_context, write_authors=args.write_authors,
                         cache=args.cache, keep_raw=args.keep_raw, retry_unparseable=args.retry_unparseable,

@@ -84,9 +84,10 @@ def judge_file(task_name: str, path: str | Path, output: str | Path, *, judge: s
         raw_items, questions = read_authors(path)
         items = runner.passage_items(questions)
     runner.check_answers(items, task, str(path))
+    # after the input checks: a bad file fails before a model loads
     judge_ = _make_judge(task, spec, match=match, f1_threshold=f1_threshold,
                          require_relevant_context=require_relevant_context, prompt_version=prompt_version,
-                         max_new_tokens=max_new_tokens, retries=retries, keep_raw=keep_raw, say=say)  # after the input checks: a bad file fails before a model loads
+                         max_new_tokens=max_new_tokens, retries=retries, keep_raw=keep_raw, say=say)
     cache = Path(cache) if cache else output.with_name(output.name + ".cache.jsonl")
     with bar(total=len(items), desc=f"judge {task.name}", unit="item", enabled=show_progress) as progress:
         records = runner.run_judge(judge_, items, cache, chunk_size=chunk_size or batch_size or 8,
