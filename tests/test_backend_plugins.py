@@ -132,7 +132,8 @@ def test_entry_points_are_read_lazily_and_checked(tmp_path, monkeypatch):
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: served-pkg\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[udcg.tests]\nserved = tests.test_backend_plugins:_Served\n"
-                                           "broken = tests.test_backend_plugins:nothing_here\nnotone = json:dumps\n")
+                                           "broken = tests.test_backend_plugins:nothing_here\nnotone = json:dumps\n"
+                                           "needs = udcg_no_such_module_xyz.backend:B\n")
     monkeypatch.syspath_prepend(str(site))
     schemes = Schemes({}, group="udcg.tests")
     assert schemes._plugins_read is False  # nothing read for a name the registry knows or before one is asked
@@ -143,4 +144,7 @@ def test_entry_points_are_read_lazily_and_checked(tmp_path, monkeypatch):
         schemes.factory("broken", "broken:m")
     with pytest.raises(InputError, match="no subclass of udcg.llm.base.BaseBackend"):
         schemes.factory("notone", "notone:m")
-    assert schemes.names() == ["broken", "notone", "served"]
+    with pytest.raises(InputError, match=r"the 'needs' backend \(udcg_no_such_module_xyz.backend\) needs "
+                                         "udcg_no_such_module_xyz, which is not installed"):
+        schemes.factory("needs", "needs:m")
+    assert schemes.names() == ["broken", "needs", "notone", "served"]

@@ -87,9 +87,8 @@ class Schemes:
             for part in name.split("."):
                 obj = getattr(obj, part)
         except ModuleNotFoundError as e:
-            if e.name != module:
-                raise
-            raise InputError(f"model {model!r}: the {scheme!r} backend is not installed ({module})") from None
+            missing = "" if e.name == module else f" needs {e.name}, which"
+            raise InputError(f"model {model!r}: the {scheme!r} backend ({module}){missing} is not installed") from None
         except (ImportError, AttributeError) as e:
             raise InputError(f"model {model!r}: the {scheme!r} backend ({entry.origin}: {entry.target}) does not load: "
                              f"{e}") from None
