@@ -41,7 +41,7 @@ def _section(title: str) -> str:
 
 def _blocks(title: str) -> dict[str, str]:
     """The code blocks of a section by their marker (``<!-- file: NAME -->`` or ``<!-- NAME -->``)."""
-    found = re.findall(r"<!-- (?:file: )?(\S+) -->\n```\w*\n(.*?)```", _section(title), flags=re.S)
+    found = re.findall(r"<!-- (?:file: )?(\S+) -->\n```\w*\n(.*?)```", _section(title), flags=re.DOTALL)
     return dict(found)
 
 

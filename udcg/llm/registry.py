@@ -30,8 +30,8 @@ from udcg.errors import BackendError, InputError
 from udcg.llm.base import BaseBackend
 from udcg.llm.schemes import SCHEMES, register_scheme
 
-__all__ = ["API_ONLY", "LOCAL_ONLY", "ModelChoice", "ModelSpec", "SCHEMES", "api_options", "describe", "load_backend",
-           "register_scheme", "resolve", "where_it_goes"]
+__all__ = ["API_ONLY", "LOCAL_ONLY", "SCHEMES", "ModelChoice", "ModelSpec", "api_options", "describe", "load_backend",
+           "register_scheme", "resolve", "scheme_lines", "where_it_goes"]
 
 # What a kind of model needs beyond the core install (by scheme; "local": a transformers model in-process).
 NEEDS = {"local": ("torch", "transformers"), "openai": ("openai",)}
@@ -189,7 +189,6 @@ def where_it_goes(spec: ModelSpec) -> str:
     if spec.scheme != "openai":
         return f"reader {spec.name}: {spec.scheme} API"
     from udcg.llm.openai_target import target
-
     from udcg.llm.openai_wire import check_url
     from udcg.redact import redact, url_secrets
 
