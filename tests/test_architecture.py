@@ -25,7 +25,7 @@ TYPE_CHECKING:``, a type named for an annotation and never run, is not counted).
 scripts/ (and the Python they hand to a child process in a string) use udcg's public names only:
 no private name (``_x``) of a udcg module, imported or reached as an attribute, and from
 ``udcg.experiment`` only the entry points in ``SCRIPT_EXPERIMENT`` (the paper's experiment is
-otherwise internal; scripts use ``udcg``/``udcg.api``, the runner ``udcg.runs`` and the public
+otherwise internal; scripts use ``udcg``/``udcg.api``, the runner ``udcg.resumable`` and the public
 functions of the floors below).
 """
 
@@ -41,7 +41,7 @@ FLOORS = [
     {"udcg.records", "udcg.errors", "udcg.text", "udcg.progress", "udcg.redact", "udcg.version"},
     {"udcg.bounds", "udcg.extras"},
     {"udcg.io", "udcg.llm"},
-    {"udcg.runs"},
+    {"udcg.resumable"},
     {"udcg.annotate", "udcg.grade", "udcg.metrics"},
     {"udcg.flows"},
     {"udcg.experiment"},
@@ -259,7 +259,7 @@ def _script_module(script: str, line: int, module: str, name: str | None) -> lis
     if SCRIPT_EXPERIMENT.get(target) is ALL:
         return []
     if name is None or target != module or name not in SCRIPT_EXPERIMENT.get(module, set()):
-        return [(f"{where} (udcg.experiment is internal: use udcg.api, udcg.runs or a lower floor, "
+        return [(f"{where} (udcg.experiment is internal: use udcg.api, udcg.resumable or a lower floor, "
                  "or add the entry point to SCRIPT_EXPERIMENT)")]
     return []
 
@@ -286,7 +286,7 @@ self._own = 1
     assert [w.split(" (")[0] for w in wrong] == ["x.py:2: udcg.llm.hf._helper", "x.py:3: udcg.experiment.studies.correlate",
                                                  "x.py:4: udcg.experiment.reporting", "x.py:5: udcg.metrics._walk",
                                                  "x.py:6: backend._batches"]
-    fine = "from udcg.flows.theta import load_theta\nfrom udcg.experiment import paired\nfrom udcg import runs\n"
+    fine = "from udcg.flows.theta import load_theta\nfrom udcg.experiment import paired\nfrom udcg import resumable\n"
     assert _script_violations("x.py", [ast.parse(fine)]) == []
 
 

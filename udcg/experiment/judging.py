@@ -11,7 +11,7 @@ from pathlib import Path
 from udcg.experiment.config import Config
 from udcg.flows.reading import Progress
 from udcg.records import Outcome, Question
-from udcg.runs import key, split_key
+from udcg.resumable import key, split_key
 
 
 def judge_relevance(pooled: list[Question], judge_backend, cfg: Config, run_dir: Path,

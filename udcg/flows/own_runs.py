@@ -27,7 +27,7 @@ from udcg.annotate.runner import (AnnotateConfig, annotate, annotation_key, cach
 from udcg.io.beir import Collection
 from udcg.errors import InputError
 from udcg.io.files import read_json
-from udcg.runs import RunStats, open_cache
+from udcg.resumable import RunStats, open_cache
 from udcg.records import Annotation, ContextRecord, Passage, Question
 from udcg.flows.reader_check import check_records
 from udcg.metrics.reader_check import ReaderCheck
