@@ -58,10 +58,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_api_options(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from udcg.errors import InputError
     from udcg.flows.annotate import annotate_file, annotate_run_files, reader
     from udcg.progress import follow_libraries

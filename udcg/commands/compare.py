@@ -57,10 +57,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("markdown", "csv", "json", "latex"), help="default: from -o's extension, "
                    "else markdown")
     p.add_argument("-o", "--output", help="write the table here (.md, .csv, .json, .tex); it is printed too")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from udcg.errors import InputError
