@@ -75,7 +75,7 @@ def measure(items: list[dict], model: str, prompt: str, cache_path: Path, chunk:
     keys = [resumable.key(it["qid"], it["pid"]) for it in items]
     requests = [(k, reader_chat(it["question"], [it["text"]], prompt)) for k, it in zip(keys, items)]
     with resumable.open_cache(cache_path) as cache:
-        stats = resumable.run(cache, requests, read, chunk, progress=progress, fingerprint=resumable.fingerprint)
+        stats = resumable.fill(cache, requests, read, chunk, progress=progress, fingerprint=resumable.fingerprint)
         out = []
         for k, it in zip(keys, items):
             rec = cache.get(k)

@@ -69,7 +69,7 @@ def test_a_parallel_run_computes_each_request_once_and_keeps_finished_work_on_fa
     requests = [(f"k{i}", i) for i in range(200)] + [("k3", 3)]  # a key given twice is computed once
     with AppendCache(tmp_path / "c.jsonl") as cache:
         with pytest.raises(BackendError, match=r"item 57 failed; \d+ of 200 records are finished and kept"):
-            resumable.run(cache, requests, compute, chunk_size=10, parallel=8)
+            resumable.fill(cache, requests, compute, chunk_size=10, parallel=8)
         kept = dict(cache.done)
     computed = [i for part in calls for i in part]
     assert len(computed) == len(set(computed))  # nothing twice
@@ -77,7 +77,7 @@ def test_a_parallel_run_computes_each_request_once_and_keeps_finished_work_on_fa
     assert len(kept) < 200  # no new piece after the failure
     with AppendCache(tmp_path / "c.jsonl") as cache:  # resume: only what is missing, then all done
         calls.clear()
-        stats = resumable.run(cache, [(k, i) for k, i in requests if i != 57], compute, chunk_size=10, parallel=8)
+        stats = resumable.fill(cache, [(k, i) for k, i in requests if i != 57], compute, chunk_size=10, parallel=8)
         assert stats.computed == 199 - len(kept)
         assert sorted(i for part in calls for i in part) == sorted(int(k[1:]) for k in set(f"k{i}" for i in range(200))
                                                                     if k not in kept and k != "k57")

@@ -33,9 +33,9 @@ def lines(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def run_all(path, compute, requests=REQUESTS, **kw) -> resumable.RunStats:
+def run_all(path, compute, requests=REQUESTS, **kw) -> resumable.StepStats:
     with resumable.open_cache(path, {"model": "m"}) as cache:
-        return resumable.run(cache, requests, compute, 4, **kw)
+        return resumable.fill(cache, requests, compute, 4, **kw)
 
 
 def test_keys_are_tab_joined_parts():
@@ -125,6 +125,6 @@ def test_an_unfinished_chunk_keeps_its_finished_records_and_stops(tmp_path):
 def test_bad_chunk_size_and_wrong_result_count(tmp_path):
     with pytest.raises(InputError, match="chunk size 0"):
         with resumable.open_cache(tmp_path / "a.jsonl") as cache:
-            resumable.run(cache, REQUESTS, Squares(), 0)
+            resumable.fill(cache, REQUESTS, Squares(), 0)
     with pytest.raises(BackendError, match="3 results for 4 requests"):
         run_all(tmp_path / "b.jsonl", lambda numbers: Squares()(numbers)[:3])

@@ -10,7 +10,7 @@ reads):
   ids of older caches, keep their key);
 - **what the model saw**: with ``fingerprint(payload)`` (a hash of the rendered prompt), each record
   holds it as ``input``; a cached record whose ``input`` differs (the question, passage or corpus
-  text was edited) is computed again and counted (``RunStats.changed``). Records of caches made
+  text was edited) is computed again and counted (``StepStats.changed``). Records of caches made
   before fingerprints have no ``input`` and are used as they are;
 - **provenance**: a cache holds the settings that made each record (model, prompt, estimator, …);
   ``check_provenance`` refuses a cache made with other settings, naming both and the fix;
@@ -30,7 +30,7 @@ reads):
   their batch mates, so pieces need no fixed composition. After a failure no new piece starts;
   the finished ones are kept and the error names the resume;
 - **progress** ``progress(n)``: n requests done (the cached ones first, then chunk by chunk);
-- **stats** ``RunStats``: requests, records computed in this run, seconds spent computing.
+- **stats** ``StepStats``: requests, records computed in this run, seconds spent computing.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def open_cache(path: str | Path, expect: Mapping[str, object] | None = None) -> 
     return cache
 
 
-# ---------------------------------------------------------------- the run
+# ---------------------------------------------------------------- filling a cache
 
 
 class Cache(Protocol):
@@ -134,7 +134,7 @@ class Cache(Protocol):
 
 
 @dataclass
-class RunStats:
+class StepStats:
     requests: int = 0  # distinct requests
     computed: int = 0  # records computed in this run
     changed: int = 0  # of them, cached records computed again because what the model sees changed
@@ -163,10 +163,10 @@ def chunks(items: Sequence[T], size: int) -> list[list[T]]:
     return [list(items[i:i + size]) for i in range(0, len(items), size)]
 
 
-def run(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[list[T]], Sequence[dict]],
-        chunk_size: int, *, progress: Callable[[int], object] | None = None,
-        redo: Callable[[dict], bool] | None = None, parallel: int = 1,
-        fingerprint: Callable[[T], str] | None = None) -> RunStats:
+def fill(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[list[T]], Sequence[dict]],
+         chunk_size: int, *, progress: Callable[[int], object] | None = None,
+         redo: Callable[[dict], bool] | None = None, parallel: int = 1,
+         fingerprint: Callable[[T], str] | None = None) -> StepStats:
     """Compute every request missing from ``cache``, chunk by chunk (module docstring); return stats.
 
     ``compute(payloads)`` returns one record body per payload, in order (the runner adds ``key``
@@ -179,7 +179,7 @@ def run(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[list
     for k, payload in requests:
         first.setdefault(k, payload)
     unique = list(first.items())
-    stats = RunStats(requests=len(unique))
+    stats = StepStats(requests=len(unique))
     prints = {k: fingerprint(p) for k, p in unique} if fingerprint is not None else {}
 
     def missing(k: str) -> bool:
@@ -196,7 +196,7 @@ def run(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[list
     if progress is not None and len(unique) > sum(map(len, todos)):
         progress(len(unique) - sum(map(len, todos)))
     if parallel > 1:
-        _run_parallel(cache, [item for todo in todos for item in todo], compute, parallel, progress, stats,
+        _fill_parallel(cache, [item for todo in todos for item in todo], compute, parallel, progress, stats,
                       unique, prints)
         return stats
     for todo in todos:
@@ -240,9 +240,9 @@ def _stop(error: Exception, cache: Cache, unique: list[tuple[str, T]]):
                        "(rerun the same command to resume)") from None
 
 
-def _run_parallel(cache: Cache, todo: list[tuple[str, T]], compute: Callable[[list[T]], Sequence[dict]],
-                  parallel: int, progress: Callable[[int], object] | None, stats: RunStats,
-                  unique: list[tuple[str, T]], prints: Mapping[str, str]) -> None:
+def _fill_parallel(cache: Cache, todo: list[tuple[str, T]], compute: Callable[[list[T]], Sequence[dict]],
+                   parallel: int, progress: Callable[[int], object] | None, stats: StepStats,
+                   unique: list[tuple[str, T]], prints: Mapping[str, str]) -> None:
     """Worker threads compute pieces of ``todo`` at once; records are appended as pieces finish."""
     if not todo:
         return

@@ -195,8 +195,8 @@ def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfi
         return bodies
 
     with resumable.open_cache(cache_path, provenance(backend.name, cfg)) as cache:
-        ran = resumable.run(cache, [(annotation_key(q.qid, p.pid), (q, p)) for q, p in items], compute, cfg.chunk_size,
-                       progress=progress, parallel=resumable.parallelism(backend), fingerprint=seen)
+        ran = resumable.fill(cache, [(annotation_key(q.qid, p.pid), (q, p)) for q, p in items], compute, cfg.chunk_size,
+                             progress=progress, parallel=resumable.parallelism(backend), fingerprint=seen)
         done = cached_annotations(cache)
     stats = AnnotateStats(n_passages=len(items), n_computed=ran.computed, n_changed=ran.changed, seconds=ran.seconds)
     for a in done.values():

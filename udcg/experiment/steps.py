@@ -127,8 +127,8 @@ def read_passages(pooled: list[Question], backend, cfg: Config, run_dir: Path, p
         if all(key in caches for key, _ in requests) or not _can_read(backend):
             return None
         with progress(len(requests), f"read passages ({backend.name})", "passage") as bar:
-            stats = resumable.run(caches, requests, compute, cfg.reader.chunk_size, progress=bar.update,
-                             parallel=resumable.parallelism(backend))  # an API reader: chunks share its window
+            stats = resumable.fill(caches, requests, compute, cfg.reader.chunk_size, progress=bar.update,
+                                   parallel=resumable.parallelism(backend))  # an API reader: chunks share its window
     return stats.summary()
 
 
@@ -140,7 +140,7 @@ def annotate_pools(pooled: list[Question], backend, cfg: Config, run_dir: Path, 
     n = sum(len(q.passages) for q in pooled)
     with progress(n, f"annotate p_abs ({backend.name})", "passage") as bar:
         done, stats = annotate(pooled, backend, acfg, run_dir / "cache" / "annotate.jsonl", bar.update)
-    return done, resumable.RunStats(stats.n_passages, stats.n_computed, stats.seconds).summary()
+    return done, resumable.StepStats(stats.n_passages, stats.n_computed, stats.seconds).summary()
 
 
 def passage_chat(q: Question, texts: Sequence[str], cfg: Config) -> Chat:

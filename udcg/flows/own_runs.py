@@ -27,7 +27,7 @@ from udcg.annotate.runner import (AnnotateConfig, annotate, annotation_key, cach
 from udcg.io.beir import Collection
 from udcg.errors import InputError
 from udcg.io.files import read_json
-from udcg.resumable import RunStats, open_cache
+from udcg.resumable import StepStats, open_cache
 from udcg.records import Annotation, ContextRecord, Passage, Question
 from udcg.flows.reader_check import check_records
 from udcg.metrics.reader_check import ReaderCheck
@@ -320,7 +320,7 @@ def answer_contexts(contexts: Sequence[RunContext], collection: Collection, mode
                              prompt_version)) for c in contexts]
     with open_cache(cache_path, answer_expect(model, prompt_version, max_new_tokens)) as cache:
         if all(key in cache for key, _ in requests):
-            return {key: cache.get(key)["answer"] for key, _ in requests}, RunStats(len(dict(requests))).summary()
+            return {key: cache.get(key)["answer"] for key, _ in requests}, StepStats(len(dict(requests))).summary()
     backend = load_backend()
     if backend.name != model:
         raise InputError(f"the backend is named {backend.name!r}, not {model!r}")

@@ -41,8 +41,8 @@ def _distinct(requests: Sequence[tuple]) -> int:
 
 def generate_cached(backend, requests: Sequence[tuple[str, Chat]], cache_path: Path, max_new_tokens: int,
                     prompt_version: str, chunk_size: int, progress: Progress, desc: str) -> tuple[dict[str, str], dict]:
-    """Greedy answers for (key, chat) requests, resumable (``udcg.resumable.run``). Returns {key: answer}
-    and timing stats (``RunStats.summary``). A run grown by questions or by a study answers only its
+    """Greedy answers for (key, chat) requests, resumable (``udcg.resumable.fill``). Returns {key: answer}
+    and timing stats (``StepStats.summary``). A run grown by questions or by a study answers only its
     new prompts."""
     expect = answer_expect(backend.name, prompt_version, max_new_tokens)
     params = GenerationParams(max_new_tokens=max_new_tokens, temperature=0.0, n=1)
@@ -51,8 +51,8 @@ def generate_cached(backend, requests: Sequence[tuple[str, Chat]], cache_path: P
         return [{"answer": a[0].strip(), **expect} for a in backend.generate(chats, params)]
 
     with resumable.open_cache(cache_path, expect) as cache, progress(_distinct(requests), desc, "prompt") as bar:
-        stats = resumable.run(cache, requests, compute, chunk_size, progress=bar.update, parallel=resumable.parallelism(backend),
-                         fingerprint=resumable.fingerprint)
+        stats = resumable.fill(cache, requests, compute, chunk_size, progress=bar.update, parallel=resumable.parallelism(backend),
+                               fingerprint=resumable.fingerprint)
         return {key: cache.get(key)["answer"] for key, _ in requests}, stats.summary()
 
 
@@ -68,6 +68,6 @@ def loglik_cached(backend, requests: Sequence[tuple[str, Chat, str]], cache_path
 
     with (resumable.open_cache(cache_path, expect) as cache,
           progress(_distinct(requests), "answer log-likelihood", "passage") as bar):
-        stats = resumable.run(cache, [(key, (chat, text)) for key, chat, text in requests], compute, chunk_size,
-                         progress=bar.update, parallel=resumable.parallelism(backend))
+        stats = resumable.fill(cache, [(key, (chat, text)) for key, chat, text in requests], compute, chunk_size,
+                               progress=bar.update, parallel=resumable.parallelism(backend))
         return {key: min(0.0, cache.get(key)["loglik"]) for key, _, _ in requests}, stats.summary()

@@ -108,9 +108,9 @@ def run_judge(judge: Judge, items: Sequence[Item], cache_path: str | Path, chunk
     with AppendCache(cache_path) as cache:
         _check_labels(cache, judge)
         resumable.check_provenance(cache, expect)
-        resumable.run(cache, list(zip(keys, items)), compute, chunk_size, progress=progress,
-                 parallel=resumable.parallelism(getattr(judge, "backend", None)), fingerprint=_shown(judge),
-                 redo=(lambda rec: rec["label"] is None) if redo_unparseable else None)
+        resumable.fill(cache, list(zip(keys, items)), compute, chunk_size, progress=progress,
+                       parallel=resumable.parallelism(getattr(judge, "backend", None)), fingerprint=_shown(judge),
+                       redo=(lambda rec: rec["label"] is None) if redo_unparseable else None)
         return [{k: v for k, v in cache.get(key).items() if k not in ("key", "input")} for key in keys]
 
 
