@@ -170,12 +170,12 @@ def test_score_reads_authors_and_contexts_files_with_a_bom_and_crlf(name, tmp_pa
 
 
 def test_a_utilities_file_and_a_theta_model_with_a_bom(tmp_path):
-    from udcg.annotate.utilities import read_utilities
+    from udcg.annotate.utilities import load_utilities
     from udcg.flows.theta import load_theta
 
     qrels = tmp_path / "u.qrels"
     qrels.write_bytes(BOM + b"q1 0 d1 0.5\r\nq1 0 d2 -0.25\r\n")
-    assert read_utilities(qrels).as_dict() == {"q1": {"d1": 0.5, "d2": -0.25}}
+    assert load_utilities(qrels).as_dict() == {"q1": {"d1": 0.5, "d2": -0.25}}
     theta = tmp_path / "theta.json"
     theta.write_bytes(BOM + (CORPUS / "theta_k2.json").read_bytes())
     assert load_theta(theta).k_ == load_theta(CORPUS / "theta_k2.json").k_ == 2

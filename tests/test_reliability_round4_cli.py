@@ -285,9 +285,9 @@ def test_two_annotate_commands_on_one_folder_both_land_in_meta(instant_server, t
         assert p.wait(timeout=120) == 0
     meta = json.loads((out / "meta.json").read_text())
     assert set(meta["runs"]) == {"bm25", "dense"}
-    from udcg.annotate.utilities import read_utilities
+    from udcg.annotate.utilities import load_utilities
 
-    assert meta["pairs"] == len(read_utilities(out)) > 60
+    assert meta["pairs"] == len(load_utilities(out)) > 60
     assert not [p for p in out.iterdir() if p.name.startswith(".") or p.suffix == ".tmp"]
 
 

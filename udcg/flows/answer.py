@@ -42,7 +42,7 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
     fails before a model loads). ``api``: an API reader's settings (``udcg.llm.registry.api_options``
     keywords: api_base, concurrency, timeout, rpm, max_retries, ...). ``sample``: answer N queries drawn at
     random (``seed``), the same for every run (``own_runs.select_queries``)."""
-    from udcg.flows.own_runs import answer_contexts, context_record, run_contexts, run_docids, select_queries
+    from udcg.flows.own_runs import answer_contexts, run_context_record, run_contexts, run_docids, select_queries
     from udcg.flows.reading import context_key
     from udcg.flows.run_scores import named_runs, read_utilities
     from udcg.io.beir import check_run, read_collection
@@ -78,7 +78,7 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
         say(f"{name}: {count} queries rank fewer than {k} documents and get no context")
     if not contexts:
         raise InputError(f"no context of {k} documents in any run (lower --k)")
-    records = [context_record(c, collection, table) for c in contexts]  # fails before a model loads
+    records = [run_context_record(c, collection, table) for c in contexts]  # fails before a model loads
     found, stats = answer_contexts(
         contexts, collection, spec.name, spec.load, cache, prompt_version=prompt, max_new_tokens=max_new_tokens,
         chunk_size=chunk_size,

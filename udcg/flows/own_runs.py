@@ -205,7 +205,7 @@ def _count_sources(records: Mapping[tuple[str, str], store.UtilityRecord]) -> di
 def _merged_records(out: Path, done: Mapping[str, Annotation], rel: Mapping[tuple[str, str], tuple[bool, str]], model: str,
                     cfg: AnnotateConfig) -> dict[tuple[str, str], store.UtilityRecord]:
     """This call's pairs with their relevance, plus the pairs of earlier calls as they were written."""
-    records = dict(store.read_utilities(out).records) if (out / store.UTILITIES).is_file() else {}
+    records = dict(store.load_utilities(out).records) if (out / store.UTILITIES).is_file() else {}
     for (qid, docid), (relevant, source) in rel.items():
         a = done[annotation_key(qid, docid)]
         records[qid, docid] = store.UtilityRecord(
@@ -283,8 +283,8 @@ def run_contexts(runs: Mapping[str, Run], collection: Collection, k: int, *, sam
     return out, short
 
 
-def context_record(ctx: RunContext, collection: Collection,
-                   utilities: Mapping[str, Mapping[str, float]] | None) -> ContextRecord:
+def run_context_record(ctx: RunContext, collection: Collection,
+                       utilities: Mapping[str, Mapping[str, float]] | None) -> ContextRecord:
     """The context's record (``udcg.io.contexts``), also an answer item for ``udcg judge answer``
     once answered: pids, relevant, utilities, n_relevant, and as extra fields the run, the question,
     its answers and whether the context holds a relevant passage."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from udcg.annotate.utilities import UtilityRecord, read_utilities
+from udcg.annotate.utilities import UtilityRecord, load_utilities
 from udcg.errors import InputError
 from udcg.metrics.reader_check import ReaderCheck, reader_check
 
@@ -25,7 +25,7 @@ def check_records(records: Iterable[UtilityRecord], model: str = "", estimator: 
 
 def check_utilities(path: str | Path, *, n_boot: int = 1000, seed: int = 0) -> ReaderCheck:
     """The reader check of a utilities folder (``udcg annotate --run``'s) or file."""
-    utilities = read_utilities(path)
+    utilities = load_utilities(path)
     if not len(utilities):
         raise InputError(f"{path}: no annotated pairs (run udcg annotate --run ... -o {path} first)")
     return check_records(utilities.records.values(), utilities.model, utilities.estimator, n_boot=n_boot, seed=seed)

@@ -127,14 +127,14 @@ def read_qrels(qrels: Any) -> Run | None:
 def read_utilities(utilities: Any, model: str | None = None, prompt_version: str | None = None) -> Run | None:
     """``{qid: {docid: utility}}`` from a dict, a ``udcg annotate --run`` folder or a utilities
     file; with ``model``/``prompt_version``, refuse utilities made for another reader."""
-    from udcg.annotate.utilities import Utilities, read_utilities as read
+    from udcg.annotate.utilities import Utilities, load_utilities
 
     if utilities is None:
         if model or prompt_version:
             raise InputError("a model or prompt version was given to check utilities, but no utilities")
         return None
     if isinstance(utilities, (str, Path)):
-        utilities = read(utilities)
+        utilities = load_utilities(utilities)
     utilities = as_dict(utilities, "utility", "utilities")
     if isinstance(utilities, Utilities):
         utilities.check_for(model, prompt_version)

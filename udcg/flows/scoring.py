@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from udcg.errors import InputError
-from udcg.io.contexts import ContextFile, read_contexts as read_context_file
+from udcg.io.contexts import ContextFile, read_context_file
 from udcg.io.tables import Table
 from udcg.metrics.contexts import ContextBatch, MetricName, parse_metrics, score_batch
 from udcg.metrics.udcg import GAMMA, udcg, utilities_from

@@ -99,7 +99,7 @@ class Utility(pt.Transformer):
 
     def transform(self, frame: Any) -> Any:
         """The frame with a ``utility`` column; annotates the pairs ``output`` does not hold yet."""
-        from udcg.annotate.utilities import read_utilities
+        from udcg.annotate.utilities import load_utilities
         from udcg.flows.annotate import relevance_judge
         from udcg.flows.own_runs import annotate_runs
         from udcg.flows.run_scores import read_qrels
@@ -110,7 +110,7 @@ class Utility(pt.Transformer):
         self.report = annotate_runs(collection, {"pyterrier": run}, self.depth, self.output, self.reader.config,
                                     self.reader.spec.name, self._load, unjudged=self.unjudged,
                                     judge_factory=lambda: relevance_judge(self.judge))
-        table = read_utilities(self.output).as_dict()
+        table = load_utilities(self.output).as_dict()
         top = {(q, d) for q, docs in run.items() for d in _top(docs, self.depth)}
         values = [table[q][d] if (q, d) in top else math.nan
                   for q, d in zip(frame["qid"].astype(str).tolist(), frame["docno"].astype(str).tolist())]
