@@ -68,7 +68,7 @@ def test_a_bom_does_not_rename_the_first_query(which, ends, packed, tmp_path, ca
     assert {(q, float(v)) for q, m, v in rows if q != "all"} == {("q1", 1.0), ("q2", 1.0)}
 
 
-def test_the_columnar_reader_falls_back_on_a_bom_and_gives_the_same_run(tmp_path):
+def test_the_columnar_parser_falls_back_on_a_bom_and_gives_the_same_run(tmp_path):
     from udcg.io.trec import read_run
     from udcg.io.trec_columns import read_run_columns
 
@@ -114,7 +114,7 @@ def test_a_utf16_or_utf32_file_is_refused_with_its_location(bom, where, tmp_path
         list(stream_lines(path))
 
 
-def test_text_readers_drop_a_leading_bom_and_read_crlf(tmp_path):
+def test_text_files_drop_a_leading_bom_and_read_crlf(tmp_path):
     """read_text, read_json, read_records (JSON list, JSONL, one pretty object), the streamed lines
     and the corpus scan: the first id is the same with and without a BOM, with \\n or \\r\\n."""
     from udcg.io.files import JsonlScan, read_json, read_records, read_text, stream_lines

@@ -207,7 +207,7 @@ def _p_text(p: float, digits: int) -> str:
 
 
 def compact_table(table: Table, baseline: str | None, digits: int = 3) -> Table:
-    """The few columns a reader looks at first: per metric the mean per-question Spearman rho with
+    """The few columns a user looks at first: per metric the mean per-question Spearman rho with
     its interval, the raw and Holm p of rho against ``baseline``, the mean Kendall tau-b and the
     pairwise ordering accuracy (``correlation_table_of``'s rows, in its order; circular metrics
     keep their flag). The full table has every interval and p of every statistic."""

@@ -1,4 +1,4 @@
-"""Readers that turn the shared QA data sets into ``Question`` records, and the packaged sample.
+"""Loaders that turn the shared QA data sets into ``Question`` records, and the packaged sample.
 
 ``load_dataset`` takes a packaged sample (``popqa-sample``, ``authors-sample``: files of
 ``udcg/data``, found with ``importlib.resources``), a shared data set by name (``popqa``, ``nq``,
