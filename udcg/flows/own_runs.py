@@ -63,12 +63,12 @@ def run_docids(runs: Mapping[str, Run], depth: int) -> set[str]:
 def _judge_unjudged(missing: list[tuple[str, str]], collection: Collection, judge, cache_path: Path,
                     progress: Callable[[int], None] | None) -> dict[tuple[str, str], tuple[bool, str]]:
     from udcg.grade.judges import PassageItem
-    from udcg.grade.runner import check_answers, run_judge
+    from udcg.grade.runner import check_answers, judge_items
 
     items = [PassageItem(qid=q, pid=d, question=collection.queries[q].text, answers=collection.queries[q].answers,
                          text=collection.corpus[d].text, title=collection.corpus[d].title) for q, d in missing]
     check_answers(items, judge.task, collection.source)
-    records = run_judge(judge, items, cache_path, progress=progress)
+    records = judge_items(judge, items, cache_path, progress=progress)
     out = {}
     for (qid, docid), rec in zip(missing, records, strict=True):
         out[qid, docid] = (rec["label"] == "relevant", "judge" if rec["label"] is not None else "judge-unparseable")

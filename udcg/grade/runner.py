@@ -90,8 +90,8 @@ def _shown(judge: Judge):
     return lambda item: resumable.fingerprint(repr(item))
 
 
-def run_judge(judge: Judge, items: Sequence[Item], cache_path: str | Path, chunk_size: int = 8,
-              progress: Callable[[int], None] | None = None, redo_unparseable: bool = False) -> list[dict]:
+def judge_items(judge: Judge, items: Sequence[Item], cache_path: str | Path, chunk_size: int = 8,
+                progress: Callable[[int], None] | None = None, redo_unparseable: bool = False) -> list[dict]:
     """Judge every item not yet in the cache, ``chunk_size`` at a time, and return all records in
     input order. ``progress(n)`` is called with the number of items finished (cached ones first).
     ``redo_unparseable`` judges again the cached items whose reply could not be parsed."""
