@@ -1,12 +1,14 @@
 """The package's shape: imports run one way through seven floors, metrics stay pure, modules stay small.
 
-Floors, from the bottom (a module may import only from floors below its own, or from its own unit):
+Floors, from the bottom (a module may import only from floors below its own, or from its own unit;
+a unit, a "room" in docs/architecture.md, is a top-level module or package of udcg; 1b is a
+sublevel of floor 1, so FLOORS has eight entries for seven floors):
 
 1. base: records, errors, text, progress, redact, version
 1b. bounds (the allowed range of every numeric option and config value; raises errors' InputError) and
     extras (the optional IR libraries, imported on use; a missing one is an InputError naming the extra)
 2. io/ (files and data sets) and llm/ (the model backends), which do not import each other
-3. runs (the one resumable, cached runner every model step uses)
+3. resumable (the one resumable, cached runner every model step uses)
 4. annotate/, grade/, metrics/ (metrics import only errors, besides numpy/scipy/scikit-learn/pandas;
    annotate and grade may use metrics, the pure one of the three, not each other)
 5. flows/ (the everyday flows: annotate, answer, judge, score, compare, fit-theta, correlate)
@@ -47,6 +49,7 @@ FLOORS = [
     {"udcg.experiment"},
     {"udcg", "udcg.__main__", "udcg.api", "udcg.api_args", "udcg.cli", "udcg.commands", "udcg.integrations"},
 ]
+FLOOR_NUMBERS = ["1", "1b", "2", "3", "4", "5", "6", "7"]  # of FLOORS, in order: seven floors, 1b a sublevel of 1
 INTERFACE_ORDER = ["udcg.__main__", "udcg.cli", "udcg.commands", "udcg", "udcg.integrations", "udcg.api", "udcg.api_args"]  # may import rightwards
 DOMAIN_SHARED = {"udcg.metrics"}  # on the domain floor, the pure metrics serve annotate and grade
 MAX_LINES = 400
@@ -327,6 +330,10 @@ def test_the_architecture_doc_lists_the_floors_of_this_test():
         names = re.findall(r"`([a-z_]+(?:\.py|/)?)`", cell)
         listed.append({"udcg" if n == "udcg" else "udcg." + n.removesuffix(".py").removesuffix("/") for n in names})
     assert listed == FLOORS
+    assert [re.match(r"\| (\d+b?) ", row).group(1) for row in reversed(rows)] == FLOOR_NUMBERS
+    rooms, floors = len({_unit(m) for m in MODULES}), len({n.rstrip("b") for n in FLOOR_NUMBERS})
+    assert rooms == sum(map(len, FLOORS)), "a room on no floor, or on two"
+    assert f"{rooms} rooms on {floors} floors" in doc, f"docs/architecture.md must say: {rooms} rooms on {floors} floors"
 
 
 def test_every_module_and_name_the_architecture_doc_names_exists():
