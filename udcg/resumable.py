@@ -15,8 +15,8 @@ reads):
 - **provenance**: a cache holds the settings that made each record (model, prompt, estimator, …);
   ``check_provenance`` refuses a cache made with other settings, naming both and the fix;
 - **chunks** are cut from the whole request list, in order, never from what is cached, so a chunk
-  always has the same batch mates: a killed run, restarted, computes its unfinished chunks exactly
-  as an uninterrupted run did. A chunk is computed when any of its records is missing, and then its
+  always has the same batch mates: a killed process, restarted, computes its unfinished chunks exactly
+  as an uninterrupted one did. A chunk is computed when any of its records is missing, and then its
   missing records only (work already done is never redone, so a run grown by questions, runs or a
   study costs only its new records); they are appended in one ``append_many`` (one fsync). A chunk
   torn by a kill (a short last line) is cut off on open and computed again;
@@ -30,7 +30,7 @@ reads):
   their batch mates, so pieces need no fixed composition. After a failure no new piece starts;
   the finished ones are kept and the error names the resume;
 - **progress** ``progress(n)``: n requests done (the cached ones first, then chunk by chunk);
-- **stats** ``StepStats``: requests, records computed in this run, seconds spent computing.
+- **stats** ``StepStats``: requests, records computed in this call, seconds spent computing.
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ from udcg.io.cache import AppendCache
 
 T = TypeVar("T")
 _ESCAPED = re.compile(r"\\(t|\\)")
-SYNC_SECONDS = 1.0  # in parallel runs, finished records are fsynced this often (and at the end)
-# Threads of a parallel run, each computing pieces of 2 x window requests. Measured against an
+SYNC_SECONDS = 1.0  # in a parallel fill, finished records are fsynced this often (and at the end)
+# Threads of a parallel fill, each computing pieces of 2 x window requests. Measured against an
 # instant local server (scripts/bench_api.py, 2 cores): 4 threads with pieces of window / 2 and an
 # fsync every window / 2 records reached 0.79-0.83 of a raw client; fewer, larger pieces wake the
 # runner threads (and take the interpreter lock from the HTTP loop) a quarter as often, and an
@@ -136,7 +136,7 @@ class Cache(Protocol):
 @dataclass
 class StepStats:
     requests: int = 0  # distinct requests
-    computed: int = 0  # records computed in this run
+    computed: int = 0  # records computed in this call
     changed: int = 0  # of them, cached records computed again because what the model sees changed
     seconds: float = 0.0  # time spent computing them
 
@@ -276,7 +276,7 @@ def _fill_parallel(cache: Cache, todo: list[tuple[str, T]], compute: Callable[[l
                 bodies, error = list(compute([p for _, p in part])), None
             except Unfinished as e:
                 bodies, error = e.bodies, e.error
-            except BaseException as e:  # anything else stops the run; the finished pieces stay
+            except BaseException as e:  # anything else stops the fill; the finished pieces stay
                 bodies, error = [None] * len(part), e
             finish(part, bodies, error)
 
