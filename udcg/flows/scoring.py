@@ -13,7 +13,8 @@ import numpy as np
 from udcg.errors import InputError
 from udcg.io.contexts import ContextFile, read_contexts as read_context_file
 from udcg.io.tables import Table
-from udcg.metrics.contexts import ContextBatch, MetricName, parse_metrics, score_batch
+from udcg.metrics.contexts import ContextBatch, parse_metrics, score_batch
+from udcg.metrics.measures import Measure
 from udcg.metrics.udcg import GAMMA, udcg, utilities_from
 from udcg.records import ContextRecord
 
@@ -54,7 +55,7 @@ def batches_by_k(file: ContextFile) -> dict[int, tuple[np.ndarray, ContextBatch]
             for k in np.unique(ks) for idx in [np.flatnonzero(ks == k)]}
 
 
-def score_rows(file: ContextFile, metrics: list[MetricName], gamma: float = GAMMA,
+def score_rows(file: ContextFile, metrics: list[Measure], gamma: float = GAMMA,
                theta: UDCGTheta | None = None) -> dict[str, np.ndarray]:
     """Every metric for every context, in file order (NaN = NA)."""
     out = {str(m): np.full(len(file), np.nan) for m in metrics}
@@ -75,7 +76,7 @@ def score_rows(file: ContextFile, metrics: list[MetricName], gamma: float = GAMM
 # ---------------------------------------------------------------- udcg score's output
 
 
-def default_metrics(file: ContextFile, spec: str, model: str | None = None) -> tuple[list[MetricName], str]:
+def default_metrics(file: ContextFile, spec: str, model: str | None = None) -> tuple[list[Measure], str]:
     """The metrics of ``spec``, + RA-nWG when every context has grades; UDCG is left out when some
     context has no utilities, with the reason (else the reason is ""; ``model``: the one chosen)."""
     metrics = parse_metrics(spec + (",RA-nWG" if all(r.grades is not None for r in file.records) else ""))
