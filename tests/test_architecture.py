@@ -186,6 +186,16 @@ def test_the_cycle_check_sees_a_cycle():
     assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
 
 
+def test_the_cycle_check_counts_type_only_imports(tmp_path):
+    """A circle closed only by an ``if TYPE_CHECKING:`` import is a circle (issue #39)."""
+    path = tmp_path / "signals.py"
+    path.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from udcg.metrics.registry import score\n")
+    edges = {"udcg.metrics.signals": _imports("udcg.metrics.signals", path, MODULES),
+             "udcg.metrics.registry": {"udcg.metrics.signals"}}
+    assert edges["udcg.metrics.signals"] == {"udcg.metrics.registry"}
+    assert _cycle(edges) == ["udcg.metrics.registry", "udcg.metrics.signals", "udcg.metrics.registry"]
+
+
 def test_metrics_import_only_errors():
     wrong = [f"{m} -> {t}" for m, ts in EDGES.items() if _unit(m) == "udcg.metrics"
              for t in ts if _unit(t) not in ("udcg.metrics", "udcg.errors")]

@@ -56,9 +56,9 @@ def batches_by_k(file: ContextFile) -> dict[int, tuple[np.ndarray, ContextBatch]
 
 
 def score_rows(file: ContextFile, metrics: list[Measure], gamma: float = GAMMA,
-               theta: UDCGTheta | None = None) -> dict[str, np.ndarray]:
+               theta: UDCGTheta | None = None) -> dict[Measure, np.ndarray]:
     """Every metric for every context, in file order (NaN = NA)."""
-    out = {str(m): np.full(len(file), np.nan) for m in metrics}
+    out = {m: np.full(len(file), np.nan) for m in metrics}
     for k, (idx, batch) in batches_by_k(file).items():
         too_deep = [m for m in metrics if m.k is not None and m.k > k]
         if too_deep:  # same rule as --k: a cut-off beyond the context is an error, not a silent P@k -> P@len
@@ -68,8 +68,8 @@ def score_rows(file: ContextFile, metrics: list[Measure], gamma: float = GAMMA,
         if thetas and theta is not None and (thetas[0].k or k) != theta.k_:
             raise InputError(f"{file.where[idx[0]]}: {thetas[0]} scores {thetas[0].k or k} passages but the UDCG_theta model "
                              f"was fitted for k = {theta.k_} (fit one for this k: udcg fit-theta --k {thetas[0].k or k})")
-        for name, values in score_batch(batch, metrics, gamma, theta).items():
-            out[name][idx] = values
+        for m, values in score_batch(batch, metrics, gamma, theta).items():
+            out[m][idx] = values
     return out
 
 

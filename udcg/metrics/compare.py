@@ -26,9 +26,10 @@ differences, Holm's correction over a chosen family, ranx-style reports.
 
 Run A *beats* run B on a measure when the paired mean difference A - B (over the queries where
 both are defined) is positive and the adjusted p is below ``alpha``; without NaNs that
-difference is the difference of the two means. ``direction[measure]`` (default +1) turns this
-round: -1 for a measure where lower is better (a wrong-answer rate), 0 for one with no better side
-(an abstention rate: no run beats another, none is bold).
+difference is the difference of the two means. ``direction[measure]`` turns this round: -1 for a
+measure where lower is better (a wrong-answer rate), 0 for one with no better side (an abstention
+rate: no run beats another, none is bold). A ``Measure`` key's default is its declared direction
+(``Measure.direction``, from its definition in ``udcg.metrics.registry``); any other key's is +1.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import numpy as np
 from udcg.errors import InputError
 from udcg.metrics.compare_report import CSV_COLUMNS, FORMATS, footer_lines, format_comparison, label_of_test
 from udcg.metrics.comparison import Cell, ComparisonData, PairTest
+from udcg.metrics.measure_types import Measure
 from udcg.metrics.stats import (DEFAULT_RESAMPLES, EXACT_MAX_N, TESTS, bootstrap_means, holm, is_estimated,
                                 min_detectable_difference, monte_carlo_se,
                                 paired_test, percentile_interval, sign_flip_pvalues)
@@ -241,7 +243,7 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
     reported as undetectable (``PairTest.mdd`` = inf)."""
     _check_options(test, alpha, correction, power, level)
     runs, measures, arrays = _validate(scores)
-    direction = {m: int((direction or {}).get(m, 1)) for m in measures}
+    direction = {m: int((direction or {}).get(m, m.direction if isinstance(m, Measure) else 1)) for m in measures}
     if any(v not in (-1, 0, 1) for v in direction.values()):
         raise InputError(f"compare_scores: direction {direction}: use +1 (higher is better), -1 (lower) or 0 (neither)")
     cell_ci, pair_ci = _intervals(runs, measures, arrays, n_boot, level, seed)

@@ -28,8 +28,9 @@ NAME = re.compile(r"^[A-Za-z%][\w\-+%θ]*$")  # a name the grammar reads back
 
 class Measure(str):
     """One measure: canonical name, cutoff (None = the whole ranking), non-default params sorted.
-    The string is the canonical spelling (``P(rel=2)@5``); two Measures are equal when their
-    canonical spellings are. Build one from user text with ``udcg.metrics.measures.parse_measure``."""
+    The string is the canonical spelling (``P(rel=2)@5``, also its ``repr``, quoted as a str's, so a
+    message naming a result's keys reads as before); two Measures are equal when their canonical
+    spellings are; ``str(m)`` is a plain ``str``. Build one from user text with ``udcg.metrics.measures.parse_measure``."""
 
     name: str
     cutoff: int | None
@@ -49,12 +50,6 @@ class Measure(str):
 
     def __getnewargs__(self) -> tuple:  # pickle and copy rebuild it from its fields
         return self.name, self.cutoff, self.params
-
-    def __str__(self) -> str:
-        return str.__str__(self)
-
-    def __repr__(self) -> str:
-        return f"Measure(name={self.name!r}, cutoff={self.cutoff!r}, params={self.params!r})"
 
     @property
     def family(self) -> str:
