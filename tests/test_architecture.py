@@ -21,8 +21,9 @@ Commands parse, call and print: they import the flows, the API, errors, progress
 ``models`` and ``serve`` may reach ``llm`` (they install and serve models), and ``validate``,
 ``report`` and ``demo`` the paper's validation (``experiment``).
 
-No import cycle between units, nor between the modules of one unit (there an import under ``if
-TYPE_CHECKING:``, a type named for an annotation and never run, is not counted).
+No import cycle between units, nor between the modules of one unit; an import under ``if
+TYPE_CHECKING:`` (a type named for an annotation, never run) counts as any other: a circle closed
+only by a type is still a circle.
 
 scripts/ (and the Python they hand to a child process in a string) use udcg's public names only:
 no private name (``_x``) of a udcg module, imported or reached as an attribute, and from
@@ -84,24 +85,12 @@ def _unit(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
-def _type_only(tree: ast.AST) -> set[ast.AST]:
-    """The import nodes under ``if TYPE_CHECKING:`` (annotations only, never run)."""
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
-            out.update(n for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom)))
-    return out
-
-
-def _imports(module: str, path: Path, modules: dict[str, Path], runtime: bool = False) -> set[str]:
-    """The udcg modules that ``module`` imports, at any depth of the file (lazy imports included;
-    with ``runtime``, those under ``if TYPE_CHECKING:`` left out)."""
+def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The udcg modules that ``module`` imports, at any depth of the file (lazy imports and those
+    under ``if TYPE_CHECKING:`` included)."""
     tree = ast.parse(path.read_text())
-    skip = _type_only(tree) if runtime else set()
     found = set()
     for node in ast.walk(tree):
-        if node in skip:
-            continue
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
@@ -129,7 +118,6 @@ def _floor(unit: str) -> int:
 
 MODULES = _modules()
 EDGES = {m: _imports(m, p, MODULES) for m, p in MODULES.items()}
-RUNTIME_EDGES = {m: _imports(m, p, MODULES, runtime=True) for m, p in MODULES.items()}
 
 
 def test_every_module_has_a_floor():
@@ -190,7 +178,7 @@ def test_no_cycle_between_units():
 
 @pytest.mark.parametrize("unit", sorted({_unit(m) for m in MODULES}))
 def test_no_cycle_inside_a_unit(unit):
-    graph = {m: {t for t in targets if _unit(t) == unit and t != m} for m, targets in RUNTIME_EDGES.items()
+    graph = {m: {t for t in targets if _unit(t) == unit and t != m} for m, targets in EDGES.items()
              if _unit(m) == unit}
     cycle = _cycle(graph)
     assert cycle is None, f"import cycle inside {unit}: " + " -> ".join(cycle or [])
@@ -199,6 +187,16 @@ def test_no_cycle_inside_a_unit(unit):
 def test_the_cycle_check_sees_a_cycle():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_the_cycle_check_counts_type_only_imports(tmp_path):
+    """A circle closed only by an ``if TYPE_CHECKING:`` import is a circle (issue #39)."""
+    path = tmp_path / "signals.py"
+    path.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from udcg.metrics.registry import score\n")
+    edges = {"udcg.metrics.signals": _imports("udcg.metrics.signals", path, MODULES),
+             "udcg.metrics.registry": {"udcg.metrics.signals"}}
+    assert edges["udcg.metrics.signals"] == {"udcg.metrics.registry"}
+    assert _cycle(edges) == ["udcg.metrics.registry", "udcg.metrics.signals", "udcg.metrics.registry"]
 
 
 def test_metrics_import_only_errors():
