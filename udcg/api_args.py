@@ -1,6 +1,6 @@
 """The Python API's door (``udcg.api``): every argument of a public function is checked for its
-type, and a number for its range (``udcg.bounds``, as on the command line), before any file is read
-or model loaded. A wrong one is one ``InputError`` line naming the argument and what it must be,
+type, and a number for its range (``udcg.bounds.PARAMETERS``, the one entry the command line
+checks too: the same refusal and range), before any file is read or model loaded. A wrong one is one ``InputError`` line naming the argument and what it must be,
 never a TypeError, AttributeError or OverflowError from deep inside.
 
 ``checked(command, **checks)`` wraps a function: an argument with a check of its own (a run, a
@@ -227,8 +227,8 @@ def _describe(words: set[str]) -> str:
 
 
 def _check_by_annotation(command: str, name: str, value: Any, parameter: inspect.Parameter) -> Any:
-    """A number with a bound is checked against it (the message gives the range); anything else
-    against the parameter's annotation."""
+    """A number with a bound in ``udcg.bounds.PARAMETERS`` is checked against it (``n_boot = 50: must
+    be ...``, the range and reason ``--n-boot 50`` gets); anything else against the parameter's annotation."""
     bound = bounds.option_bound(command, name)
     if bound is not None and isinstance(value, numbers.Real) and not isinstance(value, bool):
         return bounds.check_value(name, value, bound)
@@ -239,8 +239,8 @@ def _check_by_annotation(command: str, name: str, value: Any, parameter: inspect
 
 
 def checked(command: str, *, options_of: str | None = None, **checks: Check):
-    """``func`` with every argument checked first (see the module doc); ``command``: the command
-    whose numeric bounds apply (``udcg.bounds.option_bound``); ``options_of``: ``"module:function"``
+    """``func`` with every argument checked first (see the module doc); ``command``: the operation
+    whose bounds apply (its entry in ``udcg.bounds.PARAMETERS``, the command's); ``options_of``: ``"module:function"``
     that ``**options`` are passed to."""
     def wrap(func):
         signature = inspect.signature(func)
@@ -261,6 +261,7 @@ def checked(command: str, *, options_of: str | None = None, **checks: Check):
                     given.arguments[name] = _check_by_annotation(command, name, value, signature.parameters[name])
             return func(*given.args, **given.kwargs)
 
+        call.operation, call.options_of = command, options_of  # what the door checks (read by tests)
         return call
 
     return wrap
