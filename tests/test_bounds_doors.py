@@ -137,3 +137,15 @@ def test_compare_gives_the_same_numbers_from_the_command_and_the_api(n_boot, n_r
                        n_resamples=n_resamples)
     assert printed == json.loads(cmp.format("json"))
     assert (printed["n_boot"], printed["n_resamples"]) == (n_boot, n_resamples)
+
+
+@pytest.mark.parametrize("options, words", [({"depth": 0}, "depth = 0: must be an integer >= 1 "),
+                                             ({"depth": 5, "chunk_size": 0}, "chunk_size = 0: must be an integer >= 1 "),
+                                             ({"depth": 5, "timeout": 0.0}, "timeout = 0.0: must be a number in (0, ")])
+def test_the_pyterrier_utility_checks_the_bounds_of_annotate(options, words):
+    """``udcg.pyterrier.Utility`` is a third door to the annotate flow: the same table, the API's words
+    (the flow itself no longer checks a bound)."""
+    pytest.importorskip("pyterrier")
+    with pytest.raises(InputError) as e:
+        udcg.pyterrier.Utility("smollm2-135m", output="never-written", **options)
+    assert str(e.value).startswith(words), str(e.value)

@@ -13,6 +13,7 @@ qrels or utilities dict are made strings here (``{'q': {1: 1.0}}`` then meets qr
 
 from __future__ import annotations
 
+import collections
 import functools
 import importlib
 import inspect
@@ -91,10 +92,11 @@ def _string_keys(table: Mapping, what: str) -> Mapping:
 
 def _all_str_keys(tables: Iterable[Mapping]) -> bool:
     """Whether every key of every table is a str, at C speed: ``str.join`` refuses any other key
-    (a str subclass passes, as ``_id`` would keep it)."""
+    (a str subclass passes, as ``_id`` would keep it), ``map`` runs it over the tables and a
+    zero-length deque drains the map without a Python loop or keeping the joined strings (about
+    half the time of a ``for`` loop over 20,000 tables: ``scripts/bench_evaluate.py``)."""
     try:
-        for table in tables:
-            "".join(table)
+        collections.deque(map("".join, tables), maxlen=0)
     except TypeError:
         return False
     return True
@@ -111,11 +113,12 @@ def id_table(what: str) -> Check:
             return path(name, value)
         if not isinstance(value, Mapping):
             raise _wrong(name, f"a {{qid: {{docid: {what}}}}} dict or a file path", value)
-        for qid, docs in value.items():
-            if type(docs) is not dict and not isinstance(docs, Mapping):  # the exact type first: an ABC check is slow
-                raise InputError(f"{name}: query {bounds.short(qid)} maps to {_kind(docs)}, not a {{docid: {what}}} dict "
-                                 "(e.g. {'q1': {'d1': 1.0}})")
-        if all(type(q) is str for q in value) and _all_str_keys(value.values()):
+        if not set(map(type, value.values())) <= {dict}:  # the types at C speed; the loop only for another Mapping
+            for qid, docs in value.items():
+                if type(docs) is not dict and not isinstance(docs, Mapping):  # an ABC check is slow: the exact type first
+                    raise InputError(f"{name}: query {bounds.short(qid)} maps to {_kind(docs)}, not a {{docid: {what}}} "
+                                     "dict (e.g. {'q1': {'d1': 1.0}})")
+        if set(map(type, value)) <= {str} and _all_str_keys(value.values()):
             return value
         return {qid: _string_keys(docs, f"{name}: query {qid!r}")
                 for qid, docs in _string_keys(value, name).items()}
