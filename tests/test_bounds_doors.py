@@ -56,10 +56,11 @@ def _api_parameters(function) -> set[str]:
 
 
 def _outside(bound: bounds.Bound) -> list:
-    """The values just outside the bound: below its bottom and above its top (where it has one)."""
+    """The values just outside the bound: below its bottom, above its top (where it has one), and a
+    word it does not allow (where it allows one)."""
     below = (float(bound.low) if bound.low_open else float(bound.low) - 1) if not bound.integer else int(bound.low) - 1
     above = [int(bound.high) + 1 if bound.integer else float(bound.high) * 2] if math.isfinite(bound.high) else []
-    return [below, *above]
+    return [below, *above, *[f"not-{word}" for word in bound.words[:1]]]  # C: a number or 'auto'
 
 
 def _shared() -> list[tuple[str, str, object]]:

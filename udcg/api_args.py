@@ -233,7 +233,8 @@ def _check_by_annotation(command: str, name: str, value: Any, parameter: inspect
     """A number with a bound in ``udcg.bounds.PARAMETERS`` is checked against it (``n_boot = 50: must
     be ...``, the range and reason ``--n-boot 50`` gets); anything else against the parameter's annotation."""
     bound = bounds.option_bound(command, name)
-    if bound is not None and isinstance(value, numbers.Real) and not isinstance(value, bool):
+    if bound is not None and (isinstance(value, numbers.Real) and not isinstance(value, bool)
+                              or isinstance(value, str) and bound.words):  # C: a number or 'auto'
         return bounds.check_value(name, value, bound)
     words = _by_annotation(parameter.annotation)
     if words is not None and not _fits(value, words):

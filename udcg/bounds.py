@@ -37,7 +37,7 @@ MAX_SEED = 2**32 - 1  # numpy's SeedSequence accepts any, the API servers 32-bit
 @dataclass(frozen=True)
 class Bound:
     """The values allowed: integers (``integer``) or finite reals from ``low`` to ``high``;
-    ``low_open`` / ``high_open`` exclude that end."""
+    ``low_open`` / ``high_open`` exclude that end; ``words``: strings allowed besides (``'auto'``)."""
 
     low: float
     high: float = math.inf
@@ -45,11 +45,12 @@ class Bound:
     low_open: bool = False
     high_open: bool = False
     why: str = ""  # the reason for a bound that is not plain, said after the range
+    words: tuple[str, ...] = ()
 
     def describe(self) -> str:
         """What the bound allows, in words: ``an integer >= 1 and <= 1000000 (1..1000000, a positive integer)``."""
         low, high = _number(self.low), _number(self.high)
-        why = f" ({self.why})" if self.why else ""
+        why = "".join(f" or {word!r}" for word in self.words) + (f" ({self.why})" if self.why else "")
         if self.integer:
             text = f"an integer >= {low}" + ("" if self.high == math.inf else f" and <= {high}")
             span = f"{low}.." + ("" if self.high == math.inf else high)
@@ -59,6 +60,8 @@ class Bound:
         return f"a number in {'(' if self.low_open else '['}{low}, {high}{')' if self.high_open else ']'}{why}"
 
     def allows(self, value: Any) -> bool:
+        if isinstance(value, str):
+            return value in self.words
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             return False
         if self.integer and not isinstance(value, numbers.Integral):
@@ -89,7 +92,7 @@ def check(value: Any, bound: Bound, label: str) -> Any:
     """``value`` if ``bound`` allows it, else an ``InputError``: ``{label}: must be {range}``."""
     if not bound.allows(value):
         raise InputError(f"{label}: must be {bound.describe()}")
-    return int(value) if bound.integer else float(value)
+    return value if isinstance(value, str) else int(value) if bound.integer else float(value)
 
 
 def check_option(flag: str, value: Any, bound: Bound) -> Any:
@@ -127,7 +130,9 @@ WEIGHT = Bound(0, MAX_GAMMA, integer=False)  # gamma: in [0, 100] (a larger one 
 SHARE = Bound(0, 1, integer=False)
 OPEN_SHARE = Bound(0, 1, integer=False, low_open=True)  # (0, 1]: f1 threshold, target width
 LEVEL = Bound(0, 1, integer=False, low_open=True, high_open=True)  # alpha, power
-POSITIVE = Bound(0, integer=False, low_open=True)  # C of the SVM
+POSITIVE = Bound(0, integer=False, low_open=True)  # a C of theta.C_grid
+SVM_C = Bound(0, integer=False, low_open=True, words=("auto",),  # C of UDCG_theta's SVM
+              why="SVM-rank's default is 0.01; auto: chosen by cross-validation grouped by question")
 
 # ---------------------------------------------------------------- every bounded parameter, once
 
@@ -146,7 +151,7 @@ PARAMETERS: dict[str, dict[str, Bound]] = {
                 "gamma": WEIGHT},
     "correlate": {"n_boot": BOOTSTRAP, "n_resamples": RESAMPLES, "seed": SEED, "gamma": WEIGHT},
     "reader-check": {"n_boot": BOOTSTRAP, "seed": SEED},
-    "fit-theta": {"k": CUTOFF, "cv_folds": FOLDS, "seed": SEED},
+    "fit-theta": {"k": CUTOFF, "cv_folds": FOLDS, "seed": SEED, "C": SVM_C},
     "annotate": {**MODEL, "depth": CUTOFF, "limit": COUNT, "samples": SAMPLES, "seed": SEED,
                  "temperature": SAMPLING_TEMPERATURE,  # used by --estimator sampling only
                  "target_width": OPEN_SHARE},
@@ -161,7 +166,7 @@ PARAMETERS: dict[str, dict[str, Bound]] = {
 CONFIG: dict[str, Bound] = {
     "seed": SEED, "data.limit": COUNT, "pool.size": CUTOFF, "contexts.k": CUTOFF, "contexts.n_contexts": COUNT,
     "contexts.balance": SHARE, "grading.f1_threshold": OPEN_SHARE, "grading.max_new_tokens": TOKENS,
-    "metrics.gamma": WEIGHT, "metrics.n_boot": BOOTSTRAP, "theta.train_share": SHARE, "theta.C_grid": POSITIVE,
+    "metrics.gamma": WEIGHT, "metrics.n_boot": BOOTSTRAP, "theta.train_share": SHARE, "theta.C": SVM_C, "theta.C_grid": POSITIVE,
     "theta.cv_folds": FOLDS, "studies.k_values": CUTOFF, "studies.oracle_k": CUTOFF,
     "reader.threads": THREADS, "reader.max_new_tokens": TOKENS,
     **{f"reader.{name}": MODEL[name] for name in ("batch_size", "chunk_size", "concurrency", "timeout", "rpm",
