@@ -35,7 +35,8 @@ DOORS = {
                       lambda **kw: udcg.annotate_runs("c", ["r"], "o", "m", **kw)),
     "answer_runs": (["answer", "--corpus", "c", "--run", "r", "-o", "o", "--model", "m"],
                     lambda **kw: udcg.answer_runs("c", ["r"], "o", "m", **kw)),
-    "judge": (["judge", "relevance", "x.json", "-o", "o.jsonl"], lambda **kw: udcg.judge("relevance", "x.json", "o.jsonl", **kw)),
+    "judge": (["judge", "relevance", "x.json", "-o", "o.jsonl"],
+              lambda **kw: udcg.judge("relevance", "x.json", "o.jsonl", **kw)),
 }
 
 
@@ -123,7 +124,8 @@ def test_compare_n_boot_50_is_refused_alike_by_the_command_and_the_api(capsys):
     line = capsys.readouterr().err.strip()
     with pytest.raises(InputError) as e:
         udcg.compare(RUNS, str(EX / "qrels" / "test.tsv"), metrics="P@5,nDCG@5", n_boot=50)
-    rule = "an integer >= 100 and <= 1000000 (100..1000000) (fewer leave under 2.5 resampled means beyond each end of a 95% interval)"
+    rule = ("an integer >= 100 and <= 1000000 (100..1000000) "
+            "(fewer leave under 2.5 resampled means beyond each end of a 95% interval)")
     assert line == f"udcg compare: error: --n-boot 50: must be {rule}"
     assert str(e.value) == f"n_boot = 50: must be {rule}"
 
@@ -140,9 +142,11 @@ def test_compare_gives_the_same_numbers_from_the_command_and_the_api(n_boot, n_r
     assert (printed["n_boot"], printed["n_resamples"]) == (n_boot, n_resamples)
 
 
-@pytest.mark.parametrize("options, words", [({"depth": 0}, "depth = 0: must be an integer >= 1 "),
-                                             ({"depth": 5, "chunk_size": 0}, "chunk_size = 0: must be an integer >= 1 "),
-                                             ({"depth": 5, "timeout": 0.0}, "timeout = 0.0: must be a number in (0, ")])
+@pytest.mark.parametrize("options, words", [
+    ({"depth": 0}, "depth = 0: must be an integer >= 1 "),
+    ({"depth": 5, "chunk_size": 0}, "chunk_size = 0: must be an integer >= 1 "),
+    ({"depth": 5, "timeout": 0.0}, "timeout = 0.0: must be a number in (0, "),
+])
 def test_the_pyterrier_utility_checks_the_bounds_of_annotate(options, words):
     """``udcg.pyterrier.Utility`` is a third door to the annotate flow: the same table, the API's words
     (the flow itself no longer checks a bound)."""

@@ -1,7 +1,8 @@
 """The Python API's door (``udcg.api``): every argument of a public function is checked for its
 type, and a number for its range (``udcg.bounds.PARAMETERS``, the one entry the command line
-checks too: the same refusal and range), before any file is read or model loaded. A wrong one is one ``InputError`` line naming the argument and what it must be,
-never a TypeError, AttributeError or OverflowError from deep inside.
+checks too: the same refusal and range), before any file is read or model loaded. A wrong one is
+one ``InputError`` line naming the argument and what it must be, never a TypeError,
+AttributeError or OverflowError from deep inside.
 
 ``checked(command, **checks)`` wraps a function: an argument with a check of its own (a run, a
 metric list ...) is checked by it; any other by the annotation of the parameter it fills (``str``,
@@ -115,9 +116,9 @@ def id_table(what: str) -> Check:
             raise _wrong(name, f"a {{qid: {{docid: {what}}}}} dict or a file path", value)
         if not set(map(type, value.values())) <= {dict}:  # the types at C speed; the loop only for another Mapping
             for qid, docs in value.items():
-                if type(docs) is not dict and not isinstance(docs, Mapping):  # an ABC check is slow: the exact type first
-                    raise InputError(f"{name}: query {bounds.short(qid)} maps to {_kind(docs)}, not a {{docid: {what}}} "
-                                     "dict (e.g. {'q1': {'d1': 1.0}})")
+                if type(docs) is not dict and not isinstance(docs, Mapping):  # the exact type first: ABCs are slow
+                    raise InputError(f"{name}: query {bounds.short(qid)} maps to {_kind(docs)}, "
+                                     f"not a {{docid: {what}}} dict (e.g. {{'q1': {{'d1': 1.0}}}})")
         if set(map(type, value)) <= {str} and _all_str_keys(value.values()):
             return value
         return {qid: _string_keys(docs, f"{name}: query {qid!r}")

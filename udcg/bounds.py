@@ -107,7 +107,7 @@ def check_value(name: str, value: Any, bound: Bound, where: str = "") -> Any:
 
 CUTOFF = Bound(1, MAX_CUTOFF)
 COUNT = Bound(1, 10**9)  # questions, contexts
-RESAMPLES = Bound(1, MAX_RESAMPLES)  # random sign flips: a permutation p, (count + 1) / (flips + 1), is valid at any count
+RESAMPLES = Bound(1, MAX_RESAMPLES)  # random sign flips: p = (count + 1) / (flips + 1) is valid at any count
 BOOTSTRAP = Bound(MIN_BOOTSTRAP, MAX_RESAMPLES,  # resamples of a 95% percentile interval
                   why="fewer leave under 2.5 resampled means beyond each end of a 95% interval")
 SAMPLES = Bound(1, MAX_SAMPLES)
@@ -124,7 +124,6 @@ SECONDS = Bound(0, 7 * 86400, integer=False, low_open=True)  # a timeout: finite
 MIN_RPM = 0.01  # one request every 100 minutes: 100 pairs then take about a week, the longest timeout allowed
 RATE = Bound(MIN_RPM, 1e9, integer=False,  # requests per minute
              why="one request every 100 minutes at the slowest: a slower pace could not finish a run of 100 pairs in a week")
-TEMPERATURE = Bound(0, 100, integer=False)  # greedy at 0
 SAMPLING_TEMPERATURE = Bound(0, 100, integer=False, low_open=True)  # 0 draws one answer n times: no spread
 WEIGHT = Bound(0, MAX_GAMMA, integer=False)  # gamma: in [0, 100] (a larger one rounds UDCG to 0)
 SHARE = Bound(0, 1, integer=False)
@@ -166,8 +165,8 @@ PARAMETERS: dict[str, dict[str, Bound]] = {
 CONFIG: dict[str, Bound] = {
     "seed": SEED, "data.limit": COUNT, "pool.size": CUTOFF, "contexts.k": CUTOFF, "contexts.n_contexts": COUNT,
     "contexts.balance": SHARE, "grading.f1_threshold": OPEN_SHARE, "grading.max_new_tokens": TOKENS,
-    "metrics.gamma": WEIGHT, "metrics.n_boot": BOOTSTRAP, "theta.train_share": SHARE, "theta.C": SVM_C, "theta.C_grid": POSITIVE,
-    "theta.cv_folds": FOLDS, "studies.k_values": CUTOFF, "studies.oracle_k": CUTOFF,
+    "metrics.gamma": WEIGHT, "metrics.n_boot": BOOTSTRAP, "theta.train_share": SHARE, "theta.C": SVM_C,
+    "theta.C_grid": POSITIVE, "theta.cv_folds": FOLDS, "studies.k_values": CUTOFF, "studies.oracle_k": CUTOFF,
     "reader.threads": THREADS, "reader.max_new_tokens": TOKENS,
     **{f"reader.{name}": MODEL[name] for name in ("batch_size", "chunk_size", "concurrency", "timeout", "rpm",
                                                   "max_retries")},
