@@ -154,3 +154,10 @@ def test_the_pyterrier_utility_checks_the_bounds_of_annotate(options, words):
     with pytest.raises(InputError) as e:
         udcg.pyterrier.Utility("smollm2-135m", output="never-written", **options)
     assert str(e.value).startswith(words), str(e.value)
+
+
+def test_every_declared_bound_is_an_option_of_its_command():
+    """No bound declared for a parameter its command does not have (a renamed option would leave
+    one behind, bounding nothing)."""
+    for operation, table in bounds.PARAMETERS.items():
+        assert set(table) <= _cli_options(operation), (operation, set(table) - _cli_options(operation))
