@@ -198,7 +198,7 @@ BOUNDED_CLI = [
     (["compare", "--run", "a", "--run", "b", "--seed", "-1"], ["--seed -1", "0..4294967295"]),
     (["compare", "--run", "a", "--run", "b", "--alpha", "1.5"], ["--alpha 1.5", "(0, 1)"]),
     (["compare", "--run", "a", "--run", "b", "--gamma", "inf"], ["--gamma inf", "a number in [0, 100]"]),
-    (["correlate", "x.jsonl", "--n-boot", "10000000000"], ["--n-boot 10000000000", "1..1000000"]),
+    (["correlate", "x.jsonl", "--n-boot", "10000000000"], ["--n-boot 10000000000", "100..1000000"]),
     (["correlate", "x.jsonl", "--n-resamples", "0"], ["--n-resamples 0", "integer >= 1"]),
     (["fit-theta", "x.jsonl", "-o", "t.json", "--seed", "-5"], ["--seed -5", "0..4294967295"]),
     (["fit-theta", "x.jsonl", "-o", "t.json", "--cv-folds", "1"], ["--cv-folds 1", "2..1000"]),
@@ -294,7 +294,7 @@ def test_compare_with_an_absurd_cutoff_is_one_line(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("raw, words", [
-    ({"metrics": {"n_boot": 10**10}}, ["metrics.n_boot = 10000000000", "1..1000000"]),
+    ({"metrics": {"n_boot": 10**10}}, ["metrics.n_boot = 10000000000", "100..1000000"]),
     ({"seed": -1}, ["seed = -1", "0..4294967295"]),
     ({"pool": {"size": 10**7}}, ["pool.size = 10000000", "1..1000000"]),
     ({"studies": {"k_values": [1, 0]}}, ["studies.k_values = 0", "positive integer"]),
@@ -341,7 +341,7 @@ API_CASES = [
     (lambda u: u.evaluate({"q1": {"d1": 1.0}}, None, utilities={"q1": {"d1": 0.5}}, metrics=["UDCG@1"], gamma=math.nan),
      "gamma = nan"),
     (lambda u: u.compare({"a": {"q1": {"d1": 1.0}}, "b": {"q1": {"d1": 2.0}}}, {"q1": {"d1": 1}}, metrics=["P@1"],
-                         n_boot=10**10), "n_boot = 10000000000: must be an integer >= 1 and <= 1000000"),
+                         n_boot=10**10), "n_boot = 10000000000: must be an integer >= 100 and <= 1000000"),
     (lambda u: u.compare({"a": {"q1": {"d1": 1.0}}, "b": {"q1": {"d1": 2.0}}}, {"q1": {"d1": 1}}, metrics=["P@1"],
                          seed=-1), "seed = -1: must be an integer >= 0"),
     (lambda u: u.compare({"a": {"q1": {"d1": 1.0}}, "b": {"q1": {"d1": 2.0}}}, {"q1": {"d1": 1}}, metrics=["P@1"],

@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from udcg.errors import InputError
 from udcg.llm.openai_wire import DEFAULT_CONCURRENCY
 
 if TYPE_CHECKING:  # light at import (the command's parser reads DEFAULT_CONCURRENCY): the rest loads on use
@@ -65,9 +64,6 @@ def reader(model: str, *, estimator: str | None = None, prompt: str = "udcg-code
     from udcg.annotate.runner import AnnotateConfig
     from udcg.llm.registry import api_options, resolve
 
-    for flag, value in (("--batch-size", batch_size), ("--chunk-size", chunk_size), ("--samples", samples)):
-        if value is not None and value < 1:  # checked before any model loads
-            raise InputError(f"{flag} {value}: must be a positive integer")
     spec = resolve(model, device=device, dtype=dtype, batch_size=batch_size,
                    **api_options(api_base, api_key_env, concurrency, rpm, timeout, max_retries, tokenizer, scoring),
                    defaults={"device": "auto", "dtype": "float32"})
@@ -103,8 +99,6 @@ def annotate_file(path: str, output: str, reader_: Reader, *, limit: int | None 
     from udcg.annotate.runner import annotate
     from udcg.progress import bar
 
-    if limit is not None and limit < 1:
-        raise InputError(f"--limit {limit}: must be a positive integer")
     line = where(reader_) if reader_.spec.api else ""  # an openai: model with no server and no key: refused now
     questions, raw = load_questions(path, limit)
     backend = reader_.spec.load()
@@ -132,9 +126,6 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
     from udcg.llm.registry import resolve
     from udcg.progress import bar
 
-    for flag, value in (("--depth", depth), ("--limit", limit)):
-        if value is not None and value < 1:
-            raise InputError(f"{flag} {value}: must be a positive integer")
     if unjudged == "judge" and judge != "rules":
         resolve(judge).check_installed()
     if reader_.spec.api:  # the first line names the server (an openai: model without one refuses without a key)

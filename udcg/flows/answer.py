@@ -49,11 +49,6 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
     from udcg.io.contexts import write_contexts
     from udcg.io.trec import read_run
 
-    for flag, value in (("--k", k), ("--depth", depth), ("--max-new-tokens", max_new_tokens),
-                        ("--batch-size", batch_size), ("--chunk-size", chunk_size), ("--limit", limit),
-                        ("--sample", sample)):
-        if value is not None and value < 1:
-            raise InputError(f"{flag} {value}: must be a positive integer")
     check_version(prompt)
     spec = resolve(model, device=device, dtype=dtype, batch_size=batch_size, **api_options(**(api or {})),
                    defaults={"device": "auto", "dtype": "float32"})  # an API model refuses the local options

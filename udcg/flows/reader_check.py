@@ -35,6 +35,4 @@ def check_all(paths: Sequence[str | Path], *, n_boot: int = 1000, seed: int = 0)
     """``check_utilities`` of each folder or file (one reader and estimator each)."""
     if not paths:
         raise InputError("give one or more utilities folders (udcg annotate --run ... -o FOLDER)")
-    if n_boot < 1:
-        raise InputError(f"--n-boot {n_boot}: must be a positive integer (default 1000)")
     return [check_utilities(p, n_boot=n_boot, seed=seed) for p in paths]

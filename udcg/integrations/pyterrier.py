@@ -79,10 +79,10 @@ class Utility(pt.Transformer):
 
     def __init__(self, model: str, depth: int = 10, output: str | Path = "utilities", *, qrels: Any = None,
                  unjudged: str = "irrelevant", judge: str = "rules", **reader_options: Any) -> None:
+        from udcg.bounds import check_arguments
         from udcg.flows.annotate import reader
 
-        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-            raise InputError(f"udcg.pyterrier.Utility: depth {depth!r} must be a positive integer")
+        check_arguments("annotate", {"depth": depth, **reader_options})  # the bounds of udcg annotate (udcg.bounds)
         self.reader = reader(model, **reader_options)
         self.model, self.depth, self.output = model, depth, Path(output)
         self.qrels, self.unjudged, self.judge = qrels, unjudged, judge
