@@ -45,7 +45,7 @@ def popqa_items(path: Path, n_questions: int, n_passages: int) -> list[PassageIt
 def judge_all(judge, items, cache: Path, batch_size: int) -> tuple[list[dict], float]:
     start = time.perf_counter()
     with tqdm(total=len(items), desc=judge.name, unit="passage", file=sys.stderr) as bar:
-        records = runner.run_judge(judge, items, cache, chunk_size=batch_size, progress=bar.update)
+        records = runner.judge_items(judge, items, cache, chunk_size=batch_size, progress=bar.update)
     return records, time.perf_counter() - start
 
 

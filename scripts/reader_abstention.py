@@ -9,7 +9,7 @@ Per (model, prompt) and passage, one prompt pass (``HFBackend.read``): p_abs = P
 NO-RESPONSE), the greedy answer (32 new tokens), and the outcome:
 abstained / correct by the rule judge (``udcg.grade.rules.answer_outcome``: an abstention, else
 correct when a normalised answer alias occurs in the answer).
-Resumable: the cached runner (``udcg.runs``) appends finished chunks to
+Resumable: the cached runner (``udcg.resumable``) appends finished chunks to
 ``--work/cache-<model>-<prompt>.jsonl``. Writes
 ``--out/table.md``, ``table.json`` and the per-passage data ``passages.jsonl.gz`` (gzip, mtime 0).
 
@@ -51,10 +51,10 @@ def select(data_dir: Path, per_class: int, start: int = 50) -> list[dict]:
 
 
 def measure(items: list[dict], model: str, prompt: str, cache_path: Path, chunk: int) -> tuple[list[dict], float]:
-    """Each item's p_abs, greedy answer and outcome, through the cached runner (``udcg.runs``: keys
+    """Each item's p_abs, greedy answer and outcome, through the cached runner (``udcg.resumable``: keys
     ``qid<TAB>pid``, chunks of ``chunk`` cut from the whole item list); the model's seconds in this
     run (its load left out)."""
-    from udcg import runs
+    from udcg import resumable
     from udcg.annotate.prompt import reader_chat
     from udcg.grade.rules import answer_outcome
     from udcg.llm.lazy import LazyBackend
@@ -72,10 +72,10 @@ def measure(items: list[dict], model: str, prompt: str, cache_path: Path, chunk:
         done += n
         print(f"{model} {prompt}: {done}/{len(items)}", flush=True)
 
-    keys = [runs.key(it["qid"], it["pid"]) for it in items]
+    keys = [resumable.key(it["qid"], it["pid"]) for it in items]
     requests = [(k, reader_chat(it["question"], [it["text"]], prompt)) for k, it in zip(keys, items)]
-    with runs.open_cache(cache_path) as cache:
-        stats = runs.run(cache, requests, read, chunk, progress=progress, fingerprint=runs.fingerprint)
+    with resumable.open_cache(cache_path) as cache:
+        stats = resumable.fill(cache, requests, read, chunk, progress=progress, fingerprint=resumable.fingerprint)
         out = []
         for k, it in zip(keys, items):
             rec = cache.get(k)

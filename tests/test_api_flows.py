@@ -112,7 +112,7 @@ def test_an_api_output_never_replaces_an_input(tmp_path):
     assert run.read_bytes() == before and contexts.read_text().startswith('{"qid": "q"')
 
 
-def test_the_default_chunk_is_larger_only_for_a_local_model_on_a_gpu():
+def test_the_default_chunk_is_larger_only_for_a_local_model_on_a_gpu(tmp_path):
     import torch
 
     from udcg.flows.annotate import CHUNK_SIZE, GPU_CHUNK_SIZE, default_chunk_size, reader
@@ -124,5 +124,6 @@ def test_the_default_chunk_is_larger_only_for_a_local_model_on_a_gpu():
     auto = GPU_CHUNK_SIZE if torch.cuda.is_available() else CHUNK_SIZE
     assert reader("qwen2.5-coder-0.5b").config.chunk_size == auto  # device auto: what this machine has
     assert reader("qwen2.5-coder-0.5b", chunk_size=7).config.chunk_size == 7
-    with pytest.raises(InputError, match="--chunk-size 0: must be a positive integer"):
-        reader("qwen2.5-coder-0.5b", chunk_size=0)
+    ex = example_path()  # a chunk of 0 is refused at the API's door (udcg.bounds), before any model loads
+    with pytest.raises(InputError, match=r"^chunk_size = 0: must be an integer >= 1 "):
+        udcg.annotate_runs(ex, [ex / "runs" / "bm25.trec"], tmp_path / "u", "qwen2.5-coder-0.5b", chunk_size=0)

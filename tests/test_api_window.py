@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import load_script
-from udcg import runs
+from udcg import resumable
 from udcg.errors import BackendError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,7 +69,7 @@ def test_a_parallel_run_computes_each_request_once_and_keeps_finished_work_on_fa
     requests = [(f"k{i}", i) for i in range(200)] + [("k3", 3)]  # a key given twice is computed once
     with AppendCache(tmp_path / "c.jsonl") as cache:
         with pytest.raises(BackendError, match=r"item 57 failed; \d+ of 200 records are finished and kept"):
-            runs.run(cache, requests, compute, chunk_size=10, parallel=8)
+            resumable.fill(cache, requests, compute, chunk_size=10, parallel=8)
         kept = dict(cache.done)
     computed = [i for part in calls for i in part]
     assert len(computed) == len(set(computed))  # nothing twice
@@ -77,7 +77,7 @@ def test_a_parallel_run_computes_each_request_once_and_keeps_finished_work_on_fa
     assert len(kept) < 200  # no new piece after the failure
     with AppendCache(tmp_path / "c.jsonl") as cache:  # resume: only what is missing, then all done
         calls.clear()
-        stats = runs.run(cache, [(k, i) for k, i in requests if i != 57], compute, chunk_size=10, parallel=8)
+        stats = resumable.fill(cache, [(k, i) for k, i in requests if i != 57], compute, chunk_size=10, parallel=8)
         assert stats.computed == 199 - len(kept)
         assert sorted(i for part in calls for i in part) == sorted(int(k[1:]) for k in set(f"k{i}" for i in range(200))
                                                                     if k not in kept and k != "k57")
@@ -135,7 +135,7 @@ def test_editing_one_passage_recomputes_exactly_that_pair(latency_server, tmp_pa
 
 
 def test_ids_that_hold_the_key_separator_never_share_a_key():
-    assert runs.key("a\tb", "c") != runs.key("a", "b\tc")
+    assert resumable.key("a\tb", "c") != resumable.key("a", "b\tc")
     for parts in [("a\tb", "c"), ("a", "b\tc"), ("x\\y", "z\\t"), ("q1", "d1")]:
-        assert runs.split_key(runs.key(*parts)) == list(parts)
-    assert runs.key("q1", "d1") == "q1\td1"  # plain ids keep the key older caches hold
+        assert resumable.split_key(resumable.key(*parts)) == list(parts)
+    assert resumable.key("q1", "d1") == "q1\td1"  # plain ids keep the key older caches hold

@@ -1,12 +1,14 @@
 """The package's shape: imports run one way through seven floors, metrics stay pure, modules stay small.
 
-Floors, from the bottom (a module may import only from floors below its own, or from its own unit):
+Floors, from the bottom (a module may import only from floors below its own, or from its own unit;
+a unit, a "room" in docs/architecture.md, is a top-level module or package of udcg; 1b is a
+sublevel of floor 1, so FLOORS has eight entries for seven floors):
 
 1. base: records, errors, text, progress, redact, version
 1b. bounds (the allowed range of every numeric option and config value; raises errors' InputError) and
     extras (the optional IR libraries, imported on use; a missing one is an InputError naming the extra)
 2. io/ (files and data sets) and llm/ (the model backends), which do not import each other
-3. runs (the one resumable, cached runner every model step uses)
+3. resumable (the one resumable, cached runner every model step uses)
 4. annotate/, grade/, metrics/ (metrics import only errors, besides numpy/scipy/scikit-learn/pandas;
    annotate and grade may use metrics, the pure one of the three, not each other)
 5. flows/ (the everyday flows: annotate, answer, judge, score, compare, fit-theta, correlate)
@@ -19,13 +21,14 @@ Commands parse, call and print: they import the flows, the API, errors, progress
 ``models`` and ``serve`` may reach ``llm`` (they install and serve models), and ``validate``,
 ``report`` and ``demo`` the paper's validation (``experiment``).
 
-No import cycle between units, nor between the modules of one unit (there an import under ``if
-TYPE_CHECKING:``, a type named for an annotation and never run, is not counted).
+No import cycle between units, nor between the modules of one unit; an import under ``if
+TYPE_CHECKING:`` (a type named for an annotation, never run) counts as any other: a circle closed
+only by a type is still a circle.
 
 scripts/ (and the Python they hand to a child process in a string) use udcg's public names only:
 no private name (``_x``) of a udcg module, imported or reached as an attribute, and from
 ``udcg.experiment`` only the entry points in ``SCRIPT_EXPERIMENT`` (the paper's experiment is
-otherwise internal; scripts use ``udcg``/``udcg.api``, the runner ``udcg.runs`` and the public
+otherwise internal; scripts use ``udcg``/``udcg.api``, the runner ``udcg.resumable`` and the public
 functions of the floors below).
 """
 
@@ -41,12 +44,13 @@ FLOORS = [
     {"udcg.records", "udcg.errors", "udcg.text", "udcg.progress", "udcg.redact", "udcg.version"},
     {"udcg.bounds", "udcg.extras"},
     {"udcg.io", "udcg.llm"},
-    {"udcg.runs"},
+    {"udcg.resumable"},
     {"udcg.annotate", "udcg.grade", "udcg.metrics"},
     {"udcg.flows"},
     {"udcg.experiment"},
     {"udcg", "udcg.__main__", "udcg.api", "udcg.api_args", "udcg.cli", "udcg.commands", "udcg.integrations"},
 ]
+FLOOR_NUMBERS = ["1", "1b", "2", "3", "4", "5", "6", "7"]  # of FLOORS, in order: seven floors, 1b a sublevel of 1
 INTERFACE_ORDER = ["udcg.__main__", "udcg.cli", "udcg.commands", "udcg", "udcg.integrations", "udcg.api", "udcg.api_args"]  # may import rightwards
 DOMAIN_SHARED = {"udcg.metrics"}  # on the domain floor, the pure metrics serve annotate and grade
 MAX_LINES = 400
@@ -81,24 +85,12 @@ def _unit(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
-def _type_only(tree: ast.AST) -> set[ast.AST]:
-    """The import nodes under ``if TYPE_CHECKING:`` (annotations only, never run)."""
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
-            out.update(n for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom)))
-    return out
-
-
-def _imports(module: str, path: Path, modules: dict[str, Path], runtime: bool = False) -> set[str]:
-    """The udcg modules that ``module`` imports, at any depth of the file (lazy imports included;
-    with ``runtime``, those under ``if TYPE_CHECKING:`` left out)."""
+def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The udcg modules that ``module`` imports, at any depth of the file (lazy imports and those
+    under ``if TYPE_CHECKING:`` included)."""
     tree = ast.parse(path.read_text())
-    skip = _type_only(tree) if runtime else set()
     found = set()
     for node in ast.walk(tree):
-        if node in skip:
-            continue
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
@@ -126,7 +118,6 @@ def _floor(unit: str) -> int:
 
 MODULES = _modules()
 EDGES = {m: _imports(m, p, MODULES) for m, p in MODULES.items()}
-RUNTIME_EDGES = {m: _imports(m, p, MODULES, runtime=True) for m, p in MODULES.items()}
 
 
 def test_every_module_has_a_floor():
@@ -187,7 +178,7 @@ def test_no_cycle_between_units():
 
 @pytest.mark.parametrize("unit", sorted({_unit(m) for m in MODULES}))
 def test_no_cycle_inside_a_unit(unit):
-    graph = {m: {t for t in targets if _unit(t) == unit and t != m} for m, targets in RUNTIME_EDGES.items()
+    graph = {m: {t for t in targets if _unit(t) == unit and t != m} for m, targets in EDGES.items()
              if _unit(m) == unit}
     cycle = _cycle(graph)
     assert cycle is None, f"import cycle inside {unit}: " + " -> ".join(cycle or [])
@@ -196,6 +187,16 @@ def test_no_cycle_inside_a_unit(unit):
 def test_the_cycle_check_sees_a_cycle():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_the_cycle_check_counts_type_only_imports(tmp_path):
+    """A circle closed only by an ``if TYPE_CHECKING:`` import is a circle (issue #39)."""
+    path = tmp_path / "signals.py"
+    path.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from udcg.metrics.registry import score\n")
+    edges = {"udcg.metrics.signals": _imports("udcg.metrics.signals", path, MODULES),
+             "udcg.metrics.registry": {"udcg.metrics.signals"}}
+    assert edges["udcg.metrics.signals"] == {"udcg.metrics.registry"}
+    assert _cycle(edges) == ["udcg.metrics.registry", "udcg.metrics.signals", "udcg.metrics.registry"]
 
 
 def test_metrics_import_only_errors():
@@ -259,7 +260,7 @@ def _script_module(script: str, line: int, module: str, name: str | None) -> lis
     if SCRIPT_EXPERIMENT.get(target) is ALL:
         return []
     if name is None or target != module or name not in SCRIPT_EXPERIMENT.get(module, set()):
-        return [(f"{where} (udcg.experiment is internal: use udcg.api, udcg.runs or a lower floor, "
+        return [(f"{where} (udcg.experiment is internal: use udcg.api, udcg.resumable or a lower floor, "
                  "or add the entry point to SCRIPT_EXPERIMENT)")]
     return []
 
@@ -286,7 +287,7 @@ self._own = 1
     assert [w.split(" (")[0] for w in wrong] == ["x.py:2: udcg.llm.hf._helper", "x.py:3: udcg.experiment.studies.correlate",
                                                  "x.py:4: udcg.experiment.reporting", "x.py:5: udcg.metrics._walk",
                                                  "x.py:6: backend._batches"]
-    fine = "from udcg.flows.theta import load_theta\nfrom udcg.experiment import paired\nfrom udcg import runs\n"
+    fine = "from udcg.flows.theta import load_theta\nfrom udcg.experiment import paired\nfrom udcg import resumable\n"
     assert _script_violations("x.py", [ast.parse(fine)]) == []
 
 
@@ -327,6 +328,10 @@ def test_the_architecture_doc_lists_the_floors_of_this_test():
         names = re.findall(r"`([a-z_]+(?:\.py|/)?)`", cell)
         listed.append({"udcg" if n == "udcg" else "udcg." + n.removesuffix(".py").removesuffix("/") for n in names})
     assert listed == FLOORS
+    assert [re.match(r"\| (\d+b?) ", row).group(1) for row in reversed(rows)] == FLOOR_NUMBERS
+    rooms, floors = len({_unit(m) for m in MODULES}), len({n.rstrip("b") for n in FLOOR_NUMBERS})
+    assert rooms == sum(map(len, FLOORS)), "a room on no floor, or on two"
+    assert f"{rooms} rooms on {floors} floors" in doc, f"docs/architecture.md must say: {rooms} rooms on {floors} floors"
 
 
 def test_every_module_and_name_the_architecture_doc_names_exists():

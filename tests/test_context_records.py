@@ -14,7 +14,7 @@ from scipy.special import expit
 from udcg.errors import InputError
 from udcg.experiment import studies
 from udcg.experiment.context_records import PassageScore, answered, context_record
-from udcg.io.contexts import from_json, read_contexts as read_context_file, to_json
+from udcg.io.contexts import from_json, read_context_file, to_json
 from udcg.flows.correlate import correlation_table
 from udcg.flows.scoring import read_contexts
 from udcg.records import ContextRecord, Outcome

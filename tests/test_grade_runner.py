@@ -33,17 +33,17 @@ def authors_file(tmp_path, n_questions=3, n_passages=5):
 def test_kill_and_resume_gives_the_uninterrupted_output(tmp_path):
     path = authors_file(tmp_path)
     items = runner.passage_items(read_authors(path)[1])
-    full = runner.run_judge(LLMJudge(ScriptedBackend(answer=grade_rome), TASKS["relevance"]), items, tmp_path / "full.cache", chunk_size=4)
+    full = runner.judge_items(LLMJudge(ScriptedBackend(answer=grade_rome), TASKS["relevance"]), items, tmp_path / "full.cache", chunk_size=4)
 
     cache = tmp_path / "killed.cache"
     with pytest.raises(KeyboardInterrupt):
-        runner.run_judge(LLMJudge(ScriptedBackend(answer=grade_rome, fault=KeyboardInterrupt, fault_after=2), TASKS["relevance"]), items, cache, chunk_size=4)
+        runner.judge_items(LLMJudge(ScriptedBackend(answer=grade_rome, fault=KeyboardInterrupt, fault_after=2), TASKS["relevance"]), items, cache, chunk_size=4)
     assert len(cache.read_text().splitlines()) == 8  # two chunks finished
     with open(cache, "a") as f:
         f.write('{"key": "q2\\td0", "qid": "q2", "lab')  # a torn last line, as after kill -9
     second = ScriptedBackend(answer=grade_rome)
     done = []
-    resumed = runner.run_judge(LLMJudge(second, TASKS["relevance"]), items, cache, chunk_size=4, progress=done.append)
+    resumed = runner.judge_items(LLMJudge(second, TASKS["relevance"]), items, cache, chunk_size=4, progress=done.append)
     assert resumed == full
     assert len(second.prompts) == 15 - 8 and done[0] == 8 and sum(done) == 15
     assert [r["pid"] for r in full[:5]] == ["d0", "d1", "d2", "d3", "d4"]
@@ -52,18 +52,18 @@ def test_kill_and_resume_gives_the_uninterrupted_output(tmp_path):
 
 def test_cache_from_another_judge_is_refused(tmp_path):
     items = runner.passage_items(read_authors(authors_file(tmp_path))[1])
-    runner.run_judge(RuleJudge(TASKS["relevance"]), items, tmp_path / "c")
+    runner.judge_items(RuleJudge(TASKS["relevance"]), items, tmp_path / "c")
     with pytest.raises(InputError, match="rules:containment"):
-        runner.run_judge(LLMJudge(ScriptedBackend(answer=grade_rome), TASKS["relevance"]), items, tmp_path / "c")
+        runner.judge_items(LLMJudge(ScriptedBackend(answer=grade_rome), TASKS["relevance"]), items, tmp_path / "c")
 
 
 def test_summary_and_write_back(tmp_path):
     path = authors_file(tmp_path, 1, 3)
     raw, questions = read_authors(path)
     items = runner.passage_items(questions)
-    recs = runner.run_judge(LLMJudge(ScriptedBackend(answer="not json"), TASKS["relevance"], retries=0), items[:1],
+    recs = runner.judge_items(LLMJudge(ScriptedBackend(answer="not json"), TASKS["relevance"], retries=0), items[:1],
                             tmp_path / "c1")
-    recs += runner.run_judge(RuleJudge(TASKS["relevance"]), items[1:], tmp_path / "c2")
+    recs += runner.judge_items(RuleJudge(TASKS["relevance"]), items[1:], tmp_path / "c2")
     s = runner.summarize(recs)
     assert s == {"n": 3, "labels": {"irrelevant": 2}, "unparseable": 1, "repaired": 0, "retried": 0, "notes": 0}
     assert "unparseable=1" in runner.format_summary(s)

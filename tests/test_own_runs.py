@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from udcg.annotate.utilities import read_utilities
+from udcg.annotate.utilities import load_utilities
 from udcg.cli import main
 
 QUERIES = {"q1": ("who wrote hamlet", ["Shakespeare"]), "q2": ("capital of france", ["Paris"]),
@@ -59,7 +59,7 @@ def test_annotate_runs_is_incremental_and_scores_agree(beir, tmp_path, tiny_mode
     err = _annotate(folder, runs, ["a", "b"], out, tiny_model_dir, capsys)
     # union of a and b top-3: q1 {d1,d4,d6,d5}, q2 {d7,d2,d5,d4}, q3 {d8,d3,d4,d5} = 12 pairs
     assert "pairs in the runs' top-depth: 12; new pairs annotated: 12; already in" in err
-    first = read_utilities(out)
+    first = load_utilities(out)
     assert len(first) == 12 and first.model == tiny_model_dir.name
     sources = {r.relevance_source for r in first.records.values()}
     assert sources == {"qrels", "unjudged-irrelevant"}
@@ -69,7 +69,7 @@ def test_annotate_runs_is_incremental_and_scores_agree(beir, tmp_path, tiny_mode
     assert "pairs in the runs' top-depth: 9; new pairs annotated: 1; already in" in err
     err = _annotate(folder, runs, ["a", "b", "c"], out, tiny_model_dir, capsys, depth=3)
     assert "new pairs annotated: 0" in err and "(no model loaded)" in err
-    again = read_utilities(out)
+    again = load_utilities(out)
     assert len(again) == 13 and again.records["q1", "d2"].relevance_source == "unjudged-irrelevant"
     assert {k: r.p_abs for k, r in again.records.items() if k in first.records} == \
         {k: r.p_abs for k, r in first.records.items()}
@@ -189,7 +189,7 @@ def test_unjudged_pairs_judged_by_the_rule_judge(beir, tmp_path, tiny_model_dir,
     out = tmp_path / "u"
     err = _annotate_with(folder, runs, out, tiny_model_dir, capsys, ["--unjudged", "judge", "--judge", "rules"])
     assert "relevance of these pairs: judge 4, qrels 5" in err, err
-    recs = read_utilities(out).records
+    recs = load_utilities(out).records
     # d6 is judged 0 in the qrels although it names Shakespeare: the qrels win over the judge
     assert recs["q1", "d6"].relevance_source == "qrels" and not recs["q1", "d6"].relevant
     # (q2, d7) is unjudged: "Lyon is a city in France." does not contain "Paris"

@@ -141,7 +141,7 @@ def test_persistent_failure_stops_clearly_and_resumes(boosted_server, clean_run,
     assert not out.exists(), "a failed run writes no output"
     kept = cache_keys(out)
     assert len(set(kept)) == len(kept) and set(kept) < set(keys)
-    # an API model's pieces run at once (udcg.runs, parallel): every finished passage is kept, the
+    # an API model's pieces run at once (udcg.resumable, parallel): every finished passage is kept, the
     # failed one is not, and no piece starts after the failure
     assert kept and keys[7] not in kept
 

@@ -58,7 +58,7 @@ def test_correlate_without_its_default_baseline_says_there_are_no_p_values(tmp_p
              "outcome": ["correct", "wrong"][c]} for q in range(3) for c in range(2)]
     src = tmp_path / "c.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert main(["correlate", str(src), "--metrics", "P,RR", "--n-boot", "10"]) == 0
+    assert main(["correlate", str(src), "--metrics", "P,RR", "--n-boot", "100"]) == 0
     assert "no p-values: the baseline UDCG is not among --metrics" in capsys.readouterr().err
 
 

@@ -1,5 +1,5 @@
 """The notes a scored run carries: tied scores are re-ranked by trec_eval's rule, and the user is told
-how many queries that touched (file runs through the columnar reader, dict runs through the dicts)."""
+how many queries that touched (file runs through the columnar parser, dict runs through the dicts)."""
 
 from __future__ import annotations
 

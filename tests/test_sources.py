@@ -270,6 +270,43 @@ def test_unknown_shape(tmp_path):
         ds.load_dataset(_write(tmp_path, "w.json", json.dumps([{"foo": 1}])))
 
 
+def _load_quiz(path, limit=None):
+    """A shape of this test: one JSON object per line, {"quiz_id", "ask", "accept", "docs": [[pid, text]]}."""
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()][:limit]
+    return [Question(r["quiz_id"], r["ask"], tuple(r["accept"]),
+                     tuple(Passage(pid, text) for pid, text in r["docs"])) for r in rows]
+
+
+def test_a_registered_shape_is_read_by_load_dataset_then_removed(tmp_path):
+    """A file shape added through the registry (no private global patched): ``load_dataset`` reads a
+    real file of that shape with its loader, before the built-in shapes (this one also holds
+    "passages", which the authors' shape would take); a taken name is refused; once removed, the file
+    is an unknown shape again, and the built-in shapes are as they were."""
+    lines = [{"quiz_id": "z1", "ask": "capital of France?", "accept": ["Paris"], "passages": 1,
+              "docs": [["d1", "Paris is the capital of France."], ["d2", "Berlin is in Germany."]]},
+             {"quiz_id": "z2", "ask": "2 + 2?", "accept": ["4"], "passages": 1, "docs": [["d3", "2 + 2 = 4"]]}]
+    path = _write(tmp_path, "quiz.jsonl", "\n".join(json.dumps(r) for r in lines) + "\n")
+    builtin = ds.SHAPES.names()
+    assert ds.SHAPES.loader_for(path.read_text()) is not _load_quiz
+    shape = ds.register_shape("quiz", ['"quiz_id"', '"accept"'], _load_quiz)
+    try:
+        assert ds.SHAPES.names() == ["quiz", *builtin] and shape.keys == ('"quiz_id"', '"accept"')
+        questions = ds.load_dataset(path)
+        assert [q.qid for q in questions] == ["z1", "z2"] and questions[0].passage("d2").text == "Berlin is in Germany."
+        assert [q.qid for q in ds.load_dataset(path, limit=1)] == ["z1"]
+        with pytest.raises(ValueError, match="'quiz' is already registered"):
+            ds.register_shape("quiz", ['"x"'], _load_quiz)
+        with pytest.raises(ValueError, match="keys must be a non-empty list"):
+            ds.register_shape("other", '"quiz_id"', _load_quiz)
+    finally:
+        ds.unregister_shape("quiz")
+    assert ds.SHAPES.names() == builtin
+    with pytest.raises(InputError, match=r"quiz\.jsonl:1: missing field .example_id."):  # the authors' shape takes it now
+        ds.load_dataset(path)
+    with pytest.raises(ValueError, match="'quiz' was not added"):
+        ds.unregister_shape("quiz")
+
+
 # ---------------------------------------------------------------- containment labelling
 
 

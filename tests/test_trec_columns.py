@@ -241,7 +241,7 @@ def test_a_duplicate_across_arrow_chunks_is_found():
     assert not trec_columns._has_twice(np.zeros(3, np.int32), other)
 
 
-def test_without_pyarrow_the_line_reader_does_it(tmp_path, monkeypatch):
+def test_without_pyarrow_the_line_parser_does_it(tmp_path, monkeypatch):
     path = write(tmp_path, "run.trec", RUN)
 
     def no_pyarrow(path):

@@ -93,7 +93,8 @@ def evaluate(run: Run | str | Path, qrels: Run | str | Path | None = None, *, ut
     """Score one run: a ``RunScores``, whatever the input. ``.means()``: ``{measure: mean over the
     queries}`` (ir_measures' calc_aggregate); ``.per_query()``: ``{qid: {measure: value}}``
     (pytrec_eval's shape); ``.to_frame()``: a pandas DataFrame, one row per query; ``.qids``,
-    ``.values`` (``{measure: array}``), ``.coverage`` and ``.notes`` (also logged as warnings)."""
+    ``.values`` (``{measure: array}``), ``.coverage`` and ``.notes`` (also logged as warnings). Every
+    result is keyed by ``Measure``, a ``str`` equal to the measure's canonical name (``"nDCG@5"``)."""
     name = next(iter(_scores.named_runs([run]))) if isinstance(run, (str, Path)) else _ranx_name(run) or "run"  # a file: its name
     scores = _scores.score_runs({name: run}, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
                                 unannotated=unannotated, model=model, prompt_version=prompt_version)[name]

@@ -1,13 +1,16 @@
-"""The allowed range of every numeric option and config value, in one place.
+"""The allowed range of every numeric parameter and config value, each declared once.
 
 A ``Bound`` is a value (integer or real, its lowest and highest value, each end included or not);
-``check(value, bound, label)`` returns the value or raises an ``InputError`` naming the option and
-its range. The command line checks every parsed option through ``OPTIONS`` (attribute -> bound;
-``COMMAND_OPTIONS`` where a command reads one otherwise), right after parsing, before any file is
-read or model loaded (``udcg.cli``); a ``udcg validate`` config checks its keys through ``CONFIG``
-(``udcg.experiment.config``); the Python API (``udcg.api``) checks its arguments with the same
-bounds. The measure grammar keeps its own copy of ``MAX_CUTOFF`` (metrics import nothing of udcg
-but its errors; a test holds the two equal).
+``check(value, bound, label)`` returns the value or raises an ``InputError`` naming the parameter
+and its range. ``PARAMETERS`` holds each public operation's bounded parameters, one entry read by
+both doors: the command line checks every parsed option against it right after parsing
+(``check_options``, called by ``udcg.cli``: ``--n-boot 50: must be ...``), the Python API every
+argument at its door (``udcg.api_args``: ``n_boot = 50: must be ...``), before any file is read or
+model loaded, so a value one refuses the other refuses with the same range and reason; the flows
+behind them check no bound again. A ``udcg validate`` config checks its keys through ``CONFIG``
+(``udcg.experiment.config``), the same ``Bound`` values by config key. The measure grammar keeps
+its own copy of ``MAX_CUTOFF`` (metrics import nothing of udcg but its errors; a test holds the two
+equal).
 
 The highest values are far above any real use and far below what exhausts a machine: a cutoff of
 10^11 allocated terabytes, 10^10 bootstrap resamples tens of gigabytes, before these bounds.
@@ -24,6 +27,7 @@ from udcg.errors import InputError
 
 MAX_CUTOFF = 1_000_000  # k, --depth, @k: documents per ranking or context
 MAX_RESAMPLES = 1_000_000  # --n-boot, --n-resamples
+MIN_BOOTSTRAP = 100  # --n-boot: resamples of a 95% interval (BOOTSTRAP)
 MAX_SAMPLES = 10_000  # --samples: answers per passage (annotate), contexts per query (answer)
 MAX_RETRIES = 100
 MAX_GAMMA = 100.0  # gamma: the metric's copy is udcg.metrics.udcg.MAX_GAMMA (a test holds the two equal)
@@ -33,7 +37,7 @@ MAX_SEED = 2**32 - 1  # numpy's SeedSequence accepts any, the API servers 32-bit
 @dataclass(frozen=True)
 class Bound:
     """The values allowed: integers (``integer``) or finite reals from ``low`` to ``high``;
-    ``low_open`` / ``high_open`` exclude that end."""
+    ``low_open`` / ``high_open`` exclude that end; ``words``: strings allowed besides (``'auto'``)."""
 
     low: float
     high: float = math.inf
@@ -41,11 +45,12 @@ class Bound:
     low_open: bool = False
     high_open: bool = False
     why: str = ""  # the reason for a bound that is not plain, said after the range
+    words: tuple[str, ...] = ()
 
     def describe(self) -> str:
         """What the bound allows, in words: ``an integer >= 1 and <= 1000000 (1..1000000, a positive integer)``."""
         low, high = _number(self.low), _number(self.high)
-        why = f" ({self.why})" if self.why else ""
+        why = "".join(f" or {word!r}" for word in self.words) + (f" ({self.why})" if self.why else "")
         if self.integer:
             text = f"an integer >= {low}" + ("" if self.high == math.inf else f" and <= {high}")
             span = f"{low}.." + ("" if self.high == math.inf else high)
@@ -55,6 +60,8 @@ class Bound:
         return f"a number in {'(' if self.low_open else '['}{low}, {high}{')' if self.high_open else ']'}{why}"
 
     def allows(self, value: Any) -> bool:
+        if isinstance(value, str):
+            return value in self.words
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             return False
         if self.integer and not isinstance(value, numbers.Integral):
@@ -85,7 +92,7 @@ def check(value: Any, bound: Bound, label: str) -> Any:
     """``value`` if ``bound`` allows it, else an ``InputError``: ``{label}: must be {range}``."""
     if not bound.allows(value):
         raise InputError(f"{label}: must be {bound.describe()}")
-    return int(value) if bound.integer else float(value)
+    return value if isinstance(value, str) else int(value) if bound.integer else float(value)
 
 
 def check_option(flag: str, value: Any, bound: Bound) -> Any:
@@ -100,7 +107,9 @@ def check_value(name: str, value: Any, bound: Bound, where: str = "") -> Any:
 
 CUTOFF = Bound(1, MAX_CUTOFF)
 COUNT = Bound(1, 10**9)  # questions, contexts
-RESAMPLES = Bound(1, MAX_RESAMPLES)
+RESAMPLES = Bound(1, MAX_RESAMPLES)  # random sign flips: p = (count + 1) / (flips + 1) is valid at any count
+BOOTSTRAP = Bound(MIN_BOOTSTRAP, MAX_RESAMPLES,  # resamples of a 95% percentile interval
+                  why="fewer leave under 2.5 resampled means beyond each end of a 95% interval")
 SAMPLES = Bound(1, MAX_SAMPLES)
 RETRIES = Bound(0, MAX_RETRIES)
 SEED = Bound(0, MAX_SEED)
@@ -115,48 +124,74 @@ SECONDS = Bound(0, 7 * 86400, integer=False, low_open=True)  # a timeout: finite
 MIN_RPM = 0.01  # one request every 100 minutes: 100 pairs then take about a week, the longest timeout allowed
 RATE = Bound(MIN_RPM, 1e9, integer=False,  # requests per minute
              why="one request every 100 minutes at the slowest: a slower pace could not finish a run of 100 pairs in a week")
-TEMPERATURE = Bound(0, 100, integer=False)  # greedy at 0
 SAMPLING_TEMPERATURE = Bound(0, 100, integer=False, low_open=True)  # 0 draws one answer n times: no spread
 WEIGHT = Bound(0, MAX_GAMMA, integer=False)  # gamma: in [0, 100] (a larger one rounds UDCG to 0)
 SHARE = Bound(0, 1, integer=False)
 OPEN_SHARE = Bound(0, 1, integer=False, low_open=True)  # (0, 1]: f1 threshold, target width
-LEVEL = Bound(0, 1, integer=False, low_open=True, high_open=True)  # alpha
-POSITIVE = Bound(0, integer=False, low_open=True)  # C of the SVM
+LEVEL = Bound(0, 1, integer=False, low_open=True, high_open=True)  # alpha, power
+POSITIVE = Bound(0, integer=False, low_open=True)  # a C of theta.C_grid
+SVM_C = Bound(0, integer=False, low_open=True, words=("auto",),  # C of UDCG_theta's SVM
+              why="SVM-rank's default is 0.01; auto: chosen by cross-validation grouped by question")
 
-# Command-line options by argparse attribute (the flag is --name-with-dashes).
-OPTIONS: dict[str, Bound] = {
-    "k": CUTOFF, "depth": CUTOFF, "limit": COUNT, "sample": COUNT, "n_boot": RESAMPLES, "n_resamples": RESAMPLES,
-    "samples": SAMPLES, "retries": RETRIES, "max_retries": RETRIES, "seed": SEED, "batch_size": BATCH,
-    "chunk_size": CHUNK, "max_new_tokens": TOKENS, "max_request_tokens": Bound(1, 10_000_000),
-    "concurrency": CONCURRENCY, "timeout": SECONDS, "rpm": RATE, "temperature": TEMPERATURE,
-    "target_width": OPEN_SHARE, "gamma": WEIGHT, "alpha": LEVEL, "power": LEVEL, "cv_folds": FOLDS,
-    "f1_threshold": OPEN_SHARE, "port": PORT, "max_request_seconds": SECONDS,
+# ---------------------------------------------------------------- every bounded parameter, once
+
+# The options of the model, the same wherever a model runs (annotate, answer, judge).
+MODEL: dict[str, Bound] = {
+    "batch_size": BATCH, "chunk_size": CHUNK, "concurrency": CONCURRENCY, "rpm": RATE, "timeout": SECONDS,
+    "max_retries": RETRIES,
 }
-# Where one command reads an option otherwise: (command, attribute) -> bound.
-COMMAND_OPTIONS: dict[tuple[str, str], Bound] = {
-    ("answer", "samples"): Bound(0, MAX_SAMPLES),  # 0: the top-k contexts only
-    ("annotate", "temperature"): SAMPLING_TEMPERATURE,  # used by --estimator sampling only
+# Each public operation's bounded parameters: the command (``udcg compare --n-boot``) and the Python
+# API function that runs it (``udcg.compare(n_boot=...)``, ``@checked("compare")`` in ``udcg.api``)
+# read the same entry. A parameter is named as the API names it; the command line spells it
+# ``--with-dashes``. A test fails for any int/float option of any command that is not here.
+PARAMETERS: dict[str, dict[str, Bound]] = {
+    "score": {"k": CUTOFF, "gamma": WEIGHT},
+    "compare": {"n_boot": BOOTSTRAP, "n_resamples": RESAMPLES, "seed": SEED, "alpha": LEVEL, "power": LEVEL,
+                "gamma": WEIGHT},
+    "correlate": {"n_boot": BOOTSTRAP, "n_resamples": RESAMPLES, "seed": SEED, "gamma": WEIGHT},
+    "reader-check": {"n_boot": BOOTSTRAP, "seed": SEED},
+    "fit-theta": {"k": CUTOFF, "cv_folds": FOLDS, "seed": SEED, "C": SVM_C},
+    "annotate": {**MODEL, "depth": CUTOFF, "limit": COUNT, "samples": SAMPLES, "seed": SEED,
+                 "temperature": SAMPLING_TEMPERATURE,  # used by --estimator sampling only
+                 "target_width": OPEN_SHARE},
+    "answer": {**MODEL, "k": CUTOFF, "depth": CUTOFF, "limit": COUNT, "sample": COUNT, "seed": SEED,
+               "samples": Bound(0, MAX_SAMPLES),  # 0: the top-k contexts only
+               "max_new_tokens": TOKENS},
+    "judge": {**MODEL, "max_new_tokens": TOKENS, "retries": RETRIES, "f1_threshold": OPEN_SHARE},
+    "serve": {"port": PORT, "max_request_tokens": Bound(1, 10_000_000), "max_request_seconds": SECONDS},
 }
 
-# ``udcg validate`` config keys (section.key; a tuple's items each).
+# ``udcg validate`` config keys (section.key; a tuple's items each): the same bounds, by config key.
 CONFIG: dict[str, Bound] = {
-    "seed": SEED, "data.limit": COUNT, "pool.size": CUTOFF, "reader.batch_size": BATCH, "reader.threads": THREADS,
-    "reader.max_new_tokens": TOKENS, "reader.chunk_size": CHUNK, "contexts.k": CUTOFF, "contexts.n_contexts": COUNT,
+    "seed": SEED, "data.limit": COUNT, "pool.size": CUTOFF, "contexts.k": CUTOFF, "contexts.n_contexts": COUNT,
     "contexts.balance": SHARE, "grading.f1_threshold": OPEN_SHARE, "grading.max_new_tokens": TOKENS,
-    "metrics.gamma": WEIGHT, "metrics.n_boot": RESAMPLES, "theta.train_share": SHARE, "theta.C_grid": POSITIVE,
-    "theta.cv_folds": FOLDS, "studies.k_values": CUTOFF, "studies.oracle_k": CUTOFF,
-    "reader.concurrency": CONCURRENCY, "reader.timeout": SECONDS, "reader.rpm": RATE, "reader.max_retries": RETRIES,
+    "metrics.gamma": WEIGHT, "metrics.n_boot": BOOTSTRAP, "theta.train_share": SHARE, "theta.C": SVM_C,
+    "theta.C_grid": POSITIVE, "theta.cv_folds": FOLDS, "studies.k_values": CUTOFF, "studies.oracle_k": CUTOFF,
+    "reader.threads": THREADS, "reader.max_new_tokens": TOKENS,
+    **{f"reader.{name}": MODEL[name] for name in ("batch_size", "chunk_size", "concurrency", "timeout", "rpm",
+                                                  "max_retries")},
 }
 
 
-def option_bound(command: str | None, attribute: str) -> Bound | None:
-    """The bound of a command's option, or None (not a bounded number)."""
-    return COMMAND_OPTIONS.get((command or "", attribute)) or OPTIONS.get(attribute)
+def option_bound(operation: str | None, name: str) -> Bound | None:
+    """The bound of an operation's parameter (``PARAMETERS``), or None (not a bounded number)."""
+    return PARAMETERS.get(operation or "", {}).get(name)
 
 
 def check_options(command: str | None, options: dict[str, Any]) -> None:
-    """Every bounded option of a parsed command line (``vars(args)``); None means not given."""
-    for attribute, value in options.items():
-        bound = option_bound(command, attribute)
+    """The command line's door: every bounded option of a parsed command line (``vars(args)``; None:
+    not given), ``--n-boot 50: must be ...``."""
+    for name, bound in PARAMETERS.get(command or "", {}).items():
+        value = options.get(name)
+        if value is not None:
+            check_option(f"--{name.replace('_', '-')}", value, bound)
+
+
+def check_arguments(operation: str, arguments: dict[str, Any]) -> None:
+    """The Python API's door (and that of ``udcg.pyterrier``): every bounded argument given,
+    ``n_boot = 50: must be ...``, with the range the command line gives."""
+    table = PARAMETERS.get(operation, {})
+    for name, value in arguments.items():
+        bound = table.get(name)
         if bound is not None and value is not None:
-            check_option(f"--{attribute.replace('_', '-')}", value, bound)
+            check_value(name, value, bound)

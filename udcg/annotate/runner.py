@@ -1,6 +1,6 @@
 """Resumable annotation: p_abs and utility for every (question, passage), for one model.
 
-The work runs through the one resumable runner (``udcg.runs``): chunks of ``chunk_size`` passages
+The work runs through the one resumable runner (``udcg.resumable``): chunks of ``chunk_size`` passages
 cut from the whole input, each finished chunk appended to the cache (JSONL, fsynced) in one write;
 killed and restarted, the runner computes only what is missing, so the final output is identical to
 an uninterrupted run. The output is written atomically at the end.
@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from udcg import runs
+from udcg import resumable
 from udcg.errors import BackendError, InputError
 from udcg.io.cache import AppendCache
 from udcg.llm.base import Backend, BaseBackend, Capabilities
@@ -51,7 +51,7 @@ class AnnotateStats:
 
 def annotation_key(qid: str, pid: str) -> str:
     """The cache key of one (question, passage) annotation."""
-    return runs.key(qid, pid)
+    return resumable.key(qid, pid)
 
 
 def cached_annotations(cache: AppendCache) -> dict[str, Annotation]:
@@ -62,7 +62,7 @@ def cached_annotations(cache: AppendCache) -> dict[str, Annotation]:
         problem = _record_problem(rec)
         if problem:
             line = cache.line_of(k)
-            raise InputError(f"{cache.path}{f':{line}' if line else ''}: cache record {runs.shown_key(k)!r}: {problem} (the "
+            raise InputError(f"{cache.path}{f':{line}' if line else ''}: cache record {resumable.shown_key(k)!r}: {problem} (the "
                              "file was edited or damaged: delete this line to compute the pair again, or the cache file "
                              "to start over)")
         out[k] = Annotation(**{f: rec.get(f) for f in _ANNOTATION_FIELDS if f in rec})
@@ -133,7 +133,7 @@ def _estimate_keeping_finished(backend: Backend, chats: list, cfg: AnnotateConfi
 
 
 def provenance(model: str, cfg: AnnotateConfig) -> dict:
-    """The settings every record of an annotation cache holds (``udcg.runs.check_provenance``): with
+    """The settings every record of an annotation cache holds (``udcg.resumable.check_provenance``): with
     the sampling estimator, its settings too, so that a rerun with another --samples, --temperature,
     --target-width or --seed is refused (as ``answer`` refuses another --max-new-tokens), never
     served the old estimates."""
@@ -160,7 +160,7 @@ def shown(q: Question, p, prompt_version: str) -> str:
     """The fingerprint of what the reader is shown for one pair: the question and passage texts under
     one prompt version (the chat is rendered from these alone; model and estimator are the cache's
     provenance)."""
-    return runs.fingerprint((q.text, p.text, prompt_version))
+    return resumable.fingerprint((q.text, p.text, prompt_version))
 
 
 def to_compute(cache: AppendCache, questions: Sequence[Question], cfg: AnnotateConfig) -> int:
@@ -169,7 +169,7 @@ def to_compute(cache: AppendCache, questions: Sequence[Question], cfg: AnnotateC
     for q in questions:
         for p in q.passages:
             rec = cache.get(annotation_key(q.qid, p.pid))
-            count += rec is None or runs.is_stale(rec, shown(q, p, cfg.prompt_version))
+            count += rec is None or resumable.is_stale(rec, shown(q, p, cfg.prompt_version))
     return count
 
 
@@ -193,12 +193,12 @@ def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfi
         bodies = [None if r is None else annotation_body(q, p, backend.name, cfg, r)
                   for (q, p), r in zip(chunk, results, strict=True)]
         if failure is not None:
-            raise runs.Unfinished(bodies, failure)
+            raise resumable.Unfinished(bodies, failure)
         return bodies
 
-    with runs.open_cache(cache_path, provenance(backend.name, cfg)) as cache:
-        ran = runs.run(cache, [(annotation_key(q.qid, p.pid), (q, p)) for q, p in items], compute, cfg.chunk_size,
-                       progress=progress, parallel=runs.parallelism(backend), fingerprint=seen)
+    with resumable.open_cache(cache_path, provenance(backend.name, cfg)) as cache:
+        ran = resumable.fill(cache, [(annotation_key(q.qid, p.pid), (q, p)) for q, p in items], compute, cfg.chunk_size,
+                             progress=progress, parallel=resumable.parallelism(backend), fingerprint=seen)
         done = cached_annotations(cache)
     stats = AnnotateStats(n_passages=len(items), n_computed=ran.computed, n_changed=ran.changed, seconds=ran.seconds)
     for a in done.values():

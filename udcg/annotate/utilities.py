@@ -9,7 +9,7 @@
       utilities.qrels     the same utilities TREC-qrels-like: ``qid 0 docid utility``
       meta.json           what produced it (model, estimator, prompt, runs, depth, counts, version)
 
-``read_utilities`` accepts that folder, its ``utilities.jsonl``, or any ``qid 0 docid utility``
+``load_utilities`` accepts that folder, its ``utilities.jsonl``, or any ``qid 0 docid utility``
 file (then model and prompt are unknown). ``utility = R * (1 - p_abs)``, R = +1 for a relevant
 document, -1 otherwise (Eq. 2), so a relevant document gives u in [0, 1] and an irrelevant one
 u in [-1, 0].
@@ -154,7 +154,7 @@ def _from_qrels(path: Path) -> Utilities:
     return Utilities(records, str(path))
 
 
-def read_utilities(path: str | Path) -> Utilities:
+def load_utilities(path: str | Path) -> Utilities:
     """Utilities from an annotate output folder, a utilities JSONL, or a ``qid 0 docid utility`` file.
 
     From the qrels-like file a utility of exactly 0 reads as an irrelevant document the reader

@@ -54,10 +54,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target-width", type=float, default=None, help="sampling: stop early once the Wilson interval is narrower")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from udcg.errors import InputError
     from udcg.flows.annotate import annotate_file, annotate_run_files, reader
     from udcg.progress import follow_libraries

@@ -46,10 +46,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", required=True, help="contexts JSONL with the answers")
     p.add_argument("--cache", help="resume cache (default OUTPUT.cache.jsonl)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from udcg.flows.answer import answer_runs
     from udcg.progress import follow_libraries
 

@@ -57,10 +57,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("markdown", "csv", "json", "latex"), help="default: from -o's extension, "
                    "else markdown")
     p.add_argument("-o", "--output", help="write the table here (.md, .csv, .json, .tex); it is printed too")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from udcg.errors import InputError
@@ -70,12 +70,6 @@ def run(args: argparse.Namespace) -> int:
 
     if len(args.run) < 2:
         raise InputError(f"--run: compare needs two or more runs, got {len(args.run)} (use udcg score for one)")
-    for flag, value, example in (("--alpha", args.alpha, "0.05"), ("--power", args.power, "0.8")):
-        if not 0 < value < 1:
-            raise InputError(f"{flag} {value}: must be between 0 and 1 (e.g. {example})")
-    for flag, value in (("--n-resamples", args.n_resamples), ("--n-boot", args.n_boot)):
-        if value < 100:
-            raise InputError(f"{flag} {value}: must be at least 100 (default 10000)")
     fmt = args.format or (FORMATS.get(Path(args.output).suffix.lower(), "markdown") if args.output else "markdown")
     text, scores = compare_run_files(args.run, args.output, fmt, qrels=args.qrels, utilities=args.utilities,
                                      metrics=args.metrics, gamma=args.gamma, theta=args.theta,

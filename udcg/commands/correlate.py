@@ -41,10 +41,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "and pairwise accuracy, pooled rho, counts); default: metric, rho [95%% CI], p vs baseline (Holm), "
                    "tau-b, pairwise accuracy")
     p.add_argument("-o", "--output", default=None, help="write the full table (.md, .csv or .json), whatever --full")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from udcg.flows.correlate import compact_table, correlate_file
 
     table, baseline, notes = correlate_file(args.input, metrics=args.metrics, baseline=args.baseline, gamma=args.gamma,

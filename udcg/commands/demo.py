@@ -17,10 +17,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                 lands in ./runs/demo (or --output). Rerun to resume.""",
                 examples=["udcg demo", "udcg demo -o /tmp/demo --set reader.model=smollm2-135m"])
     add_run_options(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from udcg.commands.validate import execute
     from udcg.experiment.config import demo_config_path
 

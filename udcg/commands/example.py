@@ -16,10 +16,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                 examples=["udcg example nq-example && ls nq-example/runs"])
     p.add_argument("folder", nargs="?", default="nq-example", help="where to copy it (default ./nq-example); "
                    "must not exist yet")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from udcg.flows.example import copy_example
 
     target = copy_example(args.folder)

@@ -45,10 +45,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--retry-unparseable", action="store_true",
                    help="on resume, judge again the items whose earlier reply could not be parsed")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from udcg.flows.judge import judge_file
     from udcg.progress import follow_libraries
 

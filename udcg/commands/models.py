@@ -18,14 +18,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     sub = parser.add_subparsers(dest="models_command", metavar="ACTION")
     lister = sub.add_parser("list", help="the aliases, whether each is installed and converted")
     lister.add_argument("--json", action="store_true", help="one JSON object per alias instead of a table")
-    lister.set_defaults(func=run_list)
+    lister.set_defaults(func=main_list)
     installer = sub.add_parser("install", help="install and convert offline models")
     installer.add_argument("aliases", nargs="+", metavar="ALIAS", help="offline model aliases (see `udcg models list`)")
-    installer.set_defaults(func=run_install)
+    installer.set_defaults(func=main_install)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
 
-def run_list(args: argparse.Namespace) -> int:
+def main_list(args: argparse.Namespace) -> int:
     from udcg.llm import offline
 
     rows = offline.status()
@@ -45,7 +45,7 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_install(args: argparse.Namespace) -> int:
+def main_install(args: argparse.Namespace) -> int:
     from udcg.llm import offline
 
     for alias in args.aliases:

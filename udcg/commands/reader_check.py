@@ -24,10 +24,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "(default 1000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from udcg.flows.reader_check import check_all
 
     checks = check_all(args.utilities, n_boot=args.n_boot, seed=args.seed)

@@ -21,10 +21,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                 examples=EXAMPLES, notes=NOTES)
     p.add_argument("run_dir", help="a udcg validate run folder (with config.yaml, data/ and theta/)")
     p.add_argument("-o", "--output", default=None, help="folder to write into (default: RUN_DIR itself)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from udcg.errors import InputError

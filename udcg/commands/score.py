@@ -37,22 +37,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--unannotated", default="error", choices=("error", "zero", "worst"),
                    help="a top-k document without a utility: error (default), zero (u = 0) or worst (u = -1)")
     p.add_argument("--prompt", default=None, help="with --utilities: refuse utilities made with another prompt version")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from udcg.errors import InputError
 
     if args.run or args.qrels or args.utilities:
         if not args.run or args.input:
             raise InputError("give one or more --run with --qrels and/or --utilities (and no INPUT) to evaluate runs")
-        return _run_trec(args)
+        return _score_runs(args)
     if not args.input:
         raise InputError("give an INPUT file (or --run and --qrels)")
-    return _run_contexts(args)
+    return _score_contexts(args)
 
 
-def _run_trec(args: argparse.Namespace) -> int:
+def _score_runs(args: argparse.Namespace) -> int:
     from udcg.errors import InputError
     from udcg.flows.run_scores import alias_notes
     from udcg.flows.score import score_run_files
@@ -72,7 +72,7 @@ def _run_trec(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_contexts(args: argparse.Namespace) -> int:
+def _score_contexts(args: argparse.Namespace) -> int:
     from udcg.flows.score import score_context_file
 
     result = score_context_file(args.input, args.output, metrics=args.metrics, k=args.k, gamma=args.gamma,

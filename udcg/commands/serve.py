@@ -28,10 +28,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="most seconds of model work one request may take; it is stopped there with a 400 (default 60)")
     p.add_argument("--api-key-env", default=None, metavar="VAR",
                    help="require 'Authorization: Bearer <key>' with the key read from this environment variable")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     import logging
     import os
 

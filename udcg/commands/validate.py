@@ -33,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                 examples=EXAMPLES, notes=NOTES)
     p.add_argument("config", help="YAML config (e.g. configs/smoke.yaml)")
     add_run_options(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -62,5 +62,5 @@ def execute(config_path, args: argparse.Namespace) -> int:
     return 0
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     return execute(args.config, args)

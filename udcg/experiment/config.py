@@ -197,9 +197,6 @@ def _check(cfg: Config, where: str) -> None:
             raise InputError(f"{where}: studies.k_values holds {k}: every k must be in 1..pool.size ({cfg.pool.size})")
     if not cfg.theta.C_grid:
         raise InputError(f"{where}: theta.C_grid is empty (list numbers > 0, e.g. [0.01, 0.1, 1])")
-    if not (cfg.theta.C == "auto" or not isinstance(cfg.theta.C, str) and cfg.theta.C > 0):
-        raise InputError(f"{where}: theta.C = {cfg.theta.C!r} must be a number > 0 (SVM-rank's default is 0.01) "
-                         "or auto (chosen by cross-validation over theta.C_grid)")
     _check_metrics(cfg, where)
     if cfg.reader.scoring == "top-logprobs":
         needs = exact_needs(cfg)

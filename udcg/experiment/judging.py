@@ -11,7 +11,7 @@ from pathlib import Path
 from udcg.experiment.config import Config
 from udcg.flows.reading import Progress
 from udcg.records import Outcome, Question
-from udcg.runs import key, split_key
+from udcg.resumable import key, split_key
 
 
 def judge_relevance(pooled: list[Question], judge_backend, cfg: Config, run_dir: Path,
@@ -19,13 +19,13 @@ def judge_relevance(pooled: list[Question], judge_backend, cfg: Config, run_dir:
     """Relabel every pooled passage with the LLM relevance judge (paper Fig. 5). An unparseable
     reply keeps the rule label; their number is returned (and reported)."""
     from udcg.grade.judges import LLMJudge
-    from udcg.grade.runner import passage_items, run_judge
+    from udcg.grade.runner import passage_items, judge_items
 
     judge = LLMJudge(judge_backend, "relevance", prompt_version=cfg.grading.prompt_version,
                      max_new_tokens=cfg.grading.max_new_tokens)
     items = passage_items(pooled)
     with progress(len(items), f"judge relevance ({judge_backend.name})", "passage") as bar:
-        records = run_judge(judge, items, run_dir / "cache" / "judge-relevance.jsonl", cfg.reader.chunk_size, bar.update)
+        records = judge_items(judge, items, run_dir / "cache" / "judge-relevance.jsonl", cfg.reader.chunk_size, bar.update)
     labels = {(r["qid"], r["pid"]): r["label"] for r in records}
     kept = sum(label is None for label in labels.values())
     out = [dataclasses.replace(q, passages=tuple(
@@ -42,13 +42,13 @@ def grade_passages(pooled: list[Question], judge_backend, cfg: Config, run_dir: 
     if judge_backend is None:
         return {(q.qid, p.pid): 5 if p.relevant else 2 for q in pooled for p in q.passages}, "rules: relevant -> 5, else 2"
     from udcg.grade.judges import LLMJudge
-    from udcg.grade.runner import passage_items, run_judge
+    from udcg.grade.runner import passage_items, judge_items
 
     judge = LLMJudge(judge_backend, "grade", prompt_version=cfg.grading.prompt_version,
                      max_new_tokens=cfg.grading.max_new_tokens)
     items = passage_items(pooled)
     with progress(len(items), f"judge grade ({judge_backend.name})", "passage") as bar:
-        records = run_judge(judge, items, run_dir / "cache" / "judge-grade.jsonl", cfg.reader.chunk_size, bar.update)
+        records = judge_items(judge, items, run_dir / "cache" / "judge-grade.jsonl", cfg.reader.chunk_size, bar.update)
     return {(r["qid"], r["pid"]): r["label"] for r in records}, f"LLM grade judge {judge_backend.name} ({judge.prompt_id})"
 
 
@@ -58,7 +58,7 @@ def grade_answers(items: list, judge_backend, cfg: Config, run_dir: Path,
     (abstention detection, then the answer match), or the LLM answer judge (paper Fig. 6); label
     None where the judge's reply could not be parsed (``error`` says why, ``note`` any relabelling)."""
     from udcg.grade.judges import LLMJudge, RuleJudge
-    from udcg.grade.runner import item_key, run_judge
+    from udcg.grade.runner import item_key, judge_items
 
     g = cfg.grading
     if judge_backend is None:
@@ -69,7 +69,7 @@ def grade_answers(items: list, judge_backend, cfg: Config, run_dir: Path,
         judge = LLMJudge(judge_backend, "answer", prompt_version=g.prompt_version, max_new_tokens=g.max_new_tokens,
                          require_relevant_context=g.require_relevant_context)
         with progress(len(items), f"judge answers ({judge_backend.name})", "answer") as bar:
-            records = run_judge(judge, items, run_dir / "cache" / "judge-answer.jsonl", cfg.reader.chunk_size, bar.update)
+            records = judge_items(judge, items, run_dir / "cache" / "judge-answer.jsonl", cfg.reader.chunk_size, bar.update)
     out = {item_key(it): Outcome(qid=it.qid, cid=it.cid, answer=it.answer, label=r["label"],
                                  error=r.get("error", ""), note=r.get("note", ""))
            for it, r in zip(items, records, strict=True)}

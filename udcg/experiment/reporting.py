@@ -79,7 +79,7 @@ REBUILD = "the file was edited or damaged: rerun udcg validate on the run folder
 
 
 def read_jsonl_gz(path: Path) -> list[tuple[int, dict]]:
-    """(line number, object) of a gzipped JSONL data file, through the size-bounded reader (a gzip
+    """(line number, object) of a gzipped JSONL data file, through the size-bounded line stream (a gzip
     that inflates past its limit stops there) with file:line errors."""
     if not path.is_file():
         raise InputError(f"{path}: missing (a run folder written by udcg validate since the data/ folder existed; "

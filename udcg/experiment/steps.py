@@ -1,7 +1,7 @@
 """The cached model calls of ``udcg validate`` (and ``udcg answer``): per-passage p_abs, answers
 and answer log-likelihoods, context answers.
 
-Every call goes through the one resumable runner (``udcg.runs``) and an append-only cache in the
+Every call goes through the one resumable runner (``udcg.resumable``) and an append-only cache in the
 run folder: chunks of ``reader.chunk_size`` requests cut from the whole request list, a chunk's
 missing records computed and appended in one write, so a killed run, restarted, produces exactly
 the values of an uninterrupted one, and a grown run computes only its new records.
@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from udcg import runs
+from udcg import resumable
 from udcg.experiment.config import Config
 from udcg.flows.reading import Progress, answer_expect, context_key, loglik_expect, split_key
 from udcg.io.cache import AppendCache
@@ -89,7 +89,7 @@ def read_passages(pooled: list[Question], backend, cfg: Config, run_dir: Path, p
     a ``PromptReader`` and the first-token estimator; the separate steps then find them done.
     Returns timing stats, or None when nothing was read this way (they compute it themselves).
 
-    Chunks are cut from the whole pool list, as in the annotation step (``udcg.runs``); a passage
+    Chunks are cut from the whole pool list, as in the annotation step (``udcg.resumable``); a passage
     is read when any of its records is missing, and only its missing records are appended."""
     from udcg.annotate.estimators import Estimate, probability
     from udcg.annotate.prompt import ABSTAIN
@@ -117,15 +117,15 @@ def read_passages(pooled: list[Question], backend, cfg: Config, run_dir: Path, p
     with contextlib.ExitStack() as stack:
         cache = run_dir / "cache"
         caches = _PassageCaches(
-            stack.enter_context(runs.open_cache(cache / "annotate.jsonl", provenance(backend.name, acfg))),
-            stack.enter_context(runs.open_cache(cache / "answers.jsonl", answer_fields)),
-            stack.enter_context(runs.open_cache(cache / "answer-ll.jsonl", loglik_fields)) if loglik else None,
+            stack.enter_context(resumable.open_cache(cache / "annotate.jsonl", provenance(backend.name, acfg))),
+            stack.enter_context(resumable.open_cache(cache / "answers.jsonl", answer_fields)),
+            stack.enter_context(resumable.open_cache(cache / "answer-ll.jsonl", loglik_fields)) if loglik else None,
             {key for key, (q, _) in requests if q.answers})
         if all(key in caches for key, _ in requests) or not backend.can_read():
             return None
         with progress(len(requests), f"read passages ({backend.name})", "passage") as bar:
-            stats = runs.run(caches, requests, compute, cfg.reader.chunk_size, progress=bar.update,
-                             parallel=runs.parallelism(backend))  # an API reader: chunks share its window
+            stats = resumable.fill(caches, requests, compute, cfg.reader.chunk_size, progress=bar.update,
+                                   parallel=resumable.parallelism(backend))  # an API reader: chunks share its window
     return stats.summary()
 
 
@@ -137,7 +137,7 @@ def annotate_pools(pooled: list[Question], backend, cfg: Config, run_dir: Path, 
     n = sum(len(q.passages) for q in pooled)
     with progress(n, f"annotate p_abs ({backend.name})", "passage") as bar:
         done, stats = annotate(pooled, backend, acfg, run_dir / "cache" / "annotate.jsonl", bar.update)
-    return done, runs.RunStats(stats.n_passages, stats.n_computed, stats.seconds).summary()
+    return done, resumable.StepStats(stats.n_passages, stats.n_computed, stats.seconds).summary()
 
 
 def passage_chat(q: Question, texts: Sequence[str], cfg: Config) -> Chat:

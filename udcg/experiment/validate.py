@@ -1,7 +1,7 @@
 """``udcg validate``: the paper's end-to-end experiment, resumable, from one config.
 
 Steps (each writes its records into the run folder; model work goes through the one resumable
-runner, ``udcg.runs``, and caches under ``cache/``, so a killed run restarts without recomputing
+runner, ``udcg.resumable``, and caches under ``cache/``, so a killed run restarts without recomputing
 finished chunks; every model step, the reader's and the LLM judges', is cut into chunks of
 ``reader.chunk_size`` requests, and ``reader.batch_size`` is the reader's prompts per forward pass):
 

@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from udcg.errors import InputError
 from udcg.llm.openai_wire import DEFAULT_CONCURRENCY  # noqa: F401 (the commands' model flags read it here)
 
 if TYPE_CHECKING:  # light at import (the command's parser reads DEFAULT_CONCURRENCY): the rest loads on use
@@ -67,9 +66,6 @@ def reader(model: str | ModelChoice, *, estimator: str | None = None, prompt: st
     from udcg.annotate.runner import AnnotateConfig
     from udcg.llm.registry import ModelChoice
 
-    for flag, value in (("--batch-size", batch_size), ("--chunk-size", chunk_size), ("--samples", samples)):
-        if value is not None and value < 1:  # checked before any model loads
-            raise InputError(f"{flag} {value}: must be a positive integer")
     choice = ModelChoice.of(model, device=device, dtype=dtype, batch_size=batch_size, api_base=api_base,
                             api_key_env=api_key_env, concurrency=concurrency, rpm=rpm, timeout=timeout,
                             max_retries=max_retries, tokenizer=tokenizer, scoring=scoring)
@@ -106,8 +102,6 @@ def annotate_file(path: str, output: str, reader_: Reader, *, limit: int | None 
     from udcg.annotate.runner import annotate
     from udcg.progress import bar
 
-    if limit is not None and limit < 1:
-        raise InputError(f"--limit {limit}: must be a positive integer")
     line = where(reader_) if reader_.spec.api else ""  # an openai: model with no server and no key: refused now
     questions, raw = load_questions(path, limit)
     backend = reader_.spec.load()
@@ -135,9 +129,6 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
     from udcg.llm.registry import ModelChoice
     from udcg.progress import bar
 
-    for flag, value in (("--depth", depth), ("--limit", limit)):
-        if value is not None and value < 1:
-            raise InputError(f"{flag} {value}: must be a positive integer")
     judge_spec = ModelChoice.of(judge).spec() if unjudged == "judge" and judge != "rules" else None
     if judge_spec is not None:
         judge_spec.check_installed()

@@ -43,18 +43,13 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
     ``batch_size``, ``device``, ``dtype`` and ``api`` (keywords of a ``ModelChoice``: api_base,
     concurrency, timeout, rpm, max_retries, ...) given here are added to it. ``sample``: answer N queries drawn at
     random (``seed``), the same for every run (``own_runs.select_queries``)."""
-    from udcg.flows.own_runs import answer_contexts, context_record, run_contexts, run_docids, select_queries
+    from udcg.flows.own_runs import answer_contexts, run_context_record, run_contexts, run_docids, select_queries
     from udcg.flows.reading import context_key
     from udcg.flows.run_scores import named_runs, read_utilities
     from udcg.io.beir import check_run, read_collection
     from udcg.io.contexts import write_contexts
     from udcg.io.trec import read_run
 
-    for flag, value in (("--k", k), ("--depth", depth), ("--max-new-tokens", max_new_tokens),
-                        ("--batch-size", batch_size), ("--chunk-size", chunk_size), ("--limit", limit),
-                        ("--sample", sample)):
-        if value is not None and value < 1:
-            raise InputError(f"{flag} {value}: must be a positive integer")
     check_version(prompt)
     choice = ModelChoice.of(model, device=device, dtype=dtype, batch_size=batch_size, **(api or {}))
     spec = choice.spec(defaults=LOCAL_DEFAULTS)  # an API model refuses the local options
@@ -79,7 +74,7 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
         say(f"{name}: {count} queries rank fewer than {k} documents and get no context")
     if not contexts:
         raise InputError(f"no context of {k} documents in any run (lower --k)")
-    records = [context_record(c, collection, table) for c in contexts]  # fails before a model loads
+    records = [run_context_record(c, collection, table) for c in contexts]  # fails before a model loads
     found, stats = answer_contexts(
         contexts, collection, spec.name, spec.load, cache, prompt_version=prompt, max_new_tokens=max_new_tokens,
         chunk_size=chunk_size,

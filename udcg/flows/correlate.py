@@ -47,18 +47,19 @@ COLUMNS = ["metric", "mean_rho", "ci_low", "ci_high", "n_questions", "no_rho_out
 
 def metric_values(file: ContextFile, spec: str | None, gamma: float = GAMMA,
                   theta: UDCGTheta | None = None) -> dict[str, np.ndarray]:
-    """Values from the file's 'metrics' field when present, else computed from the context fields."""
+    """Values from the file's 'metrics' field when present, else computed from the context fields;
+    keyed by the stored names, or by the ``Measure``s of ``spec`` (each its canonical name)."""
     stored = [r.metrics or {} for r in file.records]
     if spec is None:
         names = list(dict.fromkeys(n for s in stored for n in s))
         if not names:
             raise InputError("the contexts carry no 'metrics' (run udcg score first, or pass --metrics)")
     else:
-        names = [str(m) for m in parse_metrics(spec)]
+        names = parse_metrics(spec)
     out: dict[str, np.ndarray] = {}
     missing = [n for n in names if not all(n in s and s[n] is not None for s in stored)]
     if missing:
-        out.update(score_rows(file, parse_metrics(",".join(missing)), gamma, theta))
+        out.update(score_rows(file, parse_metrics(missing), gamma, theta))
     for n in names:
         if n not in out:
             out[n] = np.array([s[n] for s in stored], dtype=float)
@@ -72,8 +73,8 @@ def choose_baseline(spec: str | None, baseline: str | None) -> tuple[str, str]:
     chosen = baseline or "UDCG"
     if spec is None:
         return chosen, ""
-    names = [str(m) for m in parse_metrics(spec)]
-    if baseline is not None and str(parse_metric(baseline, "--baseline")) not in names:
+    names = parse_metrics(spec)
+    if baseline is not None and parse_metric(baseline, "--baseline") not in names:
         raise InputError(f"--baseline {baseline}: not among --metrics {spec} (add it, or choose "
                          f"--baseline from {', '.join(names)}): without it no p-value can be computed")
     return chosen, "" if chosen in names else (f"no p-values: the baseline {chosen} is not among --metrics (add it, "
@@ -83,7 +84,7 @@ def choose_baseline(spec: str | None, baseline: str | None) -> tuple[str, str]:
 def check_stored_baseline(file: ContextFile, baseline: str, source: str) -> None:
     """A baseline named for a file's stored 'metrics' must be one of them."""
     stored = sorted(set().union(*(r.metrics or {} for r in file.records)))
-    if str(parse_metric(baseline, "--baseline")) not in stored:
+    if parse_metric(baseline, "--baseline") not in stored:
         raise InputError(f"--baseline {baseline}: {source} holds no such metric (it holds: "
                          f"{', '.join(stored) or 'none'}; choose one of them or pass --metrics)")
 
@@ -207,7 +208,7 @@ def _p_text(p: float, digits: int) -> str:
 
 
 def compact_table(table: Table, baseline: str | None, digits: int = 3) -> Table:
-    """The few columns a reader looks at first: per metric the mean per-question Spearman rho with
+    """The few columns a user looks at first: per metric the mean per-question Spearman rho with
     its interval, the raw and Holm p of rho against ``baseline``, the mean Kendall tau-b and the
     pairwise ordering accuracy (``correlation_table_of``'s rows, in its order; circular metrics
     keep their flag). The full table has every interval and p of every statistic."""

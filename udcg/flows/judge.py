@@ -90,8 +90,8 @@ def judge_file(task_name: str, path: str | Path, output: str | Path, *, judge: s
                          max_new_tokens=max_new_tokens, retries=retries, keep_raw=keep_raw, say=say)
     cache = Path(cache) if cache else output.with_name(output.name + ".cache.jsonl")
     with bar(total=len(items), desc=f"judge {task.name}", unit="item", enabled=show_progress) as progress:
-        records = runner.run_judge(judge_, items, cache, chunk_size=chunk_size or batch_size or 8,
-                                   progress=progress.update, redo_unparseable=retry_unparseable)
+        records = runner.judge_items(judge_, items, cache, chunk_size=chunk_size or batch_size or 8,
+                                     progress=progress.update, redo_unparseable=retry_unparseable)
     # each input line kept (a context: relevant, utilities, ...) with its outcome added
     atomic_write_jsonl(output, judged_lines(path, records) if task.name == "answer" else records)
     if write_authors:

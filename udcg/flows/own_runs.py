@@ -27,7 +27,7 @@ from udcg.annotate.runner import (AnnotateConfig, annotate, annotation_key, cach
 from udcg.io.beir import Collection
 from udcg.errors import InputError
 from udcg.io.files import read_json
-from udcg.runs import RunStats, open_cache
+from udcg.resumable import StepStats, open_cache
 from udcg.records import Annotation, ContextRecord, Passage, Question
 from udcg.flows.reader_check import check_records
 from udcg.metrics.reader_check import ReaderCheck
@@ -63,12 +63,12 @@ def run_docids(runs: Mapping[str, Run], depth: int) -> set[str]:
 def _judge_unjudged(missing: list[tuple[str, str]], collection: Collection, judge, cache_path: Path,
                     progress: Callable[[int], None] | None) -> dict[tuple[str, str], tuple[bool, str]]:
     from udcg.grade.judges import PassageItem
-    from udcg.grade.runner import check_answers, run_judge
+    from udcg.grade.runner import check_answers, judge_items
 
     items = [PassageItem(qid=q, pid=d, question=collection.queries[q].text, answers=collection.queries[q].answers,
                          text=collection.corpus[d].text, title=collection.corpus[d].title) for q, d in missing]
     check_answers(items, judge.task, collection.source)
-    records = run_judge(judge, items, cache_path, progress=progress)
+    records = judge_items(judge, items, cache_path, progress=progress)
     out = {}
     for (qid, docid), rec in zip(missing, records, strict=True):
         out[qid, docid] = (rec["label"] == "relevant", "judge" if rec["label"] is not None else "judge-unparseable")
@@ -205,7 +205,7 @@ def _count_sources(records: Mapping[tuple[str, str], store.UtilityRecord]) -> di
 def _merged_records(out: Path, done: Mapping[str, Annotation], rel: Mapping[tuple[str, str], tuple[bool, str]], model: str,
                     cfg: AnnotateConfig) -> dict[tuple[str, str], store.UtilityRecord]:
     """This call's pairs with their relevance, plus the pairs of earlier calls as they were written."""
-    records = dict(store.read_utilities(out).records) if (out / store.UTILITIES).is_file() else {}
+    records = dict(store.load_utilities(out).records) if (out / store.UTILITIES).is_file() else {}
     for (qid, docid), (relevant, source) in rel.items():
         a = done[annotation_key(qid, docid)]
         records[qid, docid] = store.UtilityRecord(
@@ -283,8 +283,8 @@ def run_contexts(runs: Mapping[str, Run], collection: Collection, k: int, *, sam
     return out, short
 
 
-def context_record(ctx: RunContext, collection: Collection,
-                   utilities: Mapping[str, Mapping[str, float]] | None) -> ContextRecord:
+def run_context_record(ctx: RunContext, collection: Collection,
+                       utilities: Mapping[str, Mapping[str, float]] | None) -> ContextRecord:
     """The context's record (``udcg.io.contexts``), also an answer item for ``udcg judge answer``
     once answered: pids, relevant, utilities, n_relevant, and as extra fields the run, the question,
     its answers and whether the context holds a relevant passage."""
@@ -320,7 +320,7 @@ def answer_contexts(contexts: Sequence[RunContext], collection: Collection, mode
                              prompt_version)) for c in contexts]
     with open_cache(cache_path, answer_expect(model, prompt_version, max_new_tokens)) as cache:
         if all(key in cache for key, _ in requests):
-            return {key: cache.get(key)["answer"] for key, _ in requests}, RunStats(len(dict(requests))).summary()
+            return {key: cache.get(key)["answer"] for key, _ in requests}, StepStats(len(dict(requests))).summary()
     backend = load_backend()
     if backend.name != model:
         raise InputError(f"the backend is named {backend.name!r}, not {model!r}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from udcg.annotate.utilities import UtilityRecord, read_utilities
+from udcg.annotate.utilities import UtilityRecord, load_utilities
 from udcg.errors import InputError
 from udcg.metrics.reader_check import ReaderCheck, reader_check
 
@@ -25,7 +25,7 @@ def check_records(records: Iterable[UtilityRecord], model: str = "", estimator: 
 
 def check_utilities(path: str | Path, *, n_boot: int = 1000, seed: int = 0) -> ReaderCheck:
     """The reader check of a utilities folder (``udcg annotate --run``'s) or file."""
-    utilities = read_utilities(path)
+    utilities = load_utilities(path)
     if not len(utilities):
         raise InputError(f"{path}: no annotated pairs (run udcg annotate --run ... -o {path} first)")
     return check_records(utilities.records.values(), utilities.model, utilities.estimator, n_boot=n_boot, seed=seed)
@@ -35,6 +35,4 @@ def check_all(paths: Sequence[str | Path], *, n_boot: int = 1000, seed: int = 0)
     """``check_utilities`` of each folder or file (one reader and estimator each)."""
     if not paths:
         raise InputError("give one or more utilities folders (udcg annotate --run ... -o FOLDER)")
-    if n_boot < 1:
-        raise InputError(f"--n-boot {n_boot}: must be a positive integer (default 1000)")
     return [check_utilities(p, n_boot=n_boot, seed=seed) for p in paths]

@@ -1,5 +1,5 @@
 """The cached reader calls every flow shares: greedy answers and answer log-likelihoods through the
-one resumable runner (``udcg.runs``), keyed by content: an answer by ``qid<TAB>pid1<TAB>pid2…`` (the
+one resumable runner (``udcg.resumable``), keyed by content: an answer by ``qid<TAB>pid1<TAB>pid2…`` (the
 question and the passages in prompt order), so a context drawn twice, by two runs or two studies, is
 answered once. ``udcg answer`` and ``udcg validate`` (``udcg.experiment.steps``) both use them."""
 
@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from udcg import runs
+from udcg import resumable
 from udcg.llm.base import Chat, GenerationParams
 
 Progress = Callable[[int, str, str], object]  # (total, description, unit) -> context manager with update(n)
@@ -17,11 +17,11 @@ Progress = Callable[[int, str, str], object]  # (total, description, unit) -> co
 
 def context_key(qid: str, pids: Sequence[str]) -> str:
     """The cache key of a context: the question and the passages in prompt order."""
-    return runs.key(qid, *pids)
+    return resumable.key(qid, *pids)
 
 
 def split_key(key: str) -> tuple[str, list[str]]:
-    qid, *pids = runs.split_key(key)
+    qid, *pids = resumable.split_key(key)
     return qid, pids
 
 
@@ -41,8 +41,8 @@ def _distinct(requests: Sequence[tuple]) -> int:
 
 def generate_cached(backend, requests: Sequence[tuple[str, Chat]], cache_path: Path, max_new_tokens: int,
                     prompt_version: str, chunk_size: int, progress: Progress, desc: str) -> tuple[dict[str, str], dict]:
-    """Greedy answers for (key, chat) requests, resumable (``udcg.runs.run``). Returns {key: answer}
-    and timing stats (``RunStats.summary``). A run grown by questions or by a study answers only its
+    """Greedy answers for (key, chat) requests, resumable (``udcg.resumable.fill``). Returns {key: answer}
+    and timing stats (``StepStats.summary``). A run grown by questions or by a study answers only its
     new prompts."""
     expect = answer_expect(backend.name, prompt_version, max_new_tokens)
     params = GenerationParams(max_new_tokens=max_new_tokens, temperature=0.0, n=1)
@@ -50,9 +50,9 @@ def generate_cached(backend, requests: Sequence[tuple[str, Chat]], cache_path: P
     def compute(chats: list[Chat]) -> list[dict]:
         return [{"answer": a[0].strip(), **expect} for a in backend.generate(chats, params)]
 
-    with runs.open_cache(cache_path, expect) as cache, progress(_distinct(requests), desc, "prompt") as bar:
-        stats = runs.run(cache, requests, compute, chunk_size, progress=bar.update, parallel=runs.parallelism(backend),
-                         fingerprint=runs.fingerprint)
+    with resumable.open_cache(cache_path, expect) as cache, progress(_distinct(requests), desc, "prompt") as bar:
+        stats = resumable.fill(cache, requests, compute, chunk_size, progress=bar.update, parallel=resumable.parallelism(backend),
+                               fingerprint=resumable.fingerprint)
         return {key: cache.get(key)["answer"] for key, _ in requests}, stats.summary()
 
 
@@ -66,8 +66,8 @@ def loglik_cached(backend, requests: Sequence[tuple[str, Chat, str]], cache_path
         return [{"answer": text, "loglik": float(math.fsum(lp)), **expect}
                 for (_, text), lp in zip(pairs, lps, strict=True)]
 
-    with (runs.open_cache(cache_path, expect) as cache,
+    with (resumable.open_cache(cache_path, expect) as cache,
           progress(_distinct(requests), "answer log-likelihood", "passage") as bar):
-        stats = runs.run(cache, [(key, (chat, text)) for key, chat, text in requests], compute, chunk_size,
-                         progress=bar.update, parallel=runs.parallelism(backend))
+        stats = resumable.fill(cache, [(key, (chat, text)) for key, chat, text in requests], compute, chunk_size,
+                               progress=bar.update, parallel=resumable.parallelism(backend))
         return {key: min(0.0, cache.get(key)["loglik"]) for key, _, _ in requests}, stats.summary()

@@ -28,7 +28,7 @@ from udcg.errors import InputError
 from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores, score_runs
 from udcg.io.files import read_records
 from udcg.metrics.compare import UNIT_MEASURES, Comparison, compare_scores
-from udcg.metrics.measures import Measure, parse_measure
+from udcg.metrics.measures import Measure
 from udcg.metrics.stats import DEFAULT_RESAMPLES
 from udcg.metrics.udcg import GAMMA
 from udcg.records import OUTCOME_LABELS
@@ -36,6 +36,8 @@ from udcg.records import OUTCOME_LABELS
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
     from udcg.metrics.udcg_theta import UDCGTheta
 
+# The answer-outcome rows are rates this flow makes, not measures of the registry: their direction is
+# declared here; a measure's direction is its definition's (``Measure.direction``, read by compare_scores).
 OUTCOME_DIRECTION = {"correct": 1, "abstained": 0, "wrong": -1}  # more correct, fewer wrong; abstaining: neither
 FIX = "give the output of `udcg judge answer` on `udcg answer`'s contexts of these runs"
 
@@ -104,11 +106,11 @@ def answer_rates(path: str | Path, runs: Sequence[str], qids: Sequence[str]
     return out, note
 
 
-def _ranges(measures: Sequence[str]) -> dict[str, float]:
+def _ranges(measures: Sequence[Measure | str]) -> dict[str, float]:
     """The width of each measure's range where known: 1 for the measures in [0, 1] and the rates."""
     out = {}
     for m in measures:
-        if m in OUTCOME_LABELS or parse_measure(m).name in UNIT_MEASURES:
+        if m in OUTCOME_LABELS or (isinstance(m, Measure) and m.name in UNIT_MEASURES):
             out[m] = 1.0
     return out
 

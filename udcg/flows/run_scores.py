@@ -127,14 +127,14 @@ def read_qrels(qrels: Any) -> Run | None:
 def read_utilities(utilities: Any, model: str | None = None, prompt_version: str | None = None) -> Run | None:
     """``{qid: {docid: utility}}`` from a dict, a ``udcg annotate --run`` folder or a utilities
     file; with ``model``/``prompt_version``, refuse utilities made for another reader."""
-    from udcg.annotate.utilities import Utilities, read_utilities as read
+    from udcg.annotate.utilities import Utilities, load_utilities
 
     if utilities is None:
         if model or prompt_version:
             raise InputError("a model or prompt version was given to check utilities, but no utilities")
         return None
     if isinstance(utilities, (str, Path)):
-        utilities = read(utilities)
+        utilities = load_utilities(utilities)
     utilities = as_dict(utilities, "utility", "utilities")
     if isinstance(utilities, Utilities):
         utilities.check_for(model, prompt_version)
@@ -161,22 +161,23 @@ def _measures(metrics: Sequence[str | Measure] | str) -> list[Measure]:
 
 @dataclass(repr=False)
 class RunScores:
-    """Per-query values of one run: ``values[measure][i]`` for query ``qids[i]``; ``coverage[k]`` =
+    """Per-query values of one run: ``values[measure][i]`` for query ``qids[i]``, keyed by ``Measure``
+    (a Measure is its canonical name: ``values["nDCG@10"]`` reads it too); ``coverage[k]`` =
     (annotated documents, documents) in the top-k, for each cutoff of a utility measure. What
     ``udcg.evaluate`` returns: ``means()``, ``per_query()``, ``to_frame()``."""
 
     name: str
     qids: tuple[str, ...]
-    values: dict[str, np.ndarray]
+    values: dict[Measure, np.ndarray]
     coverage: dict[int | None, tuple[int, int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
-    def means(self) -> dict[str, float]:
+    def means(self) -> dict[Measure, float]:
         """``{measure: mean over the queries}`` (ir_measures' calc_aggregate); NaN values (UDCG of an
         empty ranking) are left out of the mean."""
         return {m: float(np.nanmean(v)) if (~np.isnan(v)).any() else float("nan") for m, v in self.values.items()}
 
-    def per_query(self) -> dict[str, dict[str, float]]:
+    def per_query(self) -> dict[str, dict[Measure, float]]:
         """``{qid: {measure: value}}`` (pytrec_eval's shape), queries in order."""
         columns = {m: v.tolist() for m, v in self.values.items()}
         return {qid: {m: column[i] for m, column in columns.items()} for i, qid in enumerate(self.qids)}
@@ -197,7 +198,7 @@ class RunScores:
         means = ", ".join(f"{m} {v:.4f}" for m, v in self.means().items())
         return f"<RunScores {self.name!r}: {len(self.qids)} queries; means {means}>"
 
-    def rows(self) -> list[tuple[str, str, float]]:
+    def rows(self) -> list[tuple[str, Measure, float]]:
         """``(qid, measure, value)`` rows, query-major (``udcg.metrics.evaluate.format_tsv``)."""
         return [(qid, m, float(v[i])) for i, qid in enumerate(self.qids) for m, v in self.values.items()]
 
@@ -224,7 +225,7 @@ def score_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | N
         opts = UtilityOptions(gamma=gamma, theta=theta, unannotated=unannotated, where=f"run {name!r}")
         make = columns_table if isinstance(run, RunColumns) else run_table
         table = make(run, queries, util if needs_utility else None, utility_depth(wanted))
-        values = {str(m): v for m, v in evaluate_table(table, wanted, opts).items()}
+        values = evaluate_table(table, wanted, opts)
         scores = RunScores(name, table.qids, values, notes=_notes(run_queries(run), queries, table, wanted, name))
         if needs_utility:
             scores.coverage = {m.cutoff: utility_coverage(table, m.cutoff) for m in wanted if reads_utilities(m)}

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from udcg.errors import InputError
-from udcg.io.contexts import ContextFile, read_contexts as read_context_file
+from udcg.io.contexts import ContextFile, read_context_file
 from udcg.io.tables import Table
-from udcg.metrics.contexts import ContextBatch, MetricName, parse_metrics, score_batch
+from udcg.metrics.contexts import ContextBatch, parse_metrics, score_batch
+from udcg.metrics.measures import Measure
 from udcg.metrics.udcg import GAMMA, udcg, utilities_from
 from udcg.records import ContextRecord
 
@@ -54,10 +55,10 @@ def batches_by_k(file: ContextFile) -> dict[int, tuple[np.ndarray, ContextBatch]
             for k in np.unique(ks) for idx in [np.flatnonzero(ks == k)]}
 
 
-def score_rows(file: ContextFile, metrics: list[MetricName], gamma: float = GAMMA,
-               theta: UDCGTheta | None = None) -> dict[str, np.ndarray]:
+def score_rows(file: ContextFile, metrics: list[Measure], gamma: float = GAMMA,
+               theta: UDCGTheta | None = None) -> dict[Measure, np.ndarray]:
     """Every metric for every context, in file order (NaN = NA)."""
-    out = {str(m): np.full(len(file), np.nan) for m in metrics}
+    out = {m: np.full(len(file), np.nan) for m in metrics}
     for k, (idx, batch) in batches_by_k(file).items():
         too_deep = [m for m in metrics if m.k is not None and m.k > k]
         if too_deep:  # same rule as --k: a cut-off beyond the context is an error, not a silent P@k -> P@len
@@ -67,15 +68,15 @@ def score_rows(file: ContextFile, metrics: list[MetricName], gamma: float = GAMM
         if thetas and theta is not None and (thetas[0].k or k) != theta.k_:
             raise InputError(f"{file.where[idx[0]]}: {thetas[0]} scores {thetas[0].k or k} passages but the UDCG_theta model "
                              f"was fitted for k = {theta.k_} (fit one for this k: udcg fit-theta --k {thetas[0].k or k})")
-        for name, values in score_batch(batch, metrics, gamma, theta).items():
-            out[name][idx] = values
+        for m, values in score_batch(batch, metrics, gamma, theta).items():
+            out[m][idx] = values
     return out
 
 
 # ---------------------------------------------------------------- udcg score's output
 
 
-def default_metrics(file: ContextFile, spec: str, model: str | None = None) -> tuple[list[MetricName], str]:
+def default_metrics(file: ContextFile, spec: str, model: str | None = None) -> tuple[list[Measure], str]:
     """The metrics of ``spec``, + RA-nWG when every context has grades; UDCG is left out when some
     context has no utilities, with the reason (else the reason is ""; ``model``: the one chosen)."""
     metrics = parse_metrics(spec + (",RA-nWG" if all(r.grades is not None for r in file.records) else ""))

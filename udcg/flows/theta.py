@@ -113,8 +113,6 @@ def fit_theta_file(path: str, output: str | Path, *, k: int | None = None, varia
     ``output``; returns the model and the warnings (too few questions or pairs; a saturated fit)."""
     from udcg.flows.scoring import read_contexts
 
-    if k is not None and k <= 0:
-        raise InputError(f"--k {k}: must be a positive integer (the number of passages per context)")
     u, y, groups, relevance = training_set(read_contexts(path), k, path)
     model = fit_model(u, y, groups, relevance, variant, C, cv=cv_folds, cv_score=cv_score, random_state=seed)
     save_theta(model, output)

@@ -1,6 +1,6 @@
 """Resumable judging: inputs, the cache-backed run loop, the summary, and writing labels back.
 
-Judging runs through the one resumable runner (``udcg.runs``): chunks of ``chunk_size`` items cut
+Judging runs through the one resumable runner (``udcg.resumable``): chunks of ``chunk_size`` items cut
 from the whole input, each finished chunk appended to the cache keyed by (qid, pid) or (qid, cid)
 in one write; a killed run restarts without redoing them, and the final output is written
 atomically from the cache, in input order, identical to an uninterrupted run.
@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from udcg import runs
+from udcg import resumable
 from udcg.errors import InputError
 from udcg.grade.judges import AnswerItem, Item, Judge, PassageItem, Task
 from udcg.io.cache import AppendCache
@@ -67,8 +67,8 @@ def check_answers(items: Sequence[Item], task: Task, where: str) -> None:
 
 def item_key(item: Item) -> str:
     if getattr(item, "ID_FIELD", None) == "cid":  # a context id is udcg's own key of its passage ids (or a run name)
-        return runs.key(item.qid, *runs.split_key(item.item_id))
-    return runs.key(item.qid, item.item_id)
+        return resumable.key(item.qid, *resumable.split_key(item.item_id))
+    return resumable.key(item.qid, item.item_id)
 
 
 def _check_labels(cache: AppendCache, judge: Judge) -> None:
@@ -77,7 +77,7 @@ def _check_labels(cache: AppendCache, judge: Judge) -> None:
     for key, rec in cache.done.items():
         label = rec.get("label", "(missing)")
         if label is not None and (isinstance(label, bool) or label not in allowed):
-            raise InputError(f"{cache.path}: item {runs.shown_key(key)!r}: cached label {label!r} is not one of the "
+            raise InputError(f"{cache.path}: item {resumable.shown_key(key)!r}: cached label {label!r} is not one of the "
                              f"{judge.task.name} task's ({', '.join(map(str, allowed))}) or null (the cache was edited: "
                              "delete that line to judge the item again)")
 
@@ -86,19 +86,19 @@ def _shown(judge: Judge):
     """What the judge is shown of an item: its rendered prompt (an LLM judge), else the item itself."""
     prompt = getattr(judge, "prompt", None)
     if callable(prompt):
-        return lambda item: runs.fingerprint(prompt(item))
-    return lambda item: runs.fingerprint(repr(item))
+        return lambda item: resumable.fingerprint(prompt(item))
+    return lambda item: resumable.fingerprint(repr(item))
 
 
-def run_judge(judge: Judge, items: Sequence[Item], cache_path: str | Path, chunk_size: int = 8,
-              progress: Callable[[int], None] | None = None, redo_unparseable: bool = False) -> list[dict]:
+def judge_items(judge: Judge, items: Sequence[Item], cache_path: str | Path, chunk_size: int = 8,
+                progress: Callable[[int], None] | None = None, redo_unparseable: bool = False) -> list[dict]:
     """Judge every item not yet in the cache, ``chunk_size`` at a time, and return all records in
     input order. ``progress(n)`` is called with the number of items finished (cached ones first).
     ``redo_unparseable`` judges again the cached items whose reply could not be parsed."""
     keys = [item_key(it) for it in items]
     if len(set(keys)) != len(keys):
         dup = next(k for k, n in Counter(keys).items() if n > 1)
-        raise InputError(f"duplicate item {runs.shown_key(dup)!r} (ids must be unique per question)")
+        raise InputError(f"duplicate item {resumable.shown_key(dup)!r} (ids must be unique per question)")
     expect = {"task": judge.task.name, "judge": judge.name,
               "prompt_version": getattr(judge, "prompt_id", judge.prompt_version)}
 
@@ -107,10 +107,10 @@ def run_judge(judge: Judge, items: Sequence[Item], cache_path: str | Path, chunk
 
     with AppendCache(cache_path) as cache:
         _check_labels(cache, judge)
-        runs.check_provenance(cache, expect)
-        runs.run(cache, list(zip(keys, items)), compute, chunk_size, progress=progress,
-                 parallel=runs.parallelism(getattr(judge, "backend", None)), fingerprint=_shown(judge),
-                 redo=(lambda rec: rec["label"] is None) if redo_unparseable else None)
+        resumable.check_provenance(cache, expect)
+        resumable.fill(cache, list(zip(keys, items)), compute, chunk_size, progress=progress,
+                       parallel=resumable.parallelism(getattr(judge, "backend", None)), fingerprint=_shown(judge),
+                       redo=(lambda rec: rec["label"] is None) if redo_unparseable else None)
         return [{k: v for k, v in cache.get(key).items() if k not in ("key", "input")} for key in keys]
 
 

@@ -79,10 +79,10 @@ class Utility(pt.Transformer):
 
     def __init__(self, model: str, depth: int = 10, output: str | Path = "utilities", *, qrels: Any = None,
                  unjudged: str = "irrelevant", judge: str = "rules", **reader_options: Any) -> None:
+        from udcg.bounds import check_arguments
         from udcg.flows.annotate import reader
 
-        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-            raise InputError(f"udcg.pyterrier.Utility: depth {depth!r} must be a positive integer")
+        check_arguments("annotate", {"depth": depth, **reader_options})  # the bounds of udcg annotate (udcg.bounds)
         self.reader = reader(model, **reader_options)
         self.model, self.depth, self.output = model, depth, Path(output)
         self.qrels, self.unjudged, self.judge = qrels, unjudged, judge
@@ -99,7 +99,7 @@ class Utility(pt.Transformer):
 
     def transform(self, frame: Any) -> Any:
         """The frame with a ``utility`` column; annotates the pairs ``output`` does not hold yet."""
-        from udcg.annotate.utilities import read_utilities
+        from udcg.annotate.utilities import load_utilities
         from udcg.flows.annotate import relevance_judge
         from udcg.flows.own_runs import annotate_runs
         from udcg.flows.run_scores import read_qrels
@@ -110,7 +110,7 @@ class Utility(pt.Transformer):
         self.report = annotate_runs(collection, {"pyterrier": run}, self.depth, self.output, self.reader.config,
                                     self.reader.spec.name, self._load, unjudged=self.unjudged,
                                     judge_factory=lambda: relevance_judge(self.judge))
-        table = read_utilities(self.output).as_dict()
+        table = load_utilities(self.output).as_dict()
         top = {(q, d) for q, docs in run.items() for d in _top(docs, self.depth)}
         values = [table[q][d] if (q, d) in top else math.nan
                   for q, d in zip(frame["qid"].astype(str).tolist(), frame["docno"].astype(str).tolist())]

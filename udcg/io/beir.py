@@ -5,7 +5,7 @@
 - a BEIR folder: ``corpus.jsonl``, ``queries.jsonl`` (each may be ``.jsonl.gz``) and
   ``qrels/<split>.tsv``; ``queries`` and ``qrels`` default to the folder's. A folder without a
   ``qrels/`` subfolder gives empty qrels; a ``qrels/`` without ``<split>.tsv`` is an error.
-- a corpus file: JSONL (``.gz`` too) or a JSON list, read by udcg's own reader so a bad record is
+- a corpus file: JSONL (``.gz`` too) or a JSON list, read by udcg's own parser so a bad record is
   reported as ``file:line``; or a Parquet file (read with ``pyarrow``);
 - a folder written by ``datasets``' ``save_to_disk`` (a ``DatasetDict`` gives its ``corpus`` split,
   or its only split; its ``queries`` split, if any, is the default queries);

@@ -14,7 +14,7 @@
 The authors' format (items with "passages") is read too: one context per item.
 
 Every context becomes a ``udcg.records.ContextRecord``; this module is the only one that reads or
-writes the line: ``read_contexts`` (any contexts file, every field checked, the input objects kept
+writes the line: ``read_context_file`` (any contexts file, every field checked, the input objects kept
 for outputs that echo them), ``from_json``/``to_json`` (the lines ``udcg validate`` writes, byte for
 byte) and ``write_contexts``.
 
@@ -254,8 +254,8 @@ def _from_authors(obj: dict, where: str, model: str | None, k_cut: int | None,
     return _cut(_record(q.qid, "", checked, line, where, {}), k_cut, where)
 
 
-def read_contexts(path: str | Path, model: str | None = None, k: int | None = None,
-                  utilities: Utilities | None = None) -> ContextFile:
+def read_context_file(path: str | Path, model: str | None = None, k: int | None = None,
+                       utilities: Utilities | None = None) -> ContextFile:
     """The contexts of a file (a contexts JSONL, or the authors' format: one context per item), every
     field checked. ``model``: whose p_abs to read from the authors' ``models_info`` (needed when
     several are present); ``k``: keep the first k passages of every context; ``utilities``: the

@@ -1,6 +1,6 @@
 """Files: JSON / JSONL reading with located errors, atomic writes and field checks.
 
-Every reader raises ``InputError`` naming file, line/record, field and fix. Every writer writes a
+Every function that reads a file raises ``InputError`` naming file, line/record, field and fix. Every writer writes a
 temporary file beside the target and renames it, so an interrupted run never leaves a half file.
 """
 

@@ -120,7 +120,7 @@ def _parquet_batches(path: Path) -> Iterator[Any]:
 
     try:
         table = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)  # column chunks read 1 MiB at a time
-        for group in range(table.num_row_groups):  # a reader per row group: one over all of them grows as it reads
+        for group in range(table.num_row_groups):  # an iterator per row group: one over all of them grows as it reads
             yield from table.iter_batches(batch_size=BATCH_ROWS, row_groups=[group])
     except (OSError, ValueError, pa.ArrowException) as e:
         raise InputError(f"{path}: cannot read as Parquet ({_reason(e)}) (check the file, or write it again with "

@@ -1,6 +1,6 @@
-"""Readers for the shared QA data sets (PopQA, NQ-open, SQuAD, NoMIRACL, DPR files), one per file shape, and
+"""Loaders for the shared QA data sets (PopQA, NQ-open, SQuAD, NoMIRACL, DPR files), one per file shape, and
 relevance by answer containment. ``udcg.io.sources`` is the public entry point (it re-exports these
-and finds the right reader for a name, folder or file); the table of what each reader sets as
+and finds the right loader for a name, folder or file); the table of what each loader sets as
 ``Passage.relevant`` is in its docstring. Malformed input raises ``InputError`` naming file:line
 (or record), the field and the fix."""
 

@@ -1,4 +1,4 @@
-"""Readers that turn the shared QA data sets into ``Question`` records, and the packaged sample.
+"""Loaders that turn the shared QA data sets into ``Question`` records, and the packaged sample.
 
 ``load_dataset`` takes a packaged sample (``popqa-sample``, ``authors-sample``: files of
 ``udcg/data``, found with ``importlib.resources``), a shared data set by name (``popqa``, ``nq``,
@@ -29,7 +29,8 @@ from __future__ import annotations
 import gzip
 import itertools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -75,13 +76,81 @@ _FOLDERS: dict[str, Callable[..., list[Question]]] = {
 }
 _ALIASES = {"popqa": "popqa-contriever-100", "nq": "nq-open-gold", "nq-pon": "nq-open-gold-pon",
             "squad": "squad-v1.1-dev", "nomiracl": "nomiracl-en", "dpr": "dpr-nq-dev-sample"}
-# (keys that must all occur near the start of the file, loader), first match wins
-_SHAPES: tuple[tuple[tuple[str, ...], Callable[..., list[Question]]], ...] = (
-    (('"positive_ctxs"',), load_dpr), (('"idx_gold_in_corpus"',), load_nq_pon),
-    (('"paragraphs"', '"qas"'), load_squad), (('"docids"', '"prompt"'), load_nomiracl),
-    (('"ctxs"', '"isgold"'), load_nq_open_gold), (('"ctxs"',), load_popqa),
-    (('"passages"',), lambda path, limit=None: list(itertools.islice(read_authors(path)[1], limit))),
-)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A file shape ``load_dataset`` recognises: the ``keys`` that must all occur near the start of
+    the file (its first 64 KiB), and the ``loader(path, limit=None)`` that reads it."""
+
+    name: str
+    keys: tuple[str, ...]
+    loader: Callable[..., list[Question]]
+
+
+class Shapes:
+    """The registry of file shapes, tried in order, the first whose keys all occur winning: the
+    shapes added with ``register`` first (in the order added), then the built-in ones (the most
+    specific first)."""
+
+    def __init__(self, builtin: Sequence[Shape]) -> None:
+        self._builtin = tuple(builtin)
+        self._added: list[Shape] = []
+
+    def __iter__(self) -> Iterator[Shape]:
+        return iter((*self._added, *self._builtin))
+
+    def names(self) -> list[str]:
+        return [shape.name for shape in self]
+
+    def register(self, name: str, keys: Sequence[str], loader: Callable[..., list[Question]]) -> Shape:
+        """Add a shape, tried before the built-in ones; a name already taken is refused."""
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"shape name {name!r}: must be non-empty text")
+        if isinstance(keys, str) or not keys or not all(isinstance(k, str) and k for k in keys):
+            raise ValueError(f"shape {name!r}: keys must be a non-empty list of non-empty strings, got {keys!r}")
+        if not callable(loader):
+            raise ValueError(f"shape {name!r}: loader must be callable as loader(path, limit=None)")
+        if name in self.names():
+            raise ValueError(f"shape {name!r} is already registered (unregister it first)")
+        shape = Shape(name, tuple(keys), loader)
+        self._added.append(shape)
+        return shape
+
+    def unregister(self, name: str) -> None:
+        """Remove an added shape (the built-in ones stay)."""
+        kept = [shape for shape in self._added if shape.name != name]
+        if len(kept) == len(self._added):
+            raise ValueError(f"shape {name!r} was not added with register (added: {[s.name for s in self._added]})")
+        self._added = kept
+
+    def loader_for(self, head: str) -> Callable[..., list[Question]] | None:
+        """The loader of the first shape whose keys all occur in ``head``; None when none does."""
+        return next((shape.loader for shape in self if all(k in head for k in shape.keys)), None)
+
+
+def _load_authors(path: Path, limit: int | None = None) -> list[Question]:
+    return list(itertools.islice(read_authors(path)[1], limit))
+
+
+SHAPES = Shapes([
+    Shape("dpr", ('"positive_ctxs"',), load_dpr), Shape("nq-pon", ('"idx_gold_in_corpus"',), load_nq_pon),
+    Shape("squad", ('"paragraphs"', '"qas"'), load_squad), Shape("nomiracl", ('"docids"', '"prompt"'), load_nomiracl),
+    Shape("nq-open-gold", ('"ctxs"', '"isgold"'), load_nq_open_gold), Shape("popqa", ('"ctxs"',), load_popqa),
+    Shape("authors", ('"passages"',), _load_authors),
+])
+
+
+def register_shape(name: str, keys: Sequence[str], loader: Callable[..., list[Question]]) -> Shape:
+    """Teach ``load_dataset`` a file shape: a file whose first 64 KiB hold every one of ``keys`` is
+    read by ``loader(path, limit=None)`` (a list of ``Question``); tried before the built-in shapes.
+    ``unregister_shape(name)`` removes it."""
+    return SHAPES.register(name, keys, loader)
+
+
+def unregister_shape(name: str) -> None:
+    """Remove a shape added with ``register_shape``."""
+    SHAPES.unregister(name)
 
 
 def dataset_names() -> tuple[str, ...]:
@@ -128,11 +197,11 @@ def _loader_for_file(path: Path) -> Callable[..., list[Question]]:
                 head = f.read(65536)
     except OSError as e:
         raise InputError(f"{path}: cannot read: {e} (check the path)") from None
-    for keys, loader in _SHAPES:
-        if all(k in head for k in keys):
-            return loader
-    raise InputError(f"{path}: unknown data set shape (expected PopQA, NQ-open, SQuAD, NoMIRACL, DPR or the "
-                     "authors' format; see udcg.io.sources)")
+    loader = SHAPES.loader_for(head)
+    if loader is None:
+        raise InputError(f"{path}: unknown data set shape (expected one of: {', '.join(SHAPES.names())}; see "
+                         "udcg.io.sources, or add one with udcg.io.sources.register_shape)")
+    return loader
 
 
 def load_dataset(name_or_path: str | Path, limit: int | None = None, data_dir: str | Path | None = None) -> list[Question]:

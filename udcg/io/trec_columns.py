@@ -1,4 +1,4 @@
-"""TREC run files read column by column (pyarrow's CSV reader), for runs of millions of lines.
+"""TREC run files read column by column (pyarrow's CSV parser), for runs of millions of lines.
 
 ``read_run_columns(path)`` returns the same run as ``udcg.io.trec.read_run`` as columns: the
 query of each line (an index into the run's qids, in order of first appearance), its docid and its
@@ -79,11 +79,11 @@ class RunColumns:
 
 
 def read_run_columns(path: str | Path) -> RunColumns:
-    """The run of ``path`` as columns: pyarrow's CSV reader when the file is plain (module doc),
+    """The run of ``path`` as columns: pyarrow's CSV parser when the file is plain (module doc),
     else ``read_run`` (same run, or the same located error)."""
     try:
         columns = _fast_columns(Path(path))
-    except ImportError:  # pyarrow missing: the line-by-line reader does it all
+    except ImportError:  # pyarrow missing: the line-by-line parser does it all
         columns = None
     return columns if columns is not None else RunColumns.from_run(read_run(path))
 
@@ -242,7 +242,7 @@ _MASKS = np.array([(1 << (8 * r)) - 1 for r in range(8)] + [2**64 - 1], dtype=np
 def string_hashes(chunk: Any, seed: np.ndarray) -> np.ndarray:
     """A 64-bit hash of (seed, string) for each string of an arrow string array, read 8 bytes at a
     time: equal seeds and strings, equal hashes (distinct ones rarely: a collision only sends the
-    file to the line-by-line reader)."""
+    file to the line-by-line parser)."""
     import pyarrow as pa
 
     _, offsets_buf, data_buf = chunk.buffers()

@@ -56,7 +56,7 @@ class LazyBackend(BaseBackend):
 
     @property
     def concurrent_requests(self) -> int:
-        """Requests the backend keeps in flight (``udcg.runs.parallelism``): an API backend's window
+        """Requests the backend keeps in flight (``udcg.resumable.parallelism``): an API backend's window
         (loading one costs nothing), 1 for a local model, which is not loaded to say so."""
         if self._backend is None and not self.spec.api:
             return 1

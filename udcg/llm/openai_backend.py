@@ -131,7 +131,7 @@ class OpenAIBackend(ExactScoring):
 
     @property
     def concurrent_requests(self) -> int:
-        """Requests this backend keeps in flight (``udcg.runs`` runs that many items at once)."""
+        """Requests this backend keeps in flight (``udcg.resumable`` runs that many items at once)."""
         return self.max_concurrency
 
     def __repr__(self) -> str:

@@ -26,27 +26,30 @@ differences, Holm's correction over a chosen family, ranx-style reports.
 
 Run A *beats* run B on a measure when the paired mean difference A - B (over the queries where
 both are defined) is positive and the adjusted p is below ``alpha``; without NaNs that
-difference is the difference of the two means. ``direction[measure]`` (default +1) turns this
-round: -1 for a measure where lower is better (a wrong-answer rate), 0 for one with no better side
-(an abstention rate: no run beats another, none is bold).
+difference is the difference of the two means. ``direction[measure]`` turns this round: -1 for a
+measure where lower is better (a wrong-answer rate), 0 for one with no better side (an abstention
+rate: no run beats another, none is bold). A ``Measure`` key's default is its declared direction
+(``Measure.direction``, from its definition in ``udcg.metrics.registry``); any other key's is +1.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
 
 from udcg.errors import InputError
-from udcg.metrics.compare_report import CSV_COLUMNS, FORMATS, footer_lines, format_comparison, label_of_test, labels_of
+from udcg.metrics.compare_report import CSV_COLUMNS, FORMATS, footer_lines, format_comparison, label_of_test
+from udcg.metrics.comparison import Cell, ComparisonData, PairTest
+from udcg.metrics.measure_types import Measure
 from udcg.metrics.stats import (DEFAULT_RESAMPLES, EXACT_MAX_N, TESTS, bootstrap_means, holm, is_estimated,
                                 min_detectable_difference, monte_carlo_se,
                                 paired_test, percentile_interval, sign_flip_pvalues)
 
-__all__ = ["CORRECTIONS", "CSV_COLUMNS", "EXACT_BUDGET", "FORMATS", "Cell", "Comparison", "PairTest",
+__all__ = ["CORRECTIONS", "CSV_COLUMNS", "EXACT_BUDGET", "FORMATS", "Cell", "Comparison", "ComparisonData", "PairTest",
            "compare_scores", "format_comparison"]
 
 CORRECTIONS = ("measure", "table", "none")
@@ -55,67 +58,9 @@ UNIT_MEASURES = frozenset(("P", "R", "F1", "Success", "RR", "AP", "Rprec", "nDCG
 EXACT_BUDGET = 1 << 28  # sign-flip sums of the exact tests of one table: 16 pairs at n = 24, a few seconds
 
 
-@dataclass(frozen=True, slots=True)
-class Cell:
-    mean: float  # over the queries where the run's value is defined
-    low: float
-    high: float
-    n: int
-
-
-@dataclass(frozen=True, slots=True)
-class PairTest:
-    measure: str
-    run_a: str
-    run_b: str
-    diff: float  # mean of a - b over the queries where both are defined
-    p: float
-    p_holm: float  # Holm-adjusted within the pair's family; NaN with correction "none"
-    significant: bool
-    low: float = float("nan")  # percentile bootstrap interval of the mean paired difference
-    high: float = float("nan")
-    n: int = 0  # queries where both are defined
-    mdd: float = float("nan")  # minimum detectable difference (module docstring)
-    p_se: float = float("nan")  # Monte Carlo standard error of p (random sign flips); NaN for an exact p
-
-    @property
-    def undetectable(self) -> bool:
-        """The MDD exceeds the measure's range (``mdd`` is inf): no true difference is detectable."""
-        return math.isinf(self.mdd)
-
-
 @dataclass(frozen=True)
-class Comparison:
-    runs: tuple[str, ...]
-    measures: tuple[str, ...]
-    test: str
-    alpha: float
-    n_resamples: int
-    n_boot: int
-    level: float
-    n_queries: dict[str, int]  # measure -> queries (array length)
-    cells: dict[str, dict[str, Cell]]  # run -> measure -> cell
-    pairs: tuple[PairTest, ...]  # run pairs in run order, measure by measure
-    beats: dict[str, dict[str, list[str]]]  # run -> measure -> runs it significantly beats, in run order
-    correction: str = "measure"  # the family: one of CORRECTIONS
-    family_sizes: dict[str, int] = field(default_factory=dict)  # measure -> comparisons in its family
-    mdd_alpha: dict[str, float] = field(default_factory=dict)  # measure -> the level its MDD is computed at
-    power: float = 0.8
-    exact: bool = True  # permutation test: exact enumeration for n <= EXACT_MAX_N (False: random flips for all)
-    notes: tuple[str, ...] = ()  # extra footer lines (e.g. what the answer-outcome rows are)
-    seed: int = 0
-    direction: dict[str, int] = field(default_factory=dict)  # measure -> +1 higher is better, -1 lower, 0 neither
-    n_shared: dict[str, int] = field(default_factory=dict)  # measure -> queries where every run is defined
-    ranges: dict[str, float] = field(default_factory=dict)  # measure -> width of its range, where known
-
-    def same_population(self, measure: str) -> bool:
-        """Whether every run's mean of ``measure`` is over the same queries (then means compare)."""
-        shared = self.n_shared.get(measure, self.n_queries.get(measure, 0))
-        return all(self.cells[r][measure].n == shared for r in self.runs)
-
-    @property
-    def labels(self) -> dict[str, str]:
-        return dict(zip(self.runs, labels_of(len(self.runs))))
+class Comparison(ComparisonData):
+    """The comparison (``ComparisonData``) with its renderings: JSON-ready dict, report, DataFrames."""
 
     def to_dict(self) -> dict:
         """JSON-ready: NaN becomes None. ``test_label`` (permutation-exact, -random or -mixed, t,
@@ -298,7 +243,7 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
     reported as undetectable (``PairTest.mdd`` = inf)."""
     _check_options(test, alpha, correction, power, level)
     runs, measures, arrays = _validate(scores)
-    direction = {m: int((direction or {}).get(m, 1)) for m in measures}
+    direction = {m: int((direction or {}).get(m, m.direction if isinstance(m, Measure) else 1)) for m in measures}
     if any(v not in (-1, 0, 1) for v in direction.values()):
         raise InputError(f"compare_scores: direction {direction}: use +1 (higher is better), -1 (lower) or 0 (neither)")
     cell_ci, pair_ci = _intervals(runs, measures, arrays, n_boot, level, seed)

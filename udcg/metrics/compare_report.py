@@ -1,4 +1,5 @@
-"""Render a ``udcg.metrics.compare.Comparison`` as Markdown, CSV, JSON or LaTeX.
+"""Render a comparison (``udcg.metrics.comparison.ComparisonData``, which ``udcg.metrics.compare.Comparison``
+is) as Markdown, CSV, JSON or LaTeX.
 
 Markdown and LaTeX: one row per run labelled a, b, c, ...; a cell is the mean (bold when best),
 superscript letters of the runs it beats, and the bootstrap interval; then every pairwise
@@ -13,13 +14,10 @@ import csv
 import io
 import json
 import math
-from typing import TYPE_CHECKING
 
 from udcg.errors import InputError
+from udcg.metrics.comparison import ComparisonData, labels_of
 from udcg.metrics.stats import EXACT_MAX_N
-
-if TYPE_CHECKING:
-    from udcg.metrics.compare import Comparison
 
 FORMATS = ("markdown", "csv", "json", "latex")
 CSV_COLUMNS = ("kind", "measure", "run", "run_b", "mean", "low", "high", "n", "beats", "diff", "mdd", "p", "p_holm",
@@ -28,18 +26,6 @@ CSV_COLUMNS = ("kind", "measure", "run", "run_b", "mean", "low", "high", "n", "b
 _SUPERSCRIPT = dict(zip("abcdefghijklmnopqrstuvwxyz", "ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖ𐞥ʳˢᵗᵘᵛʷˣʸᶻ"))
 _LATEX_SPECIAL = {c: "\\" + c for c in "&%$#_{}"} | {"~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
                                                      "\\": r"\textbackslash{}"}
-
-
-def labels_of(n: int) -> list[str]:
-    """a, b, ..., z, aa, ab, ...: spreadsheet-style letters."""
-    out = []
-    for i in range(n):
-        s, i = "", i + 1
-        while i:
-            i, r = divmod(i - 1, 26)
-            s = chr(97 + r) + s
-        out.append(s)
-    return out
 
 
 def _num(x: float, digits: int) -> str:
@@ -59,9 +45,9 @@ def _sup(letters: list[str], latex: bool) -> str:
     return "".join(_SUPERSCRIPT[s] for s in letters) if all(len(s) == 1 for s in letters) else f"^{{{text}}}"
 
 
-def _best(cmp: Comparison, measure: str) -> float:
+def _best(cmp: ComparisonData, measure: str) -> float:
     """The best mean: the largest (direction +1), the smallest (-1), none (0: NaN). None either when
-    the runs' means are over different queries: they do not compare (``Comparison.same_population``)."""
+    the runs' means are over different queries: they do not compare (``ComparisonData.same_population``)."""
     means = [cmp.cells[r][measure].mean for r in cmp.runs if not math.isnan(cmp.cells[r][measure].mean)]
     direction = cmp.direction.get(measure, 1)
     if not means or not direction or not cmp.same_population(measure):
@@ -73,7 +59,7 @@ def _interval(low: float, high: float, digits: int) -> str:
     return "" if math.isnan(low) else f" [{_num(low, digits)}, {_num(high, digits)}]"
 
 
-def _cell_text(cmp: Comparison, run: str, measure: str, digits: int, latex: bool) -> str:
+def _cell_text(cmp: ComparisonData, run: str, measure: str, digits: int, latex: bool) -> str:
     c, labels = cmp.cells[run][measure], cmp.labels
     mean = _num(c.mean, digits)
     if c.mean == _best(cmp, measure):
@@ -83,20 +69,20 @@ def _cell_text(cmp: Comparison, run: str, measure: str, digits: int, latex: bool
             + _interval(c.low, c.high, max(2, digits - 2)) + own_n)
 
 
-def _uniform_n(cmp: Comparison) -> int | None:
+def _uniform_n(cmp: ComparisonData) -> int | None:
     """The one number of queries behind every cell and pair of the table, or None when they differ."""
     counts = {c.n for by_m in cmp.cells.values() for c in by_m.values()} | {t.n for t in cmp.pairs}
     return next(iter(counts)) if len(counts) == 1 else None
 
 
-def measure_header(cmp: Comparison, measure: str) -> str:
+def measure_header(cmp: ComparisonData, measure: str) -> str:
     """The measure, with its n when the table's rows are not all on one number of queries and this
     measure's runs share one (else each cell states its own)."""
     counts = {cmp.cells[r][measure].n for r in cmp.runs}
     return measure if _uniform_n(cmp) is not None or len(counts) != 1 else f"{measure} (n={counts.pop()})"
 
 
-def label_of_test(cmp: Comparison) -> str:
+def label_of_test(cmp: ComparisonData) -> str:
     """The test as the CSV names it: permutation-exact, permutation-random, permutation-mixed (exact for
     the pairs with n <= EXACT_MAX_N queries, random sign flips for the others), t or wilcoxon."""
     if cmp.test != "permutation":
@@ -107,7 +93,7 @@ def label_of_test(cmp: Comparison) -> str:
     return "permutation-random" if not cmp.exact or not any(small) else "permutation-mixed"
 
 
-def _mc_error(cmp: Comparison) -> str:
+def _mc_error(cmp: ComparisonData) -> str:
     """The largest Monte Carlo standard error of the table's estimated p-values, in words."""
     errors = [t.p_se for t in cmp.pairs if not math.isnan(t.p_se)]
     if not errors:
@@ -116,7 +102,7 @@ def _mc_error(cmp: Comparison) -> str:
             "(--n-resamples for more flips)")
 
 
-def _test_text(cmp: Comparison) -> str:
+def _test_text(cmp: ComparisonData) -> str:
     if cmp.test == "t":
         return "paired t-test"
     if cmp.test == "wilcoxon":
@@ -141,7 +127,7 @@ def _per_measure(values: dict[str, object], fmt) -> str:
     return ", ".join(f"{m}: {fmt(v)}" for m, v in values.items())
 
 
-def family_text(cmp: Comparison) -> str:
+def family_text(cmp: ComparisonData) -> str:
     """The correction, its family and the number of comparisons per family, in words."""
     sizes = cmp.family_sizes
     if cmp.correction == "measure":
@@ -154,7 +140,7 @@ def family_text(cmp: Comparison) -> str:
     return "none (raw p, each comparison at alpha)"
 
 
-def _directions(cmp: Comparison) -> str:
+def _directions(cmp: ComparisonData) -> str:
     lower = [m for m in cmp.measures if cmp.direction.get(m, 1) < 0]
     neither = [m for m in cmp.measures if cmp.direction.get(m, 1) == 0]
     return ((f" (lower is better for {', '.join(lower)}" if lower else "")
@@ -162,7 +148,7 @@ def _directions(cmp: Comparison) -> str:
             + (")" if lower or neither else ""))
 
 
-def _population(cmp: Comparison) -> str:
+def _population(cmp: ComparisonData) -> str:
     """How many queries each row is on: one number when every cell and pair shares it."""
     uniform = _uniform_n(cmp)
     if uniform is not None:
@@ -171,7 +157,7 @@ def _population(cmp: Comparison) -> str:
             "the run's value, or both runs' values, are defined)")
 
 
-def _undetectable(cmp: Comparison) -> str:
+def _undetectable(cmp: ComparisonData) -> str:
     if not any(t.undetectable for t in cmp.pairs):
         return ""
     return (" undetectable: the detectable difference exceeds the measure's whole range (" +
@@ -179,7 +165,7 @@ def _undetectable(cmp: Comparison) -> str:
             "this many queries.")
 
 
-def footer_lines(cmp: Comparison) -> list[str]:
+def footer_lines(cmp: ComparisonData) -> list[str]:
     level = _per_measure(cmp.mdd_alpha, lambda a: f"{a:.4g}")
     at = ("alpha" if cmp.correction == "none" else
           "alpha/m (m = comparisons in the pair's family: Holm's strictest step)")
@@ -194,17 +180,17 @@ def footer_lines(cmp: Comparison) -> list[str]:
             *cmp.notes]
 
 
-def _unbolded(cmp: Comparison) -> str:
+def _unbolded(cmp: ComparisonData) -> str:
     """The measures without a bold mean because the runs' means are over different queries."""
     apart = [m for m in cmp.measures if not cmp.same_population(m)]
     return (f" (none for {', '.join(apart)}: the runs' means there are over different queries)" if apart else "")
 
 
-def _adjusted_header(cmp: Comparison) -> list[str]:
+def _adjusted_header(cmp: ComparisonData) -> list[str]:
     return {"measure": ["p (Holm, per measure)"], "table": ["p (Holm, whole table)"], "none": []}[cmp.correction]
 
 
-def pair_header(cmp: Comparison) -> list[str]:
+def pair_header(cmp: ComparisonData) -> list[str]:
     n = ["n"] if _uniform_n(cmp) is None else []
     return ["measure", "run A", "run B", *n, f"mean diff (A - B) [{cmp.level:.0%} CI]", f"MDD ({cmp.power:.0%} power)",
             "p", *_adjusted_header(cmp), "significant"]
@@ -214,7 +200,7 @@ def _mdd_text(t, digits: int) -> str:
     return "undetectable" if t.undetectable else _num(t.mdd, digits)
 
 
-def _pair_rows(cmp: Comparison, digits: int) -> list[list[str]]:
+def _pair_rows(cmp: ComparisonData, digits: int) -> list[list[str]]:
     adjusted = bool(_adjusted_header(cmp))
     n = _uniform_n(cmp) is None
     return [[t.measure, t.run_a, t.run_b, *([str(t.n)] if n else []),
@@ -222,7 +208,7 @@ def _pair_rows(cmp: Comparison, digits: int) -> list[list[str]]:
              *([_p(t.p_holm, digits)] if adjusted else []), "yes" if t.significant else "no"] for t in cmp.pairs]
 
 
-def _markdown(cmp: Comparison, digits: int) -> str:
+def _markdown(cmp: ComparisonData, digits: int) -> str:
     def table(header: list[str], rows: list[list[str]]) -> list[str]:
         return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
                 *("| " + " | ".join(r) + " |" for r in rows)]
@@ -239,7 +225,7 @@ def _tex(s: str) -> str:
     return "".join(_LATEX_SPECIAL.get(c, c) for c in s)
 
 
-def _latex(cmp: Comparison, digits: int) -> str:
+def _latex(cmp: ComparisonData, digits: int) -> str:
     def tabular(spec: str, header: list[str], rows: list[list[str]]) -> list[str]:
         return [rf"\begin{{tabular}}{{{spec}}}", r"\toprule", " & ".join(header) + r" \\", r"\midrule",
                 *(" & ".join(r) + r" \\" for r in rows), r"\bottomrule", r"\end{tabular}"]
@@ -260,7 +246,7 @@ def _csv_num(x: float) -> str:
     return "" if math.isnan(x) else repr(float(x))
 
 
-def _csv(cmp: Comparison) -> str:
+def _csv(cmp: ComparisonData) -> str:
     """One rectangular CSV: ``kind`` = "cell" rows (run, measure, mean, low, high, n, beats as
     space-separated run names) then "pair" rows (measure, run, run_b, diff with its interval in
     low/high, n = queries where both are defined, mdd, p, p_holm, significant, and the test,
@@ -285,7 +271,7 @@ def _csv(cmp: Comparison) -> str:
     return buf.getvalue()
 
 
-def format_comparison(cmp: Comparison, fmt: str = "markdown", digits: int = 4) -> str:
+def format_comparison(cmp: ComparisonData, fmt: str = "markdown", digits: int = 4) -> str:
     """Render as ``fmt`` in ``FORMATS`` (module docstring). JSON: ``Comparison.to_dict()`` with
     sorted keys (the footer's sentences under ``footer``)."""
     if fmt not in FORMATS:

@@ -17,23 +17,20 @@ else the number in the context (document which one a report used).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from udcg.errors import InputError
 from udcg.metrics import registry
-from udcg.metrics.measures import Measure, parse_measure
+from udcg.metrics.measures import Measure, parse_measure, split_measures
 from udcg.metrics.signals import Signals
 from udcg.metrics.udcg import GAMMA, check_utilities
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
     from udcg.metrics.udcg_theta import UDCGTheta
-
-MetricName = Measure  # one measure type for every path (udcg.metrics.measures)
 
 
 def parse_metric(text: str, where: str = "metric") -> Measure:
@@ -47,8 +44,9 @@ def parse_metric(text: str, where: str = "metric") -> Measure:
 
 
 def parse_metrics(spec: str | Sequence[str], where: str = "--metrics") -> list[Measure]:
-    """A comma-separated string or a list of measure strings -> Measures, duplicates once."""
-    parts = spec.split(",") if isinstance(spec, str) else list(spec)
+    """A comma-separated string (split as every measure list is: ``split_measures``, so a comma inside
+    a measure's parentheses stays in it) or a list of measure strings -> Measures, duplicates once."""
+    parts = split_measures(spec) if isinstance(spec, str) else list(spec)
     names = [parse_metric(part, where) for part in parts if not isinstance(part, str) or part.strip()]
     if not names:
         raise InputError(f"{where}: no metrics given (e.g. --metrics UDCG@5,nDCG@5,RR)")
@@ -120,7 +118,8 @@ class ContextSignals(Signals):
 
 
 def score_batch(batch: ContextBatch, metrics: list[Measure], gamma: float = GAMMA,
-                theta: UDCGTheta | None = None) -> dict[str, np.ndarray]:
-    """{str(measure): one value per context of the batch}, each from its kernel."""
+                theta: UDCGTheta | None = None) -> dict[Measure, np.ndarray]:
+    """{measure: one value per context of the batch}, each from its kernel (a Measure is its
+    canonical name: ``values["UDCG@5"]`` reads it too)."""
     signals = ContextSignals(batch, gamma, theta)
-    return {str(m): registry.score(m, signals) for m in metrics}
+    return {m: registry.score(m, signals) for m in metrics}

@@ -9,7 +9,7 @@ ranking, which is 0 for all of ours (ir_measures emits ``measure.DEFAULT`` = 0 f
 without qrels is skipped (logged), as pytrec_eval does. A query whose qrels hold no relevant
 document scores 0 (trec_eval's convention).
 
-Output rows are ``(qid, str(measure), value)``, query-major, measures in the order given — the
+Results are keyed by ``Measure`` (a ``str``: its canonical name). Output rows are ``(qid, measure, value)``, query-major, measures in the order given — the
 layout of ``ir_measures.iter_calc`` written as ``qid<TAB>measure<TAB>value``.
 
 UDCG@k and UDCG_theta@k of a run are UDCG / UDCG_theta of its top-k documents read as one context,
@@ -122,11 +122,13 @@ def _on_run(measure: Measure) -> Measure:
 
 def as_measures(measures: Sequence[Measure | str] | str) -> list[Measure]:
     """A comma-separated string, or a list of Measures and/or measure strings."""
+    if isinstance(measures, Measure):
+        return [measures]
     if isinstance(measures, str):
         return parse_measures(measures)
     out = []
     for m in measures:
-        if isinstance(m, str):
+        if isinstance(m, str) and not isinstance(m, Measure):
             m = parse_measure(m, where="measures")
         if not isinstance(m, Measure):
             raise InputError(f"measures: {m!r} is not a Measure (write e.g. 'P@5' or parse_measures('P@5,nDCG@10'))")
@@ -190,11 +192,11 @@ def check_inputs(wanted: list[Measure], qrels, utilities) -> None:
 
 def evaluate_trec(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, float]] | None,
                   measures: Sequence[Measure | str] | str, *, utilities: Mapping[str, Mapping[str, float]] | None = None,
-                  opts: UtilityOptions | None = None) -> list[tuple[str, str, float]]:
+                  opts: UtilityOptions | None = None) -> list[tuple[str, Measure, float]]:
     """Per-query rows ``(qid, measure, value)``, query-major, qrels order (see module doc)."""
     qids, values = evaluate_arrays(run, qrels, measures, utilities=utilities, opts=opts)
-    names = [(str(m), v.tolist()) for m, v in values.items()]
-    return [(qid, name, vals[i]) for i, qid in enumerate(qids) for name, vals in names]
+    columns = [(m, v.tolist()) for m, v in values.items()]
+    return [(qid, m, vals[i]) for i, qid in enumerate(qids) for m, vals in columns]
 
 
 def mean_by_measure(rows: Sequence[tuple[str, str, float]]) -> dict[str, float]:

@@ -20,18 +20,19 @@ whole_context=True)``.
 
 Names, aliases, cutoff rules and parameters are read from ``udcg.metrics.registry``, where each
 measure is declared once with its kernel (``SPECS`` is a view of it); a measure registered there is
-parsed like the built-in ones.
+parsed like the built-in ones. ``Measure`` itself is defined in ``udcg.metrics.measure_types`` (and
+importable from here).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from udcg.errors import InputError
 from udcg.metrics import registry
+from udcg.metrics.measure_types import Measure
 
 MAX_CUTOFF = 1_000_000  # the largest k of @k (udcg.bounds.MAX_CUTOFF; metrics import nothing of udcg but errors)
 
@@ -53,35 +54,6 @@ class _Specs(Mapping):
 
 SPECS = _Specs()
 _TOKEN = re.compile(r"^\s*([A-Za-z%][\w\-+%θ]*?)\s*(?:\((.*)\))?\s*(?:@\s*([^\s@]+))?\s*$")
-
-
-@dataclass(frozen=True, slots=True)
-class Measure:
-    """One measure: canonical name, cutoff (None = the whole ranking), non-default params sorted."""
-
-    name: str
-    cutoff: int | None = None
-    params: tuple[tuple[str, Any], ...] = ()
-
-    def __str__(self) -> str:
-        text = self.name
-        if self.params:
-            text += "(" + ",".join(f"{k}={v!r}" for k, v in self.params) + ")"
-        return text if self.cutoff is None else f"{text}@{self.cutoff}"
-
-    @property
-    def family(self) -> str:
-        """The canonical name without parameters or cutoff (``nDCG`` of ``nDCG@5``)."""
-        return self.name
-
-    @property
-    def k(self) -> int | None:
-        """The cutoff, None for the whole ranking or context."""
-        return self.cutoff
-
-    def param(self, key: str) -> Any:
-        """The value of a parameter, or its default."""
-        return dict(self.params).get(key, registry.definition(self.name).params[key])
 
 
 def known_names() -> str:
@@ -125,6 +97,13 @@ def _check_param(name: str, key: str, value: Any, where: str, choices: tuple | N
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
         raise InputError(f"{where}: {name}({key}={value!r}) must be a positive number")
     return int(value) if float(value).is_integer() else float(value)
+
+
+def split_measures(text: str) -> list[str]:
+    """The measures of a comma-separated list, stripped, empty ones left out: a comma inside
+    parentheses belongs to its measure (``ERR(max_grade=3,x=1)@10,RR`` is two measures). Every list
+    of measures is split here (``parse_measures``, the contexts' ``parse_metrics``, ``alias_notes``)."""
+    return [part.strip() for part in _split_top_level(text) if part.strip()]
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -192,9 +171,8 @@ def parse_measures(text: str, where: str = "--metrics", whole_context: bool = Fa
     if not text or not text.strip():
         raise InputError(f"{where}: no measures given (write e.g. P@5,nDCG@10,RR)")
     out: dict[Measure, None] = {}
-    for token in _split_top_level(text):
-        if token.strip():
-            out[parse_measure(token, where, whole_context)] = None
+    for token in split_measures(text):
+        out[parse_measure(token, where, whole_context)] = None
     if not out:
         raise InputError(f"{where}: no measures given (write e.g. P@5,nDCG@10,RR)")
     return list(out)
@@ -206,8 +184,7 @@ def alias_notes(text: str | None) -> list[str]:
     if not isinstance(text, str) or not text.strip():
         return []
     notes: dict[str, None] = {}
-    for token in _split_top_level(text):
-        given = token.strip()
-        if given and str(parse_measure(given)).lower() != given.lower():
+    for given in split_measures(text):
+        if str(parse_measure(given)).lower() != given.lower():
             notes[f"{given} is {parse_measure(given)} (an alias; the output names it {parse_measure(given)})"] = None
     return list(notes)

@@ -29,9 +29,9 @@ import numpy as np
 
 from udcg.errors import InputError
 from udcg.metrics import curves
+from udcg.metrics.measure_types import Measure
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
-    from udcg.metrics.measures import Measure
     from udcg.metrics.udcg_theta import UDCGTheta
 
 

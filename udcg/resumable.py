@@ -10,13 +10,13 @@ reads):
   ids of older caches, keep their key);
 - **what the model saw**: with ``fingerprint(payload)`` (a hash of the rendered prompt), each record
   holds it as ``input``; a cached record whose ``input`` differs (the question, passage or corpus
-  text was edited) is computed again and counted (``RunStats.changed``). Records of caches made
+  text was edited) is computed again and counted (``StepStats.changed``). Records of caches made
   before fingerprints have no ``input`` and are used as they are;
 - **provenance**: a cache holds the settings that made each record (model, prompt, estimator, …);
   ``check_provenance`` refuses a cache made with other settings, naming both and the fix;
 - **chunks** are cut from the whole request list, in order, never from what is cached, so a chunk
-  always has the same batch mates: a killed run, restarted, computes its unfinished chunks exactly
-  as an uninterrupted run did. A chunk is computed when any of its records is missing, and then its
+  always has the same batch mates: a killed process, restarted, computes its unfinished chunks exactly
+  as an uninterrupted one did. A chunk is computed when any of its records is missing, and then its
   missing records only (work already done is never redone, so a run grown by questions, runs or a
   study costs only its new records); they are appended in one ``append_many`` (one fsync). A chunk
   torn by a kill (a short last line) is cut off on open and computed again;
@@ -30,7 +30,7 @@ reads):
   their batch mates, so pieces need no fixed composition. After a failure no new piece starts;
   the finished ones are kept and the error names the resume;
 - **progress** ``progress(n)``: n requests done (the cached ones first, then chunk by chunk);
-- **stats** ``RunStats``: requests, records computed in this run, seconds spent computing.
+- **stats** ``StepStats``: requests, records computed in this call, seconds spent computing.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 _ESCAPED = re.compile(r"\\(t|\\)")
-SYNC_SECONDS = 1.0  # in parallel runs, finished records are fsynced this often (and at the end)
-# Threads of a parallel run, each computing pieces of 2 x window requests. Measured against an
+SYNC_SECONDS = 1.0  # in a parallel fill, finished records are fsynced this often (and at the end)
+# Threads of a parallel fill, each computing pieces of 2 x window requests. Measured against an
 # instant local server (scripts/bench_api.py, 2 cores): 4 threads with pieces of window / 2 and an
 # fsync every window / 2 records reached 0.79-0.83 of a raw client; fewer, larger pieces wake the
 # runner threads (and take the interpreter lock from the HTTP loop) a quarter as often, and an
@@ -123,7 +123,7 @@ def open_cache(path: str | Path, expect: Mapping[str, object] | None = None) -> 
     return cache
 
 
-# ---------------------------------------------------------------- the run
+# ---------------------------------------------------------------- filling a cache
 
 
 class Cache(Protocol):
@@ -137,9 +137,9 @@ class Cache(Protocol):
 
 
 @dataclass
-class RunStats:
+class StepStats:
     requests: int = 0  # distinct requests
-    computed: int = 0  # records computed in this run
+    computed: int = 0  # records computed in this call
     changed: int = 0  # of them, cached records computed again because what the model sees changed
     seconds: float = 0.0  # time spent computing them
 
@@ -166,10 +166,10 @@ def chunks(items: Sequence[T], size: int) -> list[list[T]]:
     return [list(items[i:i + size]) for i in range(0, len(items), size)]
 
 
-def run(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[list[T]], Sequence[dict]],
-        chunk_size: int, *, progress: Callable[[int], object] | None = None,
-        redo: Callable[[dict], bool] | None = None, parallel: int = 1,
-        fingerprint: Callable[[T], str] | None = None) -> RunStats:
+def fill(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[list[T]], Sequence[dict]],
+         chunk_size: int, *, progress: Callable[[int], object] | None = None,
+         redo: Callable[[dict], bool] | None = None, parallel: int = 1,
+         fingerprint: Callable[[T], str] | None = None) -> StepStats:
     """Compute every request missing from ``cache``, chunk by chunk (module docstring); return stats.
 
     ``compute(payloads)`` returns one record body per payload, in order (the runner adds ``key``
@@ -182,7 +182,7 @@ def run(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[list
     for k, payload in requests:
         first.setdefault(k, payload)
     unique = list(first.items())
-    stats = RunStats(requests=len(unique))
+    stats = StepStats(requests=len(unique))
     prints = {k: fingerprint(p) for k, p in unique} if fingerprint is not None else {}
 
     def missing(k: str) -> bool:
@@ -199,7 +199,7 @@ def run(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[list
     if progress is not None and len(unique) > sum(map(len, todos)):
         progress(len(unique) - sum(map(len, todos)))
     if parallel > 1:
-        _run_parallel(cache, [item for todo in todos for item in todo], compute, parallel, progress, stats,
+        _fill_parallel(cache, [item for todo in todos for item in todo], compute, parallel, progress, stats,
                       unique, prints)
         return stats
     for todo in todos:
@@ -242,9 +242,9 @@ def _stop(error: Exception, cache: Cache, unique: list[tuple[str, T]]):
                        "(rerun the same command to resume)") from None
 
 
-def _run_parallel(cache: Cache, todo: list[tuple[str, T]], compute: Callable[[list[T]], Sequence[dict]],
-                  parallel: int, progress: Callable[[int], object] | None, stats: RunStats,
-                  unique: list[tuple[str, T]], prints: Mapping[str, str]) -> None:
+def _fill_parallel(cache: Cache, todo: list[tuple[str, T]], compute: Callable[[list[T]], Sequence[dict]],
+                   parallel: int, progress: Callable[[int], object] | None, stats: StepStats,
+                   unique: list[tuple[str, T]], prints: Mapping[str, str]) -> None:
     """Worker threads compute pieces of ``todo`` at once; records are appended as pieces finish."""
     if not todo:
         return
@@ -278,7 +278,7 @@ def _run_parallel(cache: Cache, todo: list[tuple[str, T]], compute: Callable[[li
                 bodies, error = list(compute([p for _, p in part])), None
             except Unfinished as e:
                 bodies, error = e.bodies, e.error
-            except BaseException as e:  # anything else stops the run; the finished pieces stay
+            except BaseException as e:  # anything else stops the fill; the finished pieces stay
                 bodies, error = [None] * len(part), e
             finish(part, bodies, error)
 

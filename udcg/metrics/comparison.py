@@ -1,0 +1,87 @@
+"""The data of a comparison of runs (``udcg.metrics.compare.compare_scores``): each run's cell per
+measure, each pair's test, and the table's settings. ``udcg.metrics.compare_report`` renders it;
+``udcg.metrics.compare.Comparison`` adds the renderings as methods (``format``, ``to_dict``,
+``to_frame``). The data sits below both so that neither imports the other's module back.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+def labels_of(n: int) -> list[str]:
+    """a, b, ..., z, aa, ab, ...: spreadsheet-style letters."""
+    out = []
+    for i in range(n):
+        s, i = "", i + 1
+        while i:
+            i, r = divmod(i - 1, 26)
+            s = chr(97 + r) + s
+        out.append(s)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    mean: float  # over the queries where the run's value is defined
+    low: float
+    high: float
+    n: int
+
+
+@dataclass(frozen=True, slots=True)
+class PairTest:
+    measure: str
+    run_a: str
+    run_b: str
+    diff: float  # mean of a - b over the queries where both are defined
+    p: float
+    p_holm: float  # Holm-adjusted within the pair's family; NaN with correction "none"
+    significant: bool
+    low: float = float("nan")  # percentile bootstrap interval of the mean paired difference
+    high: float = float("nan")
+    n: int = 0  # queries where both are defined
+    mdd: float = float("nan")  # minimum detectable difference (module docstring)
+    p_se: float = float("nan")  # Monte Carlo standard error of p (random sign flips); NaN for an exact p
+
+    @property
+    def undetectable(self) -> bool:
+        """The MDD exceeds the measure's range (``mdd`` is inf): no true difference is detectable."""
+        return math.isinf(self.mdd)
+
+
+@dataclass(frozen=True)
+class ComparisonData:
+    """What a comparison found and how (``Comparison`` is this with its renderings)."""
+
+    runs: tuple[str, ...]
+    measures: tuple[str, ...]
+    test: str
+    alpha: float
+    n_resamples: int
+    n_boot: int
+    level: float
+    n_queries: dict[str, int]  # measure -> queries (array length)
+    cells: dict[str, dict[str, Cell]]  # run -> measure -> cell
+    pairs: tuple[PairTest, ...]  # run pairs in run order, measure by measure
+    beats: dict[str, dict[str, list[str]]]  # run -> measure -> runs it significantly beats, in run order
+    correction: str = "measure"  # the family: one of CORRECTIONS
+    family_sizes: dict[str, int] = field(default_factory=dict)  # measure -> comparisons in its family
+    mdd_alpha: dict[str, float] = field(default_factory=dict)  # measure -> the level its MDD is computed at
+    power: float = 0.8
+    exact: bool = True  # permutation test: exact enumeration for n <= EXACT_MAX_N (False: random flips for all)
+    notes: tuple[str, ...] = ()  # extra footer lines (e.g. what the answer-outcome rows are)
+    seed: int = 0
+    direction: dict[str, int] = field(default_factory=dict)  # measure -> +1 higher is better, -1 lower, 0 neither
+    n_shared: dict[str, int] = field(default_factory=dict)  # measure -> queries where every run is defined
+    ranges: dict[str, float] = field(default_factory=dict)  # measure -> width of its range, where known
+
+    def same_population(self, measure: str) -> bool:
+        """Whether every run's mean of ``measure`` is over the same queries (then means compare)."""
+        shared = self.n_shared.get(measure, self.n_queries.get(measure, 0))
+        return all(self.cells[r][measure].n == shared for r in self.runs)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict(zip(self.runs, labels_of(len(self.runs))))
