@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from udcg.annotate.prompt import reader_chat
-from udcg.annotate.utilities import read_utilities
+from udcg.annotate.utilities import load_utilities as read_utilities
 from udcg.cli import main
 from udcg.errors import InputError
 from udcg.llm import registry

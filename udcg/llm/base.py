@@ -120,7 +120,7 @@ class BaseBackend:
 
     @property
     def concurrent_requests(self) -> int:
-        """Requests this backend keeps in flight (``udcg.runs.parallelism``): 1 for a model computed
+        """Requests this backend keeps in flight (``udcg.resumable.parallelism``): 1 for a model computed
         here one batch at a time; an API backend its window."""
         return 1
 
