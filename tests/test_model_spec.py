@@ -214,3 +214,21 @@ def test_a_choice_resolves_as_the_keywords_of_the_python_api():
 def test_serve_takes_the_local_model_options_and_an_api_model_refuses_them(capsys):
     assert main(["serve", "--model", "openai:m", "--device", "cpu", "--port", "0"]) == 2
     assert "--device cpu: 'openai:m' is an API model" in capsys.readouterr().err
+
+
+def test_annotate_estimator_choices_come_from_the_estimator_registry():
+    """The CLI's --estimator choices are the registry's names (no second, hard-coded list), and the
+    Python API refuses an unknown estimator in one line before any model loads."""
+    import argparse
+
+    from udcg.annotate.estimators import estimator_names
+    from udcg.cli import build_parser
+    from udcg.errors import InputError
+    from udcg.flows.annotate import reader
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    action = next(a for a in sub.choices["annotate"]._actions if a.dest == "estimator")
+    assert tuple(action.choices) == estimator_names()
+    assert {"first-token", "sequence", "sampling", "api-logprobs"} <= set(action.choices)
+    with pytest.raises(InputError, match="estimator 'nope': unknown .*register_estimator"):
+        reader("qwen2.5-coder-0.5b", estimator="nope")

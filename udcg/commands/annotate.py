@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from udcg.commands._parser import add_model_options, command, model_choice
+from udcg.flows.annotate import estimator_names
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_model_options(p, role="reader", help="the reader: an offline alias (smollm2-135m, qwen2.5-coder-0.5b, "
                       "qwen2.5-coder-1.5b), a Hugging Face id or local directory, openai:MODEL, SCHEME:MODEL of an "
                       "installed backend (udcg models), or the API's model name with --api-base")
-    p.add_argument("--estimator", default=None, choices=("first-token", "sequence", "sampling", "api-logprobs"),
+    p.add_argument("--estimator", default=None, choices=estimator_names(),
                    help="default: first-token (paper parity) for local models, api-logprobs (the chat top list; a "
                    "token outside it is censored, never 0) for an API model; first-token or sequence through an API "
                    "model: exact where its server scores text (/v1/completions: vLLM, SGLang, udcg serve)")

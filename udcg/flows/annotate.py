@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from udcg.annotate.estimators import estimator_names  # noqa: F401 (the command's --estimator choices read it here)
+from udcg.errors import InputError
 from udcg.llm.openai_wire import DEFAULT_CONCURRENCY  # noqa: F401 (the commands' model flags read it here)
 
 if TYPE_CHECKING:  # light at import (the command's parser reads DEFAULT_CONCURRENCY): the rest loads on use
@@ -71,6 +73,9 @@ def reader(model: str | ModelChoice, *, estimator: str | None = None, prompt: st
                             max_retries=max_retries, tokenizer=tokenizer, scoring=scoring)
     spec = choice.spec(defaults=LOCAL_DEFAULTS)
     spec.check_installed()  # a core install says which extra to add now, not after reading the corpus
+    if estimator is not None and estimator not in estimator_names():  # before any model loads (API callers too)
+        raise InputError(f"estimator {estimator!r}: unknown (choose one of {', '.join(estimator_names())}; more plug in "
+                         "with udcg.annotate.estimators.register_estimator)")
     config = AnnotateConfig(estimator=estimator or ("api-logprobs" if spec.api else "first-token"),
                             prompt_version=check_version(prompt), chunk_size=chunk_size or default_chunk_size(spec),
                             n_samples=samples,
