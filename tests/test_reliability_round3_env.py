@@ -193,7 +193,7 @@ def test_another_os_error_outside_the_writers_is_one_line_exit_1(tmp_path, monke
     def broken(args):
         raise OSError(errno.EIO, "Input/output error", str(tmp_path / "figure.png"))
 
-    monkeypatch.setattr(score, "run", broken)  # the parser binds score.run when main builds it
+    monkeypatch.setattr(score, "main", broken)  # the parser binds score.main when cli.main builds it
     assert main(["score", str(CONTEXTS), "-o", str(tmp_path / "o.jsonl")]) == 1
     line = one_error_line(capsys.readouterr().err, "score")
     assert f"{tmp_path / 'figure.png'}: Input/output error (an operating-system error, not your input" in line
