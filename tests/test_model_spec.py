@@ -232,3 +232,19 @@ def test_annotate_estimator_choices_come_from_the_estimator_registry():
     assert {"first-token", "sequence", "sampling", "api-logprobs"} <= set(action.choices)
     with pytest.raises(InputError, match="estimator 'nope': unknown .*register_estimator"):
         reader("qwen2.5-coder-0.5b", estimator="nope")
+
+
+@pytest.mark.parametrize("option, value", [("concurrency", 0), ("timeout", -1.0), ("batch_size", 0), ("rpm", True),
+                                           ("max_retries", 101)])
+def test_a_model_choice_built_in_python_refuses_what_the_command_line_refuses(option, value):
+    """A ``ModelChoice`` passed to the API skips the door's keyword checks, so it checks its own
+    numbers against the same bounds (udcg.bounds.MODEL) with the API door's message."""
+    import udcg
+    from udcg.bounds import MODEL, check_value
+    from udcg.errors import InputError
+
+    with pytest.raises(InputError) as refused:
+        check_value(option, value, MODEL[option])
+    with pytest.raises(InputError) as got:
+        udcg.ModelChoice("qwen2.5-coder-0.5b", **{option: value})
+    assert str(got.value) == str(refused.value)

@@ -26,6 +26,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from udcg.bounds import MODEL as MODEL_BOUNDS, check_value
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import BaseBackend
 from udcg.llm.schemes import SCHEMES, register_scheme
@@ -87,6 +88,14 @@ class ModelChoice:
     max_retries: int | None = None
     tokenizer: str | None = None
     scoring: str | None = None
+
+    def __post_init__(self) -> None:
+        """Every number in its range (``udcg.bounds.MODEL``, the bounds the command line and the API
+        door check), so a choice built in Python refuses what ``--concurrency 0`` refuses."""
+        for name, bound in MODEL_BOUNDS.items():
+            value = getattr(self, name, None)
+            if value is not None:
+                check_value(name, value, bound)
 
     @classmethod
     def of(cls, model: str | ModelChoice, **given: Any) -> ModelChoice:
