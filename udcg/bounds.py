@@ -158,7 +158,7 @@ PARAMETERS: dict[str, dict[str, Bound]] = {
                "samples": Bound(0, MAX_SAMPLES),  # 0: the top-k contexts only
                "max_new_tokens": TOKENS},
     "judge": {**MODEL, "max_new_tokens": TOKENS, "retries": RETRIES, "f1_threshold": OPEN_SHARE},
-    "serve": {"port": PORT, "max_request_tokens": Bound(1, 10_000_000), "max_request_seconds": SECONDS},
+    "serve": {"batch_size": BATCH, "port": PORT, "max_request_tokens": Bound(1, 10_000_000), "max_request_seconds": SECONDS},
 }
 
 # ``udcg validate`` config keys (section.key; a tuple's items each): the same bounds, by config key.
