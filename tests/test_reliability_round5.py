@@ -11,6 +11,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from tests.conftest import ScriptedBackend
+from tests.test_reliability_round4_api import one_error_line
+from tests.test_reliability_round4_fleet import _answer as fleet_answer
+from tests.test_reliability_round4_fleet import annotate as fleet_annotate
+from tests.test_reliability_round4_fleet import values as fleet_values
 from udcg.cli import main
 from udcg.errors import InputError
 from udcg.llm import registry
@@ -18,11 +23,8 @@ from udcg.llm.base import BaseBackend, Capabilities, GenerationParams, Servable
 from udcg.llm.hf import HFBackend
 from udcg.llm.schemes import register_scheme
 from udcg.llm.server_model import ModelService
-from tests.conftest import ScriptedBackend
-from tests.test_reliability_round4_api import one_error_line
-from tests.test_reliability_round4_fleet import _answer as fleet_answer
-from tests.test_reliability_round4_fleet import annotate as fleet_annotate
-from tests.test_reliability_round4_fleet import values as fleet_values
+
+GREEDY = GenerationParams()
 
 
 class ChatOnly(BaseBackend):
@@ -37,7 +39,7 @@ class ChatOnly(BaseBackend):
     def encode(self, chat) -> list[int]:
         return [1, 2, 3]
 
-    def generate(self, chats, params=GenerationParams()):
+    def generate(self, chats, params=GREEDY):
         return [["an answer"] * params.n for _ in chats]
 
 
