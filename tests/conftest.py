@@ -77,7 +77,7 @@ def _last_turn(chat: Chat) -> str:
     return chat[-1]["content"]
 
 
-SCRIPTED = Capabilities(logprobs=True, continuation=True, sampling=True, n=True)
+SCRIPTED = Capabilities(logprobs=True, continuation=True, sampling=True, n=True, serve=True)
 
 
 class ScriptedBackend(BaseBackend):
@@ -113,10 +113,10 @@ class ScriptedBackend(BaseBackend):
         self._answer, self._first, self._continuation = answer, first, continuation
         self._fault, self._fault_on, self._fault_after, self._delay = fault, fault_on, fault_after, delay
         self.calls: list[Call] = []
+        self.capabilities = replace(SCRIPTED, single_pass_read=reads, stream=streams)  # what it declares
         if reads:  # a reading backend declares it (``capabilities.single_pass_read``) and has ``read``
-            self.capabilities = replace(SCRIPTED, single_pass_read=True)
             self.read = self._read
-        if streams:  # generate with on_text (capability checked by its signature)
+        if streams:  # generate with on_text, declared as ``capabilities.stream``
             self.generate = self._generate_streaming
         self._between = between
 

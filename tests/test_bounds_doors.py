@@ -145,7 +145,7 @@ def test_compare_gives_the_same_numbers_from_the_command_and_the_api(n_boot, n_r
 @pytest.mark.parametrize("options, words", [
     ({"depth": 0}, "depth = 0: must be an integer >= 1 "),
     ({"depth": 5, "chunk_size": 0}, "chunk_size = 0: must be an integer >= 1 "),
-    ({"depth": 5, "timeout": 0.0}, "timeout = 0.0: must be a number in (0, "),
+    ({"depth": 5, "timeout": 0.0}, "timeout = 0.0: must be a number in [0.001, "),
 ])
 def test_the_pyterrier_utility_checks_the_bounds_of_annotate(options, words):
     """``udcg.pyterrier.Utility`` is a third door to the annotate flow: the same table, the API's words
@@ -161,3 +161,29 @@ def test_every_declared_bound_is_an_option_of_its_command():
     one behind, bounding nothing)."""
     for operation, table in bounds.PARAMETERS.items():
         assert set(table) <= _cli_options(operation), (operation, set(table) - _cli_options(operation))
+
+
+# ---------------------------------------------------------------- a floor under every timeout
+
+
+@pytest.mark.parametrize("value", [1e-300, 0.0009])
+def test_a_timeout_no_request_can_meet_is_refused_at_every_door(value, tmp_path, monkeypatch, capsys):
+    """``--timeout 1e-300`` (and ``timeout=1e-300``, ``reader.timeout: 1e-300``) was accepted: every
+    request then timed out. The SECONDS bound has a floor of a millisecond, said with its reason,
+    read by the command line, the API and a config alike; the floor itself is allowed."""
+    from udcg.experiment.config import load_config
+
+    monkeypatch.chdir(tmp_path)
+    rule = bounds.SECONDS.describe()
+    assert rule == "a number in [0.001, 604800] (a timeout under a millisecond is one no request can meet)"
+    argv, call = DOORS["annotate_runs"]
+    assert main([*argv, "--timeout", repr(value)]) == 2
+    assert capsys.readouterr().err.strip() == f"udcg annotate: error: --timeout {bounds.short(value)}: must be {rule}"
+    with pytest.raises(InputError, match=r"^timeout = .*: must be a number in \[0\.001, "):
+        call(timeout=value)
+    path = tmp_path / "c.yaml"
+    path.write_text(f"name: t\nreader:\n  model: smollm2-135m\n  timeout: {value:.1e}\n")  # YAML 1.1 wants the dot
+    with pytest.raises(InputError, match=r"reader\.timeout.*\[0\.001, "):
+        load_config(path)
+    assert bounds.check(bounds.MIN_TIMEOUT, bounds.SECONDS, "--timeout") == 0.001
+    assert list(tmp_path.iterdir()) == [path]  # refused before any work

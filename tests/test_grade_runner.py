@@ -172,3 +172,30 @@ def test_cli_batch_size_is_the_forward_pass_and_chunk_size_the_cache_unit(tmp_pa
     assert "--batch-size 4: 'openai:some-model' is an API model" in capsys.readouterr().err
     assert main([*argv, "-o", str(tmp_path / "zero.jsonl"), "--chunk-size", "0"]) == 2
     assert "--chunk-size 0: must be an integer >= 1" in capsys.readouterr().err
+
+
+def test_judges_declare_what_the_runner_records(tmp_path):
+    """Round five: the runner reads what every judge declares (``Judge``'s prompt_id, backend and
+    shown), no getattr probing; the recorded prompt_version is the one it always was."""
+    from pathlib import Path
+
+    from udcg.grade.judges import Judge
+    items = runner.passage_items(read_authors(authors_file(tmp_path, 1, 2))[1])
+    llm = LLMJudge(ScriptedBackend(answer=grade_rome), TASKS["relevance"])
+    rules = RuleJudge(TASKS["relevance"])
+    assert (llm.prompt_id, rules.prompt_id, rules.backend) == ("relevance-v1", "rules-v1", None)
+    assert llm.shown(items[0]) == llm.prompt(items[0]) and rules.shown(items[0]) == repr(items[0])
+    assert [r["prompt_version"] for r in runner.judge_items(llm, items, tmp_path / "l")] == ["relevance-v1"] * 2
+    assert [r["prompt_version"] for r in runner.judge_items(rules, items, tmp_path / "r")] == ["rules-v1"] * 2
+
+    class Undeclared(Judge):  # a judge that forgets its prompt_id cannot be built
+        name = "x"
+
+        def judge(self, items):
+            return []
+    with pytest.raises(TypeError, match="prompt_id"):
+        Undeclared()
+    with pytest.raises(TypeError, match="not a udcg.grade.judges.Judge"):
+        runner.judge_items(object(), items, tmp_path / "o")
+    grade = Path(runner.__file__).parent
+    assert [p.name for p in grade.glob("*.py") if "getattr(" in p.read_text()] == []

@@ -148,7 +148,7 @@ def test_what_a_dataset_lacks_is_one_line(datasets, tmp_path, capsys):
     for corpus, message in cases:
         assert main(["annotate", "--corpus", corpus, "--run", str(RUN), "--depth", "5", "--model", "bench",
                      "--api-base", datasets.url, "-o", str(tmp_path / "x"), "--no-progress"]) == 2
-        err = capsys.readouterr().err  # ir_datasets' own log lines, then udcg's one-line error
+        err = capsys.readouterr().err  # udcg's one-line error last (ir_datasets quiet: see the test below)
         assert message in err.splitlines()[-1] and "Traceback" not in err
     err = _annotate("irds:udcg-example/docs-only", tmp_path / "y", datasets, capsys, "--queries", str(EX / "queries.jsonl"))
     assert "relevance of these pairs: unjudged-irrelevant 100" in err  # no qrels in the dataset: none judged
@@ -166,3 +166,43 @@ def test_a_validate_config_takes_an_irds_data_set(datasets):
     assert all(any(p.relevant for p in q.passages) for q in pooled)  # the judged document is in its pool
     with pytest.raises(InputError, match="irds:udcg-example/nq: the dataset's queries have no reference answers"):
         retrieve_pools(from_dict({"data": {"questions": "irds:udcg-example/nq", "limit": 3}}))
+
+
+def test_on_bad_input_udcg_error_is_the_only_line_and_bars_only_where_progress_is(tmp_path):
+    """ir_datasets printed "[INFO] [starting] building docstore", its bar and "[INFO] Opening ... with
+    direct file access" before udcg's one-line error (under --no-progress too). Now its logger is
+    quiet while udcg reads (restored after), and its bar is drawn only where progress is asked for.
+    Each run is a fresh process on a dataset whose docstore is not built yet."""
+    import logging
+    import os
+    import subprocess
+    import sys
+
+    from udcg.io import irds
+
+    def run(name: str, *extra: str, env: dict | None = None) -> list[str]:
+        folder = tmp_path / name
+        folder.mkdir()
+        docs = [json.loads(line) for line in (EX / "corpus.jsonl").open()]
+        (folder / "docs.tsv").write_text("".join(f"{d['_id']}\t{d['text']}\n" for d in docs))
+        (folder / f"udcg_irds_{name}.py").write_text(
+            "import ir_datasets\nir_datasets.registry.register("
+            f"'udcg-fresh/{name}', ir_datasets.create_dataset(docs_tsv={str(folder / 'docs.tsv')!r}))\n")
+        done = subprocess.run(
+            [sys.executable, "-m", "udcg", "annotate", "--corpus", f"irds:udcg-fresh/{name}", "--run", str(RUN), "--depth",
+             "5", "--model", "bench", "--api-base", "http://127.0.0.1:9/v1", "-o", str(folder / "out"), *extra],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")]),
+                 "UDCG_IRDS_MODULES": f"udcg_irds_{name}", "OPENAI_API_KEY": "sk-0123456789abcdef", **(env or {})},
+            capture_output=True, text=True, timeout=300, cwd=folder, check=False)
+        assert done.returncode == 2 and not done.stdout, done.stderr
+        assert not (folder / "out").exists()
+        return done.stderr.splitlines()
+
+    error = "udcg annotate: error: irds:udcg-fresh/{}: this ir_datasets dataset has no queries (give a queries file with --queries)"
+    assert run("quiet", "--no-progress") == ["reader bench: requests go to http://127.0.0.1:9/v1", error.format("quiet")]
+    shown = run("bars", env={"UDCG_PROGRESS": "1"})  # progress asked for: ir_datasets' docstore bar, no log line
+    assert shown[-1] == error.format("bars") and any("docs_iter" in line for line in shown), shown
+    assert not any("[INFO]" in line for line in shown), shown
+    logger = logging.getLogger("ir_datasets")
+    before = logger.level
+    assert irds.read_qrels("irds:udcg-example/nq")["nq0"] and logger.level == before  # restored after the read

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TINY_SERVED_NAME, free_port
-from udcg.llm.base import GenerationParams
+from udcg.llm.base import BaseBackend, Capabilities, GenerationParams
 from udcg.llm.server import ChatCompletionServer
 from udcg.llm.server_wire import ChatRequest, RequestError, TokenLogprob, completion_body, parse_request
 
@@ -156,8 +156,8 @@ def test_logprobs_are_the_models_own(smollm2_server, smollm2_backend):
 
 
 def test_a_failing_backend_gives_500_and_the_server_lives_on():
-    class Broken:
-        name = "broken"
+    class Broken(BaseBackend):  # a backend that declares it can be served, and fails
+        name, capabilities = "broken", Capabilities(serve=True)
 
         def generate(self, chats, params=GenerationParams()):
             raise RuntimeError("out of memory")

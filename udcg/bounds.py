@@ -120,7 +120,9 @@ CONCURRENCY = Bound(1, 10_000)  # API requests in flight
 THREADS = Bound(1, 4096)
 FOLDS = Bound(2, 1000)
 PORT = Bound(0, 65535)
-SECONDS = Bound(0, 7 * 86400, integer=False, low_open=True)  # a timeout: finite, > 0, at most a week
+MIN_TIMEOUT = 0.001  # seconds: a millisecond, under the round trip of a request to this very machine
+SECONDS = Bound(MIN_TIMEOUT, 7 * 86400, integer=False,  # a timeout: finite, at most a week
+                why="a timeout under a millisecond is one no request can meet")
 MIN_RPM = 0.01  # one request every 100 minutes: 100 pairs then take about a week, the longest timeout allowed
 RATE = Bound(MIN_RPM, 1e9, integer=False,  # requests per minute
              why="one request every 100 minutes at the slowest: a slower pace could not finish a run of 100 pairs in a week")

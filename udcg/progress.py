@@ -217,9 +217,20 @@ def _duration(seconds: float) -> str:
     return f"{s // 3600}h {s % 3600 // 60:02d}m"
 
 
+_LIBRARIES = {"enabled": True}  # what the command said of progress (follow_libraries), for the libraries' bars
+
+
+def library_bars() -> bool:
+    """Whether a library's own bars (ir_datasets building a docstore) are drawn: as ours, with the
+    command's word on progress (``follow_libraries``; on, where no command said)."""
+    return shown(_LIBRARIES["enabled"])
+
+
 def follow_libraries(enabled: bool = True) -> None:
-    """Give the model libraries' own bars (transformers' "Loading weights") the same on/off as ours.
-    Call before a model loads; works whether or not transformers is imported yet."""
+    """Give the model and data libraries' own bars (transformers' "Loading weights", ir_datasets'
+    docstore) the same on/off as ours. Call before a model loads; works whether or not transformers
+    is imported yet."""
+    _LIBRARIES["enabled"] = enabled
     if shown(enabled):
         return
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read when transformers is first imported

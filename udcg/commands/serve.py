@@ -37,6 +37,7 @@ def main(args: argparse.Namespace) -> int:
 
     from udcg.errors import InputError
     from udcg.llm.server import check_port_free, serve
+    from udcg.llm.server_model import check_servable
     from udcg.llm.server_watch import MAX_REQUEST_SECONDS
     from udcg.llm.server_wire import MAX_REQUEST_TOKENS
 
@@ -55,6 +56,7 @@ def main(args: argparse.Namespace) -> int:
     spec.check_installed()
     check_port_free(args.host, args.port)  # a busy port fails now, not after the model has loaded
     backend = spec.load()
+    check_servable(backend)  # a backend that does not declare it can be served: one line, exit 2
     logging.getLogger("udcg.llm.server").setLevel(logging.INFO)
     serve(backend, args.host, args.port, args.served_name, api_key, args.max_request_tokens or MAX_REQUEST_TOKENS,
           args.max_request_seconds or MAX_REQUEST_SECONDS)

@@ -14,9 +14,10 @@ judgement with ``label=None``, the raw reply and the parse error, never a defaul
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import ClassVar, Protocol, Union
+from typing import ClassVar, Union
 
 from udcg.errors import BackendError, InputError
 from udcg.grade import rules, templates
@@ -27,23 +28,12 @@ from udcg.records import Outcome
 log = logging.getLogger(__name__)
 
 
-class _ItemId:
-    """``item_id``: the value of the field an item type names in ``ID_FIELD``, which is also that
-    id's key in the judgement records ("pid" or "cid")."""
-
-    __slots__ = ()
-    ID_FIELD: ClassVar[str]
-
-    @property
-    def item_id(self) -> str:
-        return getattr(self, self.ID_FIELD)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _Item(_ItemId):
+class _Item:
     """What every judged item carries: the question and its acceptable answers. Keyword-only, as
     are the items built on it (``PassageItem(qid=..., pid=..., ...)``)."""
 
+    ID_FIELD: ClassVar[str]  # the item id's key in the judgement records ("pid" or "cid")
     qid: str
     question: str
     answers: tuple[str, ...]
@@ -58,6 +48,10 @@ class PassageItem(_Item):
     text: str
     title: str = ""
 
+    @property
+    def item_id(self) -> str:
+        return self.pid
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AnswerItem(_Item):
@@ -67,6 +61,10 @@ class AnswerItem(_Item):
     cid: str
     answer: str
     context_has_relevant: bool | None = None
+
+    @property
+    def item_id(self) -> str:
+        return self.cid
 
 
 Item = Union[PassageItem, AnswerItem]
@@ -129,11 +127,30 @@ class Judgement:
         return rec
 
 
-class Judge(Protocol):
-    name: str
-    task: Task
-    prompt_version: str
+class Judge(ABC):
+    """What every judge declares, so that the resumable runner asks instead of probing:
 
+    - ``task``, and ``name`` (recorded as each judgement's ``judge``);
+    - ``prompt_id``: the recorded ``prompt_version`` (a versioned prompt's id, or the rules' version);
+    - ``backend``: the model it asks (its concurrency sets the runner's parallelism), None for rules;
+    - ``shown(item)``: what the judge is shown of an item (the cache's input fingerprint)."""
+
+    task: Task
+    backend: Backend | None
+
+    @property
+    @abstractmethod
+    def name(self) -> str: ...
+
+    @property
+    @abstractmethod
+    def prompt_id(self) -> str: ...
+
+    def shown(self, item: Item) -> str:
+        """The item itself (a judge without a prompt); an LLM judge shows its rendered prompt."""
+        return repr(item)
+
+    @abstractmethod
     def judge(self, items: Sequence[Item]) -> list[Judgement]: ...
 
 
@@ -172,7 +189,7 @@ RETRY_MESSAGE = ("Your reply could not be read: {error}. Reply again with only t
 
 
 @dataclass
-class LLMJudge:
+class LLMJudge(Judge):
     """A judge that asks ``backend`` (greedy decoding) with the task's versioned prompt.
 
     An unparseable reply is retried ``retries`` times as a follow-up turn that quotes the parse
@@ -210,6 +227,9 @@ class LLMJudge:
         else:
             values["document"] = item.text
         return templates.render(self.template, values)
+
+    def shown(self, item: Item) -> str:
+        return self.prompt(item)
 
     def _generate(self, chats: list[list[dict]]) -> list[str]:
         params = GenerationParams(max_new_tokens=self.max_new_tokens, temperature=0.0, n=1)
@@ -256,7 +276,7 @@ RULES_VERSION = "rules-v1"
 
 
 @dataclass
-class RuleJudge:
+class RuleJudge(Judge):
     """The judges that need no model (the embedded default).
 
     - relevance: a normalised answer alias occurs in the passage (containment);
@@ -269,6 +289,7 @@ class RuleJudge:
     f1_threshold: float = 0.5
     require_relevant_context: bool = False
     prompt_version: str = RULES_VERSION
+    backend: ClassVar[None] = None  # no model: the runner computes one chunk at a time
 
     def __post_init__(self) -> None:
         if isinstance(self.task, str):
@@ -285,6 +306,10 @@ class RuleJudge:
         if self.task.name == "relevance":
             return "rules:containment"
         return f"rules:{self.match}" + (f"@{self.f1_threshold:g}" if self.match == "f1" else "")
+
+    @property
+    def prompt_id(self) -> str:
+        return self.prompt_version
 
     def judge(self, items: Sequence[Item]) -> list[Judgement]:
         _check_items(self.task, items)

@@ -66,7 +66,7 @@ def check_answers(items: Sequence[Item], task: Task, where: str) -> None:
 
 
 def item_key(item: Item) -> str:
-    if getattr(item, "ID_FIELD", None) == "cid":  # a context id is udcg's own key of its passage ids (or a run name)
+    if item.ID_FIELD == "cid":  # a context id is udcg's own key of its passage ids (or a run name)
         return resumable.key(item.qid, *resumable.split_key(item.item_id))
     return resumable.key(item.qid, item.item_id)
 
@@ -82,25 +82,19 @@ def _check_labels(cache: AppendCache, judge: Judge) -> None:
                              "delete that line to judge the item again)")
 
 
-def _shown(judge: Judge):
-    """What the judge is shown of an item: its rendered prompt (an LLM judge), else the item itself."""
-    prompt = getattr(judge, "prompt", None)
-    if callable(prompt):
-        return lambda item: resumable.fingerprint(prompt(item))
-    return lambda item: resumable.fingerprint(repr(item))
-
-
 def judge_items(judge: Judge, items: Sequence[Item], cache_path: str | Path, chunk_size: int = 8,
                 progress: Callable[[int], None] | None = None, redo_unparseable: bool = False) -> list[dict]:
     """Judge every item not yet in the cache, ``chunk_size`` at a time, and return all records in
     input order. ``progress(n)`` is called with the number of items finished (cached ones first).
     ``redo_unparseable`` judges again the cached items whose reply could not be parsed."""
+    if not isinstance(judge, Judge):
+        raise TypeError(f"{type(judge).__name__} is not a udcg.grade.judges.Judge (subclass it and declare what it is)")
     keys = [item_key(it) for it in items]
     if len(set(keys)) != len(keys):
         dup = next(k for k, n in Counter(keys).items() if n > 1)
         raise InputError(f"duplicate item {resumable.shown_key(dup)!r} (ids must be unique per question)")
     expect = {"task": judge.task.name, "judge": judge.name,
-              "prompt_version": getattr(judge, "prompt_id", judge.prompt_version)}
+              "prompt_version": judge.prompt_id}
 
     def compute(chunk: list[Item]) -> list[dict]:
         return [j.to_record(judge.task) for j in judge.judge(chunk)]
@@ -109,7 +103,8 @@ def judge_items(judge: Judge, items: Sequence[Item], cache_path: str | Path, chu
         _check_labels(cache, judge)
         resumable.check_provenance(cache, expect)
         resumable.fill(cache, list(zip(keys, items)), compute, chunk_size, progress=progress,
-                       parallel=resumable.parallelism(getattr(judge, "backend", None)), fingerprint=_shown(judge),
+                       parallel=resumable.parallelism(judge.backend),
+                       fingerprint=lambda item: resumable.fingerprint(judge.shown(item)),
                        redo=(lambda rec: rec["label"] is None) if redo_unparseable else None)
         return [{k: v for k, v in cache.get(key).items() if k not in ("key", "input")} for key in keys]
 

@@ -10,22 +10,63 @@ A dataset of one's own (``ir_datasets.create_dataset(docs_tsv=..., queries_tsv=.
 is named by registering it (``ir_datasets.registry.register("my/collection", dataset)``) in a module
 named in ``$UDCG_IRDS_MODULES`` (comma-separated module names, imported before a name is looked up),
 as ir_datasets' own plugins register theirs when imported.
+
+ir_datasets' own log lines ("[INFO] Opening ... with direct file access", "[starting] building
+docstore") are quieted while udcg reads from it (``quiet``: its logger at WARNING, restored after),
+so that on bad input udcg's one-line error is the only line; its bars are drawn only where progress
+is (``udcg.progress.library_bars``: not under --no-progress, nor off a terminal).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
+import io
+import logging
 import os
 import time
-from collections.abc import Set
-from typing import Any
+from collections.abc import Callable, Iterator, Set
+from typing import Any, TypeVar
 
 from udcg.errors import InputError
 from udcg.extras import need
+from udcg.progress import library_bars
 from udcg.records import Passage, Question
 
 PREFIX = "irds:"
 MODULES_ENV = "UDCG_IRDS_MODULES"
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """ir_datasets' logger at WARNING (and its bars hidden unless progress is drawn) for the block;
+    both as they were after it."""
+    try:
+        from ir_datasets import log as irds_log
+    except ImportError:  # not installed: ``dataset`` says so in one line
+        yield
+        return
+    logger = irds_log.easy().logger()  # made (and set to INFO) by ir_datasets on first use: made now
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
+        with contextlib.nullcontext() if library_bars() else contextlib.redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def quiet(function: F) -> F:
+    """``function`` run with ir_datasets quiet (``_quiet``)."""
+    @functools.wraps(function)
+    def quieted(*args: Any, **kwargs: Any) -> Any:
+        with _quiet():
+            return function(*args, **kwargs)
+    return quieted  # type: ignore[return-value]
 
 
 def is_irds(source: Any) -> bool:
@@ -33,6 +74,7 @@ def is_irds(source: Any) -> bool:
     return isinstance(source, str) and source.startswith(PREFIX)
 
 
+@quiet
 def dataset(source: str) -> Any:
     """The ir_datasets dataset of ``irds:NAME``; an unknown name is an ``InputError``."""
     irds = need("ir_datasets", source)
@@ -63,6 +105,7 @@ def _text(record: Any) -> str:
     return record.default_text()
 
 
+@quiet
 def read_docs(source: str, docids: Set[str] | None) -> tuple[dict[str, Passage], int, float]:
     """The documents ``docids`` found in the docstore (all documents when None), the number looked
     up (or read) and the seconds it took."""
@@ -78,6 +121,7 @@ def read_docs(source: str, docids: Set[str] | None) -> tuple[dict[str, Passage],
     return docs, len(found) if docids is None else len(docids), time.perf_counter() - t0
 
 
+@quiet
 def read_queries(source: str) -> dict[str, Question]:
     """``{qid: Question}`` of the dataset's queries (answers from an ``answers`` field where it has one)."""
     ds = dataset(source)
@@ -92,12 +136,14 @@ def read_queries(source: str) -> dict[str, Question]:
     return out
 
 
+@quiet
 def has_answers(source: str) -> bool:
     """True when the dataset's query records carry reference answers (an ``answers`` field)."""
     ds = dataset(source)
     return ds.has_queries() and "answers" in getattr(ds.queries_cls(), "_fields", ())
 
 
+@quiet
 def read_qrels(source: str) -> dict[str, dict[str, float]]:
     """``{qid: {docid: relevance}}`` of the dataset's qrels."""
     ds = dataset(source)
@@ -111,6 +157,7 @@ def read_qrels(source: str) -> dict[str, dict[str, float]]:
     return out
 
 
+@quiet
 def load_questions(source: str, limit: int | None = None) -> list[Question]:
     """Questions with passages, as the paper's validation reads a QA data set: each query of the
     qrels (in the queries' order, the first ``limit``), its reference answers, and its judged

@@ -11,10 +11,11 @@ first user turn (``merge_system``).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from udcg.errors import BackendError
 
@@ -89,7 +90,9 @@ class Capabilities:
     parallel), which also says how ``udcg.llm.registry.resolve`` treats an entry point's scheme;
     ``top_list``: first tokens come from a server's top list as well (``first_token_logprobs``: the
     list, a token outside it censored; ``first_token_scores``: exact where the server scores text,
-    else the list), so the estimators read those and never take -inf for a probability of 0."""
+    else the list), so the estimators read those and never take -inf for a probability of 0;
+    ``serve``: ``udcg serve`` may serve it (chat completions from ``generate``; the token extras of a
+    ``Servable``); ``stream``: ``generate`` takes ``on_text`` and tells each answer as it grows."""
 
     api: bool = False
     top_list: bool = False
@@ -100,6 +103,8 @@ class Capabilities:
     open_weights: bool = False
     batching: bool = False
     single_pass_read: bool = False
+    serve: bool = False
+    stream: bool = False
 
 
 class BaseBackend:
@@ -150,6 +155,25 @@ class BaseBackend:
     def read(self, chats: Sequence[Chat], candidates: Sequence[str], continuations: Sequence[str],
              max_new_tokens: int = 32) -> list[Reading]:
         raise BackendError(f"{self.name}: this backend has no single-pass read (ask can_read() first)")
+
+
+class Servable(ABC):
+    """An optional base of a served open-weights backend (``HFBackend``): what ``udcg serve`` reads
+    for token counts (``usage``, the work budget), token log-probabilities and raw-text completions
+    (``/v1/completions``). A backend declaring ``capabilities.serve`` without it is served chat
+    completions only; nothing here is asked of other backends."""
+
+    tokenizer: Any  # a transformers tokenizer: text to ids and back
+    model: Any  # a transformers causal LM, for the teacher-forced log-probabilities
+
+    @abstractmethod
+    def encode(self, chat: Chat) -> list[int]:
+        """The token ids of a chat up to the answer position, as the backend scores them."""
+
+    @abstractmethod
+    def complete(self, prompts: Sequence[Sequence[int]], params: GenerationParams = GenerationParams(),
+                 on_text: Any = None) -> list[list[str]]:
+        """``params.n`` continuations of each raw token prompt."""
 
 
 def merge_system(chat: Chat) -> list[Message]:

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from udcg.errors import InputError
-from udcg.llm.base import BaseBackend, Capabilities, Chat, GenerationParams, Reading
+from udcg.llm.base import BaseBackend, Capabilities, Chat, GenerationParams, Reading, Servable
 from udcg.llm.batching import decoding_waves, prompt_batches, shared_prefix
 from udcg.llm.decoding import answer_seed, check_params, cut_at_stop, join_states, pick_tokens
 from udcg.llm.chat_tokens import ChatTokens
@@ -66,7 +66,7 @@ def _attention_kernels(device: str) -> Any:
     return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
 
 
-class HFBackend(BaseBackend):
+class HFBackend(BaseBackend, Servable):
     """A transformers causal LM behind the ``udcg.llm.base.Backend`` contract (open weights in this
     process: every capability, ``read`` included).
 
@@ -79,7 +79,7 @@ class HFBackend(BaseBackend):
     """
 
     capabilities = Capabilities(logprobs=True, continuation=True, sampling=True, n=True, open_weights=True,
-                                batching=True, single_pass_read=True)
+                                batching=True, single_pass_read=True, serve=True, stream=True)
 
     def __init__(self, model: str, *, device: str = "auto", dtype: str = "auto", batch_size: int | None = None,
                  name: str | None = None, quantize: str | None = None, share_prefix: bool = True) -> None:

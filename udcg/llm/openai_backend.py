@@ -176,7 +176,7 @@ class OpenAIBackend(ExactScoring):
                 size = 1 if "n" in self.notes else min(self.max_n_per_request, params.n - len(out))
                 request = replace(params, n=size, seed=chunk_seed(params.seed, len(out) if "n" in self.notes else
                                                                   len(out) // self.max_n_per_request))
-                got = parse_choices(await self._post(chat_payload(self.model, chat, request)))
+                got = await self._post(chat_payload(self.model, chat, request), parse=parse_choices)
                 if len(got) == 1 and size > 1:
                     self._n_ignored(size)
                 else:
@@ -202,10 +202,10 @@ class OpenAIBackend(ExactScoring):
         on_result: Callable[[int, Any], None] | None = None,
     ) -> list[ApiLogprobs | BackendError]:
         """The `api-logprobs` estimator per chat, with a note naming absent candidates."""
-        items = [[logprobs_payload(self.model, chat, self.top_logprobs)] for chat in chats]
+        payloads = [logprobs_payload(self.model, chat, self.top_logprobs) for chat in chats]
 
-        def parse(bodies: list[dict]) -> ApiLogprobs:
-            top = parse_first_top_logprobs(bodies[0])
+        def parse(body: dict) -> ApiLogprobs:
+            top = parse_first_top_logprobs(body)
             found, notes = {}, []
             for cand in candidates:
                 found[cand], note = candidate_logprob(top, cand, self.candidate_tokens.get(cand))
@@ -213,7 +213,7 @@ class OpenAIBackend(ExactScoring):
                     notes.append(note)
             return ApiLogprobs(found, "; ".join(notes), top)
 
-        return self._run_jobs([(lambda item=item: self._post_parsed(item, parse)) for item in items], on_result)
+        return self._run_jobs([(lambda p=p: self._post(p, parse=parse)) for p in payloads], on_result)
 
     # ------------------------------------------------------------ transport
 
@@ -225,9 +225,6 @@ class OpenAIBackend(ExactScoring):
             if not task.get_loop().is_closed():
                 task.get_loop().call_soon_threadsafe(task.cancel)
         self._transport.close()
-
-    async def _post_parsed(self, payloads: list[dict], parse: Callable[[list[dict]], Any]) -> Any:
-        return parse([await self._post(payload) for payload in payloads])
 
     def _run_jobs(self, jobs: list[Callable[[], Any]], on_result) -> list[Any]:
         """Run every job (an async callable: one item's requests and parsing) concurrently under the
@@ -293,43 +290,65 @@ class OpenAIBackend(ExactScoring):
                     self._overdue[task] = True
                     task.cancel()
 
-    async def _post(self, payload: dict, path: str = "chat/completions") -> dict:
-        """POST one payload (serialised once) to ``path``; the JSON body or a scrubbed BackendError. An
-        unreachable member passes the request at once to the next member not yet tried in this round;
-        a round ends at another failure or when every member was tried, and the next (a retry) backs off."""
+    async def _post(self, payload: dict, path: str = "chat/completions", parse: Callable[[Any], Any] | None = None) -> Any:
+        """POST one payload (serialised once) to ``path``; the body read by ``parse`` (as is without) or a
+        scrubbed BackendError. A faulty member (unreachable, a body not JSON) passes the request at once
+        to the next member not yet tried in this round; a round ends at another failure or when every
+        member was tried, and the next (a retry) backs off. A member whose body ``parse`` refuses (not
+        the OpenAI schema) is out of this request's turn; when every member is, it fails naming each fault."""
         content = json.dumps(payload, separators=(",", ":")).encode()
-        problem, member, attempts, retry, tried = "", self._fleet.first(), 0, 0, set()
+        problem, member, attempts, retry, tried, faults, garbage = "", self._fleet.first(), 0, 0, set(), {}, set()
         while True:
             client = self._transport.client(self._busy)  # made before the pace is claimed (a new pool takes a while)
             await self._pacer.wait()
             url = self._endpoints[member] if path == "chat/completions" else endpoint(self.base_urls[member], path)
-            body, problem, retry_after, unreachable = await self._attempt(client, url, content)
+            body, problem, retry_after, faulty = await self._attempt(client, url, content)
             attempts += 1
             if not problem:
-                self._fleet.answered(member)
-                return body
-            if unreachable:
-                self._fleet.failed(member, problem.partition(": ")[2])
+                try:
+                    parsed = body if parse is None else parse(body)
+                except BackendError as e:
+                    if len(self.base_urls) == 1:
+                        raise
+                    problem, faulty = f"POST {url}: {e}", True
+                    garbage.add(member)
+                else:
+                    self._fleet.answered(member)
+                    return parsed
+            faults[member] = problem.partition(": ")[2]
+            if faulty:
+                self._fleet.failed(member, faults[member])
             tried.add(member)
-            member = self._fleet.after(member)
-            if unreachable and member not in tried:  # another member, in this round: at once
+            member = self._next_member(member, garbage)
+            if faulty and member not in tried:  # another member, in this round: at once
                 log.info("%s; trying the next member at once", redact(problem, self._secrets()))
                 continue
-            if retry == self.max_retries:
+            if retry == self.max_retries or len(garbage) == len(self.base_urls):
                 break
-            secrets, retry, tried = self._secrets(), retry + 1, set()
+            secrets, retry, tried = self._secrets(), retry + 1, set(garbage)
             if retry_after is not None and retry_after > self.max_retry_after:
                 raise BackendError(redact(f"{problem}; the server asks to retry after {retry_after:g}s, more than max_retry_after={self.max_retry_after:g}s", secrets))
             delay = retry_after if retry_after is not None else backoff_delay(retry - 1, self.backoff_base, self.backoff_max, self._rng.random())
             log.warning("%s; retry %d/%d in %.2fs", redact(problem, secrets), retry, self.max_retries, delay)
             await asyncio.sleep(delay)
+        if len(faults) > 1:  # a fleet: one line naming each member's last fault
+            problem = "every fleet member failed this request: " + "; ".join(f"{self.base_urls[i]}: {faults[i]}" for i in sorted(faults))
         where = f"; the server is set by {SERVER_SOURCES}" if "connection failed" in problem else ""
         raise BackendError(redact(f"{problem} (gave up after {attempts} attempts, max_retries={self.max_retries}){where}",
                                   self._secrets()))
 
+    def _next_member(self, member: int, garbage: set[int]) -> int:
+        """The member after ``member`` for a request's next attempt, past those that answered it garbage."""
+        for _ in self.base_urls:
+            member = self._fleet.after(member)
+            if member not in garbage:
+                break
+        return member
+
     async def _attempt(self, client, url: str, content: bytes) -> tuple[Any, str, float | None, bool]:
         """One POST: (body, "", None, False), or (None, what went wrong, the Retry-After in seconds or
-        None, whether the server could not be reached) when it may be retried. A status that retrying
+        None, whether the member is faulty: it could not be reached, or its body is not JSON) when it
+        may be retried. A status that retrying
         cannot fix raises a scrubbed BackendError."""
         task = asyncio.current_task()
         self._deadlines[task] = time.monotonic() + self.timeout
@@ -363,7 +382,7 @@ class OpenAIBackend(ExactScoring):
         try:  # the body as sent (the parsers read the wire format, top_logprobs included)
             return json.loads(response.content), "", None, False
         except ValueError:  # a cut or garbled body (a proxy, a server restart): retried like a 5xx
-            return None, f"POST {url}: HTTP {status} but the body is not JSON: {response.text[:200]!r}", None, False
+            return None, f"POST {url}: HTTP {status} but the body is not JSON: {response.text[:200]!r}", None, True
 
     def _headers(self) -> dict[str, str]:
         """This request's headers: JSON, and the key read from the environment now (none when unset)."""

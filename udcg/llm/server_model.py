@@ -1,29 +1,29 @@
 """The model side of ``udcg serve``: ``ModelService`` answers checked chat and text-completion
 requests with one backend, whole or streamed, one model call at a time, within a work budget.
 
-What it asks of a backend beyond the ``Backend`` protocol, and how it finds out:
+It serves only a backend that declares it can be served (``capabilities.serve``; any other is
+refused in one line), and reads what else it offers from what the backend declares, never by
+probing its attributes:
 
-- Token log-probabilities: a backend with the optional ``token_logprobs(requests, k)`` method
-  (``TokenLogprobs``), or an HF backend (``model`` + ``tokenizer`` + ``encode``), read by one
+- Streaming: ``capabilities.stream``: ``generate`` takes ``on_text`` and tells each answer as it
+  grows; others are streamed one whole answer per choice.
+- Token log-probabilities, token counts (``usage``, ``finish_reason``, the work budget) and text
+  completions: a ``udcg.llm.base.Servable`` backend (open weights: ``HFBackend``), read by one
   teacher-forced forward pass (``hf_token_logprobs``, ``sequence_logprobs``). As vLLM does by
   default, they are the model's raw distribution (temperature 1), whatever temperature the answer
   was sampled at, over the answer text as the tokenizer re-tokenises it alone (as
-  ``continuation_logprobs`` does); an empty chat answer lists the end token.
-- Streaming: a backend whose ``generate`` takes ``on_text`` tells each answer as it grows
-  (``streams``); others are streamed one whole answer per choice.
-- Text completions: a backend with ``complete(prompt_ids, params, on_text)`` and a ``tokenizer``
-  (``completes``) continues raw text; no other backend can (a chat API has no raw prompt).
-- Token counts, for ``usage`` and ``finish_reason``: a backend with ``tokenizer`` and ``encode``.
+  ``continuation_logprobs`` does); an empty chat answer lists the end token. No other backend can
+  continue raw text (a chat API has no raw prompt).
 """
 
 from __future__ import annotations
 
-import inspect
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from udcg.llm.base import Chat
+from udcg.errors import InputError
+from udcg.llm.base import BaseBackend, Chat, Servable
 from udcg.llm.server_completions import (
     CompletionRequest,
     completion_logprobs,
@@ -56,18 +56,6 @@ Emit = Callable[[bytes], None]  # sends one server-sent event
 LOGSOFTMAX_ROWS = 256  # positions per float32 log-softmax block (a long echoed prompt x a large vocabulary)
 
 
-@runtime_checkable
-class TokenLogprobs(Protocol):
-    def token_logprobs(self, requests: Sequence[tuple[Chat, str]], k: int) -> list[list[TokenLogprob]]:
-        """Per (chat, answer): the answer's tokens, teacher-forced after the answer position, with
-        the top-k (k >= 1) of each position; an empty answer gives one entry: the end token."""
-        ...
-
-
-def _has(backend: Any, *names: str) -> bool:
-    return all(hasattr(backend, a) for a in names)
-
-
 def sequence_logprobs(backend: Any, ids: Sequence[int], start: int, k: int) -> list[TokenLogprob]:
     """Each token of ``ids`` from position ``start`` on (start >= 1), scored given the tokens before
     it, with the top k (k >= 1) of its position: one forward pass of an HF backend's model."""
@@ -96,7 +84,7 @@ def answer_ids(backend: Any, text: str) -> list[int]:
 
 
 def hf_token_logprobs(backend: Any, requests: Sequence[tuple[Chat, str]], k: int) -> list[list[TokenLogprob]]:
-    """``TokenLogprobs`` for an HF backend, from its ``model``, ``tokenizer`` and ``encode(chat)``
+    """Token log-probabilities for a ``Servable`` backend, from its ``model``, ``tokenizer`` and ``encode(chat)``
     (the token ids up to the answer position, exactly as the backend scores them)."""
     out = []
     for chat, answer in requests:
@@ -108,36 +96,29 @@ def hf_token_logprobs(backend: Any, requests: Sequence[tuple[Chat, str]], k: int
     return out
 
 
-def token_logprobs_of(backend: Any) -> Callable | None:
-    """The token-logprobs function of a backend, or None if it cannot provide one."""
-    if isinstance(backend, TokenLogprobs):
-        return backend.token_logprobs
-    if _has(backend, "model", "tokenizer", "encode"):
+def token_logprobs_of(backend: BaseBackend) -> Callable | None:
+    """The token-logprobs function of a backend, or None if it cannot provide one (not ``Servable``)."""
+    if isinstance(backend, Servable):
         return lambda requests, k: hf_token_logprobs(backend, requests, k)
     return None
 
 
-def token_counts(backend: Any, chat: Chat, answers: Sequence[str]) -> tuple[int, list[int]] | None:
-    """(prompt tokens, tokens of each answer), or None when the backend has no tokenizer."""
-    if not _has(backend, "tokenizer", "encode"):
+def token_counts(backend: BaseBackend, chat: Chat, answers: Sequence[str]) -> tuple[int, list[int]] | None:
+    """(prompt tokens, tokens of each answer), or None when the backend has no tokenizer (not ``Servable``)."""
+    if not isinstance(backend, Servable):
         return None
     return len(backend.encode(chat)), [len(answer_ids(backend, a)) for a in answers]
 
 
-def streams(backend: Any) -> bool:
-    """Whether the backend's ``generate`` tells answers as they grow (an ``on_text`` argument)."""
-    try:
-        return "on_text" in inspect.signature(backend.generate).parameters
-    except (TypeError, ValueError):
-        return False
+def check_servable(backend: BaseBackend) -> None:
+    """An InputError, in one line, for a backend that does not declare ``capabilities.serve``."""
+    if not backend.capabilities.serve:
+        raise InputError(f"model {backend.name!r}: its backend ({type(backend).__name__}) does not declare that it can be "
+                         "served (capabilities.serve); udcg serve serves a local transformers model (an offline alias, "
+                         "a model folder or a hub id)")
 
 
-def completes(backend: Any) -> bool:
-    """Whether the backend continues raw token prompts (``complete``) and can tokenise text."""
-    return _has(backend, "complete", "tokenizer", "model")
-
-
-def prompt_ids(backend: Any, prompt: str | Sequence[int], i: int) -> list[int]:
+def prompt_ids(backend: Servable, prompt: str | Sequence[int], i: int) -> list[int]:
     """A completions prompt as token ids: text is tokenised as the tokenizer does by default (its
     start token included, no chat template); ids are checked against the vocabulary."""
     tok = backend.tokenizer
@@ -160,11 +141,12 @@ class ModelService:
     ``server_completions.CompletionRequest``), one model call at a time (``lock``): the response
     body, or with ``emit`` the server-sent events of its stream (``server_stream``)."""
 
-    def __init__(self, backend: Any, name: str, max_request_tokens: int = MAX_REQUEST_TOKENS):
+    def __init__(self, backend: BaseBackend, name: str, max_request_tokens: int = MAX_REQUEST_TOKENS):
+        check_servable(backend)
         self.backend, self.name, self.max_request_tokens = backend, name, max_request_tokens
         self.lock = threading.Lock()
         self.token_logprobs = token_logprobs_of(backend)
-        self.streams, self.completes = streams(backend), completes(backend)
+        self.streams, self.completes = backend.capabilities.stream, isinstance(backend, Servable)
 
     def chat(self, request: ChatRequest, emit: Emit | None, watch: Watch | None = None) -> dict | None:
         """A chat completion: the response body, or with ``emit`` every event of its stream.
@@ -178,7 +160,7 @@ class ModelService:
         head = chunk_head("chat.completion.chunk", response_head("chat.completion", self.name), request.include_usage)
         with self.lock:
             watch.start()
-            if hasattr(self.backend, "encode"):
+            if isinstance(self.backend, Servable):
                 scored = (1 if greedy else n) if request.logprobs else 0
                 check_work(len(self.backend.encode(request.chat)) * (1 + scored), n * params.max_new_tokens,
                            self.max_request_tokens, bool(scored))
