@@ -206,3 +206,21 @@ def test_on_bad_input_udcg_error_is_the_only_line_and_bars_only_where_progress_i
     logger = logging.getLogger("ir_datasets")
     before = logger.level
     assert irds.read_qrels("irds:udcg-example/nq")["nq0"] and logger.level == before  # restored after the read
+
+
+def test_hiding_the_library_bars_drops_only_the_bars(capsys):
+    """With progress off, the bars ir_datasets draws while udcg reads are hidden, but any other line
+    written to stderr in that moment (a warning) is still shown, after the read."""
+    import sys
+
+    from udcg.io.irds import _quiet
+    from udcg.progress import follow_libraries
+
+    follow_libraries(False)
+    try:
+        with _quiet():
+            sys.stderr.write("\rdocs  10%|#         | 1/10\rdocs 100%|##########| 10/10\n")
+            sys.stderr.write("UserWarning: a line worth keeping\n")
+    finally:
+        follow_libraries(True)
+    assert capsys.readouterr().err == "UserWarning: a line worth keeping\n"

@@ -25,6 +25,7 @@ import importlib
 import io
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Set
 from typing import Any, TypeVar
@@ -53,11 +54,15 @@ def _quiet() -> Iterator[None]:
     logger = irds_log.easy().logger()  # made (and set to INFO) by ir_datasets on first use: made now
     level = logger.level
     logger.setLevel(max(level, logging.WARNING))
+    held = None if library_bars() else io.StringIO()
     try:
-        with contextlib.nullcontext() if library_bars() else contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.nullcontext() if held is None else contextlib.redirect_stderr(held):
             yield
     finally:
         logger.setLevel(level)
+        if held is not None:  # only the bars are dropped (lines redrawn with \r): any other line is shown
+            kept = [line for line in held.getvalue().split("\n") if line.strip() and "\r" not in line]
+            sys.stderr.write("".join(f"{line}\n" for line in kept))
 
 
 def quiet(function: F) -> F:
