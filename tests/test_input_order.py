@@ -17,6 +17,7 @@ import pytest
 
 import udcg
 from udcg.cli import main
+from udcg.flows.score import score_context_file
 from udcg.io.trec import read_qrels, read_run
 from udcg.io.sources import example_path
 
@@ -27,12 +28,12 @@ RUNS = ("bm25.trec", "dense.trec", "hybrid.trec")
 
 
 def _utilities(qrels: dict) -> list[str]:
-    """One record per (query, document) of the runs' top 10: seeded p_abs on a coarse grid (ties
+    """One record per (query, document) of the runs' top 10: seeded p_abs on a grid of 41 values (ties
     within a query and across), relevant as the qrels say, the rest unjudged."""
     rng = np.random.default_rng(7)
     pairs = sorted({(q, d) for run in RUNS for q, docs in read_run(FOLDER / "runs" / run).items()
                     for d in docs})
-    return [json.dumps({"qid": q, "docid": d, "p_abs": float(rng.integers(0, 21)) / 20,
+    return [json.dumps({"qid": q, "docid": d, "p_abs": float(rng.integers(0, 41)) / 41,
                         "relevant": qrels.get(q, {}).get(d, 0) > 0,
                         "relevance_source": "qrels" if d in qrels.get(q, {}) else "unjudged-irrelevant",
                         "model": "m", "estimator": "first-token", "prompt_version": "p"}) for q, d in pairs]
@@ -118,10 +119,12 @@ def _api() -> dict[str, str]:
     check = udcg.reader_check("utilities.jsonl", n_boot=300)
     model = udcg.fit_theta("contexts.jsonl", "theta-api.json", k=5, C="auto", cv_folds=3)
     table = udcg.correlate("contexts.jsonl", metrics="UDCG,nDCG", n_boot=300)
-    return {"score_runs": repr({n: (s.qids, {m: v.tolist() for m, v in s.values.items()}, s.means(), s.notes)
+    means = score_context_file("contexts.jsonl", "scored-api.jsonl").means  # its means at full precision
+    return {"api score_runs": repr({n: (s.qids, {m: v.tolist() for m, v in s.values.items()}, s.means(), s.notes)
                                 for n, s in scores.items()}),
-            "compare": json.dumps(cmp.to_dict()), "reader_check": json.dumps(check.to_dict()),
-            "fit_theta": json.dumps(model.to_dict()), "correlate": table.markdown()}
+            "api compare": json.dumps(cmp.to_dict()), "api reader_check": json.dumps(check.to_dict()),
+            "api fit_theta": json.dumps(model.to_dict()), "api correlate": repr(table.rows),
+            "api score (contexts file) means": repr(means.rows)}
 
 
 def _sample() -> str:
