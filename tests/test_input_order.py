@@ -13,13 +13,12 @@ import random
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 import udcg
 from udcg.cli import main
 from udcg.flows.score import score_context_file
-from udcg.io.trec import read_qrels, read_run
 from udcg.io.sources import example_path
+from udcg.io.trec import read_qrels, read_run
 
 FOLDER = example_path()
 CONTEXTS = Path(__file__).resolve().parents[1] / "docs/results/nq-qwen0.5b/data/contexts.jsonl.gz"
@@ -49,7 +48,8 @@ def _answers(qids: list[str]) -> list[str]:
 
 def _contexts() -> list[str]:
     """The contexts of 24 questions of the published NQ run's main study (outcomes, utilities, metrics)."""
-    lines = [line for line in gzip.open(CONTEXTS, "rt").read().splitlines() if '"study": "main"' in line]
+    with gzip.open(CONTEXTS, "rt") as f:
+        lines = [line for line in f.read().splitlines() if '"study": "main"' in line]
     keep = list(dict.fromkeys(json.loads(line)["qid"] for line in lines))[:24]
     return [line for line in lines if json.loads(line)["qid"] in keep]
 
@@ -151,3 +151,13 @@ def test_every_output_is_the_same_whatever_the_order_of_the_input_lines(tmp_path
         got = _outputs(_write(tmp_path / f"shuffled-{seed}", inputs, seed), capsys, monkeypatch)
         differ[seed] = [name for name in reference if got[name] != reference[name]]
     assert differ == {seed: [] for seed in SEEDS}
+
+
+def test_the_canonical_query_order_is_numbered_ids_in_number_order_and_total():
+    from udcg.records import query_key
+
+    ids = ["nq10", "nq2", "q1", "q01", "nq1", "b", "10", "9", "nq2a", "nq2-1"]
+    assert sorted(ids, key=query_key) == ["9", "10", "b", "nq1", "nq2", "nq2-1", "nq2a", "nq10", "q01", "q1"]
+    for seed in SEEDS:  # any reading order gives the same order
+        random.Random(seed).shuffle(ids)
+        assert sorted(ids, key=query_key) == sorted(sorted(ids), key=query_key)

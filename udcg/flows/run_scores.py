@@ -182,7 +182,7 @@ class RunScores:
         return {m: float(np.nanmean(v)) if (~np.isnan(v)).any() else float("nan") for m, v in self.values.items()}
 
     def per_query(self) -> dict[str, dict[Measure, float]]:
-        """``{qid: {measure: value}}`` (pytrec_eval's shape), queries in order."""
+        """``{qid: {measure: value}}`` (pytrec_eval's shape), queries in the canonical order (``query_key``)."""
         columns = {m: v.tolist() for m, v in self.values.items()}
         return {qid: {m: column[i] for m, column in columns.items()} for i, qid in enumerate(self.qids)}
 
