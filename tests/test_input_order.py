@@ -89,6 +89,8 @@ def _commands(capsys) -> dict[str, str]:
     out = {}
     out["score"] = _cli(capsys, "score", *RUN_ARGS, "--metrics", "UDCG@5,nDCG@5,P@5,RR@5,AP", "-o", "scores.tsv")
     out["score.tsv"] = Path("scores.tsv").read_text()
+    _cli(capsys, "score", *RUN_ARGS[:6], *RUN_ARGS[8:], "--metrics", "UDCG@5", "-o", "udcg-only.tsv")
+    out["score without qrels (the runs' queries)"] = Path("udcg-only.tsv").read_text()
     out["compare"] = _cli(capsys, "compare", *RUN_ARGS, "--metrics", "UDCG@5,nDCG@5,P@5", "--n-boot", "300",
                           "--format", "json")
     out["compare-answers"] = _cli(capsys, "compare", *RUN_ARGS[:4], *RUN_ARGS[6:], "--metrics", "UDCG@5,nDCG@5",
