@@ -6,13 +6,28 @@
 - ``Context``: the passages shown to the reader for one question, in prompt order.
 - ``Outcome``: the graded answer the reader gave for one context.
 - ``ContextRecord``: one context of an experiment with its per-position fields, outcome and metrics.
+- ``query_key``: the canonical order of query ids, the one every per-query vector follows, so that
+  no result depends on the order of the input's lines.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Literal
+
+_DIGITS = re.compile(r"([0-9]+)")
+
+
+def query_key(qid: object) -> tuple:
+    """The sort key of the canonical query order: the id's runs of digits compared as numbers, the
+    rest as text (``nq2`` before ``nq10``, as numbered ids are usually listed), then the id itself
+    (``q01`` before ``q1``): a total order on any ids, whatever the order they were read in."""
+    text = str(qid)
+    parts = _DIGITS.split(text)  # text at even positions, digits at odd ones: like compares with like
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), text
+
 
 OutcomeLabel = Literal["correct", "abstained", "wrong"]
 OUTCOME_LABELS: tuple[str, ...] = ("correct", "abstained", "wrong")

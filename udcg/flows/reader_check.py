@@ -10,14 +10,16 @@ from pathlib import Path
 from udcg.annotate.utilities import UtilityRecord, load_utilities
 from udcg.errors import InputError
 from udcg.metrics.reader_check import ReaderCheck, reader_check
+from udcg.records import query_key
 
 UNJUDGED = "unjudged-irrelevant"  # the relevance source of a pair the qrels do not judge
 
 
 def check_records(records: Iterable[UtilityRecord], model: str = "", estimator: str = "", *, n_boot: int = 1000,
                   seed: int = 0) -> ReaderCheck:
-    """The reader check of utility records (one reader and estimator)."""
-    recs = list(records)
+    """The reader check of utility records (one reader and estimator), taken in the canonical order
+    (query, then document: ``query_key``) so that no mean or interval depends on the file's order."""
+    recs = sorted(records, key=lambda r: (query_key(r.qid), r.docid))
     return reader_check([r.p_abs for r in recs], [r.relevant for r in recs],
                         [r.relevance_source != UNJUDGED for r in recs], [r.qid for r in recs],
                         model=model, estimator=estimator, n_boot=n_boot, seed=seed)

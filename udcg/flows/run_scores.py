@@ -3,7 +3,10 @@ the notes a user should see. The engine under ``udcg.api`` (``score_runs``, ``re
 the ``score --run``, ``compare``, ``annotate --run`` and ``answer`` commands.
 
 Queries follow ir_measures' policy: those of the qrels (a qrels query missing from a run is an
-empty ranking); without qrels (UDCG only), the union of the runs' queries.
+empty ranking); without qrels (UDCG only), the union of the runs' queries. They are scored, listed
+and compared in the canonical query order (``udcg.records.query_key``: ``nq2`` before ``nq10``),
+whatever the order of the files' lines: per-query rows, means (float sums) and the bootstrap
+intervals of ``compare`` are the same for any order of the runs', qrels' and utilities' lines.
 
 The qrels, utilities and UDCG_theta model are read (and checked) first, so a bad one fails before
 a long run is read. A run given as a file is read as columns (``udcg.io.trec_columns``,
@@ -34,6 +37,7 @@ from udcg.metrics.evaluate import (UtilityOptions, as_measures, check_inputs, ev
                                    utility_coverage, utility_depth)
 from udcg.metrics.measures import Measure, alias_notes  # noqa: F401  (alias_notes: the commands')
 from udcg.metrics.udcg import GAMMA
+from udcg.records import query_key
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
     from udcg.metrics.udcg_theta import UDCGTheta
@@ -178,7 +182,7 @@ class RunScores:
         return {m: float(np.nanmean(v)) if (~np.isnan(v)).any() else float("nan") for m, v in self.values.items()}
 
     def per_query(self) -> dict[str, dict[Measure, float]]:
-        """``{qid: {measure: value}}`` (pytrec_eval's shape), queries in order."""
+        """``{qid: {measure: value}}`` (pytrec_eval's shape), queries in the canonical order (``query_key``)."""
         columns = {m: v.tolist() for m, v in self.values.items()}
         return {qid: {m: column[i] for m, column in columns.items()} for i, qid in enumerate(self.qids)}
 
@@ -220,6 +224,7 @@ def score_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | N
         theta = load_theta(theta)
     loaded = {name: _load_run(run, f"run {name!r}") for name, run in runs.items()}
     queries = qrels_d if qrels_d is not None else {q: {} for run in loaded.values() for q in run_queries(run)}
+    queries = {q: queries[q] for q in sorted(queries, key=query_key)}  # the canonical order: no line order matters
     out = {}
     for name, run in loaded.items():
         opts = UtilityOptions(gamma=gamma, theta=theta, unannotated=unannotated, where=f"run {name!r}")

@@ -5,6 +5,7 @@ field recomputed for the authors' format)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -113,9 +114,11 @@ def scored_items(file: ContextFile, values: dict[str, np.ndarray], gamma: float,
 
 
 def means_table(values: dict[str, np.ndarray], title: str) -> Table:
-    """Mean, count and NA count of every metric over the contexts."""
+    """Mean, count and NA count of every metric over the contexts. The mean is the correctly rounded
+    sum (``math.fsum``) over the count: the same for any order of the contexts file's lines."""
     table = Table(["metric", "mean", "n", "NA"], title=title)
     for name, v in values.items():
         ok = ~np.isnan(v)
-        table.add(metric=name, mean=float(v[ok].mean()) if ok.any() else float("nan"), n=int(ok.sum()), NA=int((~ok).sum()))
+        mean = math.fsum(v[ok].tolist()) / int(ok.sum()) if ok.any() else float("nan")
+        table.add(metric=name, mean=mean, n=int(ok.sum()), NA=int((~ok).sum()))
     return table

@@ -13,6 +13,7 @@ from udcg.errors import InputError
 from udcg.io.contexts import ContextFile
 from udcg.io.files import atomic_write_json, read_json
 from udcg.io.tables import Table
+from udcg.records import query_key
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a model is fitted or loaded
     from udcg.metrics.udcg_theta import UDCGTheta
@@ -31,10 +32,18 @@ def fit_model(u: np.ndarray, y: np.ndarray, groups: np.ndarray, relevance: np.nd
     return model.fit(u, y, groups, relevance=relevance if variant == "binary" else None)
 
 
+def _row_key(record) -> tuple:
+    """A context's place in the canonical order of a training set: its question (``query_key``), its
+    id, then what the fit reads of it (two lines with one id are placed by their content)."""
+    return query_key(record.qid), record.cid, record.utilities, record.relevant, str(record.label)
+
+
 def training_set(file: ContextFile, k: int | None, source: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(utilities, outcome scores, question ids, relevance) of the contexts of ``source`` with
     exactly ``k`` passages (None: the only k present); every context needs utilities and those
-    used an outcome."""
+    used an outcome. The rows are in the canonical order (``_row_key``), not the file's: the SVM's
+    pairs, its solver's coordinate order and the cross-validation folds (``GroupKFold``) all follow
+    the row order, so a fit never depends on the order of the file's lines."""
     missing = [i for i, r in enumerate(file.records) if r.utilities is None]
     if missing:
         raise InputError(f"{file.where[missing[0]]}: no utilities (annotate first: udcg annotate)")
@@ -45,6 +54,7 @@ def training_set(file: ContextFile, k: int | None, source: str) -> tuple[np.ndar
     idx = np.flatnonzero(ks == k)
     if len(idx) == 0:
         raise InputError(f"{source}: --k {k}: no context has exactly {k} passages (choose a k from {sorted(set(ks.tolist()))})")
+    idx = sorted(idx.tolist(), key=lambda i: _row_key(file.records[i]))  # the canonical order (module doc)
     records = [file.records[i] for i in idx]
     u = np.asarray([r.utilities for r in records])
     y = file.outcome_scores()[idx]

@@ -12,7 +12,9 @@ differences, Holm's correction over a chosen family, ranx-style reports.
 - **Intervals**: one set of resampled queries (``stats.bootstrap_means``, seeded) gives every run's
   interval of the mean and every pair's interval of the mean paired difference, over the queries
   where the values are defined; without NaNs a pair's resampled difference is the difference of the
-  two runs' resampled means.
+  two runs' resampled means. The resamples draw row indices, so the rows' order matters: ``udcg
+  compare`` and ``udcg.compare`` give the rows in the canonical query order (``score_runs``), and a
+  caller of ``compare_scores`` should too for intervals that do not depend on its input's order.
 - **Minimum detectable difference** (MDD) of a pair: ``stats.min_detectable_difference`` at
   ``power`` (0.8) and the family's strictest Holm level alpha / m (m = comparisons in the pair's
   family; alpha with ``correction="none"``), so a true difference this large is detected with at
