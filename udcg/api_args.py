@@ -94,8 +94,8 @@ def _string_keys(table: Mapping, what: str) -> Mapping:
 
 def _all_str_keys(tables: Iterable[Mapping]) -> bool:
     """Whether every key of every table is a str (a str subclass passes, as ``_id`` would keep it):
-    read by the C dict walk (``gains.all_str_keys``: no string built, a fifth of the time below on
-    ``scripts/bench_evaluate.py``'s dicts); without it at C speed still: ``str.join`` refuses any
+    read by the C dict walk (``gains.all_str_keys``: no string built, half the time of the join
+    below or less on ``scripts/bench_evaluate.py``'s dicts); without it at C speed still: ``str.join`` refuses any
     other key, ``map`` runs it over the tables and a zero-length deque drains the map without a
     Python loop or keeping the joined strings."""
     known = all_str_keys(tables)
