@@ -122,3 +122,11 @@ def test_key_and_number_checks_equal_their_python_fallbacks(tables):
     assert (fast_numbers is None) == (slow_numbers is None)
     if fast_numbers is not None:
         np.testing.assert_array_equal(fast_numbers, slow_numbers)
+
+
+def test_a_helper_built_from_an_older_walk_c_counts_as_not_built(monkeypatch):
+    """After an update without a rebuild the old helper lacks str_keys and numbers: the Python checks run."""
+    monkeypatch.setattr(gains, "_walk", types.SimpleNamespace(values=walk.values, lookup=walk.lookup))
+    assert gains.all_str_keys([{"a": 1}]) is None
+    assert gains.plain_numbers([{"a": 1, "b": 0.5}], "u").tolist() == [1.0, 0.5]
+    assert gains.plain_numbers([{"a": True}], "u") is None

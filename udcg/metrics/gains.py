@@ -91,12 +91,14 @@ def ranked_docids(scores: Mapping[str, float]) -> list[str]:
 
 def _walked(name: str, *args, total: int, what: str, allow_nan: bool = False) -> np.ndarray | None:
     """``_walk.<name>(*args, out)`` into a fresh buffer, or None when the C walk is not built or the
-    input is not plain dicts of numbers (the Python walk then gives the same values, or the error)."""
-    if _walk is None:
+    input is not plain dicts of numbers (the Python walk then gives the same values, or the error).
+    A helper built from an older ``_walk.c`` (without ``name``) counts as not built."""
+    walk = getattr(_walk, name, None)
+    if walk is None:
         return None
     out = np.empty(total, dtype=np.float64)
     try:
-        getattr(_walk, name)(*args, out)
+        walk(*args, out)
     except (TypeError, ValueError, OverflowError):
         return None
     return _finite(out, what, allow_nan)
@@ -106,10 +108,11 @@ def all_str_keys(tables: Iterable[Mapping]) -> bool | None:
     """Whether every key of every table is a str (a subclass included), read by the C walk without
     a Python step per key; None when the walk is not built or a table is not a dict (the caller
     then checks the keys itself)."""
-    if _walk is None:
+    walk = getattr(_walk, "str_keys", None)
+    if walk is None:
         return None
     try:
-        return _walk.str_keys(tables)
+        return walk(tables)
     except TypeError:
         return None
 
