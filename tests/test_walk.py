@@ -87,3 +87,46 @@ def test_non_dict_mappings_and_bad_values_fall_back_with_the_same_results_and_er
             gains.gain_table(run, bad)
         with pytest.raises(InputError, match=match):
             gains.gain_table(bad, {"q1": {"a": 1}})
+
+
+def test_key_and_number_primitives_hand_computed():
+    assert walk.str_keys([{"a": 1}, {}, {"b": 2}]) is True
+    assert walk.str_keys({"q": {"a": 1}, "r": {"b": 2, 3: 4}}.values()) is False  # any iterable of dicts
+    assert walk.str_keys([{type("Id", (str,), {})("a"): 1}]) is True  # a str subclass, as str.join takes it
+    with pytest.raises(TypeError):
+        walk.str_keys([{"a": 1}, types.MappingProxyType({"b": 2})])
+    out = np.empty(4)
+    walk.numbers([{"a": 1, "b": 2.5}, {"c": np.float64(-1.0), "d": 10}], out)
+    assert out.tolist() == [1.0, 2.5, -1.0, 10.0]
+    for odd in [True, np.int64(1), np.float32(0.5), "1", None]:  # no bool; numpy ints and float32 to the slow walk
+        with pytest.raises(TypeError):
+            walk.numbers([{"a": 1.0, "b": odd}], np.empty(2))
+
+
+keyed = st.dictionaries(st.one_of(st.sampled_from(["a", "b", "c"]), st.integers(0, 3), st.booleans()), number,
+                        max_size=4)
+
+
+@settings(max_examples=80, deadline=None)
+@given(tables=st.lists(keyed, max_size=4))
+def test_key_and_number_checks_equal_their_python_fallbacks(tables):
+    mp = pytest.MonkeyPatch()
+    try:
+        fast_keys, fast_numbers = gains.all_str_keys(tables), gains.plain_numbers(tables, "u")
+        mp.setattr(gains, "_walk", None)
+        assert gains.all_str_keys(tables) is None  # the caller's own check then (api_args: str.join)
+        slow_numbers = gains.plain_numbers(tables, "u")
+    finally:
+        mp.undo()
+    assert fast_keys == all(type(k) is str for t in tables for k in t)
+    assert (fast_numbers is None) == (slow_numbers is None)
+    if fast_numbers is not None:
+        np.testing.assert_array_equal(fast_numbers, slow_numbers)
+
+
+def test_a_helper_built_from_an_older_walk_c_counts_as_not_built(monkeypatch):
+    """After an update without a rebuild the old helper lacks str_keys and numbers: the Python checks run."""
+    monkeypatch.setattr(gains, "_walk", types.SimpleNamespace(values=walk.values, lookup=walk.lookup))
+    assert gains.all_str_keys([{"a": 1}]) is None
+    assert gains.plain_numbers([{"a": 1, "b": 0.5}], "u").tolist() == [1.0, 0.5]
+    assert gains.plain_numbers([{"a": True}], "u") is None

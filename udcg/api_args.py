@@ -28,6 +28,7 @@ from typing import Any
 from udcg import bounds
 from udcg.errors import InputError
 from udcg.io import frames
+from udcg.metrics.gains import all_str_keys
 
 Check = Callable[[str, Any], Any]  # (argument name, value) -> the value to use, or an InputError
 
@@ -92,10 +93,14 @@ def _string_keys(table: Mapping, what: str) -> Mapping:
 
 
 def _all_str_keys(tables: Iterable[Mapping]) -> bool:
-    """Whether every key of every table is a str, at C speed: ``str.join`` refuses any other key
-    (a str subclass passes, as ``_id`` would keep it), ``map`` runs it over the tables and a
-    zero-length deque drains the map without a Python loop or keeping the joined strings (about
-    half the time of a ``for`` loop over 20,000 tables: ``scripts/bench_evaluate.py``)."""
+    """Whether every key of every table is a str (a str subclass passes, as ``_id`` would keep it):
+    read by the C dict walk (``gains.all_str_keys``: no string built, half the time of the join
+    below or less on ``scripts/bench_evaluate.py``'s dicts); without it at C speed still: ``str.join`` refuses any
+    other key, ``map`` runs it over the tables and a zero-length deque drains the map without a
+    Python loop or keeping the joined strings."""
+    known = all_str_keys(tables)
+    if known is not None:
+        return known
     try:
         collections.deque(map("".join, tables), maxlen=0)
     except TypeError:

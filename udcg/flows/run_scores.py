@@ -17,10 +17,8 @@ run given as a dict takes the dict path (``udcg.metrics.evaluate.run_table``).
 from __future__ import annotations
 
 import logging
-import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
 from numbers import Real
 from pathlib import Path
 from typing import Any, TYPE_CHECKING
@@ -32,7 +30,7 @@ from udcg.flows.run_tables import columns_table, run_queries
 from udcg.flows.theta import load_theta
 from udcg.io.frames import as_dict
 from udcg.io.trec_columns import RunColumns
-from udcg.metrics.gains import flat_values
+from udcg.metrics.gains import plain_numbers
 from udcg.metrics.evaluate import (UtilityOptions, as_measures, check_inputs, evaluate_table, reads_utilities, run_table,
                                    utility_coverage, utility_depth)
 from udcg.metrics.measures import Measure, alias_notes  # noqa: F401  (alias_notes: the commands')
@@ -44,7 +42,6 @@ if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
 
 log = logging.getLogger(__name__)
 Run = Mapping[str, Mapping[str, float]]
-_values = operator.methodcaller("values")
 DEFAULT_METRICS = ("UDCG@5", "nDCG@5", "P@5", "RR@5")
 
 
@@ -74,6 +71,8 @@ def _check_run(run: Any, what: str) -> Run:
 
 def _check_nested(table: Mapping, what: str, value: str) -> Mapping:
     """A ``{qid: {docid: value}}`` dict: every query maps to a dict (a list of docids has no values)."""
+    if set(map(type, table.values())) <= {dict}:  # the types at C speed; the loop only for another Mapping
+        return table
     for qid, docs in table.items():
         if type(docs) is not dict and not isinstance(docs, Mapping):  # the plain-dict test first: no ABC check
             raise InputError(f"{what}: query {str(qid)[:80]!r} maps to a {type(docs).__name__}, not a {{docid: {value}}} "
@@ -83,18 +82,15 @@ def _check_nested(table: Mapping, what: str, value: str) -> Mapping:
 
 def _check_utilities(utilities: Mapping) -> Mapping:
     """Every utility of a dict a number in [-1, 1], as in a utilities file (u = R * (1 - p_abs)).
-    Checked at array speed (the value types at C speed, the range with numpy); only a dict that
-    fails is walked value by value, to name the first bad utility."""
+    Checked at array speed (the value types as the dict walk reads them, ``plain_numbers``; the range
+    with numpy); only a dict that fails is walked value by value, to name the first bad utility."""
     _check_nested(utilities, "utilities", "utility")
-    maps = list(utilities.values())
-    kinds = set(map(type, chain.from_iterable(map(_values, maps))))
-    if all(kind is not bool and issubclass(kind, (int, float)) for kind in kinds):
-        try:
-            _, u = flat_values(maps, "utilities")  # the dict walk's reader (C when built): finite numbers
-        except InputError:
-            u = None  # NaN or inf: named below
-        if u is not None and ((u >= -1.0) & (u <= 1.0)).all():
-            return utilities
+    try:
+        u = plain_numbers(utilities.values(), "utilities")  # finite ints and floats (no bool), or None
+    except InputError:
+        u = None  # NaN or inf: named below
+    if u is not None and ((u >= -1.0) & (u <= 1.0)).all():
+        return utilities
     for qid, docs in utilities.items():
         for docid, u in docs.items():
             if isinstance(u, bool) or not isinstance(u, Real) or not -1.0 <= u <= 1.0:

@@ -4,7 +4,10 @@
  * overhead. Optional: evaluate.py falls back to the Python path when this module is not built.
  *
  *   values(rows, out)            out[...] = every value of rows[0], then rows[1], ... (dict order)
+ *   numbers(rows, out)           the same, each value an int or a float (their subclasses), no bool
  *   lookup(maps, rows, d, out)   out[...] = maps[i].get(key, d) for every key of rows[i], in order
+ *   str_keys(rows)               whether every key of every dict of the iterable rows is a str
+ *                                (a subclass included), as str.join would take them
  *
  * rows and maps are lists of dicts; out is a writable C-contiguous float64 buffer whose length is
  * the total number of items. A value that is not a real number raises TypeError; a length mismatch
@@ -27,10 +30,14 @@ get_out(PyObject *out, Py_buffer *view)
 }
 
 static int
-put_slow(double *x, Py_ssize_t n, Py_ssize_t cap, PyObject *value)
+put_slow(double *x, Py_ssize_t n, Py_ssize_t cap, PyObject *value, int strict)
 {
     if (n >= cap) {
         PyErr_SetString(PyExc_ValueError, "more items than the output buffer holds");
+        return -1;
+    }
+    if (strict && (PyBool_Check(value) || !(PyFloat_Check(value) || PyLong_Check(value)))) {
+        PyErr_Format(PyExc_TypeError, "not an int or float: %R", value);
         return -1;
     }
     if (PyUnicode_Check(value) || PyBytes_Check(value)) {
@@ -44,7 +51,7 @@ put_slow(double *x, Py_ssize_t n, Py_ssize_t cap, PyObject *value)
 /* Write one number. value is borrowed; it is held for the duration, since a __float__ or a key's
  * __eq__ running Python code could change the dict it was read from. */
 static int
-put(double *dst, Py_ssize_t *n, Py_ssize_t cap, PyObject *value)
+put(double *dst, Py_ssize_t *n, Py_ssize_t cap, PyObject *value, int strict)
 {
     double x;
     if (PyFloat_CheckExact(value) && *n < cap) {
@@ -52,7 +59,7 @@ put(double *dst, Py_ssize_t *n, Py_ssize_t cap, PyObject *value)
         return 0;
     }
     Py_INCREF(value);
-    int status = put_slow(&x, *n, cap, value);
+    int status = put_slow(&x, *n, cap, value, strict);
     Py_DECREF(value);
     if (status < 0)
         return -1;
@@ -75,7 +82,7 @@ finish(Py_buffer *view, Py_ssize_t n, Py_ssize_t cap, int failed)
 }
 
 static PyObject *
-walk_values(PyObject *self, PyObject *args)
+walk_rows(PyObject *args, int strict)
 {
     PyObject *rows, *out, *key, *value;
     Py_buffer view;
@@ -91,10 +98,22 @@ walk_values(PyObject *self, PyObject *args)
         }
         pos = 0;
         while (PyDict_Next(row, &pos, &key, &value))
-            if (put((double *)view.buf, &n, cap, value) < 0)
+            if (put((double *)view.buf, &n, cap, value, strict) < 0)
                 return finish(&view, n, cap, 1);
     }
     return finish(&view, n, cap, 0);
+}
+
+static PyObject *
+walk_values(PyObject *self, PyObject *args)
+{
+    return walk_rows(args, 0);
+}
+
+static PyObject *
+walk_numbers(PyObject *self, PyObject *args)
+{
+    return walk_rows(args, 1);
 }
 
 static PyObject *
@@ -122,15 +141,47 @@ walk_lookup(PyObject *self, PyObject *args)
             PyObject *found = PyDict_GetItemWithError(map, key); /* borrowed */
             if (found == NULL && PyErr_Occurred())
                 return finish(&view, n, cap, 1);
-            if (put((double *)view.buf, &n, cap, found ? found : dflt) < 0)
+            if (put((double *)view.buf, &n, cap, found ? found : dflt, 0) < 0)
                 return finish(&view, n, cap, 1);
         }
     }
     return finish(&view, n, cap, 0);
 }
 
+/* Keys are only read (no Python code runs), so the dicts cannot change under the walk. */
+static PyObject *
+walk_str_keys(PyObject *self, PyObject *rows)
+{
+    PyObject *iter = PyObject_GetIter(rows), *row, *key, *value;
+    Py_ssize_t pos;
+    int all = 1;
+    if (iter == NULL)
+        return NULL;
+    while (all && (row = PyIter_Next(iter)) != NULL) {
+        if (!PyDict_Check(row)) {
+            PyErr_SetString(PyExc_TypeError, "an item is not a dict");
+            Py_DECREF(row);
+            Py_DECREF(iter);
+            return NULL;
+        }
+        pos = 0;
+        while (PyDict_Next(row, &pos, &key, &value))
+            if (!PyUnicode_Check(key)) {
+                all = 0;
+                break;
+            }
+        Py_DECREF(row);
+    }
+    Py_DECREF(iter);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyBool_FromLong(all);
+}
+
 static PyMethodDef methods[] = {
     {"values", walk_values, METH_VARARGS, "values(rows, out): every value of every dict, in order, into out"},
+    {"numbers", walk_numbers, METH_VARARGS, "numbers(rows, out): as values, each value an int or a float, not a bool"},
+    {"str_keys", walk_str_keys, METH_O, "str_keys(rows): whether every key of every dict of rows is a str"},
     {"lookup", walk_lookup, METH_VARARGS, "lookup(maps, rows, default, out): maps[i].get(k, default) for each key k of rows[i]"},
     {NULL, NULL, 0, NULL},
 };

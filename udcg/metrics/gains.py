@@ -18,7 +18,7 @@ import gc
 import logging
 import math
 import operator
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 
@@ -91,15 +91,46 @@ def ranked_docids(scores: Mapping[str, float]) -> list[str]:
 
 def _walked(name: str, *args, total: int, what: str, allow_nan: bool = False) -> np.ndarray | None:
     """``_walk.<name>(*args, out)`` into a fresh buffer, or None when the C walk is not built or the
-    input is not plain dicts of numbers (the Python walk then gives the same values, or the error)."""
-    if _walk is None:
+    input is not plain dicts of numbers (the Python walk then gives the same values, or the error).
+    A helper built from an older ``_walk.c`` (without ``name``) counts as not built."""
+    walk = getattr(_walk, name, None)
+    if walk is None:
         return None
     out = np.empty(total, dtype=np.float64)
     try:
-        getattr(_walk, name)(*args, out)
+        walk(*args, out)
     except (TypeError, ValueError, OverflowError):
         return None
     return _finite(out, what, allow_nan)
+
+
+def all_str_keys(tables: Iterable[Mapping]) -> bool | None:
+    """Whether every key of every table is a str (a subclass included), read by the C walk without
+    a Python step per key; None when the walk is not built or a table is not a dict (the caller
+    then checks the keys itself)."""
+    walk = getattr(_walk, "str_keys", None)
+    if walk is None:
+        return None
+    try:
+        return walk(tables)
+    except TypeError:
+        return None
+
+
+def plain_numbers(maps: Sequence[Mapping[str, float]], what: str) -> np.ndarray | None:
+    """Every value of every map concatenated (``flat_values``' order) when each is an int or a float
+    (their subclasses; not a bool), else None (the caller walks the values to name the odd one).
+    The types are checked as the values are read (C walk); without it, at C speed by
+    ``set(map(type))`` first. NaN or inf: ``InputError``, as ``flat_values``."""
+    maps = list(maps)
+    total = int(np.fromiter(map(len, maps), np.int64, len(maps)).sum())
+    arr = _walked("numbers", maps, total=total, what=what)
+    if arr is not None:
+        return arr
+    kinds = set(map(type, chain.from_iterable(map(_values, maps))))
+    if all(kind is not bool and issubclass(kind, (int, float)) for kind in kinds):
+        return flat_values(maps, what)[1]
+    return None
 
 
 def _all_values(rows: list[Mapping[str, float]], total: int, what: str) -> np.ndarray:
