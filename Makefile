@@ -3,7 +3,8 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 UDCG   := $(VENV)/bin/udcg
-STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-10)
+# the install is redone when pyproject.toml or the C dict walk's source changes (pip install -e builds it)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml udcg/metrics/_walk.c | sha1sum | cut -c1-10)
 MODELS ?= smollm2-135m qwen2.5-coder-0.5b
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
@@ -16,7 +17,7 @@ READER ?= qwen2.5-coder-0.5b
 
 .PHONY: setup models demo demo-validate test test-fast bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml udcg/metrics/_walk.c
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	@# torch: the CPU build lies on this machine's disk as 2.13.0; GPU users install their own torch first.
