@@ -129,7 +129,7 @@ def plain_numbers(maps: Sequence[Mapping[str, float]], what: str) -> np.ndarray 
         return arr
     kinds = set(map(type, chain.from_iterable(map(_values, maps))))
     if all(kind is not bool and issubclass(kind, (int, float)) for kind in kinds):
-        return flat_values(maps, what)[1]
+        return _all_values(maps, total, what)  # flat_values' reader, the total already counted
     return None
 
 
