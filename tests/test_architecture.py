@@ -300,6 +300,25 @@ def test_script_experiment_names_exist():
     assert not missing, "SCRIPT_EXPERIMENT names what does not exist: " + ", ".join(missing)
 
 
+def _script_imported_names(trees: list[ast.AST]) -> set[tuple[int, str, str]]:
+    """(line, module, name) of each ``from udcg... import name`` in a script, at any depth."""
+    return {(node.lineno, node.module, alias.name) for tree in trees for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "udcg"
+            for alias in node.names}
+
+
+@pytest.mark.parametrize("path", SCRIPT_FILES, ids=[p.name for p in SCRIPT_FILES])
+def test_every_name_a_script_imports_exists(path):
+    """A rename in udcg breaks a script's lazy import only when that branch runs (bench_annotate's
+    --random-init on a GPU lost ``hf_load.resolve`` this way): each imported name must exist."""
+    import importlib
+
+    missing = [f"{path.name}:{line}: {module}.{name}" for line, module, name in sorted(_script_imported_names(
+        _script_trees(path))) if f"{module}.{name}" not in MODULES
+        and not hasattr(importlib.import_module(module), name)]
+    assert not missing, "scripts/ import names udcg no longer has:\n" + "\n".join(missing)
+
+
 COMMAND_IMPORTS = {"udcg.commands", "udcg.flows", "udcg.api", "udcg.errors", "udcg.progress"}
 COMMAND_EXTRA = {"models": {"udcg.llm"}, "serve": {"udcg.llm"}, "validate": {"udcg.experiment"},
                  "report": {"udcg.experiment"}, "demo": {"udcg.experiment"}}
