@@ -33,14 +33,9 @@ from udcg.metrics.gains import all_str_keys
 Check = Callable[[str, Any], Any]  # (argument name, value) -> the value to use, or an InputError
 
 
-def _kind(value: Any) -> str:
-    kind = type(value).__name__
-    return "None" if value is None else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
-
-
 def _wrong(name: str, expected: str, value: Any) -> InputError:
     shown = "" if value is None else f" ({bounds.short(value)})"
-    return InputError(f"{name}: give {expected}, got {_kind(value)}{shown}")
+    return InputError(f"{name}: give {expected}, got {bounds.kind(value)}{shown}")
 
 
 def as_given(name: str, value: Any) -> Any:
@@ -75,7 +70,7 @@ def _id(what: str, key: Any) -> str:
         return str(key)
     if isinstance(key, numbers.Integral) and not isinstance(key, bool):
         return str(int(key))
-    raise InputError(f"{what}: id {bounds.short(key)} is {_kind(key)}; ids must be strings or integers")
+    raise InputError(f"{what}: id {bounds.short(key)} is {bounds.kind(key)}; ids must be strings or integers")
 
 
 def _string_keys(table: Mapping, what: str) -> Mapping:
@@ -119,11 +114,7 @@ def id_table(what: str) -> Check:
             return path(name, value)
         if not isinstance(value, Mapping):
             raise _wrong(name, f"a {{qid: {{docid: {what}}}}} dict or a file path", value)
-        if not set(map(type, value.values())) <= {dict}:  # the types at C speed; the loop only for another Mapping
-            for qid, docs in value.items():
-                if type(docs) is not dict and not isinstance(docs, Mapping):  # the exact type first: ABCs are slow
-                    raise InputError(f"{name}: query {bounds.short(qid)} maps to {_kind(docs)}, "
-                                     f"not a {{docid: {what}}} dict (e.g. {{'q1': {{'d1': 1.0}}}})")
+        frames.check_nested(value, name, what)
         if set(map(type, value)) <= {str} and _all_str_keys(value.values()):
             return value
         return {qid: _string_keys(docs, f"{name}: query {qid!r}")
@@ -144,7 +135,7 @@ def run_set(name: str, value: Any) -> Any:
     if isinstance(value, Mapping):
         for key in value:
             if not isinstance(key, str):
-                raise InputError(f"{name}: run names must be strings, got {_kind(key)} ({bounds.short(key)})")
+                raise InputError(f"{name}: run names must be strings, got {bounds.kind(key)} ({bounds.short(key)})")
         return {key: id_table("score")(f"run {key!r}", run) for key, run in value.items()}
     if isinstance(value, (list, tuple)) and value and all(map(frames.is_ranx, value)):
         return value  # named by their .name (udcg.api)

@@ -80,6 +80,12 @@ def _number(x: float) -> str:
     return str(int(x)) if math.isfinite(x) and float(x).is_integer() else f"{x:g}"
 
 
+def kind(value: Any) -> str:
+    """A value's type for a message: "a list", "an int", "None"."""
+    name = type(value).__name__
+    return "None" if value is None else f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
 def short(value: Any, limit: int = 40) -> str:
     """A value for a message, cut (a 5,000-digit integer is never printed whole)."""
     if isinstance(value, int) and abs(value).bit_length() > 4 * limit:  # str() of a huge int is slow, or refused

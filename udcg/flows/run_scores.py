@@ -28,7 +28,7 @@ import numpy as np
 from udcg.errors import InputError
 from udcg.flows.run_tables import columns_table, run_queries
 from udcg.flows.theta import load_theta
-from udcg.io.frames import as_dict
+from udcg.io.frames import as_dict, check_nested
 from udcg.io.trec_columns import RunColumns
 from udcg.metrics.gains import plain_numbers
 from udcg.metrics.evaluate import (UtilityOptions, as_measures, check_inputs, evaluate_table, reads_utilities, run_table,
@@ -66,25 +66,14 @@ def _check_run(run: Any, what: str) -> Run:
     if not isinstance(run, Mapping):
         raise InputError(f"{what}: give a {{qid: {{docid: score}}}} dict, a TREC run file path, a ranx Run or a "
                          f"DataFrame (qid, docno, score), got {type(run).__name__}")
-    return _check_nested(run, what, "score")
-
-
-def _check_nested(table: Mapping, what: str, value: str) -> Mapping:
-    """A ``{qid: {docid: value}}`` dict: every query maps to a dict (a list of docids has no values)."""
-    if set(map(type, table.values())) <= {dict}:  # the types at C speed; the loop only for another Mapping
-        return table
-    for qid, docs in table.items():
-        if type(docs) is not dict and not isinstance(docs, Mapping):  # the plain-dict test first: no ABC check
-            raise InputError(f"{what}: query {str(qid)[:80]!r} maps to a {type(docs).__name__}, not a {{docid: {value}}} "
-                             f"dict (e.g. {{'q1': {{'d1': 1.0}}}})")
-    return table
+    return check_nested(run, what, "score")
 
 
 def _check_utilities(utilities: Mapping) -> Mapping:
     """Every utility of a dict a number in [-1, 1], as in a utilities file (u = R * (1 - p_abs)).
     Checked at array speed (the value types as the dict walk reads them, ``plain_numbers``; the range
     with numpy); only a dict that fails is walked value by value, to name the first bad utility."""
-    _check_nested(utilities, "utilities", "utility")
+    check_nested(utilities, "utilities", "utility")
     try:
         u = plain_numbers(utilities.values(), "utilities")  # finite ints and floats (no bool), or None
     except InputError:
@@ -106,7 +95,7 @@ def _read_qrels(qrels: Run | str | Path | None) -> Run | None:
         return qrels
     qrels = as_dict(qrels, "relevance", "qrels")
     if isinstance(qrels, Mapping):
-        return _check_nested(qrels, "qrels", "relevance")
+        return check_nested(qrels, "qrels", "relevance")
     if isinstance(qrels, (str, Path)):
         return read_qrels(qrels)
     raise InputError(f"qrels: give a {{qid: {{docid: relevance}}}} dict, a qrels file path, a ranx Qrels or a "

@@ -10,8 +10,10 @@ appears twice, is an ``InputError`` naming the row, as in a TREC file.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
+from udcg.bounds import kind, short
 from udcg.errors import InputError
 
 QID_COLUMNS = ("qid", "query_id")
@@ -71,3 +73,16 @@ def as_dict(obj: Any, value: str, what: str) -> Any:
     if is_ranx(obj):
         return {str(q): {str(d): float(x) for d, x in docs.items()} for q, docs in obj.to_dict().items()}
     return obj
+
+
+def check_nested(table: Mapping, what: str, value: str) -> Mapping:
+    """``table`` itself when every query maps to a ``{docid: value}`` dict (a list of docids has no
+    values); else an ``InputError`` naming the first query that does not. The types are read at C
+    speed; the loop runs only for a Mapping that is not a dict, or to name the wrong query."""
+    if set(map(type, table.values())) <= {dict}:
+        return table
+    for qid, docs in table.items():
+        if type(docs) is not dict and not isinstance(docs, Mapping):  # the exact type first: ABCs are slow
+            raise InputError(f"{what}: query {short(qid)} maps to {kind(docs)}, not a {{docid: {value}}} dict "
+                             "(e.g. {'q1': {'d1': 1.0}})")
+    return table
