@@ -99,3 +99,34 @@ def test_no_kernel_shares_a_name_with_another_metric_function():
     assert not public(kernels) & taken
     assert {d.kernel.__name__ for d in registry.definitions()} <= public(kernels)
     assert all(name.endswith("_kernel") for name in public(kernels))
+
+
+UNIT_PROBES = ["P@3", "R@3", "F1@3", "Success@3", "RR", "AP", "Rprec", "nDCG@3", "nDCG(dcg='exp-log2')@5", "ERR@3",
+               "AUC-PR", "UDCG@3", "UDCG"]
+
+
+def _random_inputs(seed: int) -> tuple[dict, dict, dict]:
+    rng = np.random.default_rng(seed)
+    run, qrels, utilities = {}, {}, {}
+    for q in range(20):
+        docs = [f"d{i}" for i in range(int(rng.integers(1, 9)))]
+        run[f"q{q}"] = {d: float(rng.normal()) for d in docs}
+        qrels[f"q{q}"] = {d: int(rng.integers(0, 4)) for d in docs + ["unretrieved"] if rng.random() < 0.6}
+        utilities[f"q{q}"] = {d: float(rng.uniform(-1, 1)) for d in docs}
+    return run, qrels, utilities
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_unit_flag_is_true_to_the_kernels(seed):
+    """A measure declared ``unit`` (compare reads it: a difference beyond 1 cannot happen) gives
+    values in [0, 1] on random graded runs; DCG, not declared, goes beyond 1 on the same inputs."""
+    run, qrels, utilities = _random_inputs(seed)
+    scores = udcg.evaluate(run, qrels, utilities=utilities, metrics=UNIT_PROBES + ["DCG@5"])
+    for measure, values in scores.values.items():
+        finite = values[~np.isnan(values)]
+        assert finite.size, measure
+        if measure == "DCG@5":
+            assert not measure.unit and finite.max() > 1
+        else:
+            assert measure.unit and 0 <= finite.min() and finite.max() <= 1, measure
+    assert {d.name for d in registry.definitions() if d.unit} == {parse_measure(m).name for m in UNIT_PROBES}

@@ -27,7 +27,7 @@ import numpy as np
 from udcg.errors import InputError
 from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores, score_runs
 from udcg.io.files import read_records
-from udcg.metrics.compare import UNIT_MEASURES, Comparison, compare_scores
+from udcg.metrics.compare import Comparison, compare_scores
 from udcg.metrics.measures import Measure
 from udcg.metrics.stats import DEFAULT_RESAMPLES
 from udcg.metrics.udcg import GAMMA
@@ -110,7 +110,7 @@ def _ranges(measures: Sequence[Measure | str]) -> dict[str, float]:
     """The width of each measure's range where known: 1 for the measures in [0, 1] and the rates."""
     out = {}
     for m in measures:
-        if m in OUTCOME_LABELS or (isinstance(m, Measure) and m.name in UNIT_MEASURES):
+        if m in OUTCOME_LABELS or (isinstance(m, Measure) and m.unit):
             out[m] = 1.0
     return out
 

@@ -55,8 +55,6 @@ __all__ = ["CORRECTIONS", "CSV_COLUMNS", "EXACT_BUDGET", "FORMATS", "Cell", "Com
            "compare_scores", "format_comparison"]
 
 CORRECTIONS = ("measure", "table", "none")
-# Measures whose per-query values lie in [0, 1]: a mean difference beyond 1 cannot happen.
-UNIT_MEASURES = frozenset(("P", "R", "F1", "Success", "RR", "AP", "Rprec", "nDCG", "ERR", "AUC-PR", "UDCG"))
 EXACT_BUDGET = 1 << 28  # sign-flip sums of the exact tests of one table: 16 pairs at n = 24, a few seconds
 
 

@@ -71,6 +71,11 @@ class Measure(str):
         """+1 when a higher value is better, -1 when lower is, 0 when neither (``Definition.direction``)."""
         return definition(self.name).direction
 
+    @property
+    def unit(self) -> bool:
+        """Whether every per-query value lies in [0, 1] (``Definition.unit``)."""
+        return definition(self.name).unit
+
     def param(self, key: str) -> Any:
         """The value of a parameter, or its default."""
         return dict(self.params).get(key, definition(self.name).params[key])
@@ -82,7 +87,8 @@ Kernel = Callable[[Measure, Any], np.ndarray]  # (measure, udcg.metrics.signals.
 @dataclass(frozen=True)
 class Definition:
     """One measure (``udcg.metrics.registry``'s module doc): ``direction`` is +1 (higher is better),
-    -1 (lower is better: a harm or error rate) or 0 (no better side); comparisons read it."""
+    -1 (lower is better: a harm or error rate) or 0 (no better side); ``unit``: every per-query
+    value lies in [0, 1], so a mean difference beyond 1 cannot happen. Comparisons read both."""
 
     name: str
     kernel: Kernel
@@ -92,6 +98,7 @@ class Definition:
     choices: Mapping[str, tuple] = field(default_factory=dict)
     aliases: tuple[str, ...] = ()
     direction: int = 1
+    unit: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "needs", frozenset(self.needs))

@@ -18,7 +18,9 @@ A definition says:
   ``contains``). A run scores the measures whose needs are in ``RUN_INPUTS``; its inputs are
   checked (and utilities read to the depth asked for) from these needs;
 - ``direction``: +1 higher is better (the default), -1 lower is better (``Harm``: the share of
-  harmful passages), 0 no better side; ``compare`` reads it (bold, which run beats which).
+  harmful passages), 0 no better side; ``compare`` reads it (bold, which run beats which);
+- ``unit``: every per-query value lies in [0, 1]; ``compare`` reads it (a minimum detectable
+  difference beyond 1 is reported as beyond the measure's range).
 
 Adding a measure: a kernel (``udcg.metrics.kernels`` for the built-in ones), one ``register(...)``
 (below, in ``BUILTIN``, for a built-in one) and a test; nothing else changes.
@@ -50,18 +52,19 @@ _SET = frozenset(("grades", "corpus_grades"))
 _POOLED = _SET | {"pool_grades"}
 
 BUILTIN = (
-    Definition("P", K.precision_kernel, cutoff="required", params=_REL, aliases=("precision",)),
-    Definition("R", K.recall_kernel, cutoff="required", params=_REL, aliases=("recall",)),
-    Definition("F1", K.f1_kernel, cutoff="required", params=_REL, aliases=("f",)),
-    Definition("Success", K.success_kernel, cutoff="required", params=_REL, aliases=("hit", "hits")),
-    Definition("RR", K.reciprocal_rank_kernel, params=_REL, aliases=("mrr",)),
-    Definition("AP", K.average_precision_kernel, params=_REL, aliases=("map",)),
-    Definition("Rprec", K.r_precision_kernel, cutoff="none", params=_REL, aliases=("r-precision", "r_precision")),
+    Definition("P", K.precision_kernel, cutoff="required", params=_REL, aliases=("precision",), unit=True),
+    Definition("R", K.recall_kernel, cutoff="required", params=_REL, aliases=("recall",), unit=True),
+    Definition("F1", K.f1_kernel, cutoff="required", params=_REL, aliases=("f",), unit=True),
+    Definition("Success", K.success_kernel, cutoff="required", params=_REL, aliases=("hit", "hits"), unit=True),
+    Definition("RR", K.reciprocal_rank_kernel, params=_REL, aliases=("mrr",), unit=True),
+    Definition("AP", K.average_precision_kernel, params=_REL, aliases=("map",), unit=True),
+    Definition("Rprec", K.r_precision_kernel, cutoff="none", params=_REL, aliases=("r-precision", "r_precision"),
+               unit=True),
     Definition("DCG", K.dcg_kernel, **_DCG),
-    Definition("nDCG", K.ndcg_kernel, **_DCG),
-    Definition("ERR", K.err_kernel, params={"max_grade": 4}),
-    Definition("AUC-PR", K.auc_pr_kernel, params=_REL, aliases=("aucpr", "auc_pr")),
-    Definition("UDCG", K.udcg_kernel, needs=_UTILITY),
+    Definition("nDCG", K.ndcg_kernel, **_DCG, unit=True),
+    Definition("ERR", K.err_kernel, params={"max_grade": 4}, unit=True),
+    Definition("AUC-PR", K.auc_pr_kernel, params=_REL, aliases=("aucpr", "auc_pr"), unit=True),
+    Definition("UDCG", K.udcg_kernel, needs=_UTILITY, unit=True),
     Definition("UDCG_theta", K.udcg_theta_kernel, needs=_UTILITY | {"theta"}, aliases=("udcg-theta", "udcg_θ", "udcgθ")),
     Definition("RA-nWG", K.set_based_kernel, needs=_SET, aliases=("ranwg", "ra_nwg")),
     Definition("PROC", K.set_based_pooled_kernel, needs=_POOLED),
