@@ -91,6 +91,18 @@ def test_a_key_in_a_query_string_goes_after_the_endpoint_and_is_never_printed(tm
 
 def test_echoed_fragments_of_a_key_of_four_characters_or_more_are_masked():
     key = "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ012345"
-    for fragment in (key[:4], key[-4:], key[10:14], key[5:30]):
+    for fragment in (key[:9], key[5:9] + "A", key[-4:], key[10:14], key[5:30]):
         assert fragment not in redact(f"server said: ...{fragment}...", [key])
+    every = [key[i:i + 4] for i in range(len("sk-proj-") - 3, len(key) - 3)]  # each holds a character past the prefix
+    assert not any(f in redact(" ".join(every), [key]) for f in every)
     assert redact("an ordinary message", [key]) == "an ordinary message"
+
+
+def test_the_public_prefix_of_a_key_does_not_garble_messages():
+    """An OpenAI project key begins with "sk-proj-", as every such key does: its short pieces
+    ("proj", "-pro") are no secret, and masking them broke paths and flags in every message."""
+    key = "sk-proj-Ab3xQ9zLm2Rt7YwP0vKc5NhJ8sDf1GgE4uTi6OoB"
+    message = "runs/my-project/dense.trec: line 3: unknown field 'sk-p'; add --no-progress"
+    assert redact(message, [key]) == message
+    assert redact(f"Incorrect API key provided: {key[:12]}****{key[-4:]}", [key]) == \
+        "Incorrect API key provided: ***" + "****" + "***"  # the echo's two ends masked, its own stars kept
