@@ -2,6 +2,7 @@
 equivalence within ±0.03 on NQ for the 1.5B reader"), exactly as written there.
 
     python scripts/confirm_equivalence.py docs/results/nq-qwen1.5b-confirm
+    python scripts/confirm_equivalence.py docs/results/nq-qwen1.5b-confirm --out docs/results/confirm-equivalence
 
 Until the run holds its target of questions (350) it prints only how far it is: the plan's (f)
 forbids computing the confirmatory statistics before then. At the target, on the confirmatory
@@ -14,6 +15,9 @@ questions (121-350 of the run's question order):
 - which of the paper's six per-LLM NQ margins the 95% interval excludes;
 - the secondaries S1-S3 (pairwise accuracy; the tie decomposition's two parts, per question) and S4
   (D over all questions, with its TOST beside it), with Holm over S1-S4.
+
+``--out FOLDER`` writes ``README.md`` (the analysis and the command that makes it) and
+``per-question.jsonl.gz`` (each confirmatory question's values behind it); nothing before the target.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from results_table import main_contexts, margins_reading  # noqa: E402
 from udcg.experiment import paired  # noqa: E402
-from udcg.experiment.reporting import question_order, read_per_question  # noqa: E402
+from udcg.experiment.reporting import finite, question_order, read_per_question, write_jsonl_gz  # noqa: E402
 from udcg.metrics.stats import (bootstrap_ci, equivalence_test, holm, is_estimated, monte_carlo_se,  # noqa: E402
                                 sign_flip_pvalues)
 from udcg.metrics.ties import ties_by_question  # noqa: E402
@@ -118,11 +122,46 @@ def analysis(folder: Path, plan: Plan = Plan()) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
+def per_question(folder: Path, plan: Plan = Plan()) -> list[dict]:
+    """Each confirmatory question's values behind the analysis, in the run's question order: ρ and
+    pairwise accuracy of UDCG and nDCG (table3-all) and the tie decomposition's parts."""
+    confirm = question_order(folder)[plan.after:plan.target]
+    rows = read_per_question(folder, "table3-all")
+    rho, acc = (paired.aligned(rows, "UDCG", "nDCG", s, confirm) for s in ("rho", "pair_acc"))
+    ties = ties_by_question(*main_contexts(folder, set(confirm)))
+    nan3 = (float("nan"),) * 3
+    return [finite({"qid": q, "rho_UDCG": rho[0][i], "rho_nDCG": rho[1][i], "pair_acc_UDCG": acc[0][i],
+                    "pair_acc_nDCG": acc[1][i], "UDCG_on_nDCG_ties": ties.get(q, nan3)[0],
+                    "UDCG_elsewhere": ties.get(q, nan3)[1], "nDCG_elsewhere": ties.get(q, nan3)[2]})
+            for i, q in enumerate(confirm)]
+
+
+def write(folder: Path, out: Path, command: str, plan: Plan = Plan()) -> list[str]:
+    """The analysis written to ``out`` (module docstring); its lines."""
+    lines = analysis(folder, plan)
+    if len(question_order(folder)) < plan.target:
+        return lines
+    out.mkdir(parents=True, exist_ok=True)
+    head = ["# The pre-registered equivalence test on NQ for the 1.5B reader (issue #38)", "",
+            "The analysis of the pre-registration in [README.md](../README.md#pre-registration-equivalence-within-003-"
+            "on-nq-for-the-15b-reader-issue-38), made by", "", f"    {command}", "",
+            "from the published run's per-question data; `per-question.jsonl.gz` holds each confirmatory "
+            "question's values behind it.", ""]
+    (out / "README.md").write_text("\n".join(head + lines) + "\n", encoding="utf-8")
+    write_jsonl_gz(out / "per-question.jsonl.gz", per_question(folder, plan))
+    return lines
+
+
+def main(argv: list[str] | None = None, plan: Plan = Plan()) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="the published run folder (docs/results/nq-qwen1.5b-confirm)")
+    parser.add_argument("--out", type=Path, help="write README.md and per-question.jsonl.gz here (at the target only)")
     args = parser.parse_args(argv)
-    print("\n".join(analysis(args.run)))
+    if args.out is None:
+        print("\n".join(analysis(args.run, plan)))
+        return 0
+    command = f"python scripts/confirm_equivalence.py {args.run.as_posix()} --out {args.out.as_posix()}"
+    print("\n".join(write(args.run, args.out, command, plan)))
     return 0
 
 

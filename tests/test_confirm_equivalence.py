@@ -77,3 +77,32 @@ def test_the_confirmatory_config_is_nq_qwen15b_but_its_name():
     original, confirm = (yaml.safe_load((configs / f"{n}.yaml").read_text()) for n in ("nq-qwen1.5b", "nq-qwen1.5b-confirm"))
     assert (original.pop("name"), confirm.pop("name")) == ("nq-qwen1.5b", "nq-qwen1.5b-confirm")
     assert confirm == original
+
+
+def test_out_writes_nothing_before_the_target(tmp_path, capsys):
+    out = tmp_path / "confirm-equivalence"
+    assert load_script("confirm_equivalence").main([str(_run(tmp_path)), "--out", str(out)]) == 0
+    assert "incomplete: 8 of 350" in capsys.readouterr().out and not out.exists()
+
+
+def test_out_writes_the_analysis_and_the_values_behind_it(tmp_path, capsys):
+    module = load_script("confirm_equivalence")
+    run, out = _run(tmp_path), tmp_path / "confirm-equivalence"
+    plan = module.Plan(after=3, target=8, flips=10_000, boot=2_000)
+    assert module.main([str(run), "--out", str(out)], plan) == 0
+    printed = capsys.readouterr().out
+    readme = (out / "README.md").read_text(encoding="utf-8")
+    assert f"    python scripts/confirm_equivalence.py {run.as_posix()} --out {out.as_posix()}\n" in readme
+    assert printed in readme and "**verdict: equivalent within ±0.03" in readme
+    with gzip.open(out / "per-question.jsonl.gz", "rt") as fh:
+        rows = [json.loads(line) for line in fh]
+    assert [r["qid"] for r in rows] == ["q4", "q5", "q6", "q7", "q8"]  # the confirmatory questions, in order
+    assert [round(r["rho_UDCG"] - r["rho_nDCG"], 6) for r in rows] == [0.01, -0.02, 0.0, 0.015, -0.005]
+    assert [round(r["pair_acc_UDCG"] - r["pair_acc_nDCG"], 6) for r in rows] == [0.3, 0.2, 0.4, 0.1, 0.2]
+    # q4: nDCG ties its one pair, UDCG orders it right; q5: the pair is untied, UDCG right, nDCG wrong
+    assert (rows[0]["UDCG_on_nDCG_ties"], rows[0]["UDCG_elsewhere"]) == (1.0, None)
+    assert (rows[1]["UDCG_on_nDCG_ties"], rows[1]["UDCG_elsewhere"], rows[1]["nDCG_elsewhere"]) == (None, 1.0, 0.0)
+    assert rows[2]["UDCG_on_nDCG_ties"] is None  # no contexts published for q6
+    again = tmp_path / "again"
+    assert module.main([str(run), "--out", str(again)], plan) == 0
+    assert (again / "per-question.jsonl.gz").read_bytes() == (out / "per-question.jsonl.gz").read_bytes()

@@ -116,3 +116,17 @@ def test_reader_abstention_computes_only_what_its_cache_lacks(tmp_path, monkeypa
     assert [len(call.chats) for call in backend.calls] == [1, 2, 1]  # chunks [q0 q1] [q2 q3] [q4], q0 cached
     assert len(cache.read_text().splitlines()) == 5
     assert module.measure(items, "scripted", "udcg-code-v1", cache, chunk=2)[0] == rows and len(backend.calls) == 3
+
+
+def test_the_confirmatory_analysis_rebuilds(tmp_path, monkeypatch, capsys):
+    """Issue #38's verdict (written at question 350 by scripts/confirm_equivalence.py --out)."""
+    published = RESULTS / "confirm-equivalence"
+    if not (published / "README.md").is_file():
+        pytest.skip("the confirmatory run has not reached its target yet")
+    monkeypatch.chdir(RESULTS.parents[1])
+    out = tmp_path / "confirm-equivalence"
+    assert load_script("confirm_equivalence").main(["docs/results/nq-qwen1.5b-confirm", "--out", str(out)]) == 0
+    capsys.readouterr()
+    readme = (out / "README.md").read_text(encoding="utf-8").replace(out.as_posix(), "docs/results/confirm-equivalence")
+    assert readme == (published / "README.md").read_text(encoding="utf-8")
+    assert (out / "per-question.jsonl.gz").read_bytes() == (published / "per-question.jsonl.gz").read_bytes()
