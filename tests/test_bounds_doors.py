@@ -187,3 +187,53 @@ def test_a_timeout_no_request_can_meet_is_refused_at_every_door(value, tmp_path,
         load_config(path)
     assert bounds.check(bounds.MIN_TIMEOUT, bounds.SECONDS, "--timeout") == 0.001
     assert list(tmp_path.iterdir()) == [path]  # refused before any work
+
+
+def _choice_options() -> list[tuple[str, str, tuple]]:
+    """(API function, parameter, the command line's choices) for every option with argparse choices
+    that the API function running the command also takes."""
+    subs = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    return [(function, a.dest, tuple(a.choices)) for function, (argv, _) in DOORS.items()
+            for a in subs[argv[0]]._actions
+            if a.choices and a.option_strings and a.dest in _api_parameters(getattr(api, function))]
+
+
+CHOICES = _choice_options()
+
+
+def test_the_choice_options_are_those_of_both_doors():
+    assert {(f, name) for f, name, _ in CHOICES} >= {
+        ("evaluate", "unannotated"), ("compare", "test"), ("compare", "correction"), ("compare", "unannotated"),
+        ("correlate", "constant_metric"), ("correlate", "test"), ("fit_theta", "variant"), ("fit_theta", "cv_score"),
+        ("annotate_runs", "unjudged"), ("annotate_runs", "scoring"), ("annotate_runs", "estimator"),
+        ("judge", "match")}
+
+
+@pytest.mark.parametrize("function, name, choices", CHOICES, ids=[f"{f}-{n}" for f, n, _ in CHOICES])
+def test_a_value_outside_the_choices_is_refused_alike_at_both_doors(function, name, choices, capsys):
+    """The API refuses what the command line's argparse refuses, before any file is read (none of
+    the paths exists), naming the argument and the same choices in the same order."""
+    argv, call = DOORS[function]
+    with pytest.raises(InputError) as refused:
+        call(**{name: "bogus"})
+    assert str(refused.value).startswith(f"{name} = 'bogus': choose one of {', '.join(choices)}")
+    for value in choices:  # and each choice the command line offers passes the API's door
+        try:
+            call(**{name: value})
+        except InputError as e:
+            assert "choose one of" not in str(e), (name, value, str(e))
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, f"--{name.replace('_', '-')}", "bogus"])
+    assert exit_.value.code == 2 and "invalid choice: 'bogus'" in capsys.readouterr().err
+
+
+def test_the_config_choices_are_the_doors_choices():
+    """A validate config takes the same words as the command line and the API for the same setting."""
+    from udcg.experiment.config import CHOICES as CONFIG
+    from udcg.grade.judges import MATCHES
+    from udcg.llm.openai_backend import SCORING
+    from udcg.metrics.correlation import CONSTANT_METRIC
+    from udcg.metrics.udcg_theta import CV_SCORES
+
+    assert CONFIG["reader.scoring"] == SCORING and CONFIG["grading.match"] == MATCHES
+    assert CONFIG["metrics.constant_metric"] == CONSTANT_METRIC and CONFIG["theta.cv_score"] == CV_SCORES

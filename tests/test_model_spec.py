@@ -230,7 +230,7 @@ def test_annotate_estimator_choices_come_from_the_estimator_registry():
     action = next(a for a in sub.choices["annotate"]._actions if a.dest == "estimator")
     assert tuple(action.choices) == estimator_names()
     assert {"first-token", "sequence", "sampling", "api-logprobs"} <= set(action.choices)
-    with pytest.raises(InputError, match="estimator 'nope': unknown .*register_estimator"):
+    with pytest.raises(InputError, match="estimator = 'nope': choose one of .*register_estimator"):
         reader("qwen2.5-coder-0.5b", estimator="nope")
 
 

@@ -37,7 +37,7 @@ from typing import Any, TYPE_CHECKING
 import numpy as np
 
 from udcg import api_args
-from udcg.api_args import checked, id_table, optional
+from udcg.api_args import checked, id_table, one_of, optional
 from udcg.errors import InputError
 from udcg.flows import run_scores as _scores
 from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores
@@ -85,7 +85,7 @@ def udcg_many(utilities: Any, gamma: float = GAMMA) -> np.ndarray:
                                    "for one context use udcg.udcg"), gamma)
 
 
-@checked("score", run=id_table("score"), **_TABLES)
+@checked("score", run=id_table("score"), unannotated=one_of("udcg.metrics.evaluate:UNANNOTATED"), **_TABLES)
 def evaluate(run: Run | str | Path, qrels: Run | str | Path | None = None, *, utilities: Any = None,
              metrics: Sequence[str | Measure] | str = DEFAULT_METRICS, gamma: float = GAMMA,
              theta: UDCGTheta | str | Path | None = None, unannotated: str = "error", model: str | None = None,
@@ -109,7 +109,9 @@ def _log_notes(scores: RunScores) -> None:
         log.warning("%s: %s", scores.name, note)
 
 
-@checked("compare", runs=api_args.run_set, answers=optional(api_args.path), **_TABLES)
+@checked("compare", runs=api_args.run_set, answers=optional(api_args.path), test=one_of("udcg.metrics.stats:TESTS"),
+         correction=one_of("udcg.metrics.compare:CORRECTIONS"), unannotated=one_of("udcg.metrics.evaluate:UNANNOTATED"),
+         **_TABLES)
 def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: Run | str | Path | None = None, *,
             utilities: Any = None, metrics: Sequence[str | Measure] | str = DEFAULT_METRICS, gamma: float = GAMMA,
             theta: UDCGTheta | str | Path | None = None, unannotated: str = "error", test: str = "permutation",
@@ -174,7 +176,8 @@ def _outputs_not_inputs(outputs: dict[str, Any], inputs: dict[str, Any], folder:
 
 
 @checked("annotate", options_of="udcg.flows.annotate:reader", runs=api_args.paths, model=_model,
-         judge=api_args.model, api_base=api_args.api_base)
+         judge=api_args.model, api_base=api_args.api_base, unjudged=one_of("udcg.flows.own_runs:UNJUDGED"),
+         scoring=optional(one_of("udcg.llm.openai_backend:SCORING")))
 def annotate_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Path, model: str | ModelChoice, *,
                   depth: int = 10,
                   queries: str | Path | None = None, qrels: str | Path | None = None, answers: str | Path | None = None,
@@ -210,7 +213,7 @@ def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Pa
     return flow(str(corpus), [str(r) for r in runs], output, model, k=k, **options)
 
 
-@checked("judge", options_of="udcg.flows.judge:judge_file", judge=_model)
+@checked("judge", options_of="udcg.flows.judge:judge_file", judge=_model, match=one_of("udcg.grade.judges:MATCHES"))
 def judge(task: str, path: str | Path, output: str | Path, *, judge: str | ModelChoice = "rules", **options):
     """``udcg judge TASK``: relevance, grade or answer outcomes of ``path`` by rules or an LLM judge,
     written to ``output`` (resumable). ``options``: those of ``udcg.flows.judge.judge_file``
@@ -223,7 +226,7 @@ def judge(task: str, path: str | Path, output: str | Path, *, judge: str | Model
     return judge_file(task, path, output, judge=judge, **options)
 
 
-@checked("fit-theta")
+@checked("fit-theta", variant=one_of("udcg.metrics.udcg:VARIANTS"), cv_score=one_of("udcg.metrics.udcg_theta:CV_SCORES"))
 def fit_theta(contexts: str | Path, output: str | Path, *, k: int | None = None, variant: str = "full",
               C: float | str = 0.01, cv_folds: int = 5, cv_score: str = "spearman", seed: int = 0) -> UDCGTheta:
     """``udcg fit-theta``: UDCG_theta fitted on the judged contexts of ``contexts`` (one k) and saved
@@ -251,7 +254,8 @@ def reader_check(utilities: str | Path, *, n_boot: int = 1000, seed: int = 0):
     return check_utilities(utilities, n_boot=n_boot, seed=seed)
 
 
-@checked("correlate")
+@checked("correlate", constant_metric=one_of("udcg.metrics.correlation:CONSTANT_METRIC"),
+         test=one_of("udcg.metrics.stats:TESTS"))
 def correlate(contexts: str | Path, *, metrics: str | None = None, baseline: str | None = None, gamma: float = GAMMA,
               theta: str | Path | None = None, constant_metric: str = "zero", n_boot: int = 10_000, seed: int = 0,
               test: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES):

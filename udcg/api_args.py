@@ -63,6 +63,20 @@ def optional(check: Check) -> Check:
     return lambda name, value: None if value is None else check(name, value)
 
 
+def one_of(where: str) -> Check:
+    """A value among the choices named by ``where`` (``"module:NAME"``, a tuple of strings read when
+    first checked, so that ``import udcg`` loads none of those modules), refused before anything
+    runs: ``test = 'x': choose one of permutation, t, wilcoxon`` (the command line's choices)."""
+    module, _, attribute = where.partition(":")
+
+    def check(name: str, value: Any) -> Any:
+        choices = getattr(importlib.import_module(module), attribute)
+        if not isinstance(value, str) or value not in choices:
+            raise InputError(f"{name} = {bounds.short(value)}: choose one of {', '.join(choices)}")
+        return value
+    return check
+
+
 def _id(what: str, key: Any) -> str:
     if type(key) is str:
         return key

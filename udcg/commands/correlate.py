@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics", default=None, help="metrics to compare (default: every metric in the file's 'metrics')")
     p.add_argument("--baseline", default=None, help="metric the others are tested against (paired test; default UDCG, "
                    "when it is among the metrics)")
-    p.add_argument("--test", default="permutation",
+    p.add_argument("--test", default="permutation", choices=("permutation", "t", "wilcoxon"),
                    help="paired test of the per-question rhos against the baseline: permutation (default), t or "
                    "wilcoxon")
     p.add_argument("--n-resamples", type=int, default=100_000,

@@ -74,7 +74,7 @@ def reader(model: str | ModelChoice, *, estimator: str | None = None, prompt: st
     spec = choice.spec(defaults=LOCAL_DEFAULTS)
     spec.check_installed()  # a core install says which extra to add now, not after reading the corpus
     if estimator is not None and estimator not in estimator_names():  # before any model loads (API callers too)
-        raise InputError(f"estimator {estimator!r}: unknown (choose one of {', '.join(estimator_names())}; more plug in "
+        raise InputError(f"estimator = {estimator!r}: choose one of {', '.join(estimator_names())} (more plug in "
                          "with udcg.annotate.estimators.register_estimator)")
     config = AnnotateConfig(estimator=estimator or ("api-logprobs" if spec.api else "first-token"),
                             prompt_version=check_version(prompt), chunk_size=chunk_size or default_chunk_size(spec),

@@ -273,6 +273,7 @@ class LLMJudge(Judge):
 # ---------------------------------------------------------------- rule judge
 
 RULES_VERSION = "rules-v1"
+MATCHES = ("contains", "exact", "f1")  # how the rules match an answer to the gold answers
 
 
 @dataclass
@@ -296,8 +297,8 @@ class RuleJudge(Judge):
             self.task = get_task(self.task)
         if self.task.name == "grade":
             raise InputError("the 5-point grade has no rule-based judge (give a model: --judge MODEL)")
-        if self.match not in ("contains", "exact", "f1"):
-            raise InputError(f"unknown match rule {self.match!r} (use contains, exact or f1)")
+        if self.match not in MATCHES:
+            raise InputError(f"unknown match rule {self.match!r} (use {', '.join(MATCHES)})")
         if not 0.0 < self.f1_threshold <= 1.0:
             raise InputError(f"f1 threshold {self.f1_threshold!r} must be in (0, 1]")
 

@@ -38,6 +38,8 @@ from scipy.stats import rankdata, spearmanr
 from udcg.errors import InputError
 from udcg.metrics.stats import bootstrap_ci
 
+CONSTANT_METRIC = ("zero", "drop")  # a metric constant over a usable question: rho 0, or the question left out
+
 
 @dataclass(frozen=True, slots=True)
 class CorrelationSummary:
@@ -116,7 +118,7 @@ def per_question(statistic: str, metric: object, outcome: object, groups: object
         raise InputError("metric values contain inf (score every context with a finite value; NA is NaN)")
     if not np.isfinite(o).all():
         raise InputError("outcome scores contain NaN/inf (grade every context, or leave ungraded ones out)")
-    if constant_metric not in ("zero", "drop"):
+    if constant_metric not in CONSTANT_METRIC:
         raise InputError(f"constant_metric = {constant_metric!r}: use 'zero' or 'drop'")
     kernel, no_information = _KERNELS[statistic]
     qids, slices = _group_slices(g)
