@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results_table import main_contexts, margins_reading  # noqa: E402
 from udcg.experiment import paired  # noqa: E402
 from udcg.experiment.reporting import finite, question_order, read_per_question, write_jsonl_gz  # noqa: E402
+from udcg.io.files import atomic_write_text  # noqa: E402
 from udcg.metrics.stats import (bootstrap_ci, equivalence_test, holm, is_estimated, monte_carlo_se,  # noqa: E402
                                 sign_flip_pvalues)
 from udcg.metrics.ties import ties_by_question  # noqa: E402
@@ -129,10 +130,9 @@ def per_question(folder: Path, plan: Plan = Plan()) -> list[dict]:
     rows = read_per_question(folder, "table3-all")
     rho, acc = (paired.aligned(rows, "UDCG", "nDCG", s, confirm) for s in ("rho", "pair_acc"))
     ties = ties_by_question(*main_contexts(folder, set(confirm)))
-    nan3 = (float("nan"),) * 3
+    parts = ("UDCG_on_nDCG_ties", "UDCG_elsewhere", "nDCG_elsewhere")
     return [finite({"qid": q, "rho_UDCG": rho[0][i], "rho_nDCG": rho[1][i], "pair_acc_UDCG": acc[0][i],
-                    "pair_acc_nDCG": acc[1][i], "UDCG_on_nDCG_ties": ties.get(q, nan3)[0],
-                    "UDCG_elsewhere": ties.get(q, nan3)[1], "nDCG_elsewhere": ties.get(q, nan3)[2]})
+                    "pair_acc_nDCG": acc[1][i], **dict(zip(parts, ties.get(q, (float("nan"),) * 3)))})
             for i, q in enumerate(confirm)]
 
 
@@ -147,7 +147,7 @@ def write(folder: Path, out: Path, command: str, plan: Plan = Plan()) -> list[st
             "on-nq-for-the-15b-reader-issue-38), made by", "", f"    {command}", "",
             "from the published run's per-question data; `per-question.jsonl.gz` holds each confirmatory "
             "question's values behind it.", ""]
-    (out / "README.md").write_text("\n".join(head + lines) + "\n", encoding="utf-8")
+    atomic_write_text(out / "README.md", "\n".join(head + lines) + "\n")
     write_jsonl_gz(out / "per-question.jsonl.gz", per_question(folder, plan))
     return lines
 
@@ -160,6 +160,9 @@ def main(argv: list[str] | None = None, plan: Plan = Plan()) -> int:
     if args.out is None:
         print("\n".join(analysis(args.run, plan)))
         return 0
+    if args.out.resolve().is_relative_to(args.run.resolve()):
+        parser.error(f"--out {args.out}: inside the run folder {args.run}, whose files `udcg report` rebuilds "
+                     "(give a folder beside it, e.g. docs/results/confirm-equivalence)")
     command = f"python scripts/confirm_equivalence.py {args.run.as_posix()} --out {args.out.as_posix()}"
     print("\n".join(write(args.run, args.out, command, plan)))
     return 0

@@ -106,3 +106,12 @@ def test_out_writes_the_analysis_and_the_values_behind_it(tmp_path, capsys):
     again = tmp_path / "again"
     assert module.main([str(run), "--out", str(again)], plan) == 0
     assert (again / "per-question.jsonl.gz").read_bytes() == (out / "per-question.jsonl.gz").read_bytes()
+
+
+def test_out_inside_the_run_folder_is_refused(tmp_path, capsys):
+    """The run's own files are rebuilt by udcg report: the analysis goes beside them, never among them."""
+    run = _run(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        load_script("confirm_equivalence").main([str(run), "--out", str(run / "confirm")])
+    assert exit_.value.code == 2 and "inside the run folder" in capsys.readouterr().err
+    assert not (run / "confirm").exists()

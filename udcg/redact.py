@@ -7,12 +7,12 @@ URL-encoded (either hex case, ``+`` for space), JSON-escaped, base64 (standard a
 byte alignment, as inside an HTTP Basic header), any prefix or suffix of 8 characters or more of
 each of these forms (an echo cut at a length limit), and any fragment of 4 characters or more of
 the secret as written (an echo cut at both ends) that holds a character beyond the key's public
-type prefix (``PUBLIC_PREFIXES``: ``sk-proj-``, ``hf_``, ...; "proj" or "-pro" alone tell nothing
-and would garble ``my-project`` and ``--no-progress`` in every message); a shorter secret (a 7-character key) wherever
-it stands as a whole word, verbatim, URL-encoded or JSON-escaped (a cut of it would match ordinary
-text); and, whatever the secrets, the user information and the query values of every URL
-(``http://user:pass@host/v1?key=abc`` -> ``http://***@host/v1?key=***``; a password holding an
-unencoded ``/`` or ``@`` is masked whole). ``env_secrets()`` collects the values of environment
+type prefix (``PUBLIC_PREFIXES``: ``sk-proj-``, ``gsk_``, ...; "proj" or "-pro" alone tell nothing
+and would garble ``my-project`` and ``--no-progress`` in every message); a shorter secret (a
+7-character key) wherever it stands as a whole word, verbatim, URL-encoded or JSON-escaped (a cut
+of it would match ordinary text); and, whatever the secrets, the user information and the query
+values of every URL (``http://user:pass@host/v1?key=abc`` -> ``http://***@host/v1?key=***``; a
+password holding an unencoded ``/`` or ``@`` is masked whole). ``env_secrets()`` collects the values of environment
 variables whose names say they hold a secret. ``redact_echo(text, secrets)`` is ``redact`` for a
 model's answer: text is changed only where a secret's form of 8 characters or more (or a short
 secret as a word) is in it, a check of a few substring tests.
@@ -31,10 +31,11 @@ from urllib.parse import quote, quote_plus, urlsplit
 MASK = "***"
 MIN_CUT = 8  # a shorter cut of an encoded form is not a usable secret, and matches too much ordinary text
 MIN_FRAGMENT = 4  # fragments of the key as written, from either end or the middle
-# The published type prefixes of API keys (OpenAI, Anthropic, OpenRouter, Hugging Face, Groq, xAI,
-# Perplexity, NVIDIA): the same for every key of its kind, so a fragment inside one is no secret.
-PUBLIC_PREFIXES = ("sk-proj-", "sk-svcacct-", "sk-admin-", "sk-ant-api03-", "sk-ant-admin01-", "sk-or-v1-", "hf_",
-                   "gsk_", "xai-", "pplx-", "nvapi-", "sk-")
+# The published type prefixes of API keys (OpenAI, Anthropic, OpenRouter, Groq, xAI, Perplexity,
+# NVIDIA): the same for every key of its kind, so a fragment inside one is no secret. (A prefix
+# under MIN_FRAGMENT characters, as sk- or hf_, holds no fragment: it needs no entry.)
+PUBLIC_PREFIXES = ("sk-proj-", "sk-svcacct-", "sk-admin-", "sk-ant-api03-", "sk-ant-admin01-", "sk-or-v1-", "gsk_",
+                   "xai-", "pplx-", "nvapi-")
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 # scheme://userinfo@ : the userinfo runs to the last @ (or %40) before a space or quote, so that an
 # unencoded @ in a password is masked whole; one holding a slash is the userinfo when a colon comes
