@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from udcg.errors import InputError  # noqa: E402
 from udcg.experiment.paired import aligned, paired_difference  # noqa: E402
 from udcg.experiment.reporting import read_groups, read_per_question, write_jsonl_gz  # noqa: E402
+from udcg.io.files import atomic_write_text  # noqa: E402
 from udcg.metrics.stats import holm  # noqa: E402
 
 STATISTICS = ("abstain|no relevant", "abstain|relevant", "correct", "rho(UDCG)-rho(nDCG)")
@@ -146,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="random sign flips of each test beyond the exact range (default 10,000; its smallest "
                              "two-sided p is about 0.0002, which Holm over 8 rows turns into 0.002)")
     args = parser.parse_args(argv)
+    for run in (Path(r) for _, a, b in args.pair for r in (a, b)):
+        if args.out is not None and args.out.resolve().is_relative_to(run.resolve()):
+            parser.error(f"--out {args.out}: inside the run folder {run}, whose files `udcg report` rebuilds "
+                         "(give a folder beside it, e.g. docs/results/readers-paired)")
     rows, per_question, infos = [], [], []
     try:
         for label, a, b in args.pair:
@@ -165,13 +170,12 @@ def main(argv: list[str] | None = None) -> int:
         command = "python scripts/compare_readers.py " + " ".join(
             f'--pair "{label}" {a} {b}' for label, a, b in args.pair) + (
             f" --flips {args.flips}" if args.flips != 10_000 else "") + " --out FOLDER"
-        (args.out / "README.md").write_text(
+        atomic_write_text(args.out / "README.md",
             "# Two readers on identical contexts\n\nWritten by `scripts/compare_readers.py` (its docstring defines "
             "every statistic; A − B per question, paired sign-flip test, Holm over the table's rows), FOLDER being "
-            "this one:\n\n" f"    {command}\n\n" + text, encoding="utf-8")
+            "this one:\n\n" f"    {command}\n\n" + text)
         write_jsonl_gz(args.out / "per-question.jsonl.gz", per_question)
-        (args.out / "summary.json").write_text(json.dumps({"rows": rows, "runs": infos}, indent=2) + "\n",
-                                               encoding="utf-8")
+        atomic_write_text(args.out / "summary.json", json.dumps({"rows": rows, "runs": infos}, indent=2) + "\n")
     return 0
 
 
