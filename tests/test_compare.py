@@ -118,3 +118,31 @@ def test_bad_input(toy):
         compare_scores({})
     with pytest.raises(InputError, match="format"):
         format_comparison(compare_scores({"a": {"m": [1.0]}}, n_boot=10), "html")
+
+
+def test_queries_where_a_is_higher_equal_lower():
+    """By hand: q1 a > b, q2 equal, q3 equal up to floating-point noise (0.1 + 0.2 vs 0.3), q4 a < b,
+    q5 a < b, q6 undefined for b: 1 / 2 / 2 of n = 5, in every rendering."""
+    a = [0.5, 0.2, 0.1 + 0.2, 0.3, 0.0, 0.7]
+    b = [0.1, 0.2, 0.3, 0.4, 0.1, np.nan]
+    cmp = compare_scores({"a": {"m": a}, "b": {"m": b}}, n_boot=50)
+    (t,) = cmp.pairs
+    assert (t.n, t.a_higher, t.equal, t.b_higher) == (5, 1, 2, 2)
+    assert "| m | a | b | 5 | " in format_comparison(cmp) and " | 1 / 2 / 2 | " in format_comparison(cmp)
+    assert "queries A > / = / < B" in format_comparison(cmp)
+    (row,) = [r for r in csv.DictReader(io.StringIO(format_comparison(cmp, "csv"))) if r["kind"] == "pair"]
+    assert (row["a_higher"], row["equal"], row["b_higher"]) == ("1", "2", "2")
+    (pair,) = json.loads(format_comparison(cmp, "json"))["pairs"]
+    assert (pair["a_higher"], pair["equal"], pair["b_higher"]) == (1, 2, 2)
+    assert "1 / 2 / 2" in format_comparison(cmp, "latex")
+    swapped = compare_scores({"b": {"m": b}, "a": {"m": a}}, n_boot=50).pairs[0]
+    assert (swapped.a_higher, swapped.equal, swapped.b_higher) == (2, 2, 1)
+
+
+def test_higher_equal_lower_partition_the_pairs_queries(toy, cmp):
+    """Property: the three counts add up to n and agree with the sign of every paired difference."""
+    for t in cmp.pairs:
+        d = np.asarray(toy[t.run_a][t.measure]) - np.asarray(toy[t.run_b][t.measure])
+        d = d[~np.isnan(d)]
+        assert t.a_higher + t.equal + t.b_higher == t.n == len(d)
+        assert (t.a_higher, t.b_higher) == (sum(x > 0 for x in d), sum(x < 0 for x in d))  # no exact ties here

@@ -45,7 +45,7 @@ import numpy as np
 
 from udcg.errors import InputError
 from udcg.metrics.compare_report import CSV_COLUMNS, FORMATS, footer_lines, format_comparison, label_of_test
-from udcg.metrics.comparison import Cell, ComparisonData, PairTest
+from udcg.metrics.comparison import EQUAL_WITHIN, Cell, ComparisonData, PairTest
 from udcg.metrics.measure_types import Measure
 from udcg.metrics.stats import (DEFAULT_RESAMPLES, EXACT_MAX_N, TESTS, bootstrap_means, holm, is_estimated,
                                 min_detectable_difference, monte_carlo_se,
@@ -83,7 +83,8 @@ class Comparison(ComparisonData):
                 "low": _none(t.low), "high": _none(t.high), "n": t.n, "mdd": _none(t.mdd),
                 "undetectable": t.undetectable, "p": _none(t.p),
                 "p_holm": _none(t.p_holm), "p_se": _none(t.p_se), "significant": t.significant,
-                "family_size": self.family_sizes.get(t.measure, 0)}
+                "family_size": self.family_sizes.get(t.measure, 0), "a_higher": t.a_higher, "equal": t.equal,
+                "b_higher": t.b_higher}
 
     def format(self, fmt: str = "markdown", digits: int = 4) -> str:
         """The report as Markdown, CSV, JSON or LaTeX (``format_comparison``)."""
@@ -92,7 +93,7 @@ class Comparison(ComparisonData):
     def to_frame(self, kind: str = "runs"):
         """A pandas DataFrame (needs pandas). ``"runs"``: one row per (run, measure): mean, low, high,
         n, beats. ``"pairs"``: one row per (measure, run_a, run_b): diff, its interval low/high, n,
-        mdd, p, p_holm, significant, family_size."""
+        a_higher / equal / b_higher (queries), mdd, p, p_holm, significant, family_size."""
         try:
             import pandas as pd
         except ImportError:
@@ -102,8 +103,8 @@ class Comparison(ComparisonData):
                      "beats": ",".join(self.beats[r][m])} for r, by_m in self.cells.items() for m, c in by_m.items()]
             return pd.DataFrame(rows).set_index(["run", "measure"])
         if kind == "pairs":
-            columns = ["measure", "run_a", "run_b", "diff", "low", "high", "n", "mdd", "p", "p_holm", "significant",
-                       "family_size"]
+            columns = ["measure", "run_a", "run_b", "diff", "low", "high", "n", "a_higher", "equal", "b_higher", "mdd",
+                       "p", "p_holm", "significant", "family_size"]
             rows = [{k: (float("nan") if v is None else v) for k, v in self._pair_dict(t).items()} for t in self.pairs]
             return pd.DataFrame(rows, columns=columns).set_index(["measure", "run_a", "run_b"])
         raise InputError(f"to_frame({kind!r}): choose 'runs' or 'pairs'")
@@ -224,9 +225,11 @@ def _pair_tests(keys: list[tuple[str, str, str]], arrays: dict, diffs: list[np.n
         mdd = min_detectable_difference(arrays[a][m], arrays[b][m], mdd_alpha[m], power, test)
         if m in ranges and mdd > ranges[m]:
             mdd = math.inf
+        higher, lower = int(np.count_nonzero(d > EQUAL_WITHIN)), int(np.count_nonzero(d < -EQUAL_WITHIN))
         pairs.append(PairTest(m, a, b, float(d.mean()) if len(d) else float("nan"), p, float(p_adj),
                               bool(decisive < alpha), *pair_ci[m, a, b], len(d), mdd,
-                              monte_carlo_se(p, n_resamples) if estimated else float("nan")))
+                              monte_carlo_se(p, n_resamples) if estimated else float("nan"),
+                              higher, len(d) - higher - lower, lower))
     return pairs
 
 

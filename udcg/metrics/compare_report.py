@@ -3,7 +3,8 @@ is) as Markdown, CSV, JSON or LaTeX.
 
 Markdown and LaTeX: one row per run labelled a, b, c, ...; a cell is the mean (bold when best),
 superscript letters of the runs it beats, and the bootstrap interval; then every pairwise
-comparison (mean difference with its interval, minimum detectable difference, p, adjusted p);
+comparison (mean difference with its interval, the queries where A is higher / equal / lower,
+minimum detectable difference, p, adjusted p);
 then a footer naming the test, the family and its number of comparisons, alpha, the intervals,
 what the MDD is, and n. CSV: one rectangular table (``_csv``). JSON: ``Comparison.to_dict()``.
 """
@@ -16,12 +17,12 @@ import json
 import math
 
 from udcg.errors import InputError
-from udcg.metrics.comparison import ComparisonData, labels_of
+from udcg.metrics.comparison import EQUAL_WITHIN, ComparisonData, labels_of
 from udcg.metrics.stats import EXACT_MAX_N
 
 FORMATS = ("markdown", "csv", "json", "latex")
-CSV_COLUMNS = ("kind", "measure", "run", "run_b", "mean", "low", "high", "n", "beats", "diff", "mdd", "p", "p_holm",
-               "significant", "test", "correction", "family_size", "mdd_alpha")
+CSV_COLUMNS = ("kind", "measure", "run", "run_b", "mean", "low", "high", "n", "beats", "diff", "a_higher", "equal",
+               "b_higher", "mdd", "p", "p_holm", "significant", "test", "correction", "family_size", "mdd_alpha")
 
 _SUPERSCRIPT = dict(zip("abcdefghijklmnopqrstuvwxyz", "ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖ𐞥ʳˢᵗᵘᵛʷˣʸᶻ"))
 _LATEX_SPECIAL = {c: "\\" + c for c in "&%$#_{}"} | {"~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
@@ -173,6 +174,8 @@ def footer_lines(cmp: ComparisonData) -> list[str]:
     return [f"Test: {_test_text(cmp)}. Correction: {family_text(cmp)}; alpha = {cmp.alpha:g}.",
             f"Intervals: {cmp.level:.0%} percentile bootstrap over queries ({cmp.n_boot:,} resamples; the same "
             "resampled queries for the run means and the paired differences).",
+            f"Queries A > / = / < B: of the queries where both are defined, those where A's value is higher, equal "
+            f"(within {EQUAL_WITHIN:g}) or lower than B's.",
             f"MDD: the smallest true mean difference this test would detect with {cmp.power:.0%} power at {at} = "
             f"{level}; an estimate from the spread of the paired differences ({spread})." + _undetectable(cmp),
             f"{_population(cmp)}. Letters: the runs a run significantly beats; bold: the best mean"
@@ -192,7 +195,8 @@ def _adjusted_header(cmp: ComparisonData) -> list[str]:
 
 def pair_header(cmp: ComparisonData) -> list[str]:
     n = ["n"] if _uniform_n(cmp) is None else []
-    return ["measure", "run A", "run B", *n, f"mean diff (A - B) [{cmp.level:.0%} CI]", f"MDD ({cmp.power:.0%} power)",
+    return ["measure", "run A", "run B", *n, f"mean diff (A - B) [{cmp.level:.0%} CI]", "queries A > / = / < B",
+            f"MDD ({cmp.power:.0%} power)",
             "p", *_adjusted_header(cmp), "significant"]
 
 
@@ -204,7 +208,8 @@ def _pair_rows(cmp: ComparisonData, digits: int) -> list[list[str]]:
     adjusted = bool(_adjusted_header(cmp))
     n = _uniform_n(cmp) is None
     return [[t.measure, t.run_a, t.run_b, *([str(t.n)] if n else []),
-             _num(t.diff, digits) + _interval(t.low, t.high, digits), _mdd_text(t, digits), _p(t.p, digits),
+             _num(t.diff, digits) + _interval(t.low, t.high, digits), f"{t.a_higher} / {t.equal} / {t.b_higher}",
+             _mdd_text(t, digits), _p(t.p, digits),
              *([_p(t.p_holm, digits)] if adjusted else []), "yes" if t.significant else "no"] for t in cmp.pairs]
 
 
@@ -249,7 +254,7 @@ def _csv_num(x: float) -> str:
 def _csv(cmp: ComparisonData) -> str:
     """One rectangular CSV: ``kind`` = "cell" rows (run, measure, mean, low, high, n, beats as
     space-separated run names) then "pair" rows (measure, run, run_b, diff with its interval in
-    low/high, n = queries where both are defined, mdd, p, p_holm, significant, and the test,
+    low/high, n = queries where both are defined, of which a_higher / equal / b_higher, mdd, p, p_holm, significant, and the test,
     correction = the family (measure, table, none), family_size and mdd_alpha). Empty field = not
     applicable or NA."""
     buf = io.StringIO()
@@ -263,8 +268,8 @@ def _csv(cmp: ComparisonData) -> str:
     test = label_of_test(cmp)
     for t in cmp.pairs:
         w.writerow({"kind": "pair", "measure": t.measure, "run": t.run_a, "run_b": t.run_b, "diff": _csv_num(t.diff),
-                    "low": _csv_num(t.low), "high": _csv_num(t.high), "n": t.n,
-                    "mdd": "undetectable" if t.undetectable else _csv_num(t.mdd),
+                    "low": _csv_num(t.low), "high": _csv_num(t.high), "n": t.n, "a_higher": t.a_higher,
+                    "equal": t.equal, "b_higher": t.b_higher, "mdd": "undetectable" if t.undetectable else _csv_num(t.mdd),
                     "p": _csv_num(t.p), "p_holm": _csv_num(t.p_holm), "significant": "yes" if t.significant else "no",
                     "test": test, "correction": cmp.correction, "family_size": cmp.family_sizes.get(t.measure, 0),
                     "mdd_alpha": _csv_num(cmp.mdd_alpha.get(t.measure, math.nan))})

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+EQUAL_WITHIN = 1e-12  # two runs' values of a query closer than this count as equal (floating-point noise)
+
 
 def labels_of(n: int) -> list[str]:
     """a, b, ..., z, aa, ab, ...: spreadsheet-style letters."""
@@ -44,6 +46,9 @@ class PairTest:
     n: int = 0  # queries where both are defined
     mdd: float = float("nan")  # minimum detectable difference (module docstring)
     p_se: float = float("nan")  # Monte Carlo standard error of p (random sign flips); NaN for an exact p
+    a_higher: int = 0  # of the n queries: where a's value is higher than b's, equal (|a - b| <= EQUAL_WITHIN), lower
+    equal: int = 0
+    b_higher: int = 0
 
     @property
     def undetectable(self) -> bool:
