@@ -15,7 +15,7 @@ from sklearn.metrics import roc_auc_score
 
 import udcg
 from udcg.cli import main
-from udcg.metrics.reader_check import AUC_MIN, reader_check
+from udcg.metrics.reader_check import AUC_MIN, by_query, reader_check
 from tests.test_own_runs import _annotate, beir  # noqa: F401  (the fixture)
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
@@ -133,6 +133,69 @@ def test_the_command_on_a_published_readers_utilities(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "reader check (qwen2.5-coder-1.5b, first-token" in out and "this reader can measure distraction" in out
     assert "answers (p_abs < 0.5) from 9% of the irrelevant pairs" in out
+    answered = {r["qid"] for r in rows if not r["relevant"] and r["p_abs"] < 0.5}
+    abstained = {r["qid"] for r in rows if r["relevant"] and r["p_abs"] >= 0.5}
+    assert (f"it answers from an irrelevant pair on {len(answered)} of the {len({r['qid'] for r in rows if not r['relevant']})}"
+            f" queries that have one") in out
+    assert f"abstains on a relevant pair on {len(abstained)} of the {len({r['qid'] for r in rows if r['relevant']})}" in out
+
+
+def test_on_which_queries_by_hand():
+    """q2's two pairs and q1's three, interleaved: the counts and means per query, in first-pair order."""
+    checks = by_query([0.9, 0.2, 0.6, 0.3, 0.4], [False, True, True, False, False], ["q2", "q1", "q1", "q2", "q1"])
+    assert [c.qid for c in checks] == ["q2", "q1"]
+    q2, q1 = checks
+    assert (q2.n_relevant, q2.n_irrelevant, q2.answered_irrelevant, q2.abstained_relevant) == (0, 2, 1, 0)
+    assert np.isnan(q2.mean_p_relevant) and q2.mean_p_irrelevant == pytest.approx(0.6)
+    assert (q1.n_relevant, q1.n_irrelevant, q1.answered_irrelevant, q1.abstained_relevant) == (2, 1, 1, 1)
+    assert q1.mean_p_relevant == pytest.approx(0.4) and q1.mean_p_irrelevant == pytest.approx(0.4)
+    assert q2.to_dict()["mean_p_relevant"] is None
+    check = reader_check([0.9, 0.2, 0.6, 0.3, 0.4], [False, True, True, False, False], [True] * 5,
+                         ["q2", "q1", "q1", "q2", "q1"])
+    assert [c.qid for c in check.queries] == ["q2", "q1"] and check.queries[1] == q1  # q2's NaN mean equals nothing
+    assert check.to_dict()["per_query"] == {"with_irrelevant": 2, "answered_irrelevant": 2, "with_relevant": 1,
+                                            "abstained_relevant": 1}
+    assert "on 2 of the 2 queries that have one" in check.query_line()
+    assert "on 1 of the 1 that have one" in check.query_line()
+
+
+def test_on_which_queries_matches_a_loop_over_the_published_pairs(tmp_path, capsys):
+    """Property on real data: every query's row of `reader-check -o` equals a plain loop over its
+    pairs, whatever the order of the file's lines."""
+    rows = _published("nq-qwen1.5b")
+    path = tmp_path / "utilities.jsonl"
+    shuffled = [rows[i] for i in np.random.default_rng(3).permutation(len(rows))]
+    path.write_text("".join(json.dumps({"qid": r["qid"], "docid": r["pid"], "p_abs": r["p_abs"],
+                                        "relevant": r["relevant"], "relevance_source": "qrels",
+                                        "model": "qwen2.5-coder-1.5b", "estimator": "first-token"}) + "\n"
+                            for r in shuffled))
+    out = tmp_path / "queries.tsv"
+    assert main(["reader-check", str(path), "--n-boot", "100", "-o", str(out)]) == 0
+    capsys.readouterr()
+    lines = out.read_text().splitlines()
+    assert lines[0].split("\t") == ["qid", "relevant", "irrelevant", "mean_p_abs_relevant", "mean_p_abs_irrelevant",
+                                    "answered_irrelevant", "abstained_relevant"]
+    by_qid = {}
+    for r in rows:
+        by_qid.setdefault(r["qid"], {}).setdefault(r["pid"], r)  # the utilities file keeps one record per pair
+    assert len(lines) - 1 == len(by_qid)
+    for line in lines[1:]:
+        qid, n_rel, n_irr, m_rel, m_irr, answered, abstained = line.split("\t")
+        pairs = list(by_qid[qid].values())
+        rel = [r["p_abs"] for r in pairs if r["relevant"]]
+        irr = [r["p_abs"] for r in pairs if not r["relevant"]]
+        assert (int(n_rel), int(n_irr)) == (len(rel), len(irr))
+        assert (int(answered), int(abstained)) == (sum(p < 0.5 for p in irr), sum(p >= 0.5 for p in rel))
+        for mean, values in ((m_rel, rel), (m_irr, irr)):
+            assert (mean == "nan") if not values else float(mean) == pytest.approx(sum(values) / len(values))
+    other = tmp_path / "other.jsonl"
+    other.write_text(path.read_text())
+    assert main(["reader-check", str(path), str(other), "--n-boot", "100", "-o", str(out)]) == 0
+    capsys.readouterr()
+    both = out.read_text().splitlines()
+    assert both[0] == "utilities\t" + lines[0] and both[1:] == [f"{p}\t{line}" for p in (path, other) for line in lines[1:]]
+    assert main(["reader-check", str(path), "--n-boot", "100", "-o", str(path)]) == 2  # never replaces its input
+    assert "which this command reads" in capsys.readouterr().err
 
 
 def test_annotate_of_a_qa_file_prints_it_and_writes_it_to_the_meta_file(tmp_path, tiny_model_dir, capsys):

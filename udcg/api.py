@@ -248,7 +248,9 @@ def reader_check(utilities: str | Path, *, n_boot: int = 1000, seed: int = 0):
     measure distraction? A ``udcg.metrics.reader_check.ReaderCheck`` computed from the p_abs already
     there (no model time): pair counts, mean p_abs, the share of irrelevant pairs the reader answers
     from, the AUC of p_abs separating irrelevant from relevant pairs with a bootstrap interval over
-    queries, and the verdict (``.can_measure_distraction``, ``.lines()``, ``.to_dict()``)."""
+    queries, and the verdict (``.can_measure_distraction``, ``.lines()``, ``.to_dict()``); on which queries:
+    ``.queries`` (one ``QueryCheck`` per query: counts, mean p_abs, irrelevant pairs answered from,
+    relevant pairs abstained on) and ``.query_line()``."""
     from udcg.flows.reader_check import check_utilities
 
     return check_utilities(utilities, n_boot=n_boot, seed=seed)

@@ -16,25 +16,34 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                 relevant pairs (95% bootstrap interval over queries), and a verdict: the reader can measure
                 distraction when that AUC is at least 0.75 and it answers from at most half of the irrelevant
                 pairs (thresholds from the published reader data: docs/reliability.md#reader-check). udcg
-                annotate --run prints the same check at its end and writes it to the folder's meta.json.""",
+                annotate --run prints the same check at its end and writes it to the folder's meta.json. On which
+                queries: a line counts the queries where the reader answers from an irrelevant pair and those
+                where it abstains on a relevant one; -o writes every query's counts and mean p_abs as a TSV.""",
                 examples=["udcg reader-check utilities-0.5b utilities-1.5b",
-                          "udcg reader-check utilities --json"])
+                          "udcg reader-check utilities --json",
+                          "udcg reader-check utilities -o queries.tsv"])
     p.add_argument("utilities", nargs="+", help="utilities folder(s) written by udcg annotate --run (or utilities.jsonl)")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples of the queries for the AUC's interval "
                    "(default 1000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
+    p.add_argument("-o", "--output", help="write one row per query (TSV with a header: qid, relevant, irrelevant, "
+                   "mean_p_abs_relevant, mean_p_abs_irrelevant, answered_irrelevant, abstained_relevant; a leading "
+                   "utilities column with several folders)")
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    from udcg.flows.reader_check import check_all
+    from udcg.flows.reader_check import check_all, write_query_checks
 
     checks = check_all(args.utilities, n_boot=args.n_boot, seed=args.seed)
+    if args.output:
+        write_query_checks(args.output, {str(path): c for path, c in zip(args.utilities, checks)})
     if args.json:
         print(json.dumps({str(path): c.to_dict() for path, c in zip(args.utilities, checks)}, indent=2, sort_keys=True))
         return 0
     for path, check in zip(args.utilities, checks):
         print(f"{path}:")
         print("\n".join(check.lines()))
+        print(check.query_line())
     return 0

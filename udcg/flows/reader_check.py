@@ -1,6 +1,7 @@
 """``udcg reader-check`` and ``udcg.reader_check``: can the reader of a utilities folder measure
-distraction? Computed from the p_abs already there (no model time) by ``metrics.reader_check``;
-``udcg annotate --run`` prints it at its end and writes it to the folder's ``meta.json``."""
+distraction, and on which queries? Computed from the p_abs already there (no model time) by
+``metrics.reader_check``; ``udcg annotate --run`` prints it at its end and writes it to the folder's
+``meta.json``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from udcg.annotate.utilities import UtilityRecord, load_utilities
 from udcg.errors import InputError
+from udcg.io.files import atomic_write_text
 from udcg.metrics.reader_check import ReaderCheck, reader_check
 from udcg.records import query_key
 
@@ -31,6 +33,22 @@ def check_utilities(path: str | Path, *, n_boot: int = 1000, seed: int = 0) -> R
     if not len(utilities):
         raise InputError(f"{path}: no annotated pairs (run udcg annotate --run ... -o {path} first)")
     return check_records(utilities.records.values(), utilities.model, utilities.estimator, n_boot=n_boot, seed=seed)
+
+
+QUERY_COLUMNS = ("qid", "relevant", "irrelevant", "mean_p_abs_relevant", "mean_p_abs_irrelevant",
+                 "answered_irrelevant", "abstained_relevant")
+
+
+def write_query_checks(output: str | Path, checks: dict[str, ReaderCheck]) -> None:
+    """One TSV with a header: a row per query of each check (``QUERY_COLUMNS``, NaN as nan; the
+    canonical query order), with a leading ``utilities`` column naming the folder when there are several."""
+    several = len(checks) > 1
+    lines = ["\t".join((("utilities",) if several else ()) + QUERY_COLUMNS)]
+    for folder, check in checks.items():
+        lines += ["\t".join(([folder] if several else []) + [c.qid, str(c.n_relevant), str(c.n_irrelevant),
+                            repr(c.mean_p_relevant), repr(c.mean_p_irrelevant), str(c.answered_irrelevant),
+                            str(c.abstained_relevant)]) for c in check.queries]
+    atomic_write_text(output, "\n".join(lines) + "\n")
 
 
 def check_all(paths: Sequence[str | Path], *, n_boot: int = 1000, seed: int = 0) -> list[ReaderCheck]:

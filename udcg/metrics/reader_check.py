@@ -18,6 +18,11 @@ the pairs of one reader and estimator (p_abs, relevance, whether the relevance w
   or when its AUC is below 0.75; with fewer than ``MIN_PAIRS`` relevant or irrelevant pairs otherwise,
   no verdict.
 
+On which queries (``by_query``): per query, its relevant and irrelevant pairs, their mean p_abs, the
+irrelevant pairs the reader answers from (p_abs < 0.5: the distractors UDCG charges a run for) and
+the relevant pairs it abstains on (p_abs >= 0.5: those UDCG credits little where nDCG credits them
+fully); ``query_counts`` counts the queries with each. ``ReaderCheck.queries`` holds them.
+
 The thresholds come from the published reader data (docs/results/reader-abstention and the
 validation runs' annotations, docs/reliability.md#reader-check): the readers under which UDCG gained
 on nDCG (the 1.5B reader on NQ: AUC 0.847, answers from 9% of the irrelevant pairs; on the 200
@@ -29,7 +34,7 @@ PopQA passages alone: 0.788, 33%) pass both; those under which it did not (the 0
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
@@ -42,6 +47,56 @@ ABSTAINS_AT = 0.5  # p_abs at or above this: the reader abstains rather than ans
 SUGGESTION = ("try a reader that abstains on distractors: qwen2.5-coder-1.5b (`udcg models install "
               "qwen2.5-coder-1.5b`), or the LLM your RAG system uses in production (--model NAME --api-base URL)")
 _CHUNK = 1 << 21
+
+
+@dataclass(frozen=True)
+class QueryCheck:
+    """One query's pairs in the reader check (module docstring); a mean is NaN without such pairs."""
+
+    qid: str
+    n_relevant: int
+    n_irrelevant: int
+    mean_p_relevant: float
+    mean_p_irrelevant: float
+    answered_irrelevant: int  # irrelevant pairs with p_abs < 0.5: the reader answers from them
+    abstained_relevant: int  # relevant pairs with p_abs >= 0.5: the reader abstains on them
+
+    def to_dict(self) -> dict:
+        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
+
+
+def by_query(p_abs: object, relevant: object, queries: object) -> list[QueryCheck]:
+    """Each query's ``QueryCheck``, in the order of the queries' first pairs."""
+    p = np.asarray(p_abs, dtype=float)
+    rel = np.asarray(relevant, dtype=bool)
+    q_ids = [str(x) for x in queries]
+    if not (p.ndim == 1 and len(p) == len(rel) == len(q_ids)):
+        raise InputError(f"reader check: p_abs, relevant and queries must be one value per pair, got {len(p)}, "
+                         f"{len(rel)} and {len(q_ids)}")
+    if not q_ids:
+        return []
+    names, first, index = np.unique(np.asarray(q_ids, dtype=object), return_index=True, return_inverse=True)
+    n = len(names)
+
+    def count(mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        return np.bincount(index[mask], weights=None if weights is None else weights[mask], minlength=n)
+
+    n_rel, n_irr = count(rel), count(~rel)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_rel, mean_irr = count(rel, p) / n_rel, count(~rel, p) / n_irr
+    answered, abstained = count(~rel & (p < ABSTAINS_AT)), count(rel & (p >= ABSTAINS_AT))
+    return [QueryCheck(str(names[i]), int(n_rel[i]), int(n_irr[i]), float(mean_rel[i]), float(mean_irr[i]),
+                       int(answered[i]), int(abstained[i])) for i in np.argsort(first, kind="stable")]
+
+
+
+def query_counts(checks: tuple[QueryCheck, ...] | list[QueryCheck]) -> dict[str, int]:
+    """Queries with an irrelevant pair, those where the reader answers from one; queries with a
+    relevant pair, those where it abstains on one."""
+    return {"with_irrelevant": sum(1 for c in checks if c.n_irrelevant),
+            "answered_irrelevant": sum(1 for c in checks if c.answered_irrelevant),
+            "with_relevant": sum(1 for c in checks if c.n_relevant),
+            "abstained_relevant": sum(1 for c in checks if c.abstained_relevant)}
 
 
 @dataclass(frozen=True)
@@ -62,16 +117,28 @@ class ReaderCheck:
     auc_high: float
     n_queries: int
     verdict: str  # "can", "cannot" or "too few pairs"
+    queries: tuple[QueryCheck, ...] = field(default=(), repr=False)  # per query, in the order of their first pairs
 
     @property
     def can_measure_distraction(self) -> bool:
         return self.verdict == "can"
 
     def to_dict(self) -> dict:
-        """JSON-ready (NaN becomes None), with the thresholds the verdict used."""
-        out = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
-        return {**out, "thresholds": {"auc_min": AUC_MIN, "answered_irrelevant_max": ANSWERED_MAX,
-                                      "min_pairs": MIN_PAIRS}}
+        """JSON-ready (NaN becomes None), with the thresholds the verdict used; the per-query counts
+        as ``per_query`` (``query_line``), not the queries themselves."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "queries"}
+        out = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+        return {**out, "per_query": query_counts(self.queries),
+                "thresholds": {"auc_min": AUC_MIN, "answered_irrelevant_max": ANSWERED_MAX, "min_pairs": MIN_PAIRS}}
+
+    def query_line(self) -> str:
+        """On which queries: how many have an irrelevant pair the reader answers from, and how many a
+        relevant pair it abstains on."""
+        c = query_counts(self.queries)
+        return (f"  per query: it answers from an irrelevant pair on {c['answered_irrelevant']} of the "
+                f"{c['with_irrelevant']} queries that have one (distractors: UDCG charges a run for them) and abstains "
+                f"on a relevant pair on {c['abstained_relevant']} of the {c['with_relevant']} that have one (UDCG "
+                "credits those little, nDCG fully)")
 
     def lines(self) -> list[str]:
         """The check as the commands print it: counts, means, the AUC named as such, the verdict."""
@@ -185,4 +252,5 @@ def reader_check(p_abs: object, relevant: object, judged: object, queries: objec
         verdict = "can" if auc >= AUC_MIN else "cannot"
     return ReaderCheck(model, estimator, n_rel, int((irr & jud).sum()), int((irr & ~jud).sum()), _mean(p[rel]),
                        _mean(p[irr & jud]), _mean(p[irr & ~jud]), answered, auc, low, high,
-                       len(set(q_ids.tolist())), verdict)
+                       len(set(q_ids.tolist())), verdict, tuple(by_query(p, rel, q_ids)))
+
