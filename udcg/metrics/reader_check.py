@@ -69,13 +69,22 @@ def by_query(p_abs: object, relevant: object, queries: object) -> list[QueryChec
     """Each query's ``QueryCheck``, in the order of the queries' first pairs."""
     p = np.asarray(p_abs, dtype=float)
     rel = np.asarray(relevant, dtype=bool)
-    q_ids = [str(x) for x in queries]
+    q_ids = np.asarray([str(x) for x in queries], dtype=object)
     if not (p.ndim == 1 and len(p) == len(rel) == len(q_ids)):
         raise InputError(f"reader check: p_abs, relevant and queries must be one value per pair, got {len(p)}, "
                          f"{len(rel)} and {len(q_ids)}")
-    if not q_ids:
-        return []
-    names, first, index = np.unique(np.asarray(q_ids, dtype=object), return_index=True, return_inverse=True)
+    return _query_checks(p, rel, *_queries(q_ids))
+
+
+def _queries(q_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct query ids, each one's first pair and every pair's query index (``np.unique``)."""
+    if not len(q_ids):
+        return np.zeros(0, dtype=object), np.zeros(0, dtype=int), np.zeros(0, dtype=int)
+    return np.unique(q_ids, return_index=True, return_inverse=True)
+
+
+def _query_checks(p: np.ndarray, rel: np.ndarray, names: np.ndarray, first: np.ndarray, index: np.ndarray
+                  ) -> list[QueryCheck]:
     n = len(names)
 
     def count(mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
@@ -87,7 +96,6 @@ def by_query(p_abs: object, relevant: object, queries: object) -> list[QueryChec
     answered, abstained = count(~rel & (p < ABSTAINS_AT)), count(rel & (p >= ABSTAINS_AT))
     return [QueryCheck(str(names[i]), int(n_rel[i]), int(n_irr[i]), float(mean_rel[i]), float(mean_irr[i]),
                        int(answered[i]), int(abstained[i])) for i in np.argsort(first, kind="stable")]
-
 
 
 def query_counts(checks: tuple[QueryCheck, ...] | list[QueryCheck]) -> dict[str, int]:
@@ -234,7 +242,7 @@ def reader_check(p_abs: object, relevant: object, judged: object, queries: objec
     if len(p) and (np.isnan(p).any() or p.min() < 0 or p.max() > 1):
         raise InputError("reader check: every p_abs must be a number in [0, 1]")
     irr = ~rel
-    query = np.unique(q_ids, return_inverse=True)[1] if len(q_ids) else np.zeros(0, dtype=int)
+    names, first, query = _queries(q_ids)
     n_rel, n_irr = int(rel.sum()), int(irr.sum())
     answered = _mean((p[irr] < ABSTAINS_AT).astype(float))
     if n_rel and n_irr:
@@ -252,5 +260,5 @@ def reader_check(p_abs: object, relevant: object, judged: object, queries: objec
         verdict = "can" if auc >= AUC_MIN else "cannot"
     return ReaderCheck(model, estimator, n_rel, int((irr & jud).sum()), int((irr & ~jud).sum()), _mean(p[rel]),
                        _mean(p[irr & jud]), _mean(p[irr & ~jud]), answered, auc, low, high,
-                       len(set(q_ids.tolist())), verdict, tuple(by_query(p, rel, q_ids)))
+                       len(names), verdict, tuple(_query_checks(p, rel, names, first, query)))
 
