@@ -20,8 +20,8 @@ the pairs of one reader and estimator (p_abs, relevance, whether the relevance w
 
 On which queries (``by_query``): per query, its relevant and irrelevant pairs, their mean p_abs, the
 irrelevant pairs the reader answers from (p_abs < 0.5: the distractors UDCG charges a run for) and
-the relevant pairs it abstains on (p_abs >= 0.5: those UDCG credits little where nDCG credits them
-fully); ``query_counts`` counts the queries with each. ``ReaderCheck.queries`` holds them.
+the relevant pairs it abstains on (p_abs >= 0.5: UDCG credits those at most half, nDCG fully);
+``query_counts`` counts the queries with each. ``ReaderCheck.queries`` holds them.
 
 The thresholds come from the published reader data (docs/results/reader-abstention and the
 validation runs' annotations, docs/reliability.md#reader-check): the readers under which UDCG gained
@@ -146,7 +146,7 @@ class ReaderCheck:
         return (f"  per query: it answers from an irrelevant pair on {c['answered_irrelevant']} of the "
                 f"{c['with_irrelevant']} queries that have one (distractors: UDCG charges a run for them) and abstains "
                 f"on a relevant pair on {c['abstained_relevant']} of the {c['with_relevant']} that have one (UDCG "
-                "credits those little, nDCG fully)")
+                "credits those at most half, nDCG fully)")
 
     def lines(self) -> list[str]:
         """The check as the commands print it: counts, means, the AUC named as such, the verdict."""
