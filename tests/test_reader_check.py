@@ -150,6 +150,10 @@ def test_on_which_queries_by_hand():
     assert (q1.n_relevant, q1.n_irrelevant, q1.answered_irrelevant, q1.abstained_relevant) == (2, 1, 1, 1)
     assert q1.mean_p_relevant == pytest.approx(0.4) and q1.mean_p_irrelevant == pytest.approx(0.4)
     assert q2.to_dict()["mean_p_relevant"] is None
+    with pytest.raises(udcg.errors.InputError, match=r"in \[0, 1\]"):
+        by_query([0.2, float("nan")], [True, False], ["q", "q"])
+    with pytest.raises(udcg.errors.InputError, match="one value per pair"):
+        by_query([0.2], [True, False], ["q", "q"])
     check = reader_check([0.9, 0.2, 0.6, 0.3, 0.4], [False, True, True, False, False], [True] * 5,
                          ["q2", "q1", "q1", "q2", "q1"])
     assert [c.qid for c in check.queries] == ["q2", "q1"] and check.queries[1] == q1  # q2's NaN mean equals nothing

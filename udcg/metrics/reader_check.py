@@ -73,7 +73,13 @@ def by_query(p_abs: object, relevant: object, queries: object) -> list[QueryChec
     if not (p.ndim == 1 and len(p) == len(rel) == len(q_ids)):
         raise InputError(f"reader check: p_abs, relevant and queries must be one value per pair, got {len(p)}, "
                          f"{len(rel)} and {len(q_ids)}")
+    _check_p(p)
     return _query_checks(p, rel, *_queries(q_ids))
+
+
+def _check_p(p: np.ndarray) -> None:
+    if len(p) and (np.isnan(p).any() or p.min() < 0 or p.max() > 1):
+        raise InputError("reader check: every p_abs must be a number in [0, 1]")
 
 
 def _queries(q_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -239,8 +245,7 @@ def reader_check(p_abs: object, relevant: object, judged: object, queries: objec
     if not (p.ndim == 1 and len(p) == len(rel) == len(jud) == len(q_ids)):
         raise InputError(f"reader check: p_abs, relevant, judged and queries must be one value per pair, got "
                          f"{len(p)}, {len(rel)}, {len(jud)} and {len(q_ids)}")
-    if len(p) and (np.isnan(p).any() or p.min() < 0 or p.max() > 1):
-        raise InputError("reader check: every p_abs must be a number in [0, 1]")
+    _check_p(p)
     irr = ~rel
     names, first, query = _queries(q_ids)
     n_rel, n_irr = int(rel.sum()), int(irr.sum())
