@@ -146,3 +146,54 @@ def test_higher_equal_lower_partition_the_pairs_queries(toy, cmp):
         d = d[~np.isnan(d)]
         assert t.a_higher + t.equal + t.b_higher == t.n == len(d)
         assert (t.a_higher, t.b_higher) == (sum(x > 0 for x in d), sum(x < 0 for x in d))  # no exact ties here
+
+
+def _tie_toy():
+    rng = np.random.default_rng(7)
+    tie = {"a": np.array([1.0, 0.5, 0.5, 0.0, 1.0, 0.5, 0.0, 1.0, np.nan, 0.5]),
+           "b": np.array([1.0, 0.5, 0.0, 0.0, 1.0, 0.5, 0.0, 0.5, 0.5, 0.5]),
+           "c": np.array([1.0, 1.0, 0.5, 0.0, 0.0, 0.5, 0.0, 1.0, 0.5, 0.5])}
+    return {r: {"nDCG@5": tie[r], "UDCG@5": rng.uniform(0.45, 0.55, 10), "P@5": np.round(rng.uniform(0, 1, 10), 1)}
+            for r in "abc"}
+
+
+def test_where_a_measure_ties_each_pair_is_compared_on_its_tied_queries():
+    """By hand: a and b tie on nDCG@5 at queries 0, 1, 3, 4, 5, 6, 9 (query 8 is undefined for a),
+    so the tie table's a-b row is compare_scores on those seven queries alone; Holm runs over the
+    three pairs of each measure, and the tie measure itself has no row."""
+    scores = _tie_toy()
+    cmp = compare_scores(scores, n_boot=200, ties="nDCG@5")
+    assert cmp.ties_of == "nDCG@5" and {t.measure for t in cmp.tie_pairs} == {"UDCG@5", "P@5"}
+    assert [(t.measure, t.run_a, t.run_b) for t in cmp.tie_pairs][:3] == [("UDCG@5", "a", "b"), ("UDCG@5", "a", "c"),
+                                                                          ("UDCG@5", "b", "c")]
+    tied = [0, 1, 3, 4, 5, 6, 9]
+    alone = compare_scores({r: {"UDCG@5": scores[r]["UDCG@5"][tied]} for r in "ab"}, n_boot=200)
+    (ab,), (ref,) = [t for t in cmp.tie_pairs if t.measure == "UDCG@5" and t.run_b == "b"], alone.pairs
+    assert ab.n == 7 and (ab.diff, ab.p, ab.low, ab.high) == pytest.approx((ref.diff, ref.p, ref.low, ref.high))
+    assert (ab.a_higher, ab.equal, ab.b_higher) == (ref.a_higher, ref.equal, ref.b_higher)
+    udcg_rows = [t for t in cmp.tie_pairs if t.measure == "UDCG@5"]
+    assert [t.p_holm for t in udcg_rows] == pytest.approx(list(holm([t.p for t in udcg_rows])))
+    assert cmp.tie_family_sizes == {"UDCG@5": 3, "P@5": 3} and cmp.tie_mdd_alpha["UDCG@5"] == pytest.approx(0.05 / 3)
+    assert [t.n for t in cmp.tie_pairs if t.measure == "P@5"] == [7, 7, 6]  # a-c: 0, 2, 3, 5, 6, 7, 9; b-c: 0, 3, 5, 6, 8, 9
+    assert cmp.to_dict()["pairs"] == compare_scores(scores, n_boot=200).to_dict()["pairs"]  # the main table: untouched
+
+
+def test_the_tie_table_in_every_rendering():
+    cmp = compare_scores(_tie_toy(), n_boot=200, ties="nDCG@5")
+    text = format_comparison(cmp)
+    assert "Where nDCG@5 ties: each run pair on the queries where its two runs' nDCG@5 values are equal:" in text
+    assert "| measure | run A | run B | queries tied on nDCG@5 | mean diff" in text and "| UDCG@5 | a | b | 7 |" in text
+    assert "Holm over the run pairs of each measure in this table (3 per family)" in text
+    rows = list(csv.DictReader(io.StringIO(format_comparison(cmp, "csv"))))
+    ties = [r for r in rows if r["kind"] == "tie-pair"]
+    assert len(ties) == 6 and {r["tied_on"] for r in ties} == {"nDCG@5"} and ties[0]["n"] == "7"
+    assert all(r["tied_on"] == "" for r in rows if r["kind"] != "tie-pair")
+    data = json.loads(format_comparison(cmp, "json"))
+    assert data["ties_of"] == "nDCG@5" and len(data["tie_pairs"]) == 6 and data["tie_pairs"][0]["family_size"] == 3
+    assert r"queries tied on nDCG@5" in format_comparison(cmp, "latex")
+    frame = cmp.to_frame("ties")
+    assert frame.loc[("UDCG@5", "a", "b"), "n"] == 7 and set(cmp.to_frames()) == {"runs", "pairs", "ties"}
+    plain = compare_scores(_tie_toy(), n_boot=200)
+    assert "Where" not in format_comparison(plain) and json.loads(format_comparison(plain, "json"))["ties_of"] is None
+    with pytest.raises(InputError, match="ties = 'MAP' is not one of the measures compared"):
+        compare_scores(_tie_toy(), n_boot=200, ties="MAP")

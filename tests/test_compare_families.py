@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as ss
 
+import udcg
 from udcg.cli import main
 from udcg.errors import InputError
 from udcg.metrics import compare as compare_module
@@ -203,7 +204,7 @@ def test_pair_rows_in_frames_and_the_old_frame_kept():
                                                                             first.mdd, first.p)
     frames = cmp.to_frames()
     assert frames["runs"].equals(runs) and frames["pairs"].equals(pairs)
-    with pytest.raises(InputError, match="'runs' or 'pairs'"):
+    with pytest.raises(InputError, match="'runs', 'pairs' or 'ties'"):
         cmp.to_frame("cells")
 
 
@@ -252,3 +253,25 @@ def test_batched_sign_flips_equal_one_by_one_and_a_naive_loop():
         if len(d) > 24 and np.any(d):
             assert p == _naive_random_p(d, 999, 3)
     assert batch[3] == 1.0 and np.isnan(batch[4])
+
+
+def test_cli_ties_option(tmp_path, capsys):
+    """--ties nDCG@5 on the packaged runs (no utilities needed: P@5 beside it) adds the tie table;
+    a measure not compared is one line, exit 2, before any output."""
+    from udcg.io.sources import example_path
+
+    folder = example_path()
+    args = ["compare", "--run", str(folder / "runs" / "bm25.trec"), "--run", str(folder / "runs" / "dense.trec"),
+            "--qrels", str(folder / "qrels" / "test.tsv"), "--metrics", "nDCG@5,P@5,MRR@5", "--n-boot", "200"]
+    assert main(args + ["--ties", "ndcg@5"]) == 0
+    out = capsys.readouterr().out
+    assert main(args + ["--ties", "ndcg@5", "-o", str(tmp_path / "t.json")]) == 0
+    assert "Where nDCG@5 ties" in out and "| P@5 | bm25 | dense | 18 |" in out and "| RR@5 | bm25 | dense | 18 |" in out
+    data = json.loads((tmp_path / "t.json").read_text())
+    assert data["ties_of"] == "nDCG@5" and [p["n"] for p in data["tie_pairs"]] == [18, 18]
+    assert main(args + ["--ties", "MAP", "-o", str(tmp_path / "u.json")]) == 2
+    err = capsys.readouterr().err
+    assert "--ties MAP: not one of the measures compared (nDCG@5, P@5, RR@5)" in err and not (tmp_path / "u.json").exists()
+    with pytest.raises(InputError, match="ties: give a str or None"):
+        udcg.compare([str(folder / "runs" / "bm25.trec"), str(folder / "runs" / "dense.trec")],
+                     str(folder / "qrels" / "test.tsv"), metrics="nDCG@5", ties=5)

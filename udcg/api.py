@@ -117,13 +117,15 @@ def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: 
             theta: UDCGTheta | str | Path | None = None, unannotated: str = "error", test: str = "permutation",
             alpha: float = 0.05, correction: str = "measure", power: float = 0.8, n_resamples: int = DEFAULT_RESAMPLES,
             n_boot: int = 10_000, seed: int = 0, answers: str | Path | None = None, model: str | None = None,
-            prompt_version: str | None = None, judged_only: bool = False):
+            prompt_version: str | None = None, judged_only: bool = False, ties: str | None = None):
     """Every run's mean and 95% interval per measure; for every pair of runs the mean paired
     difference with its interval (the same resampled queries), its minimum detectable difference
     at ``power`` and a paired test, Holm-corrected within each measure (``correction="measure"``;
     ``"table"``: over every pair x measure; ``"none"``). ``answers``: a judged answers file
     (``udcg answer`` + ``udcg judge answer``) adds correct / abstained / wrong rows for the runs;
-    ``judged_only`` puts every row on the queries every run has a judged answer for.
+    ``judged_only`` puts every row on the queries every run has a judged answer for; ``ties`` (one of
+    ``metrics``, e.g. "nDCG@5") adds every other measure on each run pair's queries tied on it
+    (``.tie_pairs``, ``.to_frame("ties")``).
     Returns a ``udcg.metrics.compare.Comparison``: ``.format(fmt)``, ``.to_dict()``,
     ``.to_frame()`` (runs), ``.to_frame("pairs")``, ``.to_frames()``. ``runs`` is ``{name: run}``,
     a list of run files (named by file name) or a list of named ranx ``Run``s."""
@@ -134,7 +136,7 @@ def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: 
     cmp, scores = compare_runs(runs, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
                                unannotated=unannotated, model=model, prompt_version=prompt_version, answers=answers,
                                test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
-                               correction=correction, power=power, judged_only=judged_only)
+                               correction=correction, power=power, judged_only=judged_only, ties=ties)
     for s in scores.values():
         _log_notes(s)
     return cmp

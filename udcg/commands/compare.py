@@ -26,6 +26,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                            "      --metrics UDCG@5,nDCG@5,P@5"),
                           ("udcg compare --run bm25.trec --run dense.trec --qrels qrels.tsv --utilities utilities \\\n"
                            "      --metrics UDCG@5,nDCG@5 --answers judged.jsonl"),
+                          ("udcg compare --run bm25.trec --run dense.trec --qrels qrels.tsv --utilities utilities \\\n"
+                           "      --metrics UDCG@5,nDCG@5 --ties nDCG@5"),
                           ("udcg compare --run a.trec --run b.trec --run c.trec --qrels q.tsv --metrics nDCG@10,AP "
                            "--test t --correction table -o table.tex")])
     p.add_argument("--run", action="append", default=[], required=True, help="TREC run file (give two or more)")
@@ -44,6 +46,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--judged-only", action="store_true",
                    help="with --answers: every row, the measures included, on the queries where every run has a "
                    "judged answer (one population for answer rates and metrics, e.g. after udcg answer --sample)")
+    p.add_argument("--ties", metavar="MEASURE",
+                   help="one of --metrics (e.g. nDCG@5): add a table of every other measure on each run pair's queries "
+                   "where the two runs tie on it, with the same tests: a difference there is one MEASURE cannot show")
     p.add_argument("--n-resamples", type=int, default=100_000,
                    help="random sign flips when n > 24 (default 100000; more for a smaller Monte Carlo error of p)")
     p.add_argument("--n-boot", type=int, default=10_000, help="bootstrap resamples for the intervals (default 10000)")
@@ -76,7 +81,8 @@ def main(args: argparse.Namespace) -> int:
                                      unannotated=args.unannotated, model=args.model, prompt_version=args.prompt,
                                      answers=args.answers, test=args.test, alpha=args.alpha,
                                      n_resamples=args.n_resamples, n_boot=args.n_boot, seed=args.seed,
-                                     correction=args.correction, power=args.power, judged_only=args.judged_only)
+                                     correction=args.correction, power=args.power, judged_only=args.judged_only,
+                                     ties=args.ties)
     print(text)
     for line in alias_notes(args.metrics):
         print(line, file=sys.stderr)

@@ -132,9 +132,11 @@ def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path |
                  model: str | None = None, prompt_version: str | None = None, answers: str | Path | None = None,
                  test: str = "permutation", alpha: float = 0.05, n_resamples: int = DEFAULT_RESAMPLES,
                  n_boot: int = 10_000, seed: int = 0, correction: str = "measure", power: float = 0.8,
-                 judged_only: bool = False) -> tuple[Comparison, dict[str, RunScores]]:
+                 judged_only: bool = False, ties: str | None = None) -> tuple[Comparison, dict[str, RunScores]]:
     """The comparison of ``runs`` (``{name: run}``, two or more) and the scores behind it. With
-    ``judged_only`` (needs ``answers``) every row is on the queries every run has a judged answer for."""
+    ``judged_only`` (needs ``answers``) every row is on the queries every run has a judged answer for;
+    ``ties`` (one of ``metrics``, e.g. nDCG@5) adds every other row on each run pair's queries where
+    the two runs tie on it (``compare_scores``)."""
     if len(runs) < 2:
         raise InputError(f"compare needs at least two runs, got {len(runs)} (use score for one)")
     if judged_only and answers is None:
@@ -142,6 +144,7 @@ def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path |
     scores = score_runs(runs, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
                         unannotated=unannotated, model=model, prompt_version=prompt_version)
     values = {name: dict(s.values) for name, s in scores.items()}
+    tied_on = None if ties is None else _tie_measure(ties, list(next(iter(values.values()))))
     notes: tuple[str, ...] = ()
     if answers is not None:
         qids = next(iter(scores.values())).qids
@@ -154,8 +157,19 @@ def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path |
             notes = (*notes, only)
     cmp = compare_scores(values, test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
                          correction=correction, power=power, notes=notes, direction=OUTCOME_DIRECTION,
-                         ranges=_ranges(list(next(iter(values.values())))))
+                         ranges=_ranges(list(next(iter(values.values())))), ties=tied_on)
     return cmp, scores
+
+
+def _tie_measure(text: str, measures: list) -> Measure:
+    """The measure named by ``--ties``, which must be one of the compared measures."""
+    from udcg.metrics.measures import parse_measure
+
+    measure = parse_measure(text, "--ties")
+    if measure not in measures:
+        raise InputError(f"--ties {text}: not one of the measures compared ({', '.join(map(str, measures))}); add it "
+                         f"to --metrics (e.g. --metrics UDCG@5,{measure})")
+    return measure
 
 
 def compare_run_files(run_paths: Sequence[str | Path], output: str | Path | None = None, fmt: str = "markdown",

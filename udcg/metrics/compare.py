@@ -26,6 +26,14 @@ differences, Holm's correction over a chosen family, ranx-style reports.
   Carlo standard error of an estimated p (``PairTest.p_se``). p never depends on the order of the
   queries (``stats``: canonical order).
 
+**Where a measure ties** (``ties``, e.g. nDCG@5): for each run pair, the queries where the two
+runs' values of that measure are equal (within ``EQUAL_WITHIN``), and on them each other measure's
+mean paired difference with its interval (the queries resampled within them, seeded), counts,
+detectable difference and paired test, Holm-corrected over this table's own families by the same
+``correction`` rule (``Comparison.tie_pairs``, ``tie_family_sizes``). Where nDCG ties, a
+difference in UDCG is one nDCG cannot show: on the published NQ run UDCG's whole edge over nDCG
+in following the reader's answers lay in such context pairs.
+
 Run A *beats* run B on a measure when the paired mean difference A - B (over the queries where
 both are defined) is positive and the adjusted p is below ``alpha``; without NaNs that
 difference is the difference of the two means. ``direction[measure]`` turns this round: -1 for a
@@ -47,7 +55,7 @@ from udcg.errors import InputError
 from udcg.metrics.compare_report import CSV_COLUMNS, FORMATS, footer_lines, format_comparison, label_of_test
 from udcg.metrics.comparison import EQUAL_WITHIN, Cell, ComparisonData, PairTest
 from udcg.metrics.measure_types import Measure
-from udcg.metrics.stats import (DEFAULT_RESAMPLES, EXACT_MAX_N, TESTS, bootstrap_means, holm, is_estimated,
+from udcg.metrics.stats import (DEFAULT_RESAMPLES, EXACT_MAX_N, TESTS, bootstrap_ci, bootstrap_means, holm, is_estimated,
                                 min_detectable_difference, monte_carlo_se,
                                 paired_test, percentile_interval, sign_flip_pvalues)
 
@@ -75,15 +83,18 @@ class Comparison(ComparisonData):
                 "direction": {m: self.direction.get(m, 1) for m in self.measures},
                 "cells": {r: {m: {"mean": _none(c.mean), "low": _none(c.low), "high": _none(c.high), "n": c.n}
                               for m, c in by_m.items()} for r, by_m in self.cells.items()},
-                "pairs": [self._pair_dict(t) for t in self.pairs],
+                "pairs": [self._pair_dict(t) for t in self.pairs], "ties_of": self.ties_of or None,
+                "tie_pairs": [self._pair_dict(t, self.tie_family_sizes) for t in self.tie_pairs],
+                "tie_family_sizes": dict(self.tie_family_sizes), "tie_mdd_alpha": dict(self.tie_mdd_alpha),
                 "beats": {r: {m: list(b) for m, b in by_m.items()} for r, by_m in self.beats.items()}}
 
-    def _pair_dict(self, t: PairTest) -> dict:
+    def _pair_dict(self, t: PairTest, sizes: Mapping[str, int] | None = None) -> dict:
         return {"measure": t.measure, "run_a": t.run_a, "run_b": t.run_b, "diff": _none(t.diff),
                 "low": _none(t.low), "high": _none(t.high), "n": t.n, "mdd": _none(t.mdd),
                 "undetectable": t.undetectable, "p": _none(t.p),
                 "p_holm": _none(t.p_holm), "p_se": _none(t.p_se), "significant": t.significant,
-                "family_size": self.family_sizes.get(t.measure, 0), "a_higher": t.a_higher, "equal": t.equal,
+                "family_size": (self.family_sizes if sizes is None else sizes).get(t.measure, 0),
+                "a_higher": t.a_higher, "equal": t.equal,
                 "b_higher": t.b_higher}
 
     def format(self, fmt: str = "markdown", digits: int = 4) -> str:
@@ -93,7 +104,8 @@ class Comparison(ComparisonData):
     def to_frame(self, kind: str = "runs"):
         """A pandas DataFrame (needs pandas). ``"runs"``: one row per (run, measure): mean, low, high,
         n, beats. ``"pairs"``: one row per (measure, run_a, run_b): diff, its interval low/high, n,
-        a_higher / equal / b_higher (queries), mdd, p, p_holm, significant, family_size."""
+        a_higher / equal / b_higher (queries), mdd, p, p_holm, significant, family_size. ``"ties"``:
+        the same for the tie table (``compare(ties=...)``; n = the pair's tied queries)."""
         try:
             import pandas as pd
         except ImportError:
@@ -102,16 +114,18 @@ class Comparison(ComparisonData):
             rows = [{"run": r, "measure": m, "mean": c.mean, "low": c.low, "high": c.high, "n": c.n,
                      "beats": ",".join(self.beats[r][m])} for r, by_m in self.cells.items() for m, c in by_m.items()]
             return pd.DataFrame(rows).set_index(["run", "measure"])
-        if kind == "pairs":
+        if kind in ("pairs", "ties"):
             columns = ["measure", "run_a", "run_b", "diff", "low", "high", "n", "a_higher", "equal", "b_higher", "mdd",
                        "p", "p_holm", "significant", "family_size"]
-            rows = [{k: (float("nan") if v is None else v) for k, v in self._pair_dict(t).items()} for t in self.pairs]
+            rows = [{k: (float("nan") if v is None else v) for k, v in d.items()}
+                    for d in (self.to_dict()["pairs" if kind == "pairs" else "tie_pairs"])]
             return pd.DataFrame(rows, columns=columns).set_index(["measure", "run_a", "run_b"])
-        raise InputError(f"to_frame({kind!r}): choose 'runs' or 'pairs'")
+        raise InputError(f"to_frame({kind!r}): choose 'runs', 'pairs' or 'ties'")
 
     def to_frames(self) -> dict:
-        """``{"runs": to_frame("runs"), "pairs": to_frame("pairs")}``."""
-        return {"runs": self.to_frame("runs"), "pairs": self.to_frame("pairs")}
+        """``{"runs": to_frame("runs"), "pairs": to_frame("pairs")}``, and ``"ties"`` with a tie table."""
+        frames = {"runs": self.to_frame("runs"), "pairs": self.to_frame("pairs")}
+        return {**frames, "ties": self.to_frame("ties")} if self.ties_of else frames
 
 
 def _none(x: float) -> float | None:
@@ -213,16 +227,17 @@ def _intervals(runs: list[str], measures: list[str], arrays: dict, n_boot: int, 
     return cell_ci, pair_ci
 
 
-def _pair_tests(keys: list[tuple[str, str, str]], arrays: dict, diffs: list[np.ndarray], pvalues: list[float],
-                adjusted: np.ndarray, pair_ci: dict, *, test: str, exact: bool, alpha: float, correction: str,
-                mdd_alpha: dict[str, float], power: float, n_resamples: int, ranges: Mapping[str, float]
-                ) -> list[PairTest]:
-    """One ``PairTest`` per (measure, run a, run b); an MDD beyond the measure's range is inf."""
+def _pair_tests(keys: list[tuple[str, str, str]], sides: Mapping[tuple[str, str, str], tuple[np.ndarray, np.ndarray]],
+                diffs: list[np.ndarray], pvalues: list[float], adjusted: np.ndarray, pair_ci: dict, *, test: str,
+                exact: bool, alpha: float, correction: str, mdd_alpha: dict[str, float], power: float,
+                n_resamples: int, ranges: Mapping[str, float]) -> list[PairTest]:
+    """One ``PairTest`` per (measure, run a, run b), ``sides[key]`` the two runs' values compared;
+    an MDD beyond the measure's range is inf."""
     pairs = []
     for (m, a, b), d, p, p_adj in zip(keys, diffs, pvalues, adjusted):
         decisive = p if correction == "none" else p_adj
         estimated = test == "permutation" and np.any(d) and is_estimated(len(d), EXACT_MAX_N if exact else 0)
-        mdd = min_detectable_difference(arrays[a][m], arrays[b][m], mdd_alpha[m], power, test)
+        mdd = min_detectable_difference(*sides[m, a, b], mdd_alpha[m], power, test)
         if m in ranges and mdd > ranges[m]:
             mdd = math.inf
         higher, lower = int(np.count_nonzero(d > EQUAL_WITHIN)), int(np.count_nonzero(d < -EQUAL_WITHIN))
@@ -236,14 +251,16 @@ def _pair_tests(keys: list[tuple[str, str, str]], arrays: dict, diffs: list[np.n
 def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "permutation", alpha: float = 0.05,
                    n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, n_boot: int = 10_000, level: float = 0.95,
                    correction: str = "measure", power: float = 0.8, notes: tuple[str, ...] = (),
-                   direction: Mapping[str, int] | None = None, ranges: Mapping[str, float] | None = None
-                   ) -> Comparison:
+                   direction: Mapping[str, int] | None = None, ranges: Mapping[str, float] | None = None,
+                   ties: str | None = None) -> Comparison:
     """``scores[run][measure]``: per-query values, aligned on the same queries across runs (NaN =
     undefined for that query). Runs keep the given order, measures the first run's order. See the
     module docstring for the families (``correction``), intervals, detectable differences and
     ``direction``; ``notes`` are extra lines for the report's footer. ``ranges[measure]``: the width
     of the measure's range (1 for a measure in [0, 1]): a detectable difference beyond it is
-    reported as undetectable (``PairTest.mdd`` = inf)."""
+    reported as undetectable (``PairTest.mdd`` = inf). ``ties``: one of the measures; adds the
+    table of every other measure on each run pair's queries where the two runs tie on it
+    (``Comparison.tie_pairs``, module docstring)."""
     _check_options(test, alpha, correction, power, level)
     runs, measures, arrays = _validate(scores)
     direction = {m: int((direction or {}).get(m, m.direction if isinstance(m, Measure) else 1)) for m in measures}
@@ -258,21 +275,17 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
             cells[run][m] = Cell(float(defined.mean()) if len(defined) else float("nan"), *cell_ci[m, run],
                                  len(defined))
     n_shared = {m: int(np.count_nonzero(np.all([~np.isnan(arrays[r][m]) for r in runs], axis=0))) for m in measures}
-    keys = [(m, a, b) for m in measures for a, b in combinations(runs, 2)]
-    diffs = [arrays[a][m] - arrays[b][m] for m, a, b in keys]
-    diffs = [d[~np.isnan(d)] for d in diffs]
-    exact = test != "permutation" or _exact_fits(diffs)
-    if test == "permutation":  # one draw of random sign flips per query count, shared by the pairs
-        pvalues = sign_flip_pvalues(diffs, n_resamples, seed, EXACT_MAX_N if exact else 0)
-    else:
-        pvalues = [paired_test(arrays[a][m], arrays[b][m], test, n_resamples, seed) for m, a, b in keys]
-    adjusted, sizes = _families([m for m, _, _ in keys], pvalues, correction)
-    sizes = {m: sizes.get(m, 0) for m in measures}
-    mdd_alpha = {m: alpha / sizes[m] if correction != "none" and sizes[m] > 1 else alpha for m in measures}
+    sides = {(m, a, b): (arrays[a][m], arrays[b][m]) for m in measures for a, b in combinations(runs, 2)}
     ranges = {m: float(w) for m, w in (ranges or {}).items() if m in measures}
-    pairs = _pair_tests(keys, arrays, diffs, pvalues, adjusted, pair_ci, test=test, exact=exact, alpha=alpha,
-                        correction=correction, mdd_alpha=mdd_alpha, power=power, n_resamples=n_resamples,
-                        ranges=ranges)
+    options = {"test": test, "alpha": alpha, "correction": correction, "power": power, "n_resamples": n_resamples,
+               "seed": seed, "ranges": ranges}
+    pairs, sizes, mdd_alpha, exact = _tested(sides, measures, pair_ci, **options)
+    tie_pairs, tie_sizes, tie_alpha = (), {}, {}
+    if ties is not None:
+        if ties not in measures:
+            raise InputError(f"compare_scores: ties = {ties!r} is not one of the measures compared ({', '.join(measures)})")
+        tie_pairs, tie_sizes, tie_alpha = _on_ties(runs, [m for m in measures if m != ties], arrays, ties, n_boot,
+                                                   level, options)
     order = {r: i for i, r in enumerate(runs)}
     beats: dict[str, dict[str, list[str]]] = {r: {m: [] for m in measures} for r in runs}
     for t in pairs:
@@ -284,4 +297,45 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
             by_m[m] = sorted(by_m[m], key=order.__getitem__)
     return Comparison(tuple(runs), tuple(measures), test, float(alpha), int(n_resamples), int(n_boot), float(level),
                       {m: len(arrays[runs[0]][m]) for m in measures}, cells, tuple(pairs), beats, correction, sizes,
-                      mdd_alpha, float(power), exact, tuple(notes), int(seed), direction, n_shared, ranges)
+                      mdd_alpha, float(power), exact, tuple(notes), int(seed), direction, n_shared, ranges,
+                      "" if ties is None else str(ties), tuple(tie_pairs), tie_sizes, tie_alpha)
+
+
+def _tested(sides: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]], measures: list[str], pair_ci: dict, *,
+            test: str, alpha: float, correction: str, power: float, n_resamples: int, seed: int,
+            ranges: Mapping[str, float]) -> tuple[list[PairTest], dict[str, int], dict[str, float], bool]:
+    """The paired test, correction and detectable difference of every (measure, run a, run b) of
+    ``sides``: the pairs, each measure's family size and MDD level, and whether every p is exact."""
+    keys = list(sides)
+    diffs = [x - y for x, y in sides.values()]
+    diffs = [d[~np.isnan(d)] for d in diffs]
+    exact = test != "permutation" or _exact_fits(diffs)
+    if test == "permutation":  # one draw of random sign flips per query count, shared by the pairs
+        pvalues = sign_flip_pvalues(diffs, n_resamples, seed, EXACT_MAX_N if exact else 0)
+    else:
+        pvalues = [paired_test(x, y, test, n_resamples, seed) for x, y in sides.values()]
+    adjusted, sizes = _families([m for m, _, _ in keys], pvalues, correction)
+    sizes = {m: sizes.get(m, 0) for m in measures}
+    mdd_alpha = {m: alpha / sizes[m] if correction != "none" and sizes[m] > 1 else alpha for m in measures}
+    pairs = _pair_tests(keys, sides, diffs, pvalues, adjusted, pair_ci, test=test, exact=exact, alpha=alpha,
+                        correction=correction, mdd_alpha=mdd_alpha, power=power, n_resamples=n_resamples,
+                        ranges=ranges)
+    return pairs, sizes, mdd_alpha, exact
+
+
+def _on_ties(runs: list[str], measures: list[str], arrays: dict, ties: str, n_boot: int, level: float,
+             options: dict) -> tuple[list[PairTest], dict[str, int], dict[str, float]]:
+    """Every run pair on the queries where its two runs' ``ties`` values are equal (within
+    ``EQUAL_WITHIN``): each other measure's paired test, interval (queries resampled within them),
+    detectable difference and counts; Holm over this table's own families (module docstring)."""
+    tied = {}
+    for a, b in combinations(runs, 2):
+        ta, tb = arrays[a][ties], arrays[b][ties]
+        tied[a, b] = ~np.isnan(ta) & ~np.isnan(tb) & (np.abs(ta - tb) <= EQUAL_WITHIN)
+    sides = {(m, a, b): (arrays[a][m][mask], arrays[b][m][mask]) for m in measures for (a, b), mask in tied.items()}
+    pair_ci = {}
+    for key, (x, y) in sides.items():
+        d = x - y
+        pair_ci[key] = bootstrap_ci(d[~np.isnan(d)], n_boot, level, options["seed"])
+    pairs, sizes, mdd_alpha, _ = _tested(sides, measures, pair_ci, **options)
+    return pairs, sizes, mdd_alpha

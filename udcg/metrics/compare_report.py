@@ -22,7 +22,8 @@ from udcg.metrics.stats import EXACT_MAX_N
 
 FORMATS = ("markdown", "csv", "json", "latex")
 CSV_COLUMNS = ("kind", "measure", "run", "run_b", "mean", "low", "high", "n", "beats", "diff", "a_higher", "equal",
-               "b_higher", "mdd", "p", "p_holm", "significant", "test", "correction", "family_size", "mdd_alpha")
+               "b_higher", "mdd", "p", "p_holm", "significant", "test", "correction", "family_size", "mdd_alpha",
+               "tied_on")
 
 _SUPERSCRIPT = dict(zip("abcdefghijklmnopqrstuvwxyz", "ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖ𐞥ʳˢᵗᵘᵛʷˣʸᶻ"))
 _LATEX_SPECIAL = {c: "\\" + c for c in "&%$#_{}"} | {"~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
@@ -180,6 +181,7 @@ def footer_lines(cmp: ComparisonData) -> list[str]:
             f"{level}; an estimate from the spread of the paired differences ({spread})." + _undetectable(cmp),
             f"{_population(cmp)}. Letters: the runs a run significantly beats; bold: the best mean"
             + _directions(cmp) + _unbolded(cmp) + ".",
+            *([tie_footer(cmp)] if cmp.ties_of else []),
             *cmp.notes]
 
 
@@ -204,13 +206,48 @@ def _mdd_text(t, digits: int) -> str:
     return "undetectable" if t.undetectable else _num(t.mdd, digits)
 
 
-def _pair_rows(cmp: ComparisonData, digits: int) -> list[list[str]]:
+def _pair_rows(cmp: ComparisonData, digits: int, ties: bool = False) -> list[list[str]]:
     adjusted = bool(_adjusted_header(cmp))
-    n = _uniform_n(cmp) is None
+    n = ties or _uniform_n(cmp) is None
     return [[t.measure, t.run_a, t.run_b, *([str(t.n)] if n else []),
              _num(t.diff, digits) + _interval(t.low, t.high, digits), f"{t.a_higher} / {t.equal} / {t.b_higher}",
              _mdd_text(t, digits), _p(t.p, digits),
-             *([_p(t.p_holm, digits)] if adjusted else []), "yes" if t.significant else "no"] for t in cmp.pairs]
+             *([_p(t.p_holm, digits)] if adjusted else []), "yes" if t.significant else "no"]
+            for t in (cmp.tie_pairs if ties else cmp.pairs)]
+
+
+def tie_header(cmp: ComparisonData) -> list[str]:
+    """The tie table's columns: the pair table's, with the tied queries as n."""
+    header = pair_header(cmp)
+    if "n" in header:
+        header.remove("n")
+    return [*header[:3], f"queries tied on {cmp.ties_of}", *header[3:]]
+
+
+def tie_title(cmp: ComparisonData) -> str:
+    return (f"Where {cmp.ties_of} ties: each run pair on the queries where its two runs' {cmp.ties_of} values are "
+            "equal")
+
+
+def tie_footer(cmp: ComparisonData) -> str:
+    """What the tie table is, in one sentence."""
+    if not cmp.ties_of:
+        return ""
+    errors = [t.p_se for t in cmp.tie_pairs if not math.isnan(t.p_se)]
+    if errors:
+        p = (f"p estimated from {cmp.n_resamples:,} sign flips where more than {EXACT_MAX_N} queries tie, Monte Carlo "
+             f"standard error at most {max(errors):.4f}")
+    else:
+        p = "p exact" if cmp.test == "permutation" else _test_text(cmp)
+    sizes = cmp.tie_family_sizes
+    family = ("no correction" if cmp.correction == "none" else
+              f"Holm over the run pairs of each measure in this table ({_per_measure(sizes, str)} per family)"
+              if cmp.correction == "measure" else
+              f"Holm over this whole table ({next(iter(sizes.values()), 0)} comparisons)")
+    return (f"Where {cmp.ties_of} ties: per run pair, the queries where both runs' {cmp.ties_of} are equal (within "
+            f"{EQUAL_WITHIN:g}); each other measure's mean paired difference on them, its interval (those queries "
+            f"resampled), detectable difference and the same paired test ({p}), {family}. A difference here is "
+            f"one {cmp.ties_of} cannot show.")
 
 
 def _markdown(cmp: ComparisonData, digits: int) -> str:
@@ -221,8 +258,11 @@ def _markdown(cmp: ComparisonData, digits: int) -> str:
     main = [[label, run.replace("|", r"\|"), *(_cell_text(cmp, run, m, digits, False) for m in cmp.measures)]
             for label, run in zip(labels_of(len(cmp.runs)), cmp.runs)]
     pairs = [[c.replace("|", r"\|") for c in r] for r in _pair_rows(cmp, digits)]
+    tied = ([f"{tie_title(cmp)}:", "", *table(tie_header(cmp), [[c.replace("|", r"\|") for c in r]
+                                                             for r in _pair_rows(cmp, digits, ties=True)]), ""]
+            if cmp.ties_of else [])
     return "\n".join([*table(["", "run", *(measure_header(cmp, m) for m in cmp.measures)], main), "",
-                      *table(pair_header(cmp), pairs), "",
+                      *table(pair_header(cmp), pairs), "", *tied,
                       *footer_lines(cmp)]) + "\n"
 
 
@@ -242,8 +282,13 @@ def _latex(cmp: ComparisonData, digits: int) -> str:
     footer = [_tex(line).replace("≤", r"$\leq$").replace("×", r"$\times$").replace("√(3/π)", r"$\sqrt{3/\pi}$")
               for line in footer_lines(cmp)]
     measures = [_tex(measure_header(cmp, m)) for m in cmp.measures]
+    tied = []
+    if cmp.ties_of:
+        ties = tie_header(cmp)
+        tied = [_tex(tie_title(cmp)) + ":", "", *tabular("lll" + "r" * (len(ties) - 4) + "c", [_tex(h) for h in ties],
+                                                         [[_tex(c) for c in r] for r in _pair_rows(cmp, digits, True)]), ""]
     return "\n".join([*tabular("ll" + "c" * len(cmp.measures), ["", "run", *measures], main), "",
-                      *tabular("lll" + "r" * (len(header) - 4) + "c", [_tex(h) for h in header], pairs), "",
+                      *tabular("lll" + "r" * (len(header) - 4) + "c", [_tex(h) for h in header], pairs), "", *tied,
                       *footer]) + "\n"
 
 
@@ -254,9 +299,10 @@ def _csv_num(x: float) -> str:
 def _csv(cmp: ComparisonData) -> str:
     """One rectangular CSV: ``kind`` = "cell" rows (run, measure, mean, low, high, n, beats as
     space-separated run names) then "pair" rows (measure, run, run_b, diff with its interval in
-    low/high, n = queries where both are defined, of which a_higher / equal / b_higher, mdd, p, p_holm, significant, and the test,
-    correction = the family (measure, table, none), family_size and mdd_alpha). Empty field = not
-    applicable or NA."""
+    low/high, n = queries where both are defined, of which a_higher / equal / b_higher, mdd, p,
+    p_holm, significant, and the test, correction = the family (measure, table, none), family_size
+    and mdd_alpha), then with ``ties`` "tie-pair" rows (the same fields on the pair's queries tied on
+    the measure ``tied_on``; n = those queries). Empty field = not applicable or NA."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
     w.writeheader()
@@ -266,13 +312,17 @@ def _csv(cmp: ComparisonData) -> str:
             w.writerow({"kind": "cell", "measure": m, "run": run, "mean": _csv_num(c.mean), "low": _csv_num(c.low),
                         "high": _csv_num(c.high), "n": c.n, "beats": " ".join(cmp.beats[run][m])})
     test = label_of_test(cmp)
-    for t in cmp.pairs:
-        w.writerow({"kind": "pair", "measure": t.measure, "run": t.run_a, "run_b": t.run_b, "diff": _csv_num(t.diff),
-                    "low": _csv_num(t.low), "high": _csv_num(t.high), "n": t.n, "a_higher": t.a_higher,
-                    "equal": t.equal, "b_higher": t.b_higher, "mdd": "undetectable" if t.undetectable else _csv_num(t.mdd),
-                    "p": _csv_num(t.p), "p_holm": _csv_num(t.p_holm), "significant": "yes" if t.significant else "no",
-                    "test": test, "correction": cmp.correction, "family_size": cmp.family_sizes.get(t.measure, 0),
-                    "mdd_alpha": _csv_num(cmp.mdd_alpha.get(t.measure, math.nan))})
+    for kind, pairs, sizes, alphas in (("pair", cmp.pairs, cmp.family_sizes, cmp.mdd_alpha),
+                                       ("tie-pair", cmp.tie_pairs, cmp.tie_family_sizes, cmp.tie_mdd_alpha)):
+        for t in pairs:
+            w.writerow({"kind": kind, "measure": t.measure, "run": t.run_a, "run_b": t.run_b,
+                        "diff": _csv_num(t.diff), "low": _csv_num(t.low), "high": _csv_num(t.high), "n": t.n,
+                        "a_higher": t.a_higher, "equal": t.equal, "b_higher": t.b_higher,
+                        "mdd": "undetectable" if t.undetectable else _csv_num(t.mdd), "p": _csv_num(t.p),
+                        "p_holm": _csv_num(t.p_holm), "significant": "yes" if t.significant else "no", "test": test,
+                        "correction": cmp.correction, "family_size": sizes.get(t.measure, 0),
+                        "mdd_alpha": _csv_num(alphas.get(t.measure, math.nan)),
+                        "tied_on": cmp.ties_of if kind == "tie-pair" else ""})
     return buf.getvalue()
 
 

@@ -81,6 +81,10 @@ class ComparisonData:
     direction: dict[str, int] = field(default_factory=dict)  # measure -> +1 higher is better, -1 lower, 0 neither
     n_shared: dict[str, int] = field(default_factory=dict)  # measure -> queries where every run is defined
     ranges: dict[str, float] = field(default_factory=dict)  # measure -> width of its range, where known
+    ties_of: str = ""  # the measure whose ties split the queries of the tie table ("" = no tie table)
+    tie_pairs: tuple[PairTest, ...] = ()  # each other measure per run pair, on the queries the pair ties on ties_of
+    tie_family_sizes: dict[str, int] = field(default_factory=dict)  # measure -> comparisons in its tie-table family
+    tie_mdd_alpha: dict[str, float] = field(default_factory=dict)  # measure -> the level of its tie-table MDD
 
     def same_population(self, measure: str) -> bool:
         """Whether every run's mean of ``measure`` is over the same queries (then means compare)."""
