@@ -308,3 +308,28 @@ def test_a_qrels_query_without_a_ranking_has_no_udcg(utilities):
     want = udcg.evaluate(run, qrels, utilities=utilities, metrics="UDCG@5")
     assert np.isnan(want.per_query()["nq3"]["UDCG@5"])
     assert measure.calc_aggregate(qrels, run) == pytest.approx(want.means()["UDCG@5"], abs=1e-12)
+
+
+def test_compare_agrees_with_ranx_compare():
+    """The same three packaged runs in ranx.compare (an independent implementation): every mean,
+    every paired t-test p (ranx's "student") and every win / tie / loss count (ranx's
+    ``win_tie_loss``) equals udcg.compare's (test="t"; a_higher / equal / b_higher)."""
+    names = ("bm25", "dense", "hybrid")
+    runs = {n: read_run(EX / "runs" / f"{n}.trec") for n in names}
+    qrels = read_qrels(QRELS)
+    pairs = {"nDCG@5": "ndcg@5", "P@5": "precision@5", "RR@5": "mrr@5", "AP@5": "map@5"}
+    ours = udcg.compare(runs, qrels, metrics=list(pairs), test="t", n_boot=200)
+    report = ranx.compare(ranx.Qrels.from_dict(qrels), [ranx.Run.from_dict(runs[n], name=n) for n in names],
+                          list(pairs.values()), stat_test="student", max_p=0.05)
+    for run in names:
+        for m, theirs in pairs.items():
+            assert ours.cells[run][m].mean == pytest.approx(report.results[run][theirs], abs=1e-12), (run, m)
+    checked = 0
+    for t in ours.pairs:
+        theirs = pairs[t.measure]
+        wtl = report.win_tie_loss[t.run_a, t.run_b][theirs]
+        assert (t.a_higher, t.equal, t.b_higher) == (wtl["W"], wtl["T"], wtl["L"]), (t.measure, t.run_a, t.run_b)
+        p = report.comparisons[t.run_a, t.run_b][theirs]["p_value"]
+        assert (np.isnan(t.p) and np.isnan(p)) or t.p == pytest.approx(p, rel=1e-9), (t.measure, t.run_a, t.run_b)
+        checked += t.a_higher + t.b_higher > 0
+    assert checked >= 6  # most pairs differ on some query: the counts and p are not all trivial
