@@ -46,7 +46,8 @@ demo: models
 	    --utilities $(QS)/utilities --metrics UDCG@5,nDCG@5,P@5
 	$(UDCG) annotate --corpus $(EX) --run $(EX)/runs/hybrid.trec --depth 5 --model $(READER) -o $(QS)/utilities
 	$(UDCG) compare --run $(EX)/runs/bm25.trec --run $(EX)/runs/dense.trec --run $(EX)/runs/hybrid.trec \
-	    --qrels $(EX)/qrels/test.tsv --utilities $(QS)/utilities --metrics UDCG@5,nDCG@5,P@5
+	    --qrels $(EX)/qrels/test.tsv --utilities $(QS)/utilities --metrics UDCG@5,nDCG@5,P@5 --ties nDCG@5
+	$(UDCG) reader-check $(QS)/utilities -o $(QS)/queries.tsv
 
 # The paper's end-to-end validation on the packaged PopQA sample (about 5 minutes on an idle 2-core CPU).
 demo-validate: models
@@ -67,6 +68,7 @@ test-fast: $(STAMP)
 bench: models
 	$(PY) scripts/bench_metrics.py
 	$(PY) scripts/bench_evaluate.py
+	$(PY) scripts/bench_compare.py
 	$(PY) scripts/bench_score.py
 	$(PY) scripts/bench_api.py
 	$(PY) scripts/bench_corpus.py
