@@ -134,7 +134,9 @@ def test_queries_where_a_is_higher_equal_lower():
     assert (row["a_higher"], row["equal"], row["b_higher"]) == ("1", "2", "2")
     (pair,) = json.loads(format_comparison(cmp, "json"))["pairs"]
     assert (pair["a_higher"], pair["equal"], pair["b_higher"]) == (1, 2, 2)
-    assert "1 / 2 / 2" in format_comparison(cmp, "latex")
+    latex = format_comparison(cmp, "latex")
+    assert "1 / 2 / 2" in latex and r"queries A \textgreater{} / = / \textless{} B" in latex
+    assert "<" not in latex and ">" not in latex  # in LaTeX's default OT1 text font they print as ¡ and ¿
     swapped = compare_scores({"b": {"m": b}, "a": {"m": a}}, n_boot=50).pairs[0]
     assert (swapped.a_higher, swapped.equal, swapped.b_higher) == (2, 2, 1)
 

@@ -27,7 +27,8 @@ CSV_COLUMNS = ("kind", "measure", "run", "run_b", "mean", "low", "high", "n", "b
 
 _SUPERSCRIPT = dict(zip("abcdefghijklmnopqrstuvwxyz", "ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖ𐞥ʳˢᵗᵘᵛʷˣʸᶻ"))
 _LATEX_SPECIAL = {c: "\\" + c for c in "&%$#_{}"} | {"~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-                                                     "\\": r"\textbackslash{}"}
+                                                     "\\": r"\textbackslash{}", "<": r"\textless{}",
+                                                     ">": r"\textgreater{}"}  # < > in OT1 text print as ¡ ¿
 
 
 def _num(x: float, digits: int) -> str:
