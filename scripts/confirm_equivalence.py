@@ -83,18 +83,33 @@ def _primary(d: np.ndarray, plan: Plan) -> dict:
             "p_tost": p_tost, "p_lower": p_lower, "p_upper": p_upper, "min_detectable": spread.min_detectable}
 
 
-def analysis(folder: Path, plan: Plan = Plan()) -> list[str]:
-    """The confirmatory analysis as Markdown lines (module docstring)."""
+class Data(NamedTuple):
+    """What the analysis reads from the run, once: the question order, the per-question rows of
+    table3-all and the tie decomposition's parts of each confirmatory question."""
+    order: list[str]
+    rows: list[dict]
+    ties: dict
+
+
+def load(folder: Path, plan: Plan = Plan()) -> Data:
     order = question_order(folder)
+    confirm = order[plan.after:plan.target]
+    return Data(order, read_per_question(folder, "table3-all"), ties_by_question(*main_contexts(folder, set(confirm))))
+
+
+def analysis(folder: Path, plan: Plan = Plan(), data: Data | None = None) -> list[str]:
+    """The confirmatory analysis as Markdown lines (module docstring)."""
+    order = question_order(folder) if data is None else data.order
     if len(order) < plan.target:
         return [f"{folder.name}: incomplete: {len(order)} of {plan.target} questions. The confirmatory statistics are "
                 f"computed only once question {plan.target} has run (pre-registration (f))."]
+    data = data or load(folder, plan)
     confirm = order[plan.after:plan.target]
-    rows = read_per_question(folder, "table3-all")
+    rows = data.rows
     main = _primary(_differences(rows, "rho", confirm), plan)
     every = _primary(_differences(rows, "rho", order[:plan.target]), plan)
     acc = _differences(rows, "pair_acc", confirm)
-    by_q = ties_by_question(*main_contexts(folder, set(confirm)))
+    by_q = data.ties
     tied = np.array([t for t, _, _ in by_q.values() if np.isfinite(t)]) - 0.5
     untied = np.array([u - v for _, u, v in by_q.values() if np.isfinite(u) and np.isfinite(v)])
     secondary = [("S1 pairwise accuracy, UDCG − nDCG", acc), ("S2 UDCG on the pairs nDCG ties, − 0.5", tied),
@@ -123,13 +138,13 @@ def analysis(folder: Path, plan: Plan = Plan()) -> list[str]:
     return lines
 
 
-def per_question(folder: Path, plan: Plan = Plan()) -> list[dict]:
+def per_question(folder: Path, plan: Plan = Plan(), data: Data | None = None) -> list[dict]:
     """Each confirmatory question's values behind the analysis, in the run's question order: ρ and
     pairwise accuracy of UDCG and nDCG (table3-all) and the tie decomposition's parts."""
-    confirm = question_order(folder)[plan.after:plan.target]
-    rows = read_per_question(folder, "table3-all")
-    rho, acc = (paired.aligned(rows, "UDCG", "nDCG", s, confirm) for s in ("rho", "pair_acc"))
-    ties = ties_by_question(*main_contexts(folder, set(confirm)))
+    data = data or load(folder, plan)
+    confirm = data.order[plan.after:plan.target]
+    rho, acc = (paired.aligned(data.rows, "UDCG", "nDCG", s, confirm) for s in ("rho", "pair_acc"))
+    ties = data.ties
     parts = ("UDCG_on_nDCG_ties", "UDCG_elsewhere", "nDCG_elsewhere")
     return [finite({"qid": q, "rho_UDCG": rho[0][i], "rho_nDCG": rho[1][i], "pair_acc_UDCG": acc[0][i],
                     "pair_acc_nDCG": acc[1][i], **dict(zip(parts, ties.get(q, (float("nan"),) * 3)))})
@@ -138,9 +153,10 @@ def per_question(folder: Path, plan: Plan = Plan()) -> list[dict]:
 
 def write(folder: Path, out: Path, command: str, plan: Plan = Plan()) -> list[str]:
     """The analysis written to ``out`` (module docstring); its lines."""
-    lines = analysis(folder, plan)
     if len(question_order(folder)) < plan.target:
-        return lines
+        return analysis(folder, plan)
+    data = load(folder, plan)
+    lines = analysis(folder, plan, data)
     out.mkdir(parents=True, exist_ok=True)
     head = ["# The pre-registered equivalence test on NQ for the 1.5B reader (issue #38)", "",
             "The analysis of the pre-registration in [README.md](../README.md#pre-registration-equivalence-within-003-"
@@ -148,7 +164,7 @@ def write(folder: Path, out: Path, command: str, plan: Plan = Plan()) -> list[st
             "from the published run's per-question data; `per-question.jsonl.gz` holds each confirmatory "
             "question's values behind it.", ""]
     atomic_write_text(out / "README.md", "\n".join(head + lines) + "\n")
-    write_jsonl_gz(out / "per-question.jsonl.gz", per_question(folder, plan))
+    write_jsonl_gz(out / "per-question.jsonl.gz", per_question(folder, plan, data))
     return lines
 
 
