@@ -10,7 +10,7 @@ questions (121-350 of the run's question order):
 
 - the primary D = mean over usable questions of rho_q(UDCG) - rho_q(nDCG), its 95% and 90%
   percentile bootstrap intervals (10,000 resamples of questions, seed 0), the two-sided paired
-  sign-flip p and the TOST p at ±0.03 (``udcg.metrics.stats.equivalence_test``), both from
+  sign-flip p and the TOST p at ±0.03 (``udcg.metrics.equivalence.equivalence_test``), both from
   1,000,000 seeded flips with the Monte Carlo standard error, and the row of the decision table;
 - which of the paper's six per-LLM NQ margins the 95% interval excludes;
 - the secondaries S1-S3 (pairwise accuracy; the tie decomposition's two parts, per question) and S4
@@ -35,7 +35,8 @@ from results_table import main_contexts, margins_reading  # noqa: E402
 from udcg.experiment import paired  # noqa: E402
 from udcg.experiment.reporting import finite, question_order, read_per_question, write_jsonl_gz  # noqa: E402
 from udcg.io.files import atomic_write_text  # noqa: E402
-from udcg.metrics.stats import (bootstrap_ci, equivalence_test, holm, is_estimated, monte_carlo_se,  # noqa: E402
+from udcg.metrics.equivalence import equivalence_test  # noqa: E402
+from udcg.metrics.stats import (bootstrap_ci, holm, is_estimated, monte_carlo_se,  # noqa: E402
                                 sign_flip_pvalues)
 from udcg.metrics.ties import ties_by_question  # noqa: E402
 

@@ -199,3 +199,43 @@ def test_the_tie_table_in_every_rendering():
     assert "Where" not in format_comparison(plain) and json.loads(format_comparison(plain, "json"))["ties_of"] is None
     with pytest.raises(InputError, match="ties = 'MAP' is not one of the measures compared"):
         compare_scores(_tie_toy(), n_boot=200, ties="MAP")
+
+
+def test_equivalence_decisions_in_every_rendering():
+    """Four pairs built for the four decisions (margin 0.01, 40 queries): b = a + 0 noise-only
+    (equivalent), c = a + 0.05 (different), d = a + 0.003 with tiny noise (different, within the
+    margin); and, with 6 queries and wide noise, inconclusive. p_TOST is equivalence_pvalues'
+    and Holm runs over the equivalence tests of each measure."""
+    from udcg.metrics.equivalence import equivalence_pvalues
+
+    rng = np.random.default_rng(5)
+    a = rng.uniform(0.3, 0.7, 40)
+    scores = {"a": {"m": a}, "b": {"m": a + rng.normal(0, 0.002, 40)}, "c": {"m": a + 0.05 + rng.normal(0, 0.002, 40)},
+              "d": {"m": a + 0.003 + rng.normal(0, 0.0005, 40)}}
+    cmp = compare_scores(scores, n_boot=200, n_resamples=2000, equivalence={"m": 0.01})
+    by = {(t.run_a, t.run_b): t for t in cmp.pairs}
+    assert by["a", "b"].decision == "equivalent within ±0.01" and not by["a", "b"].significant
+    assert by["a", "c"].decision == "different" and not by["a", "c"].equivalent
+    assert by["a", "d"].decision == "different, within ±0.01"
+    raw = equivalence_pvalues([scores[t.run_a]["m"] - scores[t.run_b]["m"] for t in cmp.pairs], [0.01] * 6,
+                              n_resamples=2000, exact_max_n=0)
+    assert [t.p_tost for t in cmp.pairs] == pytest.approx(raw)
+    assert [t.p_tost_holm for t in cmp.pairs] == pytest.approx(list(holm(raw)))
+    few = compare_scores({"a": {"m": a[:6]}, "b": {"m": a[:6] + rng.normal(0, 0.05, 6)}}, n_boot=200,
+                         equivalence={"m": 0.01})
+    assert few.pairs[0].decision == "inconclusive"
+    text = format_comparison(cmp)
+    assert "| equivalence: ±margin, p (TOST, Holm) | decision |" in text and "| ±0.01: " in text
+    assert "Equivalence: margins ±0.01; two one-sided tests" in text
+    rows = [r for r in csv.DictReader(io.StringIO(format_comparison(cmp, "csv"))) if r["kind"] == "pair"]
+    assert {r["decision"] for r in rows} >= {"different", "equivalent within ±0.01", "different, within ±0.01"}
+    assert all(r["margin"] == "0.01" and r["equivalent"] in ("yes", "no") for r in rows)
+    pairs = json.loads(format_comparison(cmp, "json"))["pairs"]
+    assert pairs[0]["decision"] == by["a", "b"].decision and pairs[0]["margin"] == 0.01
+    assert r"$\pm$0.01" in format_comparison(cmp, "latex")
+    assert cmp.to_frame("pairs").loc[("m", "a", "c"), "decision"] == "different"
+    plain = compare_scores(scores, n_boot=200, n_resamples=2000)
+    assert "decision" not in format_comparison(plain) and plain.pairs[0].decision == ""
+    assert json.loads(format_comparison(plain, "json"))["pairs"][0]["decision"] is None
+    with pytest.raises(InputError, match="equivalence margins for x: not among the measures"):
+        compare_scores(scores, n_boot=200, equivalence={"x": 0.01})

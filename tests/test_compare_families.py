@@ -275,3 +275,31 @@ def test_cli_ties_option(tmp_path, capsys):
     with pytest.raises(InputError, match="ties: give a str or None"):
         udcg.compare([str(folder / "runs" / "bm25.trec"), str(folder / "runs" / "dense.trec")],
                      str(folder / "qrels" / "test.tsv"), metrics="nDCG@5", ties=5)
+
+
+def test_cli_equivalence_option(tmp_path, capsys):
+    """--equivalence: one number for every row or ROW=MARGIN pairs (any spelling); the API takes a
+    dict too; a bad margin or row is one line, exit 2, nothing written."""
+    from udcg.io.sources import example_path
+
+    folder = example_path()
+    runs = [str(folder / "runs" / f"{n}.trec") for n in ("bm25", "dense")]
+    args = ["compare", "--run", runs[0], "--run", runs[1], "--qrels", str(folder / "qrels" / "test.tsv"),
+            "--metrics", "nDCG@5,P@5", "--n-boot", "200"]
+    assert main(args + ["--equivalence", "ndcg@5=0.3", "-o", str(tmp_path / "e.json")]) == 0
+    capsys.readouterr()
+    pairs = {p["measure"]: p for p in json.loads((tmp_path / "e.json").read_text())["pairs"]}
+    assert pairs["nDCG@5"]["margin"] == 0.3 and pairs["P@5"]["decision"] is None
+    # nDCG@5 differs on 2 of 20 queries by 0.5 and 1.0 (mean 0.1): within 0.3 by the exact TOST
+    assert pairs["nDCG@5"]["decision"] == "equivalent within ±0.3" and pairs["nDCG@5"]["p_tost"] < 0.05
+    assert main(args + ["--equivalence", "0.3"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("| ±0.3: ") == 2
+    api = udcg.compare(runs, str(folder / "qrels" / "test.tsv"), metrics="nDCG@5,P@5", n_boot=200,
+                       equivalence={"nDCG@5": 0.3})
+    assert api.to_dict()["pairs"] == json.loads((tmp_path / "e.json").read_text())["pairs"]
+    for bad, words in (("0", "--equivalence 0: the margin must be a positive number"), ("MAP=0.1", "MAP: not one of the rows"),
+                       ("nDCG@5", "nDCG@5: give one number for every row (e.g. 0.01) or ROW=MARGIN"), ("P@5=inf", "P@5=inf: the margin must be")):
+        assert main(args + ["--equivalence", bad, "-o", str(tmp_path / "bad.json")]) == 2
+        err = capsys.readouterr().err
+        assert words in err and err.count("\n") == 1 and not (tmp_path / "bad.json").exists(), (bad, err)

@@ -8,7 +8,8 @@ import pytest
 from scipy import stats as scipy_stats
 
 from udcg.errors import InputError
-from udcg.metrics.stats import equivalence_test, sign_flip_pvalues
+from udcg.metrics.equivalence import equivalence_pvalues, equivalence_test
+from udcg.metrics.stats import sign_flip_pvalues
 
 
 def _scipy(d: np.ndarray, alternative: str) -> float:
@@ -61,3 +62,39 @@ def test_a_margin_that_is_not_a_positive_number_is_refused(margin):
 def test_an_unknown_alternative_is_refused():
     with pytest.raises(InputError, match="alternative 'bigger' is unknown"):
         sign_flip_pvalues([np.ones(3)], alternative="bigger")
+
+
+def test_equivalence_pvalues_by_hand_and_for_every_test():
+    """d = (0.01, 0.02), margin 0.05: on d + 0.05 only the identity flip reaches the observed mean
+    (p_lower = 1/4), likewise on d - 0.05 (p_upper = 1/4), so p_TOST = 1/4 for the sign-flip test and
+    for Wilcoxon's exact test; the sign-flip values are equivalence_test's, vector by vector."""
+    d = np.array([0.01, 0.02])
+    assert equivalence_pvalues([d], [0.05]) == [0.25]
+    assert equivalence_pvalues([d], [0.05], "wilcoxon") == [pytest.approx(0.25)]
+    rng = np.random.default_rng(1)
+    ds = [rng.normal(0.002, 0.01, 30), rng.normal(0.0, 0.01, 12), rng.normal(0.02, 0.01, 30), np.array([])]
+    margins = [0.005, 0.005, 0.01, 0.01]
+    got = equivalence_pvalues(ds, margins)
+    assert got[:3] == [equivalence_test(x, m)[0] for x, m in zip(ds[:3], margins)] and np.isnan(got[3])
+    assert equivalence_pvalues([ds[0][::-1]], [0.005]) == got[:1]  # the order of the queries never matters
+    # Student's t against the formula: t = (mean -+ margin) / (sd / sqrt(n)), one-sided with n - 1 df
+    x, m = ds[0], 0.005
+    se = x.std(ddof=1) / np.sqrt(len(x))
+    lower = scipy_stats.t.sf((x.mean() + m) / se, len(x) - 1)
+    upper = scipy_stats.t.cdf((x.mean() - m) / se, len(x) - 1)
+    assert equivalence_pvalues([x], [m], "t") == [pytest.approx(max(lower, upper), rel=1e-9)]
+    assert equivalence_pvalues([np.full(5, 0.001)], [0.005], "t") == [0.0]  # no spread, inside: both H0 refuted
+    assert equivalence_pvalues([np.full(5, 0.01)], [0.005], "t") == [1.0]  # no spread, outside
+    with pytest.raises(InputError, match="positive number"):
+        equivalence_pvalues([x], [0.0])
+
+
+def test_tost_t_equals_statsmodels_paired_tost():
+    """An independent implementation: statsmodels' ttost_paired on the two runs' values."""
+    from statsmodels.stats.weightstats import ttost_paired
+
+    rng = np.random.default_rng(2)
+    a = rng.uniform(0.4, 0.6, 40)
+    b = a + rng.normal(0.003, 0.01, 40)
+    p, _, _ = ttost_paired(a, b, -0.005, 0.005)
+    assert equivalence_pvalues([a - b], [0.005], "t") == [pytest.approx(p, rel=1e-9)]

@@ -117,7 +117,8 @@ def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: 
             theta: UDCGTheta | str | Path | None = None, unannotated: str = "error", test: str = "permutation",
             alpha: float = 0.05, correction: str = "measure", power: float = 0.8, n_resamples: int = DEFAULT_RESAMPLES,
             n_boot: int = 10_000, seed: int = 0, answers: str | Path | None = None, model: str | None = None,
-            prompt_version: str | None = None, judged_only: bool = False, ties: str | None = None):
+            prompt_version: str | None = None, judged_only: bool = False, ties: str | None = None,
+            equivalence: Any = None):
     """Every run's mean and 95% interval per measure; for every pair of runs the mean paired
     difference with its interval (the same resampled queries), its minimum detectable difference
     at ``power`` and a paired test, Holm-corrected within each measure (``correction="measure"``;
@@ -125,7 +126,8 @@ def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: 
     (``udcg answer`` + ``udcg judge answer``) adds correct / abstained / wrong rows for the runs;
     ``judged_only`` puts every row on the queries every run has a judged answer for; ``ties`` (one of
     ``metrics``, e.g. "nDCG@5") adds every other measure on each run pair's queries tied on it
-    (``.tie_pairs``, ``.to_frame("ties")``).
+    (``.tie_pairs``, ``.to_frame("ties")``); ``equivalence`` (a margin for every row, or
+    ``{"UDCG@5": 0.005, "nDCG@5": 0.02}``) adds each pair's equivalence test and ``.decision``.
     Returns a ``udcg.metrics.compare.Comparison``: ``.format(fmt)``, ``.to_dict()``,
     ``.to_frame()`` (runs), ``.to_frame("pairs")``, ``.to_frames()``. ``runs`` is ``{name: run}``,
     a list of run files (named by file name) or a list of named ranx ``Run``s."""
@@ -136,7 +138,8 @@ def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: 
     cmp, scores = compare_runs(runs, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
                                unannotated=unannotated, model=model, prompt_version=prompt_version, answers=answers,
                                test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
-                               correction=correction, power=power, judged_only=judged_only, ties=ties)
+                               correction=correction, power=power, judged_only=judged_only, ties=ties,
+                               equivalence=equivalence)
     for s in scores.values():
         _log_notes(s)
     return cmp

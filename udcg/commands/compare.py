@@ -49,6 +49,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ties", metavar="MEASURE",
                    help="one of --metrics (e.g. nDCG@5): add a table of every other measure on each run pair's queries "
                    "where the two runs tie on it, with the same tests: a difference there is one MEASURE cannot show")
+    p.add_argument("--equivalence", metavar="MARGINS",
+                   help="the smallest difference that matters, one number for every row (e.g. 0.01) or per row "
+                   "(UDCG@5=0.005,nDCG@5=0.02): adds each pair's equivalence test (TOST, the same test and correction) "
+                   "and a decision: different, equivalent, different within the margin, or inconclusive")
     p.add_argument("--n-resamples", type=int, default=100_000,
                    help="random sign flips when n > 24 (default 100000; more for a smaller Monte Carlo error of p)")
     p.add_argument("--n-boot", type=int, default=10_000, help="bootstrap resamples for the intervals (default 10000)")
@@ -82,7 +86,7 @@ def main(args: argparse.Namespace) -> int:
                                      answers=args.answers, test=args.test, alpha=args.alpha,
                                      n_resamples=args.n_resamples, n_boot=args.n_boot, seed=args.seed,
                                      correction=args.correction, power=args.power, judged_only=args.judged_only,
-                                     ties=args.ties)
+                                     ties=args.ties, equivalence=args.equivalence)
     print(text)
     for line in alias_notes(args.metrics):
         print(line, file=sys.stderr)

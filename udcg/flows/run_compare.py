@@ -18,6 +18,7 @@ run without any judged answer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TYPE_CHECKING
@@ -132,11 +133,13 @@ def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path |
                  model: str | None = None, prompt_version: str | None = None, answers: str | Path | None = None,
                  test: str = "permutation", alpha: float = 0.05, n_resamples: int = DEFAULT_RESAMPLES,
                  n_boot: int = 10_000, seed: int = 0, correction: str = "measure", power: float = 0.8,
-                 judged_only: bool = False, ties: str | None = None) -> tuple[Comparison, dict[str, RunScores]]:
+                 judged_only: bool = False, ties: str | None = None,
+                 equivalence: float | str | Mapping[str, float] | None = None) -> tuple[Comparison, dict[str, RunScores]]:
     """The comparison of ``runs`` (``{name: run}``, two or more) and the scores behind it. With
     ``judged_only`` (needs ``answers``) every row is on the queries every run has a judged answer for;
     ``ties`` (one of ``metrics``, e.g. nDCG@5) adds every other row on each run pair's queries where
-    the two runs tie on it (``compare_scores``)."""
+    the two runs tie on it (``compare_scores``); ``equivalence`` (a margin for every row, a {row: margin}
+    dict or its text ``"UDCG@5=0.005,nDCG@5=0.02"``) adds each pair's equivalence test and decision."""
     if len(runs) < 2:
         raise InputError(f"compare needs at least two runs, got {len(runs)} (use score for one)")
     if judged_only and answers is None:
@@ -144,7 +147,6 @@ def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path |
     scores = score_runs(runs, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
                         unannotated=unannotated, model=model, prompt_version=prompt_version)
     values = {name: dict(s.values) for name, s in scores.items()}
-    tied_on = None if ties is None else _tie_measure(ties, list(next(iter(values.values()))))
     notes: tuple[str, ...] = ()
     if answers is not None:
         qids = next(iter(scores.values())).qids
@@ -155,10 +157,59 @@ def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path |
         if judged_only:
             values, only = _judged_only(values, qids)
             notes = (*notes, only)
+    rows = list(next(iter(values.values())))
+    tied_on = None if ties is None else _tie_measure(ties, rows)
+    margins = None if equivalence is None else margins_of(equivalence, rows)
     cmp = compare_scores(values, test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
                          correction=correction, power=power, notes=notes, direction=OUTCOME_DIRECTION,
-                         ranges=_ranges(list(next(iter(values.values())))), ties=tied_on)
+                         ranges=_ranges(rows), ties=tied_on, equivalence=margins)
     return cmp, scores
+
+
+def margins_of(spec: float | str | Mapping[str, float], rows: list) -> dict:
+    """{row: margin} from ``--equivalence``: one number for every row, or ``ROW=MARGIN`` pairs (a
+    measure in any spelling, or correct / abstained / wrong); each margin a positive number."""
+    def margin(value: Any, where: str) -> float:
+        try:
+            m = float(value)
+        except (TypeError, ValueError, OverflowError):
+            m = math.nan
+        if isinstance(value, bool) or not 0 < m < math.inf:
+            raise InputError(f"--equivalence {where}: the margin must be a positive number (the smallest difference "
+                             "that matters to you, e.g. 0.01 or UDCG@5=0.005,nDCG@5=0.02)")
+        return m
+
+    from udcg.metrics.measures import parse_measure
+
+    if isinstance(spec, str) and "=" not in spec:
+        try:
+            float(spec)
+        except ValueError:
+            raise InputError(f"--equivalence {_shown(spec)}: give one number for every row (e.g. 0.01) or ROW=MARGIN "
+                             "pairs (UDCG@5=0.005,nDCG@5=0.02)") from None
+        spec = margin(spec, _shown(spec))
+    if not isinstance(spec, (str, Mapping)):
+        return {row: margin(spec, _shown(spec)) for row in rows}
+    if isinstance(spec, str):
+        parts = [part.strip() for part in spec.split(",") if part.strip()]
+        bad = [part for part in parts if "=" not in part]
+        if bad:
+            raise InputError(f"--equivalence {bad[0]}: give ROW=MARGIN for every row named (e.g. "
+                             "UDCG@5=0.005,nDCG@5=0.02), or one number for every row")
+        items = [part.split("=", 1) for part in parts]
+    else:
+        items = list(spec.items())
+    out = {}
+    for name, value in items:
+        name = str(name).strip()
+        key = name if name in OUTCOME_DIRECTION else parse_measure(name, "--equivalence")
+        if key not in rows:
+            raise InputError(f"--equivalence {name}: not one of the rows compared ({', '.join(map(str, rows))})")
+        out[key] = margin(value, f"{_shown(name)}={_shown(value)}")
+    if not out:
+        raise InputError("--equivalence: no margin given (e.g. 0.01 or UDCG@5=0.005,nDCG@5=0.02)")
+    return out
+
 
 
 def _tie_measure(text: str, measures: list) -> Measure:
@@ -185,3 +236,10 @@ def compare_run_files(run_paths: Sequence[str | Path], output: str | Path | None
     if output:
         atomic_write_text(output, text)
     return text, scores
+
+
+def _shown(value: Any) -> str:
+    """A value as a message shows it: text as typed, anything else cut (``bounds.short``)."""
+    from udcg.bounds import short
+
+    return value[:40] if isinstance(value, str) else short(value)

@@ -34,6 +34,14 @@ detectable difference and paired test, Holm-corrected over this table's own fami
 difference in UDCG is one nDCG cannot show: on the published NQ run UDCG's whole edge over nDCG
 in following the reader's answers lay in such context pairs.
 
+**Equivalence** (``equivalence``: a margin per measure): each pair on that measure also gets the
+two one-sided tests (TOST) of H0 mean difference <= -margin and >= +margin with the pair's test
+(``equivalence.equivalence_pvalues``); p_TOST is the larger one-sided p, Holm-adjusted by the same
+``correction`` over the equivalence tests alone. ``PairTest.decision``: "different" (significant),
+"equivalent" (p_TOST below alpha), "different, within the margin" (both: a real difference smaller
+than the margin) or "inconclusive" (neither); the margin is the user's statement of the smallest
+difference that matters, fixed before the data.
+
 Run A *beats* run B on a measure when the paired mean difference A - B (over the queries where
 both are defined) is positive and the adjusted p is below ``alpha``; without NaNs that
 difference is the difference of the two means. ``direction[measure]`` turns this round: -1 for a
@@ -46,7 +54,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 
 import numpy as np
@@ -54,6 +62,7 @@ import numpy as np
 from udcg.errors import InputError
 from udcg.metrics.compare_report import CSV_COLUMNS, FORMATS, footer_lines, format_comparison, label_of_test
 from udcg.metrics.comparison import EQUAL_WITHIN, Cell, ComparisonData, PairTest
+from udcg.metrics.equivalence import equivalence_pvalues
 from udcg.metrics.measure_types import Measure
 from udcg.metrics.stats import (DEFAULT_RESAMPLES, EXACT_MAX_N, TESTS, bootstrap_ci, bootstrap_means, holm, is_estimated,
                                 min_detectable_difference, monte_carlo_se,
@@ -95,7 +104,9 @@ class Comparison(ComparisonData):
                 "p_holm": _none(t.p_holm), "p_se": _none(t.p_se), "significant": t.significant,
                 "family_size": (self.family_sizes if sizes is None else sizes).get(t.measure, 0),
                 "a_higher": t.a_higher, "equal": t.equal,
-                "b_higher": t.b_higher}
+                "b_higher": t.b_higher, "margin": _none(t.margin), "p_tost": _none(t.p_tost),
+                "p_tost_holm": _none(t.p_tost_holm), "equivalent": t.equivalent if t.decision else None,
+                "decision": t.decision or None}
 
     def format(self, fmt: str = "markdown", digits: int = 4) -> str:
         """The report as Markdown, CSV, JSON or LaTeX (``format_comparison``)."""
@@ -116,7 +127,8 @@ class Comparison(ComparisonData):
             return pd.DataFrame(rows).set_index(["run", "measure"])
         if kind in ("pairs", "ties"):
             columns = ["measure", "run_a", "run_b", "diff", "low", "high", "n", "a_higher", "equal", "b_higher", "mdd",
-                       "p", "p_holm", "significant", "family_size"]
+                       "p", "p_holm", "significant", "family_size", "margin", "p_tost", "p_tost_holm", "equivalent",
+                       "decision"]
             rows = [{k: (float("nan") if v is None else v) for k, v in d.items()}
                     for d in (self.to_dict()["pairs" if kind == "pairs" else "tie_pairs"])]
             return pd.DataFrame(rows, columns=columns).set_index(["measure", "run_a", "run_b"])
@@ -252,7 +264,7 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
                    n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, n_boot: int = 10_000, level: float = 0.95,
                    correction: str = "measure", power: float = 0.8, notes: tuple[str, ...] = (),
                    direction: Mapping[str, int] | None = None, ranges: Mapping[str, float] | None = None,
-                   ties: str | None = None) -> Comparison:
+                   ties: str | None = None, equivalence: Mapping[str, float] | None = None) -> Comparison:
     """``scores[run][measure]``: per-query values, aligned on the same queries across runs (NaN =
     undefined for that query). Runs keep the given order, measures the first run's order. See the
     module docstring for the families (``correction``), intervals, detectable differences and
@@ -260,7 +272,8 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
     of the measure's range (1 for a measure in [0, 1]): a detectable difference beyond it is
     reported as undetectable (``PairTest.mdd`` = inf). ``ties``: one of the measures; adds the
     table of every other measure on each run pair's queries where the two runs tie on it
-    (``Comparison.tie_pairs``, module docstring)."""
+    (``Comparison.tie_pairs``, module docstring). ``equivalence[measure]``: a margin; each pair on
+    that measure also gets its equivalence test (module docstring)."""
     _check_options(test, alpha, correction, power, level)
     runs, measures, arrays = _validate(scores)
     direction = {m: int((direction or {}).get(m, m.direction if isinstance(m, Measure) else 1)) for m in measures}
@@ -277,8 +290,12 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
     n_shared = {m: int(np.count_nonzero(np.all([~np.isnan(arrays[r][m]) for r in runs], axis=0))) for m in measures}
     sides = {(m, a, b): (arrays[a][m], arrays[b][m]) for m in measures for a, b in combinations(runs, 2)}
     ranges = {m: float(w) for m, w in (ranges or {}).items() if m in measures}
+    margins = {m: float(v) for m, v in (equivalence or {}).items()}
+    if set(margins) - set(measures):
+        raise InputError(f"compare_scores: equivalence margins for {', '.join(sorted(set(margins) - set(measures)))}: "
+                         f"not among the measures compared ({', '.join(measures)})")
     options = {"test": test, "alpha": alpha, "correction": correction, "power": power, "n_resamples": n_resamples,
-               "seed": seed, "ranges": ranges}
+               "seed": seed, "ranges": ranges, "margins": margins}
     pairs, sizes, mdd_alpha, exact = _tested(sides, measures, pair_ci, **options)
     tie_pairs, tie_sizes, tie_alpha = (), {}, {}
     if ties is not None:
@@ -303,9 +320,11 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
 
 def _tested(sides: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]], measures: list[str], pair_ci: dict, *,
             test: str, alpha: float, correction: str, power: float, n_resamples: int, seed: int,
-            ranges: Mapping[str, float]) -> tuple[list[PairTest], dict[str, int], dict[str, float], bool]:
+            ranges: Mapping[str, float], margins: Mapping[str, float]
+            ) -> tuple[list[PairTest], dict[str, int], dict[str, float], bool]:
     """The paired test, correction and detectable difference of every (measure, run a, run b) of
-    ``sides``: the pairs, each measure's family size and MDD level, and whether every p is exact."""
+    ``sides``, and the equivalence test of those whose measure has a margin: the pairs, each
+    measure's family size and MDD level, and whether every p is exact."""
     keys = list(sides)
     diffs = [x - y for x, y in sides.values()]
     diffs = [d[~np.isnan(d)] for d in diffs]
@@ -320,7 +339,30 @@ def _tested(sides: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]], me
     pairs = _pair_tests(keys, sides, diffs, pvalues, adjusted, pair_ci, test=test, exact=exact, alpha=alpha,
                         correction=correction, mdd_alpha=mdd_alpha, power=power, n_resamples=n_resamples,
                         ranges=ranges)
+    if margins:
+        pairs = _equivalence(pairs, diffs, margins, test=test, exact=exact, alpha=alpha, correction=correction,
+                             n_resamples=n_resamples, seed=seed)
     return pairs, sizes, mdd_alpha, exact
+
+
+def _equivalence(pairs: list[PairTest], diffs: list[np.ndarray], margins: Mapping[str, float], *, test: str,
+                 exact: bool, alpha: float, correction: str, n_resamples: int, seed: int) -> list[PairTest]:
+    """The pairs with the TOST of each measure with a margin (``equivalence.equivalence_pvalues``, the
+    pair's test), Holm-adjusted by the same ``correction`` over the equivalence tests alone."""
+    tested = [i for i, t in enumerate(pairs) if t.measure in margins]
+    p_tost = np.full(len(pairs), np.nan)
+    p_tost[tested] = equivalence_pvalues([diffs[i] for i in tested], [margins[pairs[i].measure] for i in tested],
+                                         test, n_resamples, seed, EXACT_MAX_N if exact else 0)
+    adjusted, _ = _families([t.measure for t in pairs], list(p_tost), correction)
+    out = []
+    for t, p, p_adj in zip(pairs, p_tost, adjusted):
+        if t.measure not in margins:
+            out.append(t)
+            continue
+        decisive = p if correction == "none" else p_adj
+        out.append(replace(t, margin=float(margins[t.measure]), p_tost=float(p), p_tost_holm=float(p_adj),
+                           equivalent=bool(decisive < alpha)))
+    return out
 
 
 def _on_ties(runs: list[str], measures: list[str], arrays: dict, ties: str, n_boot: int, level: float,

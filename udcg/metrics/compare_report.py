@@ -23,12 +23,12 @@ from udcg.metrics.stats import EXACT_MAX_N
 FORMATS = ("markdown", "csv", "json", "latex")
 CSV_COLUMNS = ("kind", "measure", "run", "run_b", "mean", "low", "high", "n", "beats", "diff", "a_higher", "equal",
                "b_higher", "mdd", "p", "p_holm", "significant", "test", "correction", "family_size", "mdd_alpha",
-               "tied_on")
+               "tied_on", "margin", "p_tost", "p_tost_holm", "equivalent", "decision")
 
 _SUPERSCRIPT = dict(zip("abcdefghijklmnopqrstuvwxyz", "ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖ𐞥ʳˢᵗᵘᵛʷˣʸᶻ"))
 _LATEX_SPECIAL = {c: "\\" + c for c in "&%$#_{}"} | {"~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
                                                      "\\": r"\textbackslash{}", "<": r"\textless{}",
-                                                     ">": r"\textgreater{}"}  # < > in OT1 text print as ¡ ¿
+                                                     ">": r"\textgreater{}", "±": r"$\pm$"}  # < > in OT1: ¡ ¿
 
 
 def _num(x: float, digits: int) -> str:
@@ -183,6 +183,7 @@ def footer_lines(cmp: ComparisonData) -> list[str]:
             f"{_population(cmp)}. Letters: the runs a run significantly beats; bold: the best mean"
             + _directions(cmp) + _unbolded(cmp) + ".",
             *([tie_footer(cmp)] if cmp.ties_of else []),
+            *([equivalence_footer(cmp)] if _equivalence(cmp) else []),
             *cmp.notes]
 
 
@@ -196,11 +197,25 @@ def _adjusted_header(cmp: ComparisonData) -> list[str]:
     return {"measure": ["p (Holm, per measure)"], "table": ["p (Holm, whole table)"], "none": []}[cmp.correction]
 
 
+def _equivalence(cmp: ComparisonData) -> bool:
+    return any(not math.isnan(t.margin) for t in cmp.pairs)
+
+
 def pair_header(cmp: ComparisonData) -> list[str]:
     n = ["n"] if _uniform_n(cmp) is None else []
+    tost = ([f"equivalence: ±margin, p (TOST{', Holm' if cmp.correction != 'none' else ''})", "decision"]
+            if _equivalence(cmp) else [])
     return ["measure", "run A", "run B", *n, f"mean diff (A - B) [{cmp.level:.0%} CI]", "queries A > / = / < B",
             f"MDD ({cmp.power:.0%} power)",
-            "p", *_adjusted_header(cmp), "significant"]
+            "p", *_adjusted_header(cmp), "significant", *tost]
+
+
+def _tost_cells(cmp: ComparisonData, t, digits: int) -> list[str]:
+    if not _equivalence(cmp):
+        return []
+    if math.isnan(t.margin):
+        return ["", ""]
+    return [f"±{t.margin:g}: {_p(t.p_tost if cmp.correction == 'none' else t.p_tost_holm, digits)}", t.decision]
 
 
 def _mdd_text(t, digits: int) -> str:
@@ -213,7 +228,8 @@ def _pair_rows(cmp: ComparisonData, digits: int, ties: bool = False) -> list[lis
     return [[t.measure, t.run_a, t.run_b, *([str(t.n)] if n else []),
              _num(t.diff, digits) + _interval(t.low, t.high, digits), f"{t.a_higher} / {t.equal} / {t.b_higher}",
              _mdd_text(t, digits), _p(t.p, digits),
-             *([_p(t.p_holm, digits)] if adjusted else []), "yes" if t.significant else "no"]
+             *([_p(t.p_holm, digits)] if adjusted else []), "yes" if t.significant else "no",
+             *_tost_cells(cmp, t, digits)]
             for t in (cmp.tie_pairs if ties else cmp.pairs)]
 
 
@@ -228,6 +244,17 @@ def tie_header(cmp: ComparisonData) -> list[str]:
 def tie_title(cmp: ComparisonData) -> str:
     return (f"Where {cmp.ties_of} ties: each run pair on the queries where its two runs' {cmp.ties_of} values are "
             "equal")
+
+
+def equivalence_footer(cmp: ComparisonData) -> str:
+    """What the equivalence columns are, in one sentence."""
+    margins = {t.measure: t.margin for t in cmp.pairs if not math.isnan(t.margin)}
+    family = {"measure": "Holm over the equivalence tests of each measure", "table": "Holm over every equivalence test "
+              "of the table", "none": "no correction"}[cmp.correction]
+    return (f"Equivalence: margins {_per_measure(margins, lambda m: f'±{m:g}')}; two one-sided tests (TOST, the same "
+            f"paired test) of H0 mean difference <= -margin and of H0 >= +margin, p_TOST the larger p, {family}. "
+            "Decision: different (significant), equivalent (p_TOST < alpha), different within the margin (both), "
+            "inconclusive (neither). A margin is the smallest difference that matters to you, chosen before the data.")
 
 
 def tie_footer(cmp: ComparisonData) -> str:
@@ -323,7 +350,10 @@ def _csv(cmp: ComparisonData) -> str:
                         "p_holm": _csv_num(t.p_holm), "significant": "yes" if t.significant else "no", "test": test,
                         "correction": cmp.correction, "family_size": sizes.get(t.measure, 0),
                         "mdd_alpha": _csv_num(alphas.get(t.measure, math.nan)),
-                        "tied_on": cmp.ties_of if kind == "tie-pair" else ""})
+                        "tied_on": cmp.ties_of if kind == "tie-pair" else "", "margin": _csv_num(t.margin),
+                        "p_tost": _csv_num(t.p_tost), "p_tost_holm": _csv_num(t.p_tost_holm),
+                        "equivalent": ("yes" if t.equivalent else "no") if t.decision else "",
+                        "decision": t.decision})
     return buf.getvalue()
 
 

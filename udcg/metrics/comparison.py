@@ -49,6 +49,21 @@ class PairTest:
     a_higher: int = 0  # of the n queries: where a's value is higher than b's, equal (|a - b| <= EQUAL_WITHIN), lower
     equal: int = 0
     b_higher: int = 0
+    margin: float = float("nan")  # the equivalence margin of the pair's measure (NaN: none given)
+    p_tost: float = float("nan")  # two one-sided tests: the larger p (compare's module docstring)
+    p_tost_holm: float = float("nan")  # Holm-adjusted over the equivalence tests of the pair's family
+    equivalent: bool = False  # the decisive p_TOST is below alpha
+
+    @property
+    def decision(self) -> str:
+        """With a margin: different, equivalent, different within the margin, or inconclusive; else ""."""
+        if math.isnan(self.margin):
+            return ""
+        if self.significant and self.equivalent:
+            return f"different, within ±{self.margin:g}"
+        if self.significant:
+            return "different"
+        return f"equivalent within ±{self.margin:g}" if self.equivalent else "inconclusive"
 
     @property
     def undetectable(self) -> bool:

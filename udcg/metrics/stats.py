@@ -222,24 +222,6 @@ def paired_permutation_test(a: object, b: object, n_resamples: int = DEFAULT_RES
     return sign_flip_pvalues([_differences(a, b)], n_resamples, seed, exact_max_n)[0]
 
 
-def equivalence_test(differences: object, margin: float, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-                     exact_max_n: int = EXACT_MAX_N) -> tuple[float, float, float]:
-    """Two one-sided sign-flip tests (TOST) of equivalence within ``margin``: (p_TOST, p_lower,
-    p_upper). p_lower tests H0 mean <= -margin on the differences + margin (alternative
-    "greater"); p_upper tests H0 mean >= +margin on the differences - margin ("less"); both on the
-    same seeded flips. The mean lies within (-margin, +margin) at level alpha when p_TOST = max(p_lower,
-    p_upper) < alpha. NaN differences are dropped; none left: NaN."""
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 < margin < math.inf:
-        raise InputError(f"equivalence margin = {margin!r}: use a positive number (e.g. 0.03)")
-    d = np.asarray(differences, dtype=float).ravel()
-    d = d[~np.isnan(d)]
-    if len(d) == 0:
-        return float("nan"), float("nan"), float("nan")
-    (lower,), (upper,) = (sign_flip_pvalues([d + sign * margin], n_resamples, seed, exact_max_n, alternative)
-                          for sign, alternative in ((1, "greater"), (-1, "less")))
-    return max(lower, upper), lower, upper
-
-
 def paired_test(a: object, b: object, method: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
                 exact_max_n: int = EXACT_MAX_N) -> float:
     """Two-sided p of a paired test of 'no difference between a and b': ``method`` is one of
