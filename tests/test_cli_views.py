@@ -59,3 +59,52 @@ def test_score_prints_its_means_in_the_written_layout(tmp_path, capsys):
         for row in printed:
             values = [float(w[-1]) for w in written if w[:qid] == row[:qid] and w[qid + 1] == row[qid + 1]]
             assert float(row[-1]) == pytest.approx(sum(values) / len(values), abs=1e-12)
+
+
+def test_correlate_equivalence_against_a_hand_computation(tmp_path, capsys):
+    """--equivalence 0.03 on 40 questions of 6 contexts (outcomes and three metrics' values drawn at
+    random, stored as the file's 'metrics': RR close to the baseline nDCG, P unrelated): each question's Spearman rho by scipy (a question whose outcomes
+    are all equal is not usable; a constant metric's rho is 0), p_TOST of the rho differences by
+    equivalence_test, Holm over the two metrics tested against the baseline, and the decision by the
+    rule; the compact view shows it, the file keeps every column."""
+    import numpy as np
+    from scipy import stats
+
+    from udcg.flows.correlate import EQUIVALENCE_COLUMNS
+    from udcg.metrics.equivalence import decision, equivalence_test
+    from udcg.metrics.stats import holm
+
+    rng = np.random.default_rng(4)
+    rows, rho = [], {"RR": [], "P": [], "nDCG": []}
+    labels = np.array(["correct", "abstained", "wrong"])
+    for q in range(40):
+        outcome = rng.integers(0, 3, 6)
+        score = np.array([1, 0, -1])[outcome]
+        base = score + rng.normal(0, 1.0, 6)
+        metrics = {"nDCG": base, "RR": base + rng.normal(0, 0.05, 6), "P": rng.normal(0, 1, 6)}
+        for c in range(6):
+            rows.append({"qid": f"q{q:02d}", "cid": f"c{c}", "outcome": str(labels[outcome[c]]),
+                         "relevant": [True, False], "p_abs": [0.2, 0.8],
+                         "metrics": {m: float(v[c]) for m, v in metrics.items()}})
+        if len(set(score.tolist())) > 1:
+            for m, v in metrics.items():
+                rho[m].append(stats.spearmanr(v, score).statistic)
+    src = tmp_path / "c.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["correlate", str(src), "--metrics", "RR,P,nDCG", "--baseline", "nDCG", "--n-boot", "100", "--equivalence", "0.03"]
+    assert main(args + ["-o", str(tmp_path / "t.json")]) == 0
+    out = capsys.readouterr().out
+    table = {r["metric"]: r for r in json.loads((tmp_path / "t.json").read_text())}
+    assert list(next(iter(table.values())))[-4:] == EQUIVALENCE_COLUMNS
+    p = {m: equivalence_test(np.array(rho[m]) - np.array(rho["nDCG"]), 0.03)[0] for m in ("RR", "P")}
+    assert [table[m]["rho_p_tost"] for m in ("RR", "P")] == pytest.approx([p["RR"], p["P"]])
+    p_holm = dict(zip(("RR", "P"), holm([p["RR"], p["P"]])))
+    for m in ("RR", "P"):
+        assert table[m]["rho_p_tost_holm"] == pytest.approx(p_holm[m])
+        assert table[m]["decision"] == decision(table[m]["p_holm"] < 0.05, p_holm[m] < 0.05, 0.03)
+    assert table["RR"]["decision"] == "equivalent within ±0.03" and table["P"]["decision"] == "different"
+    assert table["nDCG"]["decision"] == "" and "rho vs nDCG: decision (TOST ±0.03, Holm p)" in _header(out)
+    assert main(["correlate", str(src), "--metrics", "RR,P", "--baseline", "nDCG", "--equivalence", "0.03"]) == 2
+    assert main(["correlate", str(src), "--metrics", "RR,nDCG", "--baseline", "nDCG", "--equivalence", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert "--baseline nDCG: not among --metrics" in err and "--equivalence -1.0: the margin must be a positive" in err

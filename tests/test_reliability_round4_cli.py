@@ -119,7 +119,8 @@ def _good(tmp: Path) -> dict[str, dict]:
         "fit_theta": dict(contexts=str(CONTEXTS), output=str(tmp / "theta.json"), k=None, variant="full", C=0.01,
                           cv_folds=5, cv_score="spearman", seed=0),
         "correlate": dict(contexts=str(CONTEXTS), metrics=None, baseline=None, gamma=0.3, theta=None,
-                          constant_metric="zero", n_boot=100, seed=0, test="permutation", n_resamples=50),
+                          constant_metric="zero", n_boot=100, seed=0, test="permutation", n_resamples=50,
+                          equivalence=0.03),
         "reader_check": dict(utilities=str(tmp / "utilities"), n_boot=100, seed=0),
     }
 

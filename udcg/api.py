@@ -265,15 +265,16 @@ def reader_check(utilities: str | Path, *, n_boot: int = 1000, seed: int = 0):
          test=one_of("udcg.metrics.stats:TESTS"))
 def correlate(contexts: str | Path, *, metrics: str | None = None, baseline: str | None = None, gamma: float = GAMMA,
               theta: str | Path | None = None, constant_metric: str = "zero", n_boot: int = 10_000, seed: int = 0,
-              test: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES):
+              test: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES, equivalence: float | None = None):
     """``udcg correlate``: per question, Spearman's rho (and tau-b, pairwise accuracy) of each metric
-    with the judged answer outcomes of ``contexts``, tested against ``baseline``. Returns the full
-    table (a ``udcg.io.tables.Table``: ``.rows``, ``.markdown()``, ``.write(path)``)."""
+    with the judged answer outcomes of ``contexts``, tested against ``baseline``; ``equivalence``: a
+    margin for the rho difference, adding each metric's equivalence test and ``decision``. Returns the
+    full table (a ``udcg.io.tables.Table``: ``.rows``, ``.markdown()``, ``.write(path)``)."""
     from udcg.flows.correlate import correlate_file
 
     table, _, notes = correlate_file(str(contexts), metrics=metrics, baseline=baseline, gamma=gamma, theta=theta,
                                      constant_metric=constant_metric, n_boot=n_boot, seed=seed, test=test,
-                                     n_resamples=n_resamples)
+                                     n_resamples=n_resamples, equivalence=equivalence)
     for note in notes:
         log.info(note)
     return table

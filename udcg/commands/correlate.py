@@ -31,6 +31,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--theta", default=None, help="fitted UDCG_theta model, to include UDCG_theta")
     p.add_argument("--constant-metric", choices=("zero", "drop"), default="zero",
                    help="a question whose outcomes differ but whose metric is constant: rho = 0 (default) or excluded")
+    p.add_argument("--equivalence", type=float, default=None, metavar="MARGIN",
+                   help="the smallest rho difference from the baseline that matters (e.g. 0.03): adds each metric's "
+                   "two one-sided tests against the baseline (the same test, Holm over the same family) and a "
+                   "decision: different, equivalent, different within the margin, or inconclusive")
     p.add_argument("--n-boot", type=int, default=10_000, help="bootstrap resamples for the intervals")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ties", metavar="METRIC", default=None,
@@ -49,7 +53,8 @@ def main(args: argparse.Namespace) -> int:
 
     table, baseline, notes = correlate_file(args.input, metrics=args.metrics, baseline=args.baseline, gamma=args.gamma,
                                             theta=args.theta, constant_metric=args.constant_metric, n_boot=args.n_boot,
-                                            seed=args.seed, test=args.test, n_resamples=args.n_resamples)
+                                            seed=args.seed, test=args.test, n_resamples=args.n_resamples,
+                                            equivalence=args.equivalence)
     for note in notes:
         print(f"udcg correlate: {note}", file=sys.stderr)
     if args.full:

@@ -24,6 +24,7 @@ from udcg.flows.scoring import score_rows
 from udcg.errors import InputError
 from udcg.metrics.contexts import parse_metric, parse_metrics
 from udcg.metrics.correlation import bootstrap_mean_ci, per_question, summarize
+from udcg.metrics.equivalence import decision, equivalence_pvalues
 from udcg.metrics.stats import DEFAULT_RESAMPLES, EXACT_MAX_N, holm, monte_carlo_se, paired_test
 from udcg.metrics.ties import TieDecomposition, tie_decomposition
 from udcg.metrics.udcg import GAMMA
@@ -116,28 +117,32 @@ def per_question_values(values: dict[str, np.ndarray], outcome: np.ndarray, grou
 def correlation_table(file: ContextFile, spec: str | None, baseline: str | None = "UDCG", gamma: float = GAMMA,
                       theta: UDCGTheta | None = None, constant_metric: str = "zero", n_boot: int = 10_000,
                       seed: int = 0, title: str = "", test: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES,
-                      circular: tuple[str, ...] | frozenset[str] = (), best: str = "mean") -> Table:
+                      circular: tuple[str, ...] | frozenset[str] = (), best: str = "mean",
+                      equivalence: float | None = None) -> Table:
     """Table 3 of a contexts file (``correlation_table_of``): metric values from the file's
     'metrics', else computed from its fields (``metric_values``); every context must be graded."""
     values = metric_values(file, spec, gamma, theta)
     return correlation_table_of(values, file.outcome_scores(), np.asarray([r.qid for r in file.records]), baseline,
-                                constant_metric, n_boot, seed, title, test, n_resamples, circular, best)
+                                constant_metric, n_boot, seed, title, test, n_resamples, circular, best, equivalence)
 
 
 def correlation_table_of(values: dict[str, np.ndarray], outcome: np.ndarray, groups: np.ndarray,
                          baseline: str | None = "UDCG", constant_metric: str = "zero", n_boot: int = 10_000,
                          seed: int = 0, title: str = "", test: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES,
-                         circular: tuple[str, ...] | frozenset[str] = (), best: str = "mean") -> Table:
+                         circular: tuple[str, ...] | frozenset[str] = (), best: str = "mean",
+                         equivalence: float | None = None) -> Table:
     """Table 3's layout for graded contexts: metric ``values`` (one per context, NaN = NA),
     ``outcome`` scores and ``groups`` (question id per context); one row per metric, sorted by
     mean rho (module docstring). A metric NA for some context of a question has no value for that
     question (``na_metric`` counts them); ``circular`` metrics are flagged, never best and outside
     the Holm family (raw p kept, Holm p NaN). ``best``: "mean" marks the highest mean of each
     statistic; "significant" marks it only where the paired tests against the baseline, Holm-
-    corrected, tell it apart from every other metric (``significant_best``)."""
+    corrected, tell it apart from every other metric (``significant_best``). ``equivalence``: a margin
+    for the rho difference against the baseline; adds ``EQUIVALENCE_COLUMNS`` (``_equivalence``)."""
     _, stats, _ = per_question_values(values, outcome, groups, constant_metric)
     circular = frozenset(circular) & set(values)
-    columns = COLUMNS[:1] + (["circular"] if circular else []) + COLUMNS[1:]
+    columns = (COLUMNS[:1] + (["circular"] if circular else []) + COLUMNS[1:]
+               + (EQUIVALENCE_COLUMNS if equivalence is not None else []))
     table = Table(columns, title=title or f"Spearman with answer outcomes over {len(set(groups.tolist()))} questions, "
                                           f"{len(groups)} contexts")
     for name, v in values.items():
@@ -172,8 +177,36 @@ def correlation_table_of(values: dict[str, np.ndarray], outcome: np.ndarray, gro
             top = significant_best(candidates, mean_col, holm_col, baseline)
         for row in table.rows:
             row[best_col] = "*" if row["metric"] == top else ""
+    if equivalence is not None:
+        _equivalence(table.rows, stats, baseline, circular, equivalence, test, n_resamples, seed)
     table.rows.sort(key=lambda r: -r["mean_rho"] if np.isfinite(r["mean_rho"]) else np.inf)
     return table
+
+
+EQUIVALENCE_COLUMNS = ["rho_margin", "rho_p_tost", "rho_p_tost_holm", "decision"]
+
+
+def _equivalence(rows: list[dict], stats: dict, baseline: str | None, circular: frozenset[str], margin: float,
+                 test: str, n_resamples: int, seed: int) -> None:
+    """Each metric's rho against the baseline's with its two one-sided tests at ``margin`` (the paired
+    test of the table; ``metrics.equivalence``), Holm over the same family as p_holm, and the
+    decision of the Holm-corrected difference and equivalence tests at ``ALPHA``."""
+    tested = [r for r in rows if baseline in stats and r["metric"] != baseline]
+    diffs = []
+    for r in tested:
+        rho, base = stats[r["metric"]]["rho"], stats[baseline]["rho"]
+        both = np.isfinite(rho) & np.isfinite(base)
+        diffs.append(rho[both] - base[both])
+    p_tost = equivalence_pvalues(diffs, [margin] * len(diffs), test, n_resamples, seed)
+    family = [i for i, r in enumerate(tested) if r["metric"] not in circular]
+    adjusted = dict(zip(family, holm([p_tost[i] for i in family])))
+    for row in rows:
+        row.update({"rho_margin": margin, "rho_p_tost": float("nan"), "rho_p_tost_holm": float("nan"), "decision": ""})
+    for i, r in enumerate(tested):
+        r["rho_p_tost"] = float(p_tost[i])
+        if i in adjusted and np.isfinite(adjusted[i]) and np.isfinite(r["p_holm"]):
+            r["rho_p_tost_holm"] = float(adjusted[i])
+            r["decision"] = decision(bool(r["p_holm"] < ALPHA), bool(adjusted[i] < ALPHA), margin)
 
 
 MIN_QUESTIONS = 20  # below this many usable questions, correlate warns
@@ -204,7 +237,9 @@ COMPACT_COLUMNS = ["metric", "rho [95% CI]", "p vs baseline (Holm)", "tau_b", "p
 
 
 def _p_text(p: float, digits: int) -> str:
-    return "—" if not np.isfinite(p) else f"{p:.{digits}f}"
+    if not np.isfinite(p):
+        return "—"
+    return f"< {10 ** -digits:.{digits}f}" if p < 10 ** -digits else f"{p:.{digits}f}"
 
 
 def compact_table(table: Table, baseline: str | None, digits: int = 3) -> Table:
@@ -214,22 +249,28 @@ def compact_table(table: Table, baseline: str | None, digits: int = 3) -> Table:
     keep their flag). The full table has every interval and p of every statistic."""
     p_column = f"p vs {baseline} (Holm)" if baseline else COMPACT_COLUMNS[2]
     circular = "circular" in table.columns
-    out = Table(["metric", *(["circular"] if circular else []), "rho [95% CI]", p_column, "tau_b",
-                 "pairwise accuracy"], title=table.title)
+    tost = "decision" in table.columns
+    margin = next((r["rho_margin"] for r in table.rows), float("nan")) if tost else float("nan")
+    d_column = f"rho vs {baseline}: decision (TOST ±{margin:g}, Holm p)"
+    out = Table(["metric", *(["circular"] if circular else []), "rho [95% CI]", p_column, *([d_column] if tost else []),
+                 "tau_b", "pairwise accuracy"], title=table.title)
     for r in table.rows:
         rho = "NA" if not np.isfinite(r["mean_rho"]) else (
             f"{r['mean_rho']:.{digits}f} [{r['ci_low']:.{digits}f}, {r['ci_high']:.{digits}f}]"
             if np.isfinite(r["ci_low"]) else f"{r['mean_rho']:.{digits}f}")
         p = "—" if not np.isfinite(r["p_vs_baseline"]) else (f"{_p_text(r['p_vs_baseline'], digits)} "
                                                              f"({_p_text(r['p_holm'], digits)})")
+        decided = ({d_column: "—" if not r["decision"] else f"{r['decision']} ({_p_text(r['rho_p_tost_holm'], digits)})"}
+                   if tost else {})
         out.add(metric=r["metric"], **({"circular": r["circular"]} if circular else {}), **{
-            "rho [95% CI]": rho, p_column: p, "tau_b": r["mean_tau_b"], "pairwise accuracy": r["pair_acc"]})
+            "rho [95% CI]": rho, p_column: p, **decided, "tau_b": r["mean_tau_b"], "pairwise accuracy": r["pair_acc"]})
     return out
 
 
 def correlate_file(path: str, *, metrics: str | None = None, baseline: str | None = None, gamma: float = GAMMA,
                    theta: str | None = None, constant_metric: str = "zero", n_boot: int = 10_000, seed: int = 0,
-                   test: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES) -> tuple[Table, str | None, list[str]]:
+                   test: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES, equivalence: float | None = None
+                   ) -> tuple[Table, str | None, list[str]]:
     """The correlation table of the judged contexts of ``path`` (every column), the baseline the
     others were tested against (None: not among the metrics) and the notes for the user."""
     from udcg.flows.scoring import read_contexts
@@ -238,12 +279,26 @@ def correlate_file(path: str, *, metrics: str | None = None, baseline: str | Non
     for flag, value, low in (("--n-boot", n_boot, 1), ("--n-resamples", n_resamples, 1), ("--seed", seed, 0)):
         if value < low:  # checked before any file is read
             raise InputError(f"{flag} {value}: must be an integer >= {low}")
+    if equivalence is not None:
+        try:
+            margin = float(equivalence)
+        except OverflowError:
+            margin = float("inf")
+        if not 0 < margin < float("inf"):
+            from udcg.bounds import short
+
+            raise InputError(f"--equivalence {short(equivalence)}: the margin must be a positive number (the smallest "
+                             "rho difference that matters to you, e.g. 0.03)")
+        equivalence = margin
     chosen, note = choose_baseline(metrics, baseline)
     file = read_contexts(path)
     if metrics is None and baseline is not None:
         check_stored_baseline(file, baseline, path)
+    if equivalence is not None and note:
+        raise InputError(f"--equivalence tests each metric's rho against the baseline's, and the baseline {chosen} is "
+                         "not among --metrics (add it, or give --baseline)")
     table = correlation_table(file, metrics, chosen, gamma, load_theta(theta) if theta else None, constant_metric,
-                              n_boot, seed, test=test, n_resamples=n_resamples)
+                              n_boot, seed, test=test, n_resamples=n_resamples, equivalence=equivalence)
     notes = [note] if note else []
     usable = max((r["n_questions"] for r in table.rows), default=0)
     if test == "permutation" and usable > EXACT_MAX_N and chosen in {r["metric"] for r in table.rows}:

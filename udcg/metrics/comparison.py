@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from udcg.metrics.equivalence import decision
+
 EQUAL_WITHIN = 1e-12  # two runs' values of a query closer than this count as equal (floating-point noise)
 
 
@@ -57,13 +59,7 @@ class PairTest:
     @property
     def decision(self) -> str:
         """With a margin: different, equivalent, different within the margin, or inconclusive; else ""."""
-        if math.isnan(self.margin):
-            return ""
-        if self.significant and self.equivalent:
-            return f"different, within ±{self.margin:g}"
-        if self.significant:
-            return "different"
-        return f"equivalent within ±{self.margin:g}" if self.equivalent else "inconclusive"
+        return "" if math.isnan(self.margin) else decision(self.significant, self.equivalent, self.margin)
 
     @property
     def undetectable(self) -> bool:

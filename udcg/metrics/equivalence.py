@@ -65,3 +65,14 @@ def equivalence_pvalues(differences: list[np.ndarray], margins: list[float], met
             p_up = scipy_stats.wilcoxon(up, zero_method="wilcox", alternative="less").pvalue if np.any(up) else 1.0
             out.append(float(max(p_lo, p_up)))
     return out
+
+
+def decision(significant: bool, equivalent: bool, margin: float) -> str:
+    """The decision of a difference test and an equivalence test at one level: different,
+    equivalent within ±margin, different within ±margin (both: real, smaller than the margin), or
+    inconclusive (neither)."""
+    if significant and equivalent:
+        return f"different, within ±{margin:g}"
+    if significant:
+        return "different"
+    return f"equivalent within ±{margin:g}" if equivalent else "inconclusive"
