@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
 import udcg
@@ -215,3 +217,25 @@ def test_annotate_of_a_qa_file_prints_it_and_writes_it_to_the_meta_file(tmp_path
     assert "reader check (" in err and "2 relevant, 4 judged-irrelevant, 0 unjudged pairs" in err
     meta = json.loads((tmp_path / "annotated.json.meta.json").read_text())
     assert meta["reader_check"]["n_relevant"] == 2 and meta["reader_check"]["verdict"] == "too few pairs"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["q1", "q2", "q3", "q10"]), st.floats(0, 1), st.booleans()), min_size=1,
+                max_size=40))
+def test_the_per_query_rows_add_up_to_the_check(pairs):
+    """Property: whatever the pairs, the per-query counts and means add up to the check's totals and
+    shares, every query appears once, in the order of its first pair."""
+    qids, p, rel = zip(*pairs)
+    check = reader_check(p, rel, [True] * len(p), qids, n_boot=100)
+    rows = check.queries
+    assert [c.qid for c in rows] == list(dict.fromkeys(qids)) and check.n_queries == len(rows)
+    assert sum(c.n_relevant for c in rows) == check.n_relevant
+    assert sum(c.n_irrelevant for c in rows) == check.n_judged_irrelevant + check.n_unjudged
+    n_irr = sum(c.n_irrelevant for c in rows)
+    if n_irr:
+        assert sum(c.answered_irrelevant for c in rows) / n_irr == pytest.approx(check.answered_irrelevant)
+        assert sum(c.mean_p_irrelevant * c.n_irrelevant for c in rows if c.n_irrelevant) / n_irr == pytest.approx(
+            check.mean_p_judged_irrelevant)
+    if check.n_relevant:
+        assert sum(c.mean_p_relevant * c.n_relevant for c in rows if c.n_relevant) / check.n_relevant == \
+            pytest.approx(check.mean_p_relevant)
