@@ -154,3 +154,7 @@ def test_the_readme_python_api_runs_as_written(tmp_path, monkeypatch, capsys):
     assert namespace["scores"].per_query()["q1"] == pytest.approx({"UDCG@2": 0.5826, "nDCG@2": 1.0, "P@2": 0.5}, abs=1e-4)
     assert namespace["bm25"].name == "bm25" and set(namespace["bm25"].means()) == {"UDCG@5", "nDCG@5"}
     assert "| bm25 |" in capsys.readouterr().out
+    decided = namespace["decided"]
+    assert decided.ties_of == "nDCG@5" and {t.measure for t in decided.tie_pairs} == {"UDCG@5"}
+    assert [t.decision for t in decided.pairs if t.measure == "UDCG@5"][0] in (
+        "different", "equivalent within ±0.01", "different, within ±0.01", "inconclusive")
