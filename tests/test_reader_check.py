@@ -140,6 +140,14 @@ def test_the_command_on_a_published_readers_utilities(tmp_path, capsys):
     assert (f"it answers from an irrelevant pair on {len(answered)} of the {len({r['qid'] for r in rows if not r['relevant']})}"
             f" queries that have one") in out
     assert f"abstains on a relevant pair on {len(abstained)} of the {len({r['qid'] for r in rows if r['relevant']})}" in out
+    counts = {}
+    for r in {(r["qid"], r["pid"]): r for r in reversed(rows)}.values():  # one record per pair, the first kept
+        if not r["relevant"]:
+            n, k = counts.get(r["qid"], (0, 0))
+            counts[r["qid"]] = (n + (r["p_abs"] < 0.5), k + 1)
+    top = min(counts, key=lambda q: (-counts[q][0], -counts[q][0] / counts[q][1], q))
+    assert f"most distracting queries (irrelevant pairs answered from / irrelevant pairs): {top} " \
+           f"{counts[top][0]}/{counts[top][1]}" in out
 
 
 def test_on_which_queries_by_hand():
@@ -162,6 +170,9 @@ def test_on_which_queries_by_hand():
     assert check.to_dict()["per_query"] == {"with_irrelevant": 2, "answered_irrelevant": 2, "with_relevant": 1,
                                             "abstained_relevant": 1}
     assert "on 2 of the 2 queries that have one" in check.query_line()
+    # q1 and q2 each answer from one irrelevant pair: q2 (1 of 2) after q1 (1 of 1), the larger share first
+    assert check.worst_line().endswith(": q1 1/1, q2 1/2") and check.worst_line(1).endswith(": q1 1/1")
+    assert reader_check([0.9, 0.1], [False, True], [True, True], ["q", "q"]).worst_line() == ""
     assert "on 1 of the 1 that have one" in check.query_line()
 
 

@@ -46,4 +46,6 @@ def main(args: argparse.Namespace) -> int:
         print(f"{path}:")
         print("\n".join(check.lines()))
         print(check.query_line())
+        if check.worst_line():
+            print(check.worst_line())
     return 0

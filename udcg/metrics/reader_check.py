@@ -154,6 +154,16 @@ class ReaderCheck:
                 f"on a relevant pair on {c['abstained_relevant']} of the {c['with_relevant']} that have one (UDCG "
                 "credits those at most half, nDCG fully)")
 
+    def worst_line(self, n: int = 5) -> str:
+        """The ``n`` queries whose irrelevant pairs the reader answers from most (count, then share,
+        then query id), or "" when it answers from none."""
+        hit = sorted((c for c in self.queries if c.answered_irrelevant),
+                     key=lambda c: (-c.answered_irrelevant, -c.answered_irrelevant / c.n_irrelevant, c.qid))[:n]
+        if not hit:
+            return ""
+        return ("  most distracting queries (irrelevant pairs answered from / irrelevant pairs): "
+                + ", ".join(f"{c.qid} {c.answered_irrelevant}/{c.n_irrelevant}" for c in hit))
+
     def lines(self) -> list[str]:
         """The check as the commands print it: counts, means, the AUC named as such, the verdict."""
         who = f"{self.model or 'reader'}, {self.estimator or 'estimator unknown'}"
