@@ -107,4 +107,4 @@ def test_correlate_equivalence_against_a_hand_computation(tmp_path, capsys):
     assert main(["correlate", str(src), "--metrics", "RR,P", "--baseline", "nDCG", "--equivalence", "0.03"]) == 2
     assert main(["correlate", str(src), "--metrics", "RR,nDCG", "--baseline", "nDCG", "--equivalence", "-1"]) == 2
     err = capsys.readouterr().err
-    assert "--baseline nDCG: not among --metrics" in err and "--equivalence -1.0: the margin must be a positive" in err
+    assert "--baseline nDCG: not among --metrics" in err and "--equivalence -1.0: must be a number in (0, 2]" in err

@@ -156,7 +156,9 @@ PARAMETERS: dict[str, dict[str, Bound]] = {
     "score": {"k": CUTOFF, "gamma": WEIGHT},
     "compare": {"n_boot": BOOTSTRAP, "n_resamples": RESAMPLES, "seed": SEED, "alpha": LEVEL, "power": LEVEL,
                 "gamma": WEIGHT},
-    "correlate": {"n_boot": BOOTSTRAP, "n_resamples": RESAMPLES, "seed": SEED, "gamma": WEIGHT},
+    "correlate": {"n_boot": BOOTSTRAP, "n_resamples": RESAMPLES, "seed": SEED, "gamma": WEIGHT,
+                  "equivalence": Bound(0, 2, integer=False, low_open=True,  # a margin for a difference of two rhos
+                                       why="a margin for a difference of two Spearman rhos, which lies in [-2, 2]")},
     "reader-check": {"n_boot": BOOTSTRAP, "seed": SEED},
     "fit-theta": {"k": CUTOFF, "cv_folds": FOLDS, "seed": SEED, "C": SVM_C},
     "annotate": {**MODEL, "depth": CUTOFF, "limit": COUNT, "samples": SAMPLES, "seed": SEED,
