@@ -199,6 +199,8 @@ def test_the_tie_table_in_every_rendering():
     assert "Where" not in format_comparison(plain) and json.loads(format_comparison(plain, "json"))["ties_of"] is None
     with pytest.raises(InputError, match="ties = 'MAP' is not one of the measures compared"):
         compare_scores(_tie_toy(), n_boot=200, ties="MAP")
+    with pytest.raises(InputError, match="ties = 'm' is the only measure compared"):
+        compare_scores({"a": {"m": [0.1, 0.2]}, "b": {"m": [0.1, 0.3]}}, n_boot=200, ties="m")
 
 
 def test_equivalence_decisions_in_every_rendering():

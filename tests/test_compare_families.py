@@ -272,6 +272,8 @@ def test_cli_ties_option(tmp_path, capsys):
     assert main(args + ["--ties", "MAP", "-o", str(tmp_path / "u.json")]) == 2
     err = capsys.readouterr().err
     assert "--ties MAP: not one of the measures compared (nDCG@5, P@5, RR@5)" in err and not (tmp_path / "u.json").exists()
+    assert main(args[:-4] + ["--metrics", "nDCG@5", "--ties", "nDCG@5"]) == 2  # nothing else to compare on its ties
+    assert "--ties nDCG@5: the only row compared" in capsys.readouterr().err
     with pytest.raises(InputError, match="ties: give a str or None"):
         udcg.compare([str(folder / "runs" / "bm25.trec"), str(folder / "runs" / "dense.trec")],
                      str(folder / "qrels" / "test.tsv"), metrics="nDCG@5", ties=5)

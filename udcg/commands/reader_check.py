@@ -46,6 +46,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"{path}:")
         print("\n".join(check.lines()))
         print(check.query_line())
-        if check.worst_line():
-            print(check.worst_line())
+        worst = check.worst_line()
+        if worst:
+            print(worst)
     return 0

@@ -279,17 +279,10 @@ def correlate_file(path: str, *, metrics: str | None = None, baseline: str | Non
     for flag, value, low in (("--n-boot", n_boot, 1), ("--n-resamples", n_resamples, 1), ("--seed", seed, 0)):
         if value < low:  # checked before any file is read
             raise InputError(f"{flag} {value}: must be an integer >= {low}")
-    if equivalence is not None:
-        try:
-            margin = float(equivalence)
-        except OverflowError:
-            margin = float("inf")
-        if not 0 < margin < float("inf"):
-            from udcg.bounds import short
+    if equivalence is not None:  # the bound both doors check (udcg.bounds), for a caller of this flow too
+        from udcg.bounds import check_option, option_bound
 
-            raise InputError(f"--equivalence {short(equivalence)}: the margin must be a positive number (the smallest "
-                             "rho difference that matters to you, e.g. 0.03)")
-        equivalence = margin
+        equivalence = check_option("--equivalence", equivalence, option_bound("correlate", "equivalence"))
     chosen, note = choose_baseline(metrics, baseline)
     file = read_contexts(path)
     if metrics is None and baseline is not None:

@@ -169,6 +169,8 @@ def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path |
 def margins_of(spec: float | str | Mapping[str, float], rows: list) -> dict:
     """{row: margin} from ``--equivalence``: one number for every row, or ``ROW=MARGIN`` pairs (a
     measure in any spelling, or correct / abstained / wrong); each margin a positive number."""
+    from udcg.metrics.measures import parse_measure
+
     def margin(value: Any, where: str) -> float:
         try:
             m = float(value)
@@ -179,26 +181,21 @@ def margins_of(spec: float | str | Mapping[str, float], rows: list) -> dict:
                              "that matters to you, e.g. 0.01 or UDCG@5=0.005,nDCG@5=0.02)")
         return m
 
-    from udcg.metrics.measures import parse_measure
-
-    if isinstance(spec, str) and "=" not in spec:
-        try:
-            float(spec)
-        except ValueError:
-            raise InputError(f"--equivalence {_shown(spec)}: give one number for every row (e.g. 0.01) or ROW=MARGIN "
-                             "pairs (UDCG@5=0.005,nDCG@5=0.02)") from None
-        spec = margin(spec, _shown(spec))
-    if not isinstance(spec, (str, Mapping)):
-        return {row: margin(spec, _shown(spec)) for row in rows}
-    if isinstance(spec, str):
+    if isinstance(spec, Mapping):
+        items = list(spec.items())
+    elif isinstance(spec, str) and "=" in spec:
         parts = [part.strip() for part in spec.split(",") if part.strip()]
         bad = [part for part in parts if "=" not in part]
         if bad:
             raise InputError(f"--equivalence {bad[0]}: give ROW=MARGIN for every row named (e.g. "
                              "UDCG@5=0.005,nDCG@5=0.02), or one number for every row")
         items = [part.split("=", 1) for part in parts]
-    else:
-        items = list(spec.items())
+    else:  # one margin for every row
+        if isinstance(spec, str) and not _is_number(spec):
+            raise InputError(f"--equivalence {_shown(spec)}: give one number for every row (e.g. 0.01) or ROW=MARGIN "
+                             "pairs (UDCG@5=0.005,nDCG@5=0.02)")
+        every = margin(spec, _shown(spec))
+        return {row: every for row in rows}
     out = {}
     for name, value in items:
         name = str(name).strip()
@@ -211,6 +208,13 @@ def margins_of(spec: float | str | Mapping[str, float], rows: list) -> dict:
     return out
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
 
 def _tie_measure(text: str, measures: list) -> Measure:
     """The measure named by ``--ties``, which must be one of the compared measures."""
@@ -220,6 +224,9 @@ def _tie_measure(text: str, measures: list) -> Measure:
     if measure not in measures:
         raise InputError(f"--ties {text}: not one of the measures compared ({', '.join(map(str, measures))}); add it "
                          f"to --metrics (e.g. --metrics UDCG@5,{measure})")
+    if len(measures) == 1:
+        raise InputError(f"--ties {text}: the only row compared; the tie table compares the others on its ties (add "
+                         f"one to --metrics, e.g. --metrics UDCG@5,{measure})")
     return measure
 
 

@@ -129,8 +129,9 @@ class Comparison(ComparisonData):
             columns = ["measure", "run_a", "run_b", "diff", "low", "high", "n", "a_higher", "equal", "b_higher", "mdd",
                        "p", "p_holm", "significant", "family_size", "margin", "p_tost", "p_tost_holm", "equivalent",
                        "decision"]
-            rows = [{k: (float("nan") if v is None else v) for k, v in d.items()}
-                    for d in (self.to_dict()["pairs" if kind == "pairs" else "tie_pairs"])]
+            dicts = ([self._pair_dict(t) for t in self.pairs] if kind == "pairs" else
+                     [self._pair_dict(t, self.tie_family_sizes) for t in self.tie_pairs])
+            rows = [{k: (float("nan") if v is None else v) for k, v in d.items()} for d in dicts]
             return pd.DataFrame(rows, columns=columns).set_index(["measure", "run_a", "run_b"])
         raise InputError(f"to_frame({kind!r}): choose 'runs', 'pairs' or 'ties'")
 
@@ -301,8 +302,11 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
     if ties is not None:
         if ties not in measures:
             raise InputError(f"compare_scores: ties = {ties!r} is not one of the measures compared ({', '.join(measures)})")
-        tie_pairs, tie_sizes, tie_alpha = _on_ties(runs, [m for m in measures if m != ties], arrays, ties, n_boot,
-                                                   level, options)
+        others = [m for m in measures if m != ties]
+        if not others:
+            raise InputError(f"compare_scores: ties = {ties!r} is the only measure compared: the tie table compares the "
+                             "others on its ties (add a measure, e.g. UDCG@5)")
+        tie_pairs, tie_sizes, tie_alpha = _on_ties(runs, others, arrays, ties, n_boot, level, options)
     order = {r: i for i, r in enumerate(runs)}
     beats: dict[str, dict[str, list[str]]] = {r: {m: [] for m in measures} for r in runs}
     for t in pairs:

@@ -12,6 +12,20 @@ from udcg.errors import InputError
 from udcg.metrics.stats import DEFAULT_RESAMPLES, EXACT_MAX_N, TESTS, sign_flip_pvalues
 
 
+def _check_margin(margin: object) -> None:
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 < margin < math.inf:
+        raise InputError(f"equivalence margin = {margin!r}: use a positive number (e.g. 0.03)")
+
+
+def _sign_flip_sides(differences: list[np.ndarray], margins: list[float], n_resamples: int, seed: int,
+                     exact_max_n: int) -> tuple[list[float], list[float]]:
+    """The one-sided sign-flip p of H0 mean <= -margin (on d + margin, "greater") and of H0 mean >=
+    +margin (on d - margin, "less") of each vector, on the same seeded flips."""
+    lower = sign_flip_pvalues([d + m for d, m in zip(differences, margins)], n_resamples, seed, exact_max_n, "greater")
+    upper = sign_flip_pvalues([d - m for d, m in zip(differences, margins)], n_resamples, seed, exact_max_n, "less")
+    return lower, upper
+
+
 def equivalence_test(differences: object, margin: float, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
                      exact_max_n: int = EXACT_MAX_N) -> tuple[float, float, float]:
     """Two one-sided sign-flip tests (TOST) of equivalence within ``margin``: (p_TOST, p_lower,
@@ -19,14 +33,12 @@ def equivalence_test(differences: object, margin: float, n_resamples: int = DEFA
     "greater"); p_upper tests H0 mean >= +margin on the differences - margin ("less"); both on the
     same seeded flips. The mean lies within (-margin, +margin) at level alpha when p_TOST = max(p_lower,
     p_upper) < alpha. NaN differences are dropped; none left: NaN."""
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 < margin < math.inf:
-        raise InputError(f"equivalence margin = {margin!r}: use a positive number (e.g. 0.03)")
+    _check_margin(margin)
     d = np.asarray(differences, dtype=float).ravel()
     d = d[~np.isnan(d)]
     if len(d) == 0:
         return float("nan"), float("nan"), float("nan")
-    (lower,), (upper,) = (sign_flip_pvalues([d + sign * margin], n_resamples, seed, exact_max_n, alternative)
-                          for sign, alternative in ((1, "greater"), (-1, "less")))
+    (lower,), (upper,) = _sign_flip_sides([d], [margin], n_resamples, seed, exact_max_n)
     return max(lower, upper), lower, upper
 
 
@@ -41,18 +53,15 @@ def equivalence_pvalues(differences: list[np.ndarray], margins: list[float], met
     if method not in TESTS:
         raise InputError(f"paired test {method!r} is unknown: use one of {', '.join(TESTS)}")
     for m in margins:
-        if isinstance(m, bool) or not isinstance(m, (int, float, np.floating)) or not 0 < m < math.inf:
-            raise InputError(f"equivalence margin = {m!r}: use a positive number (e.g. 0.03)")
-    shifted = [(np.sort(np.asarray(d, dtype=float)) + m, np.sort(np.asarray(d, dtype=float)) - m)
-               for d, m in zip(differences, margins)]
+        _check_margin(m)
+    ds = [np.sort(np.asarray(d, dtype=float)) for d in differences]
     if method == "permutation":
-        lower = sign_flip_pvalues([lo for lo, _ in shifted], n_resamples, seed, exact_max_n, "greater")
-        upper = sign_flip_pvalues([up for _, up in shifted], n_resamples, seed, exact_max_n, "less")
-        return [float(max(lo, up)) for lo, up in zip(lower, upper)]
+        return [float(max(lo, up)) for lo, up in zip(*_sign_flip_sides(ds, margins, n_resamples, seed, exact_max_n))]
     from scipy import stats as scipy_stats
 
     out = []
-    for lo, up in shifted:
+    for d, m in zip(ds, margins):
+        lo, up = d + m, d - m
         if len(lo) == 0 or (method == "t" and len(lo) < 2):
             out.append(float("nan"))
         elif method == "t" and np.ptp(lo) == 0:  # no spread: the mean is known, each H0 holds or is refuted

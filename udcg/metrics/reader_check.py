@@ -49,6 +49,11 @@ SUGGESTION = ("try a reader that abstains on distractors: qwen2.5-coder-1.5b (`u
 _CHUNK = 1 << 21
 
 
+def _json_ready(values: dict) -> dict:
+    """NaN becomes None."""
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in values.items()}
+
+
 @dataclass(frozen=True)
 class QueryCheck:
     """One query's pairs in the reader check (module docstring); a mean is NaN without such pairs."""
@@ -62,7 +67,7 @@ class QueryCheck:
     abstained_relevant: int  # relevant pairs with p_abs >= 0.5: the reader abstains on them
 
     def to_dict(self) -> dict:
-        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
+        return _json_ready(asdict(self))
 
 
 def by_query(p_abs: object, relevant: object, queries: object) -> list[QueryCheck]:
@@ -140,8 +145,7 @@ class ReaderCheck:
     def to_dict(self) -> dict:
         """JSON-ready (NaN becomes None), with the thresholds the verdict used; the per-query counts
         as ``per_query`` (``query_line``), not the queries themselves."""
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "queries"}
-        out = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+        out = _json_ready({f.name: getattr(self, f.name) for f in fields(self) if f.name != "queries"})
         return {**out, "per_query": query_counts(self.queries),
                 "thresholds": {"auc_min": AUC_MIN, "answered_irrelevant_max": ANSWERED_MAX, "min_pairs": MIN_PAIRS}}
 
