@@ -191,9 +191,12 @@ def margins_of(spec: float | str | Mapping[str, float], rows: list) -> dict:
                              "UDCG@5=0.005,nDCG@5=0.02), or one number for every row")
         items = [part.split("=", 1) for part in parts]
     else:  # one margin for every row
-        if isinstance(spec, str) and not _is_number(spec):
+        try:
+            if isinstance(spec, str):
+                float(spec)
+        except ValueError:  # a word, not a number: a ROW=MARGIN pair without its margin
             raise InputError(f"--equivalence {_shown(spec)}: give one number for every row (e.g. 0.01) or ROW=MARGIN "
-                             "pairs (UDCG@5=0.005,nDCG@5=0.02)")
+                             "pairs (UDCG@5=0.005,nDCG@5=0.02)") from None
         every = margin(spec, _shown(spec))
         return {row: every for row in rows}
     out = {}
@@ -206,14 +209,6 @@ def margins_of(spec: float | str | Mapping[str, float], rows: list) -> dict:
     if not out:
         raise InputError("--equivalence: no margin given (e.g. 0.01 or UDCG@5=0.005,nDCG@5=0.02)")
     return out
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _tie_measure(text: str, measures: list) -> Measure:
