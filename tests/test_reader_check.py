@@ -115,6 +115,7 @@ def test_annotate_prints_it_writes_it_to_meta_and_the_api_and_command_agree(beir
     api = udcg.reader_check(out)
     assert meta["reader_check"] == api.to_dict() and meta["reader_check"]["thresholds"]["auc_min"] == AUC_MIN
     assert api.n_relevant == 3 and api.n_judged_irrelevant == 2 and api.n_unjudged == 7
+    assert "\n".join(api.query_lines()) in err and "  per query: it answers from an irrelevant pair on" in err
     again = _annotate(folder, runs, ["a"], out, tiny_model_dir, capsys)  # nothing new: still printed
     assert "new pairs annotated: 0" in again and "reader check (" in again
     assert main(["reader-check", str(out), "--json"]) == 0
@@ -228,6 +229,10 @@ def test_annotate_of_a_qa_file_prints_it_and_writes_it_to_the_meta_file(tmp_path
     assert "reader check (" in err and "2 relevant, 4 judged-irrelevant, 0 unjudged pairs" in err
     meta = json.loads((tmp_path / "annotated.json.meta.json").read_text())
     assert meta["reader_check"]["n_relevant"] == 2 and meta["reader_check"]["verdict"] == "too few pairs"
+    counts = meta["reader_check"]["per_query"]
+    assert (f"per query: it answers from an irrelevant pair on {counts['answered_irrelevant']} of the 2 queries that "
+            f"have one" in err) and f"abstains on a relevant pair on {counts['abstained_relevant']} of the 2" in err
+    assert ("most distracting queries" in err) == (counts["answered_irrelevant"] > 0)
 
 
 @settings(max_examples=60, deadline=None)

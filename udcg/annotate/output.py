@@ -77,4 +77,4 @@ def write_annotated(output: str, questions: Sequence[Question], raw: Sequence[di
         from udcg.annotate.runner import censored_warning
 
         lines.append(censored_warning(stats.n_censored, stats.n_passages))
-    return "\n".join(lines + check.lines())
+    return "\n".join(lines + check.lines() + check.query_lines())

@@ -44,9 +44,5 @@ def main(args: argparse.Namespace) -> int:
         return 0
     for path, check in zip(args.utilities, checks):
         print(f"{path}:")
-        print("\n".join(check.lines()))
-        print(check.query_line())
-        worst = check.worst_line()
-        if worst:
-            print(worst)
+        print("\n".join(check.lines() + check.query_lines()))
     return 0

@@ -129,7 +129,7 @@ class AnnotateRunsReport:
                 + (f"; model time {self.seconds:.1f} s ({self.computed / self.seconds:.2f} pairs/s)"
                    if self.seconds > 0 else ""),
                 *([censored_warning(self.censored, self.total)] if self.censored else []),
-                *(self.reader_check.lines() if self.reader_check else [])]
+                *(self.reader_check.lines() + self.reader_check.query_lines() if self.reader_check else [])]
 
 
 def _questions(pairs: Mapping[str, Sequence[str]], collection: Collection) -> list[Question]:

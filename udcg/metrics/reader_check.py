@@ -168,6 +168,12 @@ class ReaderCheck:
         return ("  most distracting queries (irrelevant pairs answered from / irrelevant pairs): "
                 + ", ".join(f"{c.qid} {c.answered_irrelevant}/{c.n_irrelevant}" for c in hit))
 
+    def query_lines(self) -> list[str]:
+        """On which queries, as the commands print it under the check: ``query_line`` and, when the
+        reader answers from any irrelevant pair, ``worst_line``."""
+        worst = self.worst_line()
+        return [self.query_line(), *([worst] if worst else [])]
+
     def lines(self) -> list[str]:
         """The check as the commands print it: counts, means, the AUC named as such, the verdict."""
         who = f"{self.model or 'reader'}, {self.estimator or 'estimator unknown'}"
