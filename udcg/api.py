@@ -118,7 +118,7 @@ def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: 
             alpha: float = 0.05, correction: str = "measure", power: float = 0.8, n_resamples: int = DEFAULT_RESAMPLES,
             n_boot: int = 10_000, seed: int = 0, answers: str | Path | None = None, model: str | None = None,
             prompt_version: str | None = None, judged_only: bool = False, ties: str | None = None,
-            equivalence: Any = None):
+            equivalence: Any = None, baseline: str | int | None = None):
     """Every run's mean and 95% interval per measure; for every pair of runs the mean paired
     difference with its interval (the same resampled queries), its minimum detectable difference
     at ``power`` and a paired test, Holm-corrected within each measure (``correction="measure"``;
@@ -127,7 +127,9 @@ def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: 
     ``judged_only`` puts every row on the queries every run has a judged answer for; ``ties`` (one of
     ``metrics``, e.g. "nDCG@5") adds every other measure on each run pair's queries tied on it
     (``.tie_pairs``, ``.to_frame("ties")``); ``equivalence`` (a margin for every row, or
-    ``{"UDCG@5": 0.005, "nDCG@5": 0.02}``) adds each pair's equivalence test and ``.decision``.
+    ``{"UDCG@5": 0.005, "nDCG@5": 0.02}``) adds each pair's equivalence test and ``.decision``;
+    ``baseline`` (a run's name or index, PyTerrier's ``baseline=0``) compares only each other run with
+    it (a smaller Holm family: one comparison per other run).
     Returns a ``udcg.metrics.compare.Comparison``: ``.format(fmt)``, ``.to_dict()``,
     ``.to_frame()`` (runs), ``.to_frame("pairs")``, ``.to_frames()``. ``runs`` is ``{name: run}``,
     a list of run files (named by file name) or a list of named ranx ``Run``s."""
@@ -139,7 +141,7 @@ def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: 
                                unannotated=unannotated, model=model, prompt_version=prompt_version, answers=answers,
                                test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
                                correction=correction, power=power, judged_only=judged_only, ties=ties,
-                               equivalence=equivalence)
+                               equivalence=equivalence, baseline=baseline)
     for s in scores.values():
         _log_notes(s)
     return cmp

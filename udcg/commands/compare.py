@@ -29,7 +29,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           ("udcg compare --run bm25.trec --run dense.trec --qrels qrels.tsv --utilities utilities \\\n"
                            "      --metrics UDCG@5,nDCG@5 --ties nDCG@5"),
                           ("udcg compare --run a.trec --run b.trec --run c.trec --qrels q.tsv --metrics nDCG@10,AP "
-                           "--test t --correction table -o table.tex")])
+                           "--test t --correction table -o table.tex"),
+                          ("udcg compare --run bm25.trec --run dense.trec --run hybrid.trec --qrels qrels.tsv "
+                           "--utilities utilities --baseline bm25")])
     p.add_argument("--run", action="append", default=[], required=True, help="TREC run file (give two or more)")
     p.add_argument("--qrels", help="qrels: TREC (qid 0 docid rel), BEIR TSV or irds:NAME; needed for classical measures")
     p.add_argument("--utilities", help="utilities for UDCG@k: the udcg annotate --run folder, or a file")
@@ -53,6 +55,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the smallest difference that matters, one number for every row (e.g. 0.01) or per row "
                    "(UDCG@5=0.005,nDCG@5=0.02): adds each pair's equivalence test (TOST, the same test and correction) "
                    "and a decision: different, equivalent, different within the margin, or inconclusive")
+    p.add_argument("--baseline", metavar="RUN",
+                   help="compare each other run with this one only (a run's name, e.g. bm25, or its file as given to "
+                   "--run): one comparison per other run in each Holm family instead of every pair")
     p.add_argument("--n-resamples", type=int, default=100_000,
                    help="random sign flips when n > 24 (default 100000; more for a smaller Monte Carlo error of p)")
     p.add_argument("--n-boot", type=int, default=10_000, help="bootstrap resamples for the intervals (default 10000)")
@@ -86,7 +91,7 @@ def main(args: argparse.Namespace) -> int:
                                      answers=args.answers, test=args.test, alpha=args.alpha,
                                      n_resamples=args.n_resamples, n_boot=args.n_boot, seed=args.seed,
                                      correction=args.correction, power=args.power, judged_only=args.judged_only,
-                                     ties=args.ties, equivalence=args.equivalence)
+                                     ties=args.ties, equivalence=args.equivalence, baseline=args.baseline)
     print(text)
     for line in alias_notes(args.metrics):
         print(line, file=sys.stderr)

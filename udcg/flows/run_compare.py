@@ -134,14 +134,17 @@ def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path |
                  test: str = "permutation", alpha: float = 0.05, n_resamples: int = DEFAULT_RESAMPLES,
                  n_boot: int = 10_000, seed: int = 0, correction: str = "measure", power: float = 0.8,
                  judged_only: bool = False, ties: str | None = None,
-                 equivalence: float | str | Mapping[str, float] | None = None) -> tuple[Comparison, dict[str, RunScores]]:
+                 equivalence: float | str | Mapping[str, float] | None = None,
+                 baseline: str | int | Path | None = None) -> tuple[Comparison, dict[str, RunScores]]:
     """The comparison of ``runs`` (``{name: run}``, two or more) and the scores behind it. With
     ``judged_only`` (needs ``answers``) every row is on the queries every run has a judged answer for;
     ``ties`` (one of ``metrics``, e.g. nDCG@5) adds every other row on each run pair's queries where
     the two runs tie on it (``compare_scores``); ``equivalence`` (a margin for every row, a {row: margin}
-    dict or its text ``"UDCG@5=0.005,nDCG@5=0.02"``) adds each pair's equivalence test and decision."""
+    dict or its text ``"UDCG@5=0.005,nDCG@5=0.02"``) adds each pair's equivalence test and decision;
+    ``baseline`` (a run's name, its file as given, or its index) compares only each other run with it."""
     if len(runs) < 2:
         raise InputError(f"compare needs at least two runs, got {len(runs)} (use score for one)")
+    against = None if baseline is None else baseline_of(baseline, runs)
     if judged_only and answers is None:
         raise InputError("--judged-only restricts the table to the queries with judged answers: give --answers too")
     scores = score_runs(runs, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
@@ -162,7 +165,7 @@ def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path |
     margins = None if equivalence is None else margins_of(equivalence, rows)
     cmp = compare_scores(values, test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
                          correction=correction, power=power, notes=notes, direction=OUTCOME_DIRECTION,
-                         ranges=_ranges(rows), ties=tied_on, equivalence=margins)
+                         ranges=_ranges(rows), ties=tied_on, equivalence=margins, baseline=against)
     return cmp, scores
 
 
@@ -209,6 +212,23 @@ def margins_of(spec: float | str | Mapping[str, float], rows: list) -> dict:
     if not out:
         raise InputError("--equivalence: no margin given (e.g. 0.01 or UDCG@5=0.005,nDCG@5=0.02)")
     return out
+
+
+def baseline_of(baseline: str | int | Path, runs: Mapping[str, Any]) -> str:
+    """The name of the run ``baseline`` names: a run's name, its file as given (``--run``), or its
+    index in ``runs`` (PyTerrier's ``baseline=0``)."""
+    names = list(runs)
+    if isinstance(baseline, int) and not isinstance(baseline, bool):
+        if not -len(names) <= baseline < len(names):
+            raise InputError(f"--baseline {baseline}: no run at that index ({len(names)} runs: 0 to {len(names) - 1})")
+        return names[baseline]
+    if str(baseline) in runs:
+        return str(baseline)
+    files = [name for name, run in runs.items() if isinstance(run, (str, Path)) and Path(run) == Path(baseline)]
+    if files:
+        return files[0]
+    raise InputError(f"--baseline {_shown(str(baseline))}: not one of the runs compared ({', '.join(names)}); give a "
+                     "run's name or its file as given to --run (in Python also its index, e.g. baseline=0)")
 
 
 def _tie_measure(text: str, measures: list) -> Measure:

@@ -42,6 +42,9 @@ two one-sided tests (TOST) of H0 mean difference <= -margin and >= +margin with 
 than the margin) or "inconclusive" (neither); the margin is the user's statement of the smallest
 difference that matters, fixed before the data.
 
+**Against a baseline** (``baseline``: one of the runs): only (run, baseline) for each other run, so a
+family holds m - 1 comparisons, not m(m - 1)/2 (PyTerrier's ``baseline=``; ``comparison.run_pairs``).
+
 Run A *beats* run B on a measure when the paired mean difference A - B (over the queries where
 both are defined) is positive and the adjusted p is below ``alpha``; without NaNs that
 difference is the difference of the two means. ``direction[measure]`` turns this round: -1 for a
@@ -55,13 +58,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from itertools import combinations
 
 import numpy as np
 
 from udcg.errors import InputError
 from udcg.metrics.compare_report import CSV_COLUMNS, FORMATS, footer_lines, format_comparison, label_of_test
-from udcg.metrics.comparison import EQUAL_WITHIN, Cell, ComparisonData, PairTest
+from udcg.metrics.comparison import EQUAL_WITHIN, Cell, ComparisonData, PairTest, run_pairs
 from udcg.metrics.equivalence import equivalence_pvalues
 from udcg.metrics.measure_types import Measure
 from udcg.metrics.stats import (DEFAULT_RESAMPLES, EXACT_MAX_N, TESTS, bootstrap_ci, bootstrap_means, holm, is_estimated,
@@ -95,7 +97,8 @@ class Comparison(ComparisonData):
                 "pairs": [self._pair_dict(t) for t in self.pairs], "ties_of": self.ties_of or None,
                 "tie_pairs": [self._pair_dict(t, self.tie_family_sizes) for t in self.tie_pairs],
                 "tie_family_sizes": dict(self.tie_family_sizes), "tie_mdd_alpha": dict(self.tie_mdd_alpha),
-                "beats": {r: {m: list(b) for m, b in by_m.items()} for r, by_m in self.beats.items()}}
+                "beats": {r: {m: list(b) for m, b in by_m.items()} for r, by_m in self.beats.items()},
+                "baseline": self.baseline or None}
 
     def _pair_dict(self, t: PairTest, sizes: Mapping[str, int] | None = None) -> dict:
         return {"measure": t.measure, "run_a": t.run_a, "run_b": t.run_b, "diff": _none(t.diff),
@@ -201,7 +204,8 @@ def _families(keys: list[str], pvalues: list[float], correction: str) -> tuple[n
     return adjusted, sizes
 
 
-def _intervals(runs: list[str], measures: list[str], arrays: dict, n_boot: int, level: float, seed: int
+def _intervals(runs: list[str], pairs: list[tuple[str, str]], measures: list[str], arrays: dict, n_boot: int,
+               level: float, seed: int
                ) -> tuple[dict[tuple[str, str], tuple[float, float]], dict[tuple[str, str, str], tuple[float, float]]]:
     """Percentile intervals of every run's mean and every pair's mean difference, all from one set
     of resampled queries per query count (``bootstrap_means``)."""
@@ -216,7 +220,7 @@ def _intervals(runs: list[str], measures: list[str], arrays: dict, n_boot: int, 
     for m in measures:
         for r in runs:
             add((m, r), arrays[r][m])
-        for a, b in combinations(runs, 2):
+        for a, b in pairs:
             x, y = arrays[a][m], arrays[b][m]
             if np.isnan(x).any() or np.isnan(y).any():  # else the resampled difference is a difference of means
                 add((m, a, b), np.where(np.isnan(x) | np.isnan(y), np.nan, x - y))
@@ -232,7 +236,7 @@ def _intervals(runs: list[str], measures: list[str], arrays: dict, n_boot: int, 
         for r in runs:
             enough = np.count_nonzero(~np.isnan(arrays[r][m])) >= 2
             cell_ci[m, r] = percentile_interval(resampled((m, r)), level) if enough else (math.nan, math.nan)
-        for a, b in combinations(runs, 2):
+        for a, b in pairs:
             x, y = arrays[a][m], arrays[b][m]
             both = np.count_nonzero(~(np.isnan(x) | np.isnan(y)))
             means = resampled((m, a, b)) if (m, a, b) in where else resampled((m, a)) - resampled((m, b))
@@ -265,7 +269,8 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
                    n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, n_boot: int = 10_000, level: float = 0.95,
                    correction: str = "measure", power: float = 0.8, notes: tuple[str, ...] = (),
                    direction: Mapping[str, int] | None = None, ranges: Mapping[str, float] | None = None,
-                   ties: str | None = None, equivalence: Mapping[str, float] | None = None) -> Comparison:
+                   ties: str | None = None, equivalence: Mapping[str, float] | None = None,
+                   baseline: str | None = None) -> Comparison:
     """``scores[run][measure]``: per-query values, aligned on the same queries across runs (NaN =
     undefined for that query). Runs keep the given order, measures the first run's order. See the
     module docstring for the families (``correction``), intervals, detectable differences and
@@ -274,13 +279,17 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
     reported as undetectable (``PairTest.mdd`` = inf). ``ties``: one of the measures; adds the
     table of every other measure on each run pair's queries where the two runs tie on it
     (``Comparison.tie_pairs``, module docstring). ``equivalence[measure]``: a margin; each pair on
-    that measure also gets its equivalence test (module docstring)."""
+    that measure also gets its equivalence test (module docstring). ``baseline``: one of the runs;
+    only each other run against it is compared (module docstring)."""
     _check_options(test, alpha, correction, power, level)
     runs, measures, arrays = _validate(scores)
+    if baseline is not None and baseline not in runs:
+        raise InputError(f"compare_scores: baseline {baseline!r} is not one of the runs compared ({', '.join(runs)})")
+    compared = run_pairs(runs, baseline)
     direction = {m: int((direction or {}).get(m, m.direction if isinstance(m, Measure) else 1)) for m in measures}
     if any(v not in (-1, 0, 1) for v in direction.values()):
         raise InputError(f"compare_scores: direction {direction}: use +1 (higher is better), -1 (lower) or 0 (neither)")
-    cell_ci, pair_ci = _intervals(runs, measures, arrays, n_boot, level, seed)
+    cell_ci, pair_ci = _intervals(runs, compared, measures, arrays, n_boot, level, seed)
     cells = {}
     for run in runs:
         cells[run] = {}
@@ -289,7 +298,7 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
             cells[run][m] = Cell(float(defined.mean()) if len(defined) else float("nan"), *cell_ci[m, run],
                                  len(defined))
     n_shared = {m: int(np.count_nonzero(np.all([~np.isnan(arrays[r][m]) for r in runs], axis=0))) for m in measures}
-    sides = {(m, a, b): (arrays[a][m], arrays[b][m]) for m in measures for a, b in combinations(runs, 2)}
+    sides = {(m, a, b): (arrays[a][m], arrays[b][m]) for m in measures for a, b in compared}
     ranges = {m: float(w) for m, w in (ranges or {}).items() if m in measures}
     margins = {m: float(v) for m, v in (equivalence or {}).items()}
     if set(margins) - set(measures):
@@ -306,7 +315,7 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
         if not others:
             raise InputError(f"compare_scores: ties = {ties!r} is the only measure compared: the tie table compares the "
                              "others on its ties (add a measure, e.g. UDCG@5)")
-        tie_pairs, tie_sizes, tie_alpha = _on_ties(runs, others, arrays, ties, n_boot, level, options)
+        tie_pairs, tie_sizes, tie_alpha = _on_ties(compared, others, arrays, ties, n_boot, level, options)
     order = {r: i for i, r in enumerate(runs)}
     beats: dict[str, dict[str, list[str]]] = {r: {m: [] for m in measures} for r in runs}
     for t in pairs:
@@ -319,7 +328,8 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
     return Comparison(tuple(runs), tuple(measures), test, float(alpha), int(n_resamples), int(n_boot), float(level),
                       {m: len(arrays[runs[0]][m]) for m in measures}, cells, tuple(pairs), beats, correction, sizes,
                       mdd_alpha, float(power), exact, tuple(notes), int(seed), direction, n_shared, ranges,
-                      "" if ties is None else str(ties), tuple(tie_pairs), tie_sizes, tie_alpha)
+                      "" if ties is None else str(ties), tuple(tie_pairs), tie_sizes, tie_alpha,
+                      "" if baseline is None else str(baseline))
 
 
 def _tested(sides: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]], measures: list[str], pair_ci: dict, *,
@@ -369,13 +379,13 @@ def _equivalence(pairs: list[PairTest], diffs: list[np.ndarray], margins: Mappin
     return out
 
 
-def _on_ties(runs: list[str], measures: list[str], arrays: dict, ties: str, n_boot: int, level: float,
+def _on_ties(compared: list[tuple[str, str]], measures: list[str], arrays: dict, ties: str, n_boot: int, level: float,
              options: dict) -> tuple[list[PairTest], dict[str, int], dict[str, float]]:
     """Every run pair on the queries where its two runs' ``ties`` values are equal (within
     ``EQUAL_WITHIN``): each other measure's paired test, interval (queries resampled within them),
     detectable difference and counts; Holm over this table's own families (module docstring)."""
     tied = {}
-    for a, b in combinations(runs, 2):
+    for a, b in compared:
         ta, tb = arrays[a][ties], arrays[b][ties]
         tied[a, b] = ~np.isnan(ta) & ~np.isnan(tb) & (np.abs(ta - tb) <= EQUAL_WITHIN)
     sides = {(m, a, b): (arrays[a][m][mask], arrays[b][m][mask]) for m in measures for (a, b), mask in tied.items()}

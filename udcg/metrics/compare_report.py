@@ -133,14 +133,16 @@ def _per_measure(values: dict[str, object], fmt) -> str:
 def family_text(cmp: ComparisonData) -> str:
     """The correction, its family and the number of comparisons per family, in words."""
     sizes = cmp.family_sizes
+    against = f"the other runs' comparisons with the baseline {cmp.baseline}" if cmp.baseline else ""
     if cmp.correction == "measure":
         count = _per_measure(sizes, lambda k: f"{k} comparison{'s' * (k != 1)}")
-        return (f"Holm within each measure (family = the run pairs compared on one measure; {len(sizes)} "
-                f"famil{'ies' if len(sizes) != 1 else 'y'}): {count} per family")
+        return (f"Holm within each measure (family = {against or 'the run pairs compared'} on one measure; "
+                f"{len(sizes)} famil{'ies' if len(sizes) != 1 else 'y'}): {count} per family")
     if cmp.correction == "table":
         total = next(iter(sizes.values()), 0)
-        return f"Holm over the whole table (one family: every run pair × every measure, {total} comparisons)"
-    return "none (raw p, each comparison at alpha)"
+        return (f"Holm over the whole table (one family: {against or 'every run pair'} × every measure, {total} "
+                "comparisons)")
+    return f"none (raw p, each comparison at alpha{'; ' + against if against else ''})"
 
 
 def _directions(cmp: ComparisonData) -> str:

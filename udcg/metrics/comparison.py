@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import combinations
 
 from udcg.metrics.equivalence import decision
 
@@ -24,6 +25,13 @@ def labels_of(n: int) -> list[str]:
             s = chr(97 + r) + s
         out.append(s)
     return out
+
+
+def run_pairs(runs: list[str], baseline: str | None = None) -> list[tuple[str, str]]:
+    """The compared (run A, run B): every pair in run order, or (run, baseline) for each other run."""
+    if baseline is None:
+        return list(combinations(runs, 2))
+    return [(r, baseline) for r in runs if r != baseline]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +104,7 @@ class ComparisonData:
     tie_pairs: tuple[PairTest, ...] = ()  # each other measure per run pair, on the queries the pair ties on ties_of
     tie_family_sizes: dict[str, int] = field(default_factory=dict)  # measure -> comparisons in its tie-table family
     tie_mdd_alpha: dict[str, float] = field(default_factory=dict)  # measure -> the level of its tie-table MDD
+    baseline: str = ""  # the run every other run is compared with ("" = every pair of runs)
 
     def same_population(self, measure: str) -> bool:
         """Whether every run's mean of ``measure`` is over the same queries (then means compare)."""
