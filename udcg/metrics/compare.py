@@ -9,12 +9,13 @@ differences, Holm's correction over a chosen family, ranx-style reports.
   one family per measure, as IR evaluation compares systems on one measure at a time (adding a
   measure changes no other measure's adjusted p); ``"table"`` — Holm over every run pair x every
   measure; ``"none"`` — raw p against ``alpha``. NaN p-values are outside every family.
-- **Intervals**: one set of resampled queries (``stats.bootstrap_means``, seeded) gives every run's
-  interval of the mean and every pair's interval of the mean paired difference, over the queries
-  where the values are defined; without NaNs a pair's resampled difference is the difference of the
-  two runs' resampled means. The resamples draw row indices, so the rows' order matters: ``udcg
-  compare`` and ``udcg.compare`` give the rows in the canonical query order (``score_runs``), and a
-  caller of ``compare_scores`` should too for intervals that do not depend on its input's order.
+- **Intervals** (``comparison_intervals``): one set of resampled queries (``stats.bootstrap_means``,
+  seeded) gives every run's interval of the mean and every pair's interval of the mean paired
+  difference, over the queries where the values are defined; without NaNs a pair's resampled
+  difference is the difference of the two runs' resampled means. The resamples draw row indices, so
+  the rows' order matters: ``udcg compare`` and ``udcg.compare`` give the rows in the canonical
+  query order (``score_runs``), and a caller of ``compare_scores`` should too for intervals that do
+  not depend on its input's order.
 - **Minimum detectable difference** (MDD) of a pair: ``stats.min_detectable_difference`` at
   ``power`` (0.8) and the family's strictest Holm level alpha / m (m = comparisons in the pair's
   family; alpha with ``correction="none"``), so a true difference this large is detected with at
@@ -64,11 +65,12 @@ import numpy as np
 from udcg.errors import InputError
 from udcg.metrics.compare_report import CSV_COLUMNS, FORMATS, footer_lines, format_comparison, label_of_test
 from udcg.metrics.comparison import EQUAL_WITHIN, Cell, ComparisonData, PairTest, run_pairs
+from udcg.metrics.comparison_intervals import intervals
 from udcg.metrics.equivalence import equivalence_pvalues
 from udcg.metrics.measure_types import Measure
-from udcg.metrics.stats import (DEFAULT_RESAMPLES, EXACT_MAX_N, TESTS, bootstrap_ci, bootstrap_means, holm, is_estimated,
-                                min_detectable_difference, monte_carlo_se,
-                                paired_test, percentile_interval, sign_flip_pvalues)
+from udcg.metrics.planning import queries_to_detect, queries_to_show_equivalence
+from udcg.metrics.stats import (DEFAULT_RESAMPLES, EXACT_MAX_N, TESTS, bootstrap_ci, holm, is_estimated,
+                                min_detectable_difference, monte_carlo_se, paired_test, sign_flip_pvalues)
 
 __all__ = ["CORRECTIONS", "CSV_COLUMNS", "EXACT_BUDGET", "FORMATS", "Cell", "Comparison", "ComparisonData", "PairTest",
            "compare_scores", "format_comparison"]
@@ -109,7 +111,8 @@ class Comparison(ComparisonData):
                 "a_higher": t.a_higher, "equal": t.equal,
                 "b_higher": t.b_higher, "margin": _none(t.margin), "p_tost": _none(t.p_tost),
                 "p_tost_holm": _none(t.p_tost_holm), "equivalent": t.equivalent if t.decision else None,
-                "decision": t.decision or None}
+                "decision": t.decision or None, "queries_to_detect": _count(t.queries_to_detect),
+                "queries_for_equivalence": _count(t.queries_for_equivalence)}
 
     def format(self, fmt: str = "markdown", digits: int = 4) -> str:
         """The report as Markdown, CSV, JSON or LaTeX (``format_comparison``)."""
@@ -131,7 +134,7 @@ class Comparison(ComparisonData):
         if kind in ("pairs", "ties"):
             columns = ["measure", "run_a", "run_b", "diff", "low", "high", "n", "a_higher", "equal", "b_higher", "mdd",
                        "p", "p_holm", "significant", "family_size", "margin", "p_tost", "p_tost_holm", "equivalent",
-                       "decision"]
+                       "decision", "queries_to_detect", "queries_for_equivalence"]
             dicts = ([self._pair_dict(t) for t in self.pairs] if kind == "pairs" else
                      [self._pair_dict(t, self.tie_family_sizes) for t in self.tie_pairs])
             rows = [{k: (float("nan") if v is None else v) for k, v in d.items()} for d in dicts]
@@ -146,6 +149,11 @@ class Comparison(ComparisonData):
 
 def _none(x: float) -> float | None:
     return None if not math.isfinite(x) else float(x)
+
+
+def _count(x: float) -> int | str | None:
+    """A planned number of queries: an int, "unreachable" for inf, None for NaN."""
+    return None if math.isnan(x) else "unreachable" if math.isinf(x) else int(x)
 
 
 def _validate(scores: Mapping[str, Mapping[str, object]]) -> tuple[list[str], list[str], dict]:
@@ -204,46 +212,6 @@ def _families(keys: list[str], pvalues: list[float], correction: str) -> tuple[n
     return adjusted, sizes
 
 
-def _intervals(runs: list[str], pairs: list[tuple[str, str]], measures: list[str], arrays: dict, n_boot: int,
-               level: float, seed: int
-               ) -> tuple[dict[tuple[str, str], tuple[float, float]], dict[tuple[str, str, str], tuple[float, float]]]:
-    """Percentile intervals of every run's mean and every pair's mean difference, all from one set
-    of resampled queries per query count (``bootstrap_means``)."""
-    columns: dict[int, list[np.ndarray]] = {}
-    where: dict[tuple, tuple[int, int]] = {}
-
-    def add(key: tuple, values: np.ndarray) -> None:
-        group = columns.setdefault(len(values), [])
-        where[key] = (len(values), len(group))
-        group.append(values)
-
-    for m in measures:
-        for r in runs:
-            add((m, r), arrays[r][m])
-        for a, b in pairs:
-            x, y = arrays[a][m], arrays[b][m]
-            if np.isnan(x).any() or np.isnan(y).any():  # else the resampled difference is a difference of means
-                add((m, a, b), np.where(np.isnan(x) | np.isnan(y), np.nan, x - y))
-    boot = {n: bootstrap_means(np.column_stack(cols), n_boot, seed) if n else np.full((n_boot, len(cols)), np.nan)
-            for n, cols in columns.items()}
-
-    def resampled(key: tuple) -> np.ndarray:
-        n, j = where[key]
-        return boot[n][:, j]
-
-    cell_ci, pair_ci = {}, {}
-    for m in measures:
-        for r in runs:
-            enough = np.count_nonzero(~np.isnan(arrays[r][m])) >= 2
-            cell_ci[m, r] = percentile_interval(resampled((m, r)), level) if enough else (math.nan, math.nan)
-        for a, b in pairs:
-            x, y = arrays[a][m], arrays[b][m]
-            both = np.count_nonzero(~(np.isnan(x) | np.isnan(y)))
-            means = resampled((m, a, b)) if (m, a, b) in where else resampled((m, a)) - resampled((m, b))
-            pair_ci[m, a, b] = percentile_interval(means, level) if both >= 2 else (math.nan, math.nan)
-    return cell_ci, pair_ci
-
-
 def _pair_tests(keys: list[tuple[str, str, str]], sides: Mapping[tuple[str, str, str], tuple[np.ndarray, np.ndarray]],
                 diffs: list[np.ndarray], pvalues: list[float], adjusted: np.ndarray, pair_ci: dict, *, test: str,
                 exact: bool, alpha: float, correction: str, mdd_alpha: dict[str, float], power: float,
@@ -289,7 +257,7 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
     direction = {m: int((direction or {}).get(m, m.direction if isinstance(m, Measure) else 1)) for m in measures}
     if any(v not in (-1, 0, 1) for v in direction.values()):
         raise InputError(f"compare_scores: direction {direction}: use +1 (higher is better), -1 (lower) or 0 (neither)")
-    cell_ci, pair_ci = _intervals(runs, compared, measures, arrays, n_boot, level, seed)
+    cell_ci, pair_ci = intervals(runs, compared, measures, arrays, n_boot, level, seed)
     cells = {}
     for run in runs:
         cells[run] = {}
@@ -355,27 +323,32 @@ def _tested(sides: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]], me
                         ranges=ranges)
     if margins:
         pairs = _equivalence(pairs, diffs, margins, test=test, exact=exact, alpha=alpha, correction=correction,
-                             n_resamples=n_resamples, seed=seed)
+                             n_resamples=n_resamples, seed=seed, levels=mdd_alpha, power=power)
     return pairs, sizes, mdd_alpha, exact
 
 
 def _equivalence(pairs: list[PairTest], diffs: list[np.ndarray], margins: Mapping[str, float], *, test: str,
-                 exact: bool, alpha: float, correction: str, n_resamples: int, seed: int) -> list[PairTest]:
+                 exact: bool, alpha: float, correction: str, n_resamples: int, seed: int, levels: Mapping[str, float],
+                 power: float) -> list[PairTest]:
     """The pairs with the TOST of each measure with a margin (``equivalence.equivalence_pvalues``, the
-    pair's test), Holm-adjusted by the same ``correction`` over the equivalence tests alone."""
+    pair's test), Holm-adjusted by the same ``correction`` over the equivalence tests alone, and the
+    queries the margin needs (``planning``, at the MDD's level ``levels[measure]``)."""
     tested = [i for i, t in enumerate(pairs) if t.measure in margins]
     p_tost = np.full(len(pairs), np.nan)
     p_tost[tested] = equivalence_pvalues([diffs[i] for i in tested], [margins[pairs[i].measure] for i in tested],
                                          test, n_resamples, seed, EXACT_MAX_N if exact else 0)
     adjusted, _ = _families([t.measure for t in pairs], list(p_tost), correction)
     out = []
-    for t, p, p_adj in zip(pairs, p_tost, adjusted):
+    for t, d, p, p_adj in zip(pairs, diffs, p_tost, adjusted):
         if t.measure not in margins:
             out.append(t)
             continue
         decisive = p if correction == "none" else p_adj
-        out.append(replace(t, margin=float(margins[t.measure]), p_tost=float(p), p_tost_holm=float(p_adj),
-                           equivalent=bool(decisive < alpha)))
+        margin = float(margins[t.measure])
+        plan = (float(np.std(d, ddof=1)) if len(d) > 1 else math.nan, margin, levels[t.measure], power, test)
+        out.append(replace(t, margin=margin, p_tost=float(p), p_tost_holm=float(p_adj),
+                           equivalent=bool(decisive < alpha), queries_to_detect=queries_to_detect(*plan),
+                           queries_for_equivalence=queries_to_show_equivalence(*plan)))
     return out
 
 

@@ -23,7 +23,8 @@ from udcg.metrics.stats import EXACT_MAX_N
 FORMATS = ("markdown", "csv", "json", "latex")
 CSV_COLUMNS = ("kind", "measure", "run", "run_b", "mean", "low", "high", "n", "beats", "diff", "a_higher", "equal",
                "b_higher", "mdd", "p", "p_holm", "significant", "test", "correction", "family_size", "mdd_alpha",
-               "tied_on", "margin", "p_tost", "p_tost_holm", "equivalent", "decision")
+               "tied_on", "margin", "p_tost", "p_tost_holm", "equivalent", "decision", "queries_to_detect",
+               "queries_for_equivalence")
 
 _SUPERSCRIPT = dict(zip("abcdefghijklmnopqrstuvwxyz", "ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖ𐞥ʳˢᵗᵘᵛʷˣʸᶻ"))
 _LATEX_SPECIAL = {c: "\\" + c for c in "&%$#_{}"} | {"~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
@@ -217,7 +218,10 @@ def _tost_cells(cmp: ComparisonData, t, digits: int) -> list[str]:
         return []
     if math.isnan(t.margin):
         return ["", ""]
-    return [f"±{t.margin:g}: {_p(t.p_tost if cmp.correction == 'none' else t.p_tost_holm, digits)}", t.decision]
+    plan = (f" (queries needed: {_queries(t.queries_to_detect)} to detect ±{t.margin:g}, "
+            f"{_queries(t.queries_for_equivalence)} to show equivalence)"
+            if t.decision == "inconclusive" and not math.isnan(t.queries_to_detect) else "")
+    return [f"±{t.margin:g}: {_p(t.p_tost if cmp.correction == 'none' else t.p_tost_holm, digits)}", t.decision + plan]
 
 
 def _mdd_text(t, digits: int) -> str:
@@ -256,7 +260,10 @@ def equivalence_footer(cmp: ComparisonData) -> str:
     return (f"Equivalence: margins {_per_measure(margins, lambda m: f'±{m:g}')}; two one-sided tests (TOST, the same "
             f"paired test) of H0 mean difference <= -margin and of H0 >= +margin, p_TOST the larger p, {family}. "
             "Decision: different (significant), equivalent (p_TOST < alpha), different within the margin (both), "
-            "inconclusive (neither). A margin is the smallest difference that matters to you, chosen before the data.")
+            "inconclusive (neither). A margin is the smallest difference that matters to you, chosen before the data. "
+            f"Queries needed (inconclusive pairs): with the paired differences spread as here, the queries at which a "
+            f"true difference of ±margin would be detected, and at which the TOST would show equivalence were the "
+            f"true difference 0, each with {cmp.power:.0%} power at the MDD's level (planning figures, not promises).")
 
 
 def tie_footer(cmp: ComparisonData) -> str:
@@ -326,6 +333,11 @@ def _csv_num(x: float) -> str:
     return "" if math.isnan(x) else repr(float(x))
 
 
+def _queries(x: float) -> str:
+    """A planned number of queries as text: "" for NaN, "unreachable" beyond reach."""
+    return "" if math.isnan(x) else "unreachable" if math.isinf(x) else f"{int(x)}"
+
+
 def _csv(cmp: ComparisonData) -> str:
     """One rectangular CSV: ``kind`` = "cell" rows (run, measure, mean, low, high, n, beats as
     space-separated run names) then "pair" rows (measure, run, run_b, diff with its interval in
@@ -355,7 +367,8 @@ def _csv(cmp: ComparisonData) -> str:
                         "tied_on": cmp.ties_of if kind == "tie-pair" else "", "margin": _csv_num(t.margin),
                         "p_tost": _csv_num(t.p_tost), "p_tost_holm": _csv_num(t.p_tost_holm),
                         "equivalent": ("yes" if t.equivalent else "no") if t.decision else "",
-                        "decision": t.decision})
+                        "decision": t.decision, "queries_to_detect": _queries(t.queries_to_detect),
+                        "queries_for_equivalence": _queries(t.queries_for_equivalence)})
     return buf.getvalue()
 
 

@@ -63,6 +63,8 @@ class PairTest:
     p_tost: float = float("nan")  # two one-sided tests: the larger p (compare's module docstring)
     p_tost_holm: float = float("nan")  # Holm-adjusted over the equivalence tests of the pair's family
     equivalent: bool = False  # the decisive p_TOST is below alpha
+    queries_to_detect: float = float("nan")  # with a margin: queries to detect ±margin (``planning``), inf beyond reach
+    queries_for_equivalence: float = float("nan")  # queries for the TOST to show equivalence if the difference were 0
 
     @property
     def decision(self) -> str:

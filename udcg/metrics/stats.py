@@ -328,7 +328,7 @@ MAX_CRITICAL = 1e6  # a t critical value beyond this comes from an alpha no data
 
 
 @lru_cache(maxsize=256)
-def _t_noncentrality(df: int, alpha: float, power: float) -> float:
+def t_noncentrality(df: int, alpha: float, power: float) -> float:
     """The noncentrality at which a two-sided t-test with ``df`` degrees of freedom at level
     ``alpha`` rejects with probability ``power``."""
     from scipy import optimize, stats as scipy_stats
@@ -375,5 +375,5 @@ def min_detectable_difference(a: object, b: object, alpha: float = 0.05, power: 
     sd = float(np.std(d, ddof=1))
     if not sd > 0:
         return float("nan")
-    mdd = _t_noncentrality(n - 1, float(alpha), float(power)) * sd / np.sqrt(n)
+    mdd = t_noncentrality(n - 1, float(alpha), float(power)) * sd / np.sqrt(n)
     return float(mdd / np.sqrt(3 / np.pi) if method == "wilcoxon" else mdd)
