@@ -95,7 +95,7 @@ def test_correlate_equivalence_against_a_hand_computation(tmp_path, capsys):
     assert main(args + ["-o", str(tmp_path / "t.json")]) == 0
     out = capsys.readouterr().out
     table = {r["metric"]: r for r in json.loads((tmp_path / "t.json").read_text())}
-    assert list(next(iter(table.values())))[-4:] == EQUIVALENCE_COLUMNS
+    assert list(next(iter(table.values())))[-len(EQUIVALENCE_COLUMNS):] == EQUIVALENCE_COLUMNS
     p = {m: equivalence_test(np.array(rho[m]) - np.array(rho["nDCG"]), 0.03)[0] for m in ("RR", "P")}
     assert [table[m]["rho_p_tost"] for m in ("RR", "P")] == pytest.approx([p["RR"], p["P"]])
     p_holm = dict(zip(("RR", "P"), holm([p["RR"], p["P"]])))
@@ -104,6 +104,18 @@ def test_correlate_equivalence_against_a_hand_computation(tmp_path, capsys):
         assert table[m]["decision"] == decision(table[m]["p_holm"] < 0.05, p_holm[m] < 0.05, 0.03)
     assert table["RR"]["decision"] == "equivalent within ±0.03" and table["P"]["decision"] == "different"
     assert table["nDCG"]["decision"] == "" and "rho vs nDCG: decision (TOST ±0.03, Holm p)" in _header(out)
+    from udcg.metrics.planning import queries_to_detect, queries_to_show_equivalence
+
+    for m in ("RR", "P"):  # the questions each margin needs, at Holm's strictest level over the two tests
+        sd = float(np.std(np.array(rho[m]) - np.array(rho["nDCG"]), ddof=1))
+        assert table[m]["questions_to_detect"] == queries_to_detect(sd, 0.03, 0.05 / 2, 0.8)
+        assert table[m]["questions_for_equivalence"] == queries_to_show_equivalence(sd, 0.03, 0.05 / 2, 0.8)
+    assert table["nDCG"]["questions_to_detect"] is None  # NaN in the JSON table: the baseline is not tested
+    assert main(args[:-1] + ["0.002", "-o", str(tmp_path / "t2.json")]) == 0
+    tiny = {r["metric"]: r for r in json.loads((tmp_path / "t2.json").read_text())}
+    assert tiny["RR"]["decision"] == "inconclusive"
+    assert (f"usable questions needed: {tiny['RR']['questions_to_detect']:.0f} to detect, "
+            f"{tiny['RR']['questions_for_equivalence']:.0f} for equivalence") in capsys.readouterr().out
     assert main(["correlate", str(src), "--metrics", "RR,P", "--baseline", "nDCG", "--equivalence", "0.03"]) == 2
     assert main(["correlate", str(src), "--metrics", "RR,nDCG", "--baseline", "nDCG", "--equivalence", "-1"]) == 2
     err = capsys.readouterr().err

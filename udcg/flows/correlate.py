@@ -25,6 +25,7 @@ from udcg.errors import InputError
 from udcg.metrics.contexts import parse_metric, parse_metrics
 from udcg.metrics.correlation import bootstrap_mean_ci, per_question, summarize
 from udcg.metrics.equivalence import decision, equivalence_pvalues
+from udcg.metrics.planning import queries_to_detect, queries_to_show_equivalence
 from udcg.metrics.stats import DEFAULT_RESAMPLES, EXACT_MAX_N, holm, monte_carlo_se, paired_test
 from udcg.metrics.ties import TieDecomposition, tie_decomposition
 from udcg.metrics.udcg import GAMMA
@@ -183,14 +184,18 @@ def correlation_table_of(values: dict[str, np.ndarray], outcome: np.ndarray, gro
     return table
 
 
-EQUIVALENCE_COLUMNS = ["rho_margin", "rho_p_tost", "rho_p_tost_holm", "decision"]
+EQUIVALENCE_COLUMNS = ["rho_margin", "rho_p_tost", "rho_p_tost_holm", "decision", "questions_to_detect",
+                       "questions_for_equivalence"]
+PLAN_POWER = 0.8  # the power of the questions-needed figures
 
 
 def _equivalence(rows: list[dict], stats: dict, baseline: str | None, circular: frozenset[str], margin: float,
                  test: str, n_resamples: int, seed: int) -> None:
     """Each metric's rho against the baseline's with its two one-sided tests at ``margin`` (the paired
     test of the table; ``metrics.equivalence``), Holm over the same family as p_holm, and the
-    decision of the Holm-corrected difference and equivalence tests at ``ALPHA``."""
+    decision of the Holm-corrected difference and equivalence tests at ``ALPHA``; the questions the
+    margin needs (``metrics.planning``, at Holm's strictest level ALPHA / m and ``PLAN_POWER``), from
+    the spread of the per-question rho differences."""
     tested = [r for r in rows if baseline in stats and r["metric"] != baseline]
     diffs = []
     for r in tested:
@@ -200,10 +205,15 @@ def _equivalence(rows: list[dict], stats: dict, baseline: str | None, circular: 
     p_tost = equivalence_pvalues(diffs, [margin] * len(diffs), test, n_resamples, seed)
     family = [i for i, r in enumerate(tested) if r["metric"] not in circular]
     adjusted = dict(zip(family, holm([p_tost[i] for i in family])))
+    level = ALPHA / max(1, len(family))
     for row in rows:
-        row.update({"rho_margin": margin, "rho_p_tost": float("nan"), "rho_p_tost_holm": float("nan"), "decision": ""})
+        row.update({"rho_margin": margin, "rho_p_tost": float("nan"), "rho_p_tost_holm": float("nan"), "decision": "",
+                    "questions_to_detect": float("nan"), "questions_for_equivalence": float("nan")})
     for i, r in enumerate(tested):
         r["rho_p_tost"] = float(p_tost[i])
+        plan = (float(np.std(diffs[i], ddof=1)) if len(diffs[i]) > 1 else float("nan"), margin, level, PLAN_POWER, test)
+        r["questions_to_detect"] = queries_to_detect(*plan)
+        r["questions_for_equivalence"] = queries_to_show_equivalence(*plan)
         if i in adjusted and np.isfinite(adjusted[i]) and np.isfinite(r["p_holm"]):
             r["rho_p_tost_holm"] = float(adjusted[i])
             r["decision"] = decision(bool(r["p_holm"] < ALPHA), bool(adjusted[i] < ALPHA), margin)
@@ -260,11 +270,19 @@ def compact_table(table: Table, baseline: str | None, digits: int = 3) -> Table:
             if np.isfinite(r["ci_low"]) else f"{r['mean_rho']:.{digits}f}")
         p = "—" if not np.isfinite(r["p_vs_baseline"]) else (f"{_p_text(r['p_vs_baseline'], digits)} "
                                                              f"({_p_text(r['p_holm'], digits)})")
-        decided = ({d_column: "—" if not r["decision"] else f"{r['decision']} ({_p_text(r['rho_p_tost_holm'], digits)})"}
-                   if tost else {})
+        decided = ({d_column: f"{r['decision']} ({_p_text(r['rho_p_tost_holm'], digits)}{_needed(r)})"
+                               if r["decision"] else "—"} if tost else {})
         out.add(metric=r["metric"], **({"circular": r["circular"]} if circular else {}), **{
             "rho [95% CI]": rho, p_column: p, **decided, "tau_b": r["mean_tau_b"], "pairwise accuracy": r["pair_acc"]})
     return out
+
+
+def _needed(row: dict) -> str:
+    """For an inconclusive row: the questions that would decide it (``_equivalence``)."""
+    if row["decision"] != "inconclusive" or not np.isfinite(row["questions_to_detect"]):
+        return ""
+    return (f"; usable questions needed: {row['questions_to_detect']:.0f} to detect, {row['questions_for_equivalence']:.0f} "
+            "for equivalence")
 
 
 def correlate_file(path: str, *, metrics: str | None = None, baseline: str | None = None, gamma: float = GAMMA,
