@@ -255,3 +255,30 @@ def test_the_per_query_rows_add_up_to_the_check(pairs):
     if check.n_relevant:
         assert sum(c.mean_p_relevant * c.n_relevant for c in rows if c.n_relevant) / check.n_relevant == \
             pytest.approx(check.mean_p_relevant)
+
+
+def test_compare_names_the_recorded_check_in_its_footer(beir, tmp_path, tiny_model_dir, capsys):  # noqa: F811
+    """compare with a UDCG row and a utilities folder (or its file) ends its footer with the reader
+    check that annotate recorded in meta.json; not without a UDCG row, nor without a readable record."""
+    folder, runs = beir
+    out = tmp_path / "utilities"
+    _annotate(folder, runs, ["a", "b"], out, tiny_model_dir, capsys)
+    check = udcg.reader_check(out)
+    argv = ["compare", "--run", str(runs / "a.trec"), "--run", str(runs / "b.trec"), "--qrels",
+            str(folder / "qrels" / "test.tsv"), "--n-boot", "100"]
+
+    def footer(utilities, metrics="UDCG@3,nDCG@3") -> str:
+        assert main(argv + ["--utilities", str(utilities), "--metrics", metrics]) == 0
+        return capsys.readouterr().out
+
+    line = (f"UDCG's reader ({check.model}, first-token), checked on its utilities' 3 queries when they were written "
+            f"(per query: udcg reader-check): {check.verdict_text()}.")
+    assert check.verdict == "too few pairs" and line in footer(out) and line in footer(out / "utilities.jsonl")
+    assert "UDCG's reader" not in footer(out, "nDCG@3,P@3")
+    meta = json.loads((out / "meta.json").read_text())
+    published = _check(_published("nq-qwen1.5b"), model="qwen2.5-coder-1.5b", estimator="first-token", n_boot=100)
+    (out / "meta.json").write_text(json.dumps({**meta, "reader_check": published.to_dict()}))
+    assert "(qwen2.5-coder-1.5b, first-token), checked on its utilities' 120 queries" in footer(out)
+    assert "this reader can measure distraction (AUC" in footer(out)
+    (out / "meta.json").write_text("{not json")
+    assert "UDCG's reader" not in footer(out)

@@ -5,10 +5,11 @@ distraction, and on which queries? Computed from the p_abs already there (no mod
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from udcg.annotate.utilities import UtilityRecord, load_utilities
+from udcg.annotate.utilities import META, UtilityRecord, load_utilities
 from udcg.errors import InputError
 from udcg.io.files import atomic_write_text
 from udcg.metrics.reader_check import ReaderCheck, reader_check
@@ -49,6 +50,19 @@ def write_query_checks(output: str | Path, checks: dict[str, ReaderCheck]) -> No
                             repr(c.mean_p_relevant), repr(c.mean_p_irrelevant), str(c.answered_irrelevant),
                             str(c.abstained_relevant)]) for c in check.queries]
     atomic_write_text(output, "\n".join(lines) + "\n")
+
+
+def recorded_check(utilities: str | Path) -> ReaderCheck | None:
+    """The reader check ``udcg annotate --run`` recorded with a utilities folder (its ``meta.json``;
+    for a file, the meta.json beside it), or None: nothing recorded (a hand-made file), or a record
+    this version cannot read."""
+    path = Path(utilities)
+    meta = (path if path.is_dir() else path.parent) / META
+    try:
+        record = json.loads(meta.read_text(encoding="utf-8")).get("reader_check")
+        return ReaderCheck.from_dict(record) if isinstance(record, dict) else None
+    except (OSError, ValueError, AttributeError, TypeError, InputError):
+        return None
 
 
 def check_all(paths: Sequence[str | Path], *, n_boot: int = 1000, seed: int = 0) -> list[ReaderCheck]:

@@ -142,6 +142,15 @@ class ReaderCheck:
     def can_measure_distraction(self) -> bool:
         return self.verdict == "can"
 
+    @classmethod
+    def from_dict(cls, data: dict) -> ReaderCheck:
+        """The check ``to_dict`` wrote (None back to NaN), without its per-query rows."""
+        names = [f.name for f in fields(cls) if f.name != "queries"]
+        missing = [n for n in names if n not in data]
+        if missing:
+            raise InputError(f"a reader check without {', '.join(missing)} (written by another udcg version?)")
+        return cls(**{n: math.nan if data[n] is None else data[n] for n in names})
+
     def to_dict(self) -> dict:
         """JSON-ready (NaN becomes None), with the thresholds the verdict used; the per-query counts
         as ``per_query`` (``query_line``), not the queries themselves."""
