@@ -259,7 +259,8 @@ def test_the_per_query_rows_add_up_to_the_check(pairs):
 
 def test_compare_names_the_recorded_check_in_its_footer(beir, tmp_path, tiny_model_dir, capsys):  # noqa: F811
     """compare with a UDCG row and a utilities folder (or its file) ends its footer with the reader
-    check that annotate recorded in meta.json; not without a UDCG row, nor without a readable record."""
+    check that annotate recorded in meta.json (score prints it on stderr); not without a UDCG row,
+    nor without a readable record."""
     folder, runs = beir
     out = tmp_path / "utilities"
     _annotate(folder, runs, ["a", "b"], out, tiny_model_dir, capsys)
@@ -275,6 +276,8 @@ def test_compare_names_the_recorded_check_in_its_footer(beir, tmp_path, tiny_mod
             f"(per query: udcg reader-check): {check.verdict_text()}.")
     assert check.verdict == "too few pairs" and line in footer(out) and line in footer(out / "utilities.jsonl")
     assert "UDCG's reader" not in footer(out, "nDCG@3,P@3")
+    score = ["score", "--run", str(runs / "a.trec"), "--utilities", str(out), "-o", str(tmp_path / "s.tsv")]
+    assert main(score + ["--metrics", "UDCG@3"]) == 0 and line in capsys.readouterr().err  # score says it on stderr
     meta = json.loads((out / "meta.json").read_text())
     published = _check(_published("nq-qwen1.5b"), model="qwen2.5-coder-1.5b", estimator="first-token", n_boot=100)
     (out / "meta.json").write_text(json.dumps({**meta, "reader_check": published.to_dict()}))

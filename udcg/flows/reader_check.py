@@ -65,6 +65,19 @@ def recorded_check(utilities: str | Path) -> ReaderCheck | None:
         return None
 
 
+def reader_note(utilities: object, rows: Sequence) -> tuple[str, ...]:
+    """With a UDCG row among ``rows`` and a utilities folder or file: the reader check recorded with
+    it (``recorded_check``), in one line for a footer or stderr; else nothing."""
+    if not isinstance(utilities, (str, Path)) or not any(str(r).startswith("UDCG") for r in rows):
+        return ()
+    check = recorded_check(utilities)
+    if check is None:
+        return ()
+    return (f"UDCG's reader ({check.model or 'unnamed'}, {check.estimator or 'estimator unknown'}), checked on its "
+            f"utilities' {check.n_queries} queries when they were written (per query: udcg reader-check): "
+            f"{check.verdict_text()}.",)
+
+
 def check_all(paths: Sequence[str | Path], *, n_boot: int = 1000, seed: int = 0) -> list[ReaderCheck]:
     """``check_utilities`` of each folder or file (one reader and estimator each)."""
     if not paths:

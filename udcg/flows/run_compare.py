@@ -26,6 +26,7 @@ from typing import Any, TYPE_CHECKING
 import numpy as np
 
 from udcg.errors import InputError
+from udcg.flows.reader_check import reader_note
 from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores, score_runs
 from udcg.io.files import read_records
 from udcg.metrics.compare import Comparison, compare_scores
@@ -161,27 +162,13 @@ def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path |
             values, only = _judged_only(values, qids)
             notes = (*notes, only)
     rows = list(next(iter(values.values())))
-    notes = (*notes, *_reader_note(utilities, rows))
+    notes = (*notes, *reader_note(utilities, rows))
     tied_on = None if ties is None else _tie_measure(ties, rows)
     margins = None if equivalence is None else margins_of(equivalence, rows)
     cmp = compare_scores(values, test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
                          correction=correction, power=power, notes=notes, direction=OUTCOME_DIRECTION,
                          ranges=_ranges(rows), ties=tied_on, equivalence=margins, baseline=against)
     return cmp, scores
-
-
-def _reader_note(utilities: Any, rows: Sequence) -> tuple[str, ...]:
-    """With a UDCG row and a utilities folder or file: the reader check recorded with it, in a line."""
-    from udcg.flows.reader_check import recorded_check
-
-    if not isinstance(utilities, (str, Path)) or not any(str(r).startswith("UDCG") for r in rows):
-        return ()
-    check = recorded_check(utilities)
-    if check is None:
-        return ()
-    return (f"UDCG's reader ({check.model or 'unnamed'}, {check.estimator or 'estimator unknown'}), checked on its "
-            f"utilities' {check.n_queries} queries when they were written (per query: udcg reader-check): "
-            f"{check.verdict_text()}.",)
 
 
 def margins_of(spec: float | str | Mapping[str, float], rows: list) -> dict:

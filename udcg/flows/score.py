@@ -32,6 +32,7 @@ class RunFileScores:
 
     scores: dict
     output: Path
+    reader: tuple[str, ...] = ()  # the reader check recorded with the utilities (``reader_check.reader_note``)
 
     def mean_lines(self) -> list[str]:
         several = len(self.scores) > 1
@@ -39,7 +40,7 @@ class RunFileScores:
                 for name, s in self.scores.items() for measure, mean in s.means().items()]
 
     def note_lines(self) -> list[str]:
-        return score_notes(self.scores)
+        return score_notes(self.scores) + list(self.reader)
 
     def summary(self) -> str:
         n = sum(len(s.qids) * len(s.values) for s in self.scores.values())
@@ -52,6 +53,7 @@ def score_run_files(run_paths: Sequence[str], output: str | Path, *, qrels: str 
                     prompt_version: str | None = None) -> RunFileScores:
     """Per-query values of every run, as ``qid<TAB>measure<TAB>value`` (with several runs a leading
     run column), written atomically to ``output``."""
+    from udcg.flows.reader_check import reader_note
     from udcg.flows.run_scores import named_runs, score_runs
     from udcg.io.files import atomic_write_text
     from udcg.metrics.evaluate import format_tsv
@@ -65,7 +67,8 @@ def score_run_files(run_paths: Sequence[str], output: str | Path, *, qrels: str 
     text = "".join(("".join(f"{name}\t{line}" for line in format_tsv(s.rows()).splitlines(keepends=True))
                     if several else format_tsv(s.rows())) for name, s in scores.items())
     atomic_write_text(output, text)
-    return RunFileScores(scores, Path(output))
+    rows = list(next(iter(scores.values())).values) if scores else []
+    return RunFileScores(scores, Path(output), reader_note(utilities, rows))
 
 
 @dataclass
