@@ -25,7 +25,7 @@ from udcg.errors import InputError
 from udcg.metrics.contexts import parse_metric, parse_metrics
 from udcg.metrics.correlation import bootstrap_mean_ci, per_question, summarize
 from udcg.metrics.equivalence import decision, equivalence_pvalues
-from udcg.metrics.planning import queries_to_detect, queries_to_show_equivalence
+from udcg.metrics.planning import queries_needed
 from udcg.metrics.stats import DEFAULT_RESAMPLES, EXACT_MAX_N, holm, monte_carlo_se, paired_test
 from udcg.metrics.ties import TieDecomposition, tie_decomposition
 from udcg.metrics.udcg import GAMMA
@@ -211,9 +211,8 @@ def _equivalence(rows: list[dict], stats: dict, baseline: str | None, circular: 
                     "questions_to_detect": float("nan"), "questions_for_equivalence": float("nan")})
     for i, r in enumerate(tested):
         r["rho_p_tost"] = float(p_tost[i])
-        plan = (float(np.std(diffs[i], ddof=1)) if len(diffs[i]) > 1 else float("nan"), margin, level, PLAN_POWER, test)
-        r["questions_to_detect"] = queries_to_detect(*plan)
-        r["questions_for_equivalence"] = queries_to_show_equivalence(*plan)
+        r["questions_to_detect"], r["questions_for_equivalence"] = queries_needed(diffs[i], margin, level, PLAN_POWER,
+                                                                                  test)
         if i in adjusted and np.isfinite(adjusted[i]) and np.isfinite(r["p_holm"]):
             r["rho_p_tost_holm"] = float(adjusted[i])
             r["decision"] = decision(bool(r["p_holm"] < ALPHA), bool(adjusted[i] < ALPHA), margin)
@@ -281,8 +280,8 @@ def _needed(row: dict) -> str:
     """For an inconclusive row: the questions that would decide it (``_equivalence``)."""
     if row["decision"] != "inconclusive" or not np.isfinite(row["questions_to_detect"]):
         return ""
-    return (f"; usable questions needed: {row['questions_to_detect']:.0f} to detect, {row['questions_for_equivalence']:.0f} "
-            "for equivalence")
+    return (f"; usable questions needed: {row['questions_to_detect']:.0f} to detect, "
+            f"{row['questions_for_equivalence']:.0f} for equivalence")
 
 
 def correlate_file(path: str, *, metrics: str | None = None, baseline: str | None = None, gamma: float = GAMMA,

@@ -68,7 +68,7 @@ from udcg.metrics.comparison import EQUAL_WITHIN, Cell, ComparisonData, PairTest
 from udcg.metrics.comparison_intervals import intervals
 from udcg.metrics.equivalence import equivalence_pvalues
 from udcg.metrics.measure_types import Measure
-from udcg.metrics.planning import queries_to_detect, queries_to_show_equivalence
+from udcg.metrics.planning import count_of, queries_needed
 from udcg.metrics.stats import (DEFAULT_RESAMPLES, EXACT_MAX_N, TESTS, bootstrap_ci, holm, is_estimated,
                                 min_detectable_difference, monte_carlo_se, paired_test, sign_flip_pvalues)
 
@@ -111,8 +111,8 @@ class Comparison(ComparisonData):
                 "a_higher": t.a_higher, "equal": t.equal,
                 "b_higher": t.b_higher, "margin": _none(t.margin), "p_tost": _none(t.p_tost),
                 "p_tost_holm": _none(t.p_tost_holm), "equivalent": t.equivalent if t.decision else None,
-                "decision": t.decision or None, "queries_to_detect": _count(t.queries_to_detect),
-                "queries_for_equivalence": _count(t.queries_for_equivalence)}
+                "decision": t.decision or None, "queries_to_detect": count_of(t.queries_to_detect),
+                "queries_for_equivalence": count_of(t.queries_for_equivalence)}
 
     def format(self, fmt: str = "markdown", digits: int = 4) -> str:
         """The report as Markdown, CSV, JSON or LaTeX (``format_comparison``)."""
@@ -149,11 +149,6 @@ class Comparison(ComparisonData):
 
 def _none(x: float) -> float | None:
     return None if not math.isfinite(x) else float(x)
-
-
-def _count(x: float) -> int | str | None:
-    """A planned number of queries: an int, "unreachable" for inf, None for NaN."""
-    return None if math.isnan(x) else "unreachable" if math.isinf(x) else int(x)
 
 
 def _validate(scores: Mapping[str, Mapping[str, object]]) -> tuple[list[str], list[str], dict]:
@@ -345,10 +340,10 @@ def _equivalence(pairs: list[PairTest], diffs: list[np.ndarray], margins: Mappin
             continue
         decisive = p if correction == "none" else p_adj
         margin = float(margins[t.measure])
-        plan = (float(np.std(d, ddof=1)) if len(d) > 1 else math.nan, margin, levels[t.measure], power, test)
+        detect, equivalence = queries_needed(d, margin, levels[t.measure], power, test)
         out.append(replace(t, margin=margin, p_tost=float(p), p_tost_holm=float(p_adj),
-                           equivalent=bool(decisive < alpha), queries_to_detect=queries_to_detect(*plan),
-                           queries_for_equivalence=queries_to_show_equivalence(*plan)))
+                           equivalent=bool(decisive < alpha), queries_to_detect=detect,
+                           queries_for_equivalence=equivalence))
     return out
 
 

@@ -18,6 +18,7 @@ import math
 
 from udcg.errors import InputError
 from udcg.metrics.comparison import EQUAL_WITHIN, ComparisonData, labels_of
+from udcg.metrics.planning import count_of
 from udcg.metrics.stats import EXACT_MAX_N
 
 FORMATS = ("markdown", "csv", "json", "latex")
@@ -334,8 +335,9 @@ def _csv_num(x: float) -> str:
 
 
 def _queries(x: float) -> str:
-    """A planned number of queries as text: "" for NaN, "unreachable" beyond reach."""
-    return "" if math.isnan(x) else "unreachable" if math.isinf(x) else f"{int(x)}"
+    """A planned number of queries as text (``planning.count_of``; "" where there is none)."""
+    count = count_of(x)
+    return "" if count is None else str(count)
 
 
 def _csv(cmp: ComparisonData) -> str:

@@ -11,9 +11,10 @@ Wilcoxon's signed-rank test at its asymptotic relative efficiency 3/π (the marg
   t_{(1+power)/2}) · sd / √n <= margin with n - 1 degrees of freedom (the normal-theory
   approximation of the TOST's power; a true difference nearer the margin needs more queries).
 
-Each is found from the normal approximation's n, a lower bound (a t quantile exceeds the normal
-one), by galloping upward and bisecting. NaN when the differences do not vary (sd 0 or NaN);
-inf beyond ``MAX_QUERIES``.
+``queries_needed`` gives both from a vector of paired differences (compare's pairs, correlate's
+rho differences); ``count_of`` is how the outputs show one. Each is found from the normal
+approximation's n, a lower bound (a t quantile exceeds the normal one), by galloping upward and
+bisecting. NaN when the differences do not vary (sd 0 or NaN); inf beyond ``MAX_QUERIES``.
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
+
 from udcg.errors import InputError
 from udcg.metrics.stats import TESTS, t_noncentrality
 
 MAX_QUERIES = 10**9
 
 
-def _check(sd: float, margin: float, alpha: float, power: float, method: str) -> float:
+def _check(margin: float, alpha: float, power: float, method: str) -> float:
     """The margin in the t-test's units (Wilcoxon: times √(3/π)); the arguments checked."""
     if method not in TESTS:
         raise InputError(f"paired test {method!r} is unknown: use one of {', '.join(TESTS)}")
@@ -61,7 +64,7 @@ def queries_to_detect(sd: float, margin: float, alpha: float = 0.05, power: floa
     ``margin`` with probability ``power``, differences spread with standard deviation ``sd``."""
     from scipy import stats as scipy_stats
 
-    margin = _check(sd, margin, alpha, power, method)
+    margin = _check(margin, alpha, power, method)
     if not sd > 0 or not math.isfinite(sd):
         return math.nan
     normal = (scipy_stats.norm.isf(alpha / 2) + scipy_stats.norm.ppf(power)) * sd / margin
@@ -81,7 +84,7 @@ def queries_to_show_equivalence(sd: float, margin: float, alpha: float = 0.05, p
     probability ``power`` when the true mean difference is 0, differences spread with ``sd``."""
     from scipy import stats as scipy_stats
 
-    margin = _check(sd, margin, alpha, power, method)
+    margin = _check(margin, alpha, power, method)
     if not sd > 0 or not math.isfinite(sd):
         return math.nan
     normal = (scipy_stats.norm.isf(alpha) + scipy_stats.norm.ppf((1 + power) / 2)) * sd / margin
@@ -91,3 +94,19 @@ def queries_to_show_equivalence(sd: float, margin: float, alpha: float = 0.05, p
         return quantiles * sd / math.sqrt(n) <= margin
 
     return _smallest(enough, max(2, math.ceil(normal ** 2)))
+
+
+def queries_needed(differences: object, margin: float, alpha: float = 0.05, power: float = 0.8,
+                   method: str = "permutation") -> tuple[float, float]:
+    """(``queries_to_detect``, ``queries_to_show_equivalence``) with the spread of these paired
+    differences (NaN-free): the sample standard deviation; NaN for both with fewer than two."""
+    d = np.asarray(differences, dtype=float)
+    sd = float(np.std(d, ddof=1)) if d.size > 1 else math.nan
+    return (queries_to_detect(sd, margin, alpha, power, method),
+            queries_to_show_equivalence(sd, margin, alpha, power, method))
+
+
+def count_of(queries: float) -> int | str | None:
+    """A planned number of queries as the outputs give it: an int, "unreachable" beyond
+    ``MAX_QUERIES`` (inf), None where there is none (NaN)."""
+    return None if math.isnan(queries) else "unreachable" if math.isinf(queries) else int(queries)
