@@ -114,8 +114,12 @@ def test_correlate_equivalence_against_a_hand_computation(tmp_path, capsys):
     assert main(args[:-1] + ["0.002", "-o", str(tmp_path / "t2.json")]) == 0
     tiny = {r["metric"]: r for r in json.loads((tmp_path / "t2.json").read_text())}
     assert tiny["RR"]["decision"] == "inconclusive"
-    assert (f"usable questions needed: {tiny['RR']['questions_to_detect']:.0f} to detect, "
-            f"{tiny['RR']['questions_for_equivalence']:.0f} for equivalence") in capsys.readouterr().out
+    assert (f"usable questions needed: {tiny['RR']['questions_to_detect']} to detect, "
+            f"{tiny['RR']['questions_for_equivalence']} for equivalence") in capsys.readouterr().out
+    assert main(args[:-1] + ["0.000001", "-o", str(tmp_path / "t3.json")]) == 0  # beyond any number of questions
+    assert "usable questions needed: unreachable to detect, unreachable for equivalence" in capsys.readouterr().out
+    beyond = {r["metric"]: r for r in json.loads((tmp_path / "t3.json").read_text())}
+    assert beyond["RR"]["questions_to_detect"] == beyond["RR"]["questions_for_equivalence"] == "unreachable"
     assert main(["correlate", str(src), "--metrics", "RR,P", "--baseline", "nDCG", "--equivalence", "0.03"]) == 2
     assert main(["correlate", str(src), "--metrics", "RR,nDCG", "--baseline", "nDCG", "--equivalence", "-1"]) == 2
     err = capsys.readouterr().err

@@ -175,6 +175,9 @@ def test_on_which_queries_by_hand():
     assert check.worst_line().endswith(": q1 1/1, q2 1/2") and check.worst_line(1).endswith(": q1 1/1")
     assert reader_check([0.9, 0.1], [False, True], [True, True], ["q", "q"]).worst_line() == ""
     assert "on 1 of the 1 that have one" in check.query_line()
+    # no reader named: the check's lines and the compare footer's note say so alike
+    assert check.who() == "model unnamed, estimator unknown"
+    assert "(model unnamed, estimator unknown;" in check.lines()[0]
 
 
 def test_on_which_queries_matches_a_loop_over_the_published_pairs(tmp_path, capsys):
@@ -283,5 +286,7 @@ def test_compare_names_the_recorded_check_in_its_footer(beir, tmp_path, tiny_mod
     (out / "meta.json").write_text(json.dumps({**meta, "reader_check": published.to_dict()}))
     assert "(qwen2.5-coder-1.5b, first-token), checked on its utilities' 120 queries" in footer(out)
     assert "this reader can measure distraction (AUC" in footer(out)
+    (out / "meta.json").write_text(json.dumps({**meta, "reader_check": {**published.to_dict(), "model": None}}))
+    assert "UDCG's reader (model unnamed, first-token), checked on its utilities' 120 queries" in footer(out)
     (out / "meta.json").write_text("{not json")
     assert "UDCG's reader" not in footer(out)

@@ -25,7 +25,7 @@ from udcg.errors import InputError
 from udcg.metrics.contexts import parse_metric, parse_metrics
 from udcg.metrics.correlation import bootstrap_mean_ci, per_question, summarize
 from udcg.metrics.equivalence import decision, equivalence_pvalues
-from udcg.metrics.planning import queries_needed
+from udcg.metrics.planning import count_of, queries_needed
 from udcg.metrics.stats import DEFAULT_RESAMPLES, EXACT_MAX_N, holm, monte_carlo_se, paired_test
 from udcg.metrics.ties import TieDecomposition, tie_decomposition
 from udcg.metrics.udcg import GAMMA
@@ -194,8 +194,8 @@ def _equivalence(rows: list[dict], stats: dict, baseline: str | None, circular: 
     """Each metric's rho against the baseline's with its two one-sided tests at ``margin`` (the paired
     test of the table; ``metrics.equivalence``), Holm over the same family as p_holm, and the
     decision of the Holm-corrected difference and equivalence tests at ``ALPHA``; the questions the
-    margin needs (``metrics.planning``, at Holm's strictest level ALPHA / m and ``PLAN_POWER``), from
-    the spread of the per-question rho differences."""
+    margin needs at Holm's strictest level ALPHA / m and ``PLAN_POWER``, from the spread of the
+    per-question rho differences (``planning.count_of``: an int, "unreachable" or None)."""
     tested = [r for r in rows if baseline in stats and r["metric"] != baseline]
     diffs = []
     for r in tested:
@@ -208,11 +208,11 @@ def _equivalence(rows: list[dict], stats: dict, baseline: str | None, circular: 
     level = ALPHA / max(1, len(family))
     for row in rows:
         row.update({"rho_margin": margin, "rho_p_tost": float("nan"), "rho_p_tost_holm": float("nan"), "decision": "",
-                    "questions_to_detect": float("nan"), "questions_for_equivalence": float("nan")})
+                    "questions_to_detect": None, "questions_for_equivalence": None})
     for i, r in enumerate(tested):
         r["rho_p_tost"] = float(p_tost[i])
-        r["questions_to_detect"], r["questions_for_equivalence"] = queries_needed(diffs[i], margin, level, PLAN_POWER,
-                                                                                  test)
+        detect, equivalent = queries_needed(diffs[i], margin, level, PLAN_POWER, test)
+        r["questions_to_detect"], r["questions_for_equivalence"] = count_of(detect), count_of(equivalent)
         if i in adjusted and np.isfinite(adjusted[i]) and np.isfinite(r["p_holm"]):
             r["rho_p_tost_holm"] = float(adjusted[i])
             r["decision"] = decision(bool(r["p_holm"] < ALPHA), bool(adjusted[i] < ALPHA), margin)
@@ -278,10 +278,10 @@ def compact_table(table: Table, baseline: str | None, digits: int = 3) -> Table:
 
 def _needed(row: dict) -> str:
     """For an inconclusive row: the questions that would decide it (``_equivalence``)."""
-    if row["decision"] != "inconclusive" or not np.isfinite(row["questions_to_detect"]):
+    if row["decision"] != "inconclusive" or row["questions_to_detect"] is None:
         return ""
-    return (f"; usable questions needed: {row['questions_to_detect']:.0f} to detect, "
-            f"{row['questions_for_equivalence']:.0f} for equivalence")
+    return (f"; usable questions needed: {row['questions_to_detect']} to detect, "
+            f"{row['questions_for_equivalence']} for equivalence")
 
 
 def correlate_file(path: str, *, metrics: str | None = None, baseline: str | None = None, gamma: float = GAMMA,

@@ -73,7 +73,7 @@ def reader_note(utilities: object, rows: Sequence) -> tuple[str, ...]:
     check = recorded_check(utilities)
     if check is None:
         return ()
-    return (f"UDCG's reader ({check.model or 'unnamed'}, {check.estimator or 'estimator unknown'}), checked on its "
+    return (f"UDCG's reader ({check.who()}), checked on its "
             f"utilities' {check.n_queries} queries when they were written (per query: udcg reader-check): "
             f"{check.verdict_text()}.",)
 

@@ -144,12 +144,12 @@ class ReaderCheck:
 
     @classmethod
     def from_dict(cls, data: dict) -> ReaderCheck:
-        """The check ``to_dict`` wrote (None back to NaN), without its per-query rows."""
-        names = [f.name for f in fields(cls) if f.name != "queries"]
-        missing = [n for n in names if n not in data]
+        """The check ``to_dict`` wrote (None back to NaN, or to "" for a name), without its per-query rows."""
+        types = {f.name: f.type for f in fields(cls) if f.name != "queries"}
+        missing = [n for n in types if n not in data]
         if missing:
             raise InputError(f"a reader check without {', '.join(missing)} (written by another udcg version?)")
-        return cls(**{n: math.nan if data[n] is None else data[n] for n in names})
+        return cls(**{n: ("" if t == "str" else math.nan) if data[n] is None else data[n] for n, t in types.items()})
 
     def to_dict(self) -> dict:
         """JSON-ready (NaN becomes None), with the thresholds the verdict used; the per-query counts
@@ -183,9 +183,13 @@ class ReaderCheck:
         worst = self.worst_line()
         return [self.query_line(), *([worst] if worst else [])]
 
+    def who(self) -> str:
+        """The reader and estimator the utilities name, as the check's lines and notes give them."""
+        return f"{self.model or 'model unnamed'}, {self.estimator or 'estimator unknown'}"
+
     def lines(self) -> list[str]:
         """The check as the commands print it: counts, means, the AUC named as such, the verdict."""
-        who = f"{self.model or 'reader'}, {self.estimator or 'estimator unknown'}"
+        who = self.who()
         means = [f"relevant {_f(self.mean_p_relevant)}"]
         if self.n_judged_irrelevant:
             means.append(f"judged irrelevant {_f(self.mean_p_judged_irrelevant)}")
