@@ -14,7 +14,8 @@ questions (121-350 of the run's question order):
   1,000,000 seeded flips with the Monte Carlo standard error, and the row of the decision table;
 - which of the paper's six per-LLM NQ margins the 95% interval excludes;
 - the secondaries S1-S3 (pairwise accuracy; the tie decomposition's two parts, per question) and S4
-  (D over all questions, with its TOST beside it), with Holm over S1-S4.
+  (D over all questions, with its TOST beside it), with Holm over S1-S4, and the share of the
+  outcome-differing context pairs that nDCG ties (descriptive, as (e) asks for S2).
 
 ``--out FOLDER`` writes ``README.md`` (the analysis and the command that makes it) and
 ``per-question.jsonl.gz`` (each confirmatory question's values behind it); nothing before the target.
@@ -38,7 +39,7 @@ from udcg.io.files import atomic_write_text  # noqa: E402
 from udcg.metrics.equivalence import equivalence_test  # noqa: E402
 from udcg.metrics.stats import (bootstrap_ci, holm, is_estimated, monte_carlo_se,  # noqa: E402
                                 sign_flip_pvalues)
-from udcg.metrics.ties import ties_by_question  # noqa: E402
+from udcg.metrics.ties import TieDecomposition, tie_decomposition, ties_by_question  # noqa: E402
 
 class Plan(NamedTuple):
     after: int = 120  # questions 1..after were seen before the plan: outside the confirmatory sample
@@ -63,9 +64,15 @@ def decision(p_two: float, p_tost: float, mean: float, alpha: float, margin: flo
     return "inconclusive at this size: neither a difference nor equivalence"
 
 
+def _v(p: float) -> str:
+    """A p-value or its standard error: four decimals, or two significant digits below 0.0001
+    (1,000,000 flips resolve p down to about 1e-6: a small p never prints as 0.0000)."""
+    return f"{p:.4f}" if p >= 1e-4 or p == 0 else f"{p:.1e}"
+
+
 def _p(p: float, flips: int, n: int) -> str:
-    se = f" ± {monte_carlo_se(p, flips):.4f} (Monte Carlo SE)" if is_estimated(n) else " (exact)"
-    return f"{p:.4f}{se}"
+    se = f" ± {_v(monte_carlo_se(p, flips))} (Monte Carlo SE)" if is_estimated(n) else " (exact)"
+    return f"{_v(p)}{se}"
 
 
 def _differences(rows: list[dict], statistic: str, qids: list[str]) -> np.ndarray:
@@ -86,16 +93,18 @@ def _primary(d: np.ndarray, plan: Plan) -> dict:
 
 class Data(NamedTuple):
     """What the analysis reads from the run, once: the question order, the per-question rows of
-    table3-all and the tie decomposition's parts of each confirmatory question."""
+    table3-all, the tie decomposition's parts of each confirmatory question and over all of them."""
     order: list[str]
     rows: list[dict]
     ties: dict
+    pooled: TieDecomposition
 
 
 def load(folder: Path, plan: Plan = Plan()) -> Data:
     order = question_order(folder)
-    confirm = order[plan.after:plan.target]
-    return Data(order, read_per_question(folder, "table3-all"), ties_by_question(*main_contexts(folder, set(confirm))))
+    contexts = main_contexts(folder, set(order[plan.after:plan.target]))
+    return Data(order, read_per_question(folder, "table3-all"), ties_by_question(*contexts),
+                tie_decomposition(*contexts, metric_name="UDCG", baseline_name="nDCG"))
 
 
 def analysis(folder: Path, plan: Plan = Plan(), data: Data | None = None) -> list[str]:
@@ -125,17 +134,22 @@ def analysis(folder: Path, plan: Plan = Plan(), data: Data | None = None) -> lis
              f"[{main['ci90'][0]:+.4f}, {main['ci90'][1]:+.4f}]",
              f"- two-sided p = {_p(main['p'], plan.flips, main['n'])}",
              f"- TOST at ±{plan.margin}: p = {_p(main['p_tost'], plan.flips, main['n'])} (H0 D ≤ −{plan.margin}: "
-             f"{main['p_lower']:.4f}; H0 D ≥ +{plan.margin}: {main['p_upper']:.4f})",
+             f"{_v(main['p_lower'])}; H0 D ≥ +{plan.margin}: {_v(main['p_upper'])})",
              f"- smallest difference detectable with 80% power: {main['min_detectable']:.3f}",
              f"- the paper's NQ margins: {margins_reading(d, 'nq')}",
              f"- **verdict: {decision(main['p'], main['p_tost'], main['mean'], plan.alpha, plan.margin)}**", "",
              "| secondary | questions | mean | p | p_Holm (S1-S4) |", "|---|---|---|---|---|"]
     for (name, v), p, ph in zip(secondary, ps, p_holm):
-        lines.append(f"| {name} | {len(v)} | {float(np.mean(v)) if len(v) else float('nan'):+.4f} | {p:.4f} | {ph:.4f} |")
+        lines.append(f"| {name} | {len(v)} | {float(np.mean(v)) if len(v) else float('nan'):+.4f} | {_v(p)} | {_v(ph)} |")
     lines.append(f"| S4 D over questions 1-{plan.target} (not confirmatory) | {every['n']} | {every['mean']:+.4f} | "
-                 f"{every['p']:.4f} | {p_holm[-1]:.4f} |")
-    lines += ["", f"S4's TOST at ±{plan.margin} (descriptive): p = {every['p_tost']:.4f}; 95% interval "
-                  f"[{every['ci95'][0]:+.4f}, {every['ci95'][1]:+.4f}]."]
+                 f"{_v(every['p'])} | {_v(p_holm[-1])} |")
+    t = data.pooled
+    lines += ["", f"S4's TOST at ±{plan.margin} (descriptive): p = {_v(every['p_tost'])}; 95% interval "
+                  f"[{every['ci95'][0]:+.4f}, {every['ci95'][1]:+.4f}].", "",
+              f"S2's share (descriptive): of the confirmatory questions' {t.n_pairs} outcome-differing context pairs "
+              f"({t.n_questions} questions), nDCG scores {t.n_tied} equal ({t.share_tied:.1%}); pooled over them, UDCG "
+              f"orders {t.tied_metric:.3f} of those right (a tie: 0.5), and of the others UDCG {t.untied_metric:.3f}, "
+              f"nDCG {t.untied_baseline:.3f}."]
     return lines
 
 

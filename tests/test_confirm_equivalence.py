@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 
 import numpy as np
 import pytest
@@ -59,6 +60,10 @@ def test_the_confirmatory_analysis_by_hand(tmp_path):
     assert rows["S2 UDCG on the pairs nDCG ties, − 0.5"][1:3] == ["1", "+0.5000"]
     assert rows["S3 on the other pairs, UDCG − nDCG"][1:3] == ["1", "+1.0000"]
     assert rows["S4 D over questions 1-8 (not confirmatory)"][1:3] == ["8", f"{np.mean([0.8, -0.1, 0.2, 0.01, -0.02, 0, 0.015, -0.005]):+.4f}"]
+    # (e): the share nDCG ties, over the confirmatory questions' pairs only (q1's tied pair is not among them)
+    assert ("S2's share (descriptive): of the confirmatory questions' 2 outcome-differing context pairs (2 questions), "
+            "nDCG scores 1 equal (50.0%); pooled over them, UDCG orders 1.000 of those right (a tie: 0.5), and of the "
+            "others UDCG 1.000, nDCG 0.000.") in text
 
 
 @pytest.mark.parametrize("p_two, p_tost, mean, start", [
@@ -67,6 +72,13 @@ def test_the_confirmatory_analysis_by_hand(tmp_path):
     (0.3, 0.3, 0.0, "inconclusive at this size")])
 def test_the_decision_table(p_two, p_tost, mean, start):
     assert load_script("confirm_equivalence").decision(p_two, p_tost, mean, 0.05, 0.03).startswith(start)
+
+
+def test_a_small_p_never_prints_as_zero():
+    module = load_script("confirm_equivalence")
+    assert [module._v(p) for p in (0.5, 0.0312, 0.0001, 9.99999e-7, 0.0)] == ["0.5000", "0.0312", "0.0001", "1.0e-06",
+                                                                                "0.0000"]
+    assert re.fullmatch(r"1\.0e-06 ± \d\.\de-06 \(Monte Carlo SE\)", module._p(1 / 1_000_001, 1_000_000, 300))
 
 
 def test_the_confirmatory_config_is_nq_qwen15b_but_its_name():
