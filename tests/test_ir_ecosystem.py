@@ -511,3 +511,17 @@ def test_the_named_measures_parameters_are_those_their_needs_give():
 
     assert {name: _param_names(name) for name in NAMED} == NAMED
     assert _param_names("nDCG") == () and str(udcg.ir_measure("nDCG@5", gamma=0.5)) == "nDCG@5"
+
+
+def test_results_with_utilities_carry_a_utility_column_udcg_at_5_reads(utilities):
+    """``udcg.pyterrier.results(run, utilities=FOLDER)``: the utilities travel with the run, and the
+    plain ``UDCG@5`` (``udcg.ir_measure("UDCG@5")``, ``parse_measure("UDCG@5")``) reads them there:
+    the same values as the measure bound to the folder, under the plain name."""
+    frames = [udcg.pyterrier.results(path, utilities=utilities) for path in RUNS.values()]
+    assert frames[0].query("rank < 5").utility.notna().all()  # the union of both runs' top 5 was annotated
+    assert frames[0].utility.isna().sum() == 89  # as the whole-ranking test counts: 89 of the top 10 have none
+    bound = udcg.ir_measure("UDCG@5", utilities)
+    table = pt.Experiment(frames, udcg.pyterrier.topics(EX), udcg.pyterrier.qrels(QRELS),
+                          eval_metrics=[ir_measures.parse_measure("UDCG@5"), bound], names=list(RUNS))
+    assert list(table.columns) == ["name", "UDCG@5", str(bound)]
+    assert table["UDCG@5"].tolist() == pytest.approx(table[str(bound)].tolist(), abs=1e-12)
