@@ -72,6 +72,16 @@ def _first(rows: list[dict], n: int) -> list[dict]:
     return [r for r in rows if r["qid"] in keep]
 
 
+def _demo_like() -> list[dict]:
+    """165 pairs of 20 queries, as the packaged example's folder: the 0.5B reader's first 8 or 9
+    pairs of each of its first 20 NQ questions."""
+    rows = _first(_published("nq-qwen0.5b"), 20)
+    by_query: dict[str, list[dict]] = {}
+    for r in rows:
+        by_query.setdefault(r["qid"], []).append(r)
+    return [r for i, pairs in enumerate(by_query.values()) for r in pairs[:9 if i < 5 else 8]]
+
+
 def _check(rows: list[dict], **kw) -> ReaderCheck:
     return reader_check([r["p_abs"] for r in rows], [r["relevant"] for r in rows],
                         [r.get("source", "qrels") != "unjudged-irrelevant" for r in rows], [r["qid"] for r in rows],
@@ -202,6 +212,37 @@ def test_a_verdict_that_one_relabelled_pair_flips_hangs_on_the_labels():
     assert back.lines() == check.lines()
 
 
+def test_a_folder_whose_verdict_hangs_on_the_labels_names_its_judge_command(tmp_path, capsys):
+    """The same pairs as a utilities folder whose meta.json records the annotate inputs: the labels
+    line gives the command (with the number of pairs and the time the folder's reader rate implies),
+    and --json carries the fragility, the judged-only check and the command."""
+    rows = _drop_relevant(_first(_published("nq-qwen1.5b"), 30), 0.25, seed=2, unjudged_irrelevant=0.9)
+    folder = tmp_path / "utilities 1.5b"
+    folder.mkdir()
+    _write(folder / "utilities.jsonl", rows)
+    meta = {"model": "qwen2.5-coder-1.5b", "estimator": "first-token", "prompt_version": "udcg-code-v1",
+            "runs": {"bm25": {"depth": 5, "queries": 30, "file": "runs/bm25.trec"},
+                     "dense": {"depth": 5, "queries": 30, "file": "runs/dense.trec"}},
+            "inputs": {"corpus": "nq", "queries": None, "qrels": "qrels/test.tsv", "answers": None, "limit": None,
+                       "model": "qwen2.5-coder-1.5b", "api": False, "flags": []},
+            "model_time": {"pairs": 300, "seconds": 1500.0}}
+    (folder / "meta.json").write_text(json.dumps(meta))
+    check = udcg.reader_check(folder, n_boot=200)
+    command = (f"udcg annotate --corpus nq --run runs/bm25.trec --run runs/dense.trec --depth 5 --qrels qrels/test.tsv "
+               f"--model qwen2.5-coder-1.5b -o '{folder}' --unjudged judge --judge rules")
+    assert check.hangs_on_labels and check.judge_command == command
+    n = check.n_unjudged
+    assert check.judge_estimate == (f"{n} pairs to judge: --judge rules (answer containment) runs no model; --judge "
+                                    f"MODEL generates a label a pair, at least {n * 5 / 60:.0f} min with a judge of the "
+                                    "reader's size (this folder's reader: 0.20 pairs/s over 300 pairs, one forward pass "
+                                    "a pair)")
+    assert f"judge them: {command} ({check.judge_estimate})" in "\n".join(check.lines())
+    assert main(["reader-check", str(folder), "--n-boot", "200", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)[str(folder)]
+    assert record["judge_command"] == command and record["fragility"]["fragile"] is True
+    assert record["judged_only"]["verdict"] == check.judged_only.verdict
+
+
 def test_without_judged_irrelevant_pairs_it_says_so():
     rows = _published("nq-qwen1.5b")
     rows = [{**r, "source": "unjudged-irrelevant"} if not r["relevant"] else r for r in _first(rows, 20)]
@@ -272,8 +313,8 @@ def test_a_qrels_file_is_not_a_utilities_folder(beir, tmp_path, capsys):  # noqa
 def test_the_largest_n_boot_finishes(tmp_path, capsys):
     """--n-boot 1,000,000 (the documented maximum) on 165 pairs of 20 queries: it gives its
     interval (before: no answer within 120 s). Not timed: it must finish, and match 1000 resamples."""
-    rows = _first(_published("nq-qwen0.5b"), 20)[:165]
-    assert len({r["qid"] for r in rows}) <= 20 and len(rows) == 165
+    rows = _demo_like()
+    assert len({r["qid"] for r in rows}) == 20 and len(rows) == 165
     path = _write(tmp_path / "utilities.jsonl", rows, "qwen2.5-coder-0.5b")
     assert main(["reader-check", str(path), "--n-boot", "1000000", "--json"]) == 0
     big = json.loads(capsys.readouterr().out)[str(path)]
@@ -334,3 +375,13 @@ print(json.dumps({{"rc": rc, "before": before, "after": heavy()}}))
     assert found["after"] == found["before"], set(found["after"]) - set(found["before"])
     assert not [m for m in found["after"] if not m.startswith("scipy")]
     assert "scipy.stats" not in found["after"] and "scipy.sparse" not in found["after"]
+
+
+def test_the_confirmatory_figure_the_verdict_cites():
+    """A passing verdict cites the confirmatory NQ run's reader: AUC 0.895 on its confirmatory
+    questions 121-350 (docs/results/confirm-equivalence: inconclusive on the pre-registered statistic)."""
+    rows = [json.loads(line) for line in gzip.open(RESULTS / "nq-qwen1.5b-confirm" / "data" / "annotations.jsonl.gz", "rt")]
+    later = set(list(dict.fromkeys(r["qid"] for r in rows))[120:])
+    check = _check([r for r in rows if r["qid"] in later], n_boot=100)
+    assert check.verdict == "can" and f"{check.auc:.3f}" == "0.895" and "AUC 0.895" in check.verdict_text()
+    assert "inconclusive" in (RESULTS / "confirm-equivalence" / "README.md").read_text()

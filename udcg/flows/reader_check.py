@@ -60,7 +60,6 @@ def _meta(folder: Path) -> dict:
 
 
 DEFAULT_PROMPT = "udcg-code-v1"
-JUDGE_PER_PAIR = 1.0  # a judge call's time over a reader call's, same model (docs/reliability.md#reader-check)
 
 
 def reader_flags(api: bool, estimator: str, prompt: str, sampling: Mapping[str, object]) -> list[str]:
@@ -99,16 +98,17 @@ def judge_command(folder: str | Path, meta: Mapping, judge: str = "rules") -> st
 
 
 def judge_estimate(n_pairs: int, meta: Mapping) -> str:
-    """How long judging ``n_pairs`` takes: by rules, seconds; by a model, at the rate the folder's
-    reader was measured at (its meta.json's model time)."""
+    """How long judging ``n_pairs`` takes: by rules, no model; by a model, one generation a pair,
+    each at least the one forward pass a reader's p_abs costs, so at least ``n_pairs`` at the rate the
+    folder's reader was measured at (its meta.json's model time, load included)."""
     timed = meta.get("model_time") if isinstance(meta.get("model_time"), dict) else {}
     pairs, seconds = timed.get("pairs") or 0, timed.get("seconds") or 0.0
-    rules = f"{n_pairs} pairs: --judge rules (answer containment) runs no model, seconds"
+    rules = f"{n_pairs} pairs to judge: --judge rules (answer containment) runs no model"
     if not (pairs and seconds > 0):
-        return f"{rules}; --judge MODEL makes one model call a pair (no reader rate recorded here)"
+        return f"{rules}; --judge MODEL generates a label a pair (no reader rate recorded in this folder to time it)"
     rate = pairs / seconds
-    return (f"{rules}; --judge MODEL about {_duration(n_pairs * JUDGE_PER_PAIR / rate)} at the rate this folder's "
-            f"reader was measured at ({rate:.2f} pairs/s over {pairs} pairs), for a judge of the reader's size")
+    return (f"{rules}; --judge MODEL generates a label a pair, at least {_duration(n_pairs / rate)} with a judge of "
+            f"the reader's size (this folder's reader: {rate:.2f} pairs/s over {pairs} pairs, one forward pass a pair)")
 
 
 def _duration(seconds: float) -> str:
