@@ -23,7 +23,7 @@ from sklearn.metrics import roc_auc_score
 
 import udcg
 from udcg.cli import main
-from udcg.flows.reader_check import judge_command
+from udcg.flows.reader_check import judge_command, reader_note
 from udcg.metrics import reader_auc
 from udcg.metrics.reader_auc import auc, auc_interval, relabelled_aucs
 from udcg.metrics.reader_check import ReaderCheck, reader_check
@@ -241,6 +241,12 @@ def test_a_folder_whose_verdict_hangs_on_the_labels_names_its_judge_command(tmp_
     record = json.loads(capsys.readouterr().out)[str(folder)]
     assert record["judge_command"] == command and record["fragility"]["fragile"] is True
     assert record["judged_only"]["verdict"] == check.judged_only.verdict
+    # compare's footer, from the check recorded in meta.json, says that the verdict hangs on the labels
+    (folder / "meta.json").write_text(json.dumps({**meta, "reader_check": record}))
+    (note,) = reader_note(folder, ["UDCG@5"])
+    assert note.endswith(f"It hangs on the unjudged labels: {check.fragility.flips_at} of the {n} unjudged pairs, "
+                         f"relabelled relevant, turn it to cannot (udcg reader-check names the command that judges "
+                         "them).")
 
 
 def test_without_judged_irrelevant_pairs_it_says_so():
