@@ -391,3 +391,68 @@ def test_the_confirmatory_figure_the_verdict_cites():
     check = _check([r for r in rows if r["qid"] in later], n_boot=100)
     assert check.verdict == "can" and f"{check.auc:.3f}" == "0.895" and "AUC 0.895" in check.verdict_text()
     assert "inconclusive" in (RESULTS / "confirm-equivalence" / "README.md").read_text()
+
+
+# ---------------------------------------------------------------- make demo's folder, as issue #48 found it
+
+
+@pytest.fixture()
+def demo(tmp_path, monkeypatch, capsys):
+    """``make demo``'s utilities folder (the packaged example, bm25 + dense + hybrid at depth 5, the
+    0.5B reader) rebuilt by ``udcg annotate`` from that run's real annotation cache
+    (tests/data/demo-annotations-0.5b.jsonl.gz): every pair cached, so no model is loaded."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["example", "nq-example"]) == 0
+    (tmp_path / "utilities").mkdir()
+    (tmp_path / "utilities" / "annotations.jsonl").write_bytes(
+        gzip.decompress((ROOT / "tests" / "data" / "demo-annotations-0.5b.jsonl.gz").read_bytes()))
+    argv = ["annotate", "--corpus", "nq-example", *[a for r in ("bm25", "dense", "hybrid")
+                                                     for a in ("--run", f"nq-example/runs/{r}.trec")],
+            "--depth", "5", "--model", "qwen2.5-coder-0.5b", "-o", "utilities", "--no-progress"]
+    assert main(argv) == 0
+    return argv, capsys.readouterr().err
+
+
+def test_make_demos_verdict_says_it_hangs_on_the_unjudged_labels(demo, capsys):
+    """Issue #48's done-when: on the folder with 0 judged-irrelevant and 151 unjudged pairs the
+    verdict says how far it depends on them and names the command that judges them; relabelling
+    nq6 / nq-gold:73 relevant moves the AUC 0.766 -> 0.732 and flips it."""
+    argv, err = demo
+    assert "new pairs annotated: 0" in err and "(no model loaded)" in err
+    check = udcg.reader_check("utilities")
+    assert (check.n_relevant, check.n_judged_irrelevant, check.n_unjudged) == (20, 0, 151)
+    assert (f"{check.auc:.3f}", f"{check.auc_low:.3f}", f"{check.auc_high:.3f}") == ("0.766", "0.663", "0.858")
+    assert check.borderline and check.verdict == "can" and check.hangs_on_labels
+    fr = check.fragility
+    assert fr.flips_at == 1 and fr.pairs == (("nq2", "nq-gold:145"),) and f"{fr.auc_after:.3f}" == "0.728"
+    lines = check.lines()
+    command = shlex.join(["udcg", *argv[:-1], "--unjudged", "judge", "--judge", "rules"])
+    assert "\n".join(check.lines()) in err  # annotate printed the same check
+    assert check.judge_command == command
+    assert lines[4] == ("  labels: the verdict hangs on the unjudged labels: 1 of the 151 unjudged pairs (0.7%), "
+                        "relabelled relevant (highest p_abs first: nq2 nq-gold:145), turn it to cannot (AUC 0.728, "
+                        f"answers from 31% of the irrelevant pairs); judge them: {command} (151 pairs to judge: "
+                        "--judge rules (answer containment) runs no model; --judge MODEL generates a label a pair (no "
+                        "reader rate recorded in this folder to time it))")
+    assert lines[5] == ("  judged pairs only: none of the irrelevant pairs is judged (0 judged-irrelevant), so the "
+                        "check cannot be recomputed without the unjudged labels")
+    assert main(["reader-check", "utilities"]) == 0 and "\n".join(lines) in capsys.readouterr().out
+    # the issue's pair: nq6 / nq-gold:73 (p_abs 0.912) relabelled relevant
+    from dataclasses import replace
+
+    from udcg.annotate.utilities import load_utilities
+    from udcg.flows.reader_check import check_records
+
+    records = load_utilities("utilities").records
+    assert f"{records['nq6', 'nq-gold:73'].p_abs:.3f}" == "0.912"
+    fixed = [replace(r, relevant=True, relevance_source="judge") if (r.qid, r.docid) == ("nq6", "nq-gold:73") else r
+             for r in records.values()]
+    relabelled = check_records(fixed, check.model, check.estimator)
+    assert f"{relabelled.auc:.3f}" == "0.732" and relabelled.verdict == "cannot"
+    # the command as printed: no model, the 151 pairs judged by containment (nq6's four Super Bowl passages)
+    assert main(shlex.split(command)[1:] + ["--no-progress"]) == 0
+    assert "relevance of these pairs: judge 151, qrels 20" in capsys.readouterr().err
+    judged = udcg.reader_check("utilities")
+    assert (judged.n_relevant, judged.n_judged_irrelevant, judged.n_unjudged) == (24, 147, 0)
+    assert {k for k, r in load_utilities("utilities").records.items() if r.relevance_source == "judge" and r.relevant} \
+        == {("nq6", "nq-gold:73"), ("nq6", "nq-gold:111"), ("nq6", "nq-gold:148"), ("nq6", "nq-gold:272")}
