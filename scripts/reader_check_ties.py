@@ -72,10 +72,11 @@ class RunRow(NamedTuple):
     pooled: TieDecomposition
 
 
-def annotations_check(folder: Path, settings: Settings = Settings()) -> ReaderCheck:
-    """The reader check of a run's published single-passage annotations (every pair judged)."""
+def annotations_check(folder: Path, settings: Settings = Settings(), qids: set[str] | None = None) -> ReaderCheck:
+    """The reader check of a run's published single-passage annotations (every pair judged), of
+    ``qids`` only when given."""
     with gzip.open(folder / "data" / "annotations.jsonl.gz", "rt", encoding="utf-8") as fh:
-        rows = [json.loads(line) for line in fh]
+        rows = [r for r in map(json.loads, fh) if qids is None or r["qid"] in qids]
     return reader_check([r["p_abs"] for r in rows], [r["relevant"] for r in rows], [True] * len(rows),
                         [r["qid"] for r in rows], n_boot=settings.check_boot, seed=settings.seed)
 
@@ -102,9 +103,12 @@ def swap_test(a: np.ndarray, b: np.ndarray, flips: int = 100_000, seed: int = 0)
     reader has none), under the null that the readers' labels are exchangeable within each question:
     each of ``flips`` seeded random vectors swaps a[i] and b[i] where it is 1, and p = 2 min(p_less,
     p_greater), each (count + 1) / (flips + 1), a null Delta within 1e-12 of the observed counting as
-    at least as extreme. Order-free: the questions are tested as given, the caller sorts them."""
+    at least as extreme; NaN when a reader has no value. Order-free only over a canonical order: the
+    caller sorts the questions."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     ia, ib = np.isfinite(a).astype(float), np.isfinite(b).astype(float)
+    if not (ia.any() and ib.any()):
+        return float("nan")
     a0, b0 = np.where(ia > 0, a, 0.0), np.where(ib > 0, b, 0.0)
     observed = a0.sum() / ia.sum() - b0.sum() / ib.sum()
     rng = np.random.default_rng(seed)
@@ -131,6 +135,7 @@ class Contrast(NamedTuple):
     delta: float
     ci: tuple[float, float]
     p: float
+    se: float  # the bootstrap standard error of delta
 
 
 def s2_contrast(s2_a: dict, s2_b: dict, qids: list[str], settings: Settings = Settings()) -> Contrast:
@@ -141,9 +146,11 @@ def s2_contrast(s2_a: dict, s2_b: dict, qids: list[str], settings: Settings = Se
     b = np.array([s2_b.get(q, np.nan) for q in order], dtype=float)
     means = bootstrap_means(np.column_stack([a, b]), settings.boot, settings.seed)
     mean_a, mean_b = float(np.nanmean(a)), float(np.nanmean(b))
+    deltas = means[:, 0] - means[:, 1]
     return Contrast(len(order), int(np.isfinite(a).sum()), int(np.isfinite(b).sum()),
                     int((np.isfinite(a) & np.isfinite(b)).sum()), mean_a, mean_b, mean_a - mean_b,
-                    percentile_interval(means[:, 0] - means[:, 1]), swap_test(a, b, settings.flips, settings.seed))
+                    percentile_interval(deltas), swap_test(a, b, settings.flips, settings.seed),
+                    float(np.nanstd(deltas, ddof=1)))
 
 
 def _p(p: float) -> str:
