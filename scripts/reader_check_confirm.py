@@ -79,8 +79,13 @@ def _sorted(values: dict) -> np.ndarray:
     return np.array([values[q] for q in sorted(values)], dtype=float)
 
 
+def _size(folder: Path) -> int:
+    """The questions a run holds; 0 before its first chunk is published."""
+    return len(question_order(folder)) if (folder / "data" / "pools.jsonl.gz").is_file() else 0
+
+
 def incomplete(a: Path, b: Path, plan: Plan) -> list[str] | None:
-    sizes = [len(question_order(f)) for f in (a, b)]
+    sizes = [_size(f) for f in (a, b)]
     if min(sizes) >= plan.target:
         return None
     return [f"{a.name}: {sizes[0]}, {b.name}: {sizes[1]} of {plan.target} questions: incomplete. The pre-registered "

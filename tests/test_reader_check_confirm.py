@@ -131,3 +131,5 @@ def test_nothing_is_computed_or_written_before_the_target(tmp_path, capsys):
     assert "a: 3, b: 2 of 3 questions: incomplete" in capsys.readouterr().out and not out.exists()
     assert module.main([str(a), str(b), "--out", str(out)], _plan(module)._replace(target=2)) == 0
     assert (out / "README.md").is_file() and "**verdict:" in (out / "README.md").read_text(encoding="utf-8")
+    assert module.main([str(a), str(tmp_path / "not-yet")], _plan(module)) == 0  # before arm B's first chunk
+    assert "a: 3, not-yet: 0 of 3 questions: incomplete" in capsys.readouterr().out
