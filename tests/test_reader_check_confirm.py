@@ -133,3 +133,20 @@ def test_nothing_is_computed_or_written_before_the_target(tmp_path, capsys):
     assert (out / "README.md").is_file() and "**verdict:" in (out / "README.md").read_text(encoding="utf-8")
     assert module.main([str(a), str(tmp_path / "not-yet")], _plan(module)) == 0  # before arm B's first chunk
     assert "a: 3, not-yet: 0 of 3 questions: incomplete" in capsys.readouterr().out
+
+
+def test_the_published_analysis_rebuilds(tmp_path, monkeypatch, capsys):
+    """The verdict (written once both runs hold 200 questions by scripts/reader_check_confirm.py --out)."""
+    from tests.conftest import load_script
+
+    published = RESULTS / "reader-check-confirm"
+    if not (published / "README.md").is_file():
+        pytest.skip("the runs have not reached the plan's 200 questions yet")
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "reader-check-confirm"
+    runs = ["docs/results/nq-qwen1.5b-readercheck", "docs/results/nq-qwen0.5b-readercheck"]
+    assert load_script("reader_check_confirm").main([*runs, "--out", str(out)]) == 0
+    capsys.readouterr()
+    readme = (out / "README.md").read_text(encoding="utf-8").replace(out.as_posix(), "docs/results/reader-check-confirm")
+    assert readme == (published / "README.md").read_text(encoding="utf-8") and "**verdict: " in readme
+    assert (out / "per-question.jsonl.gz").read_bytes() == (published / "per-question.jsonl.gz").read_bytes()
