@@ -172,3 +172,21 @@ def corpus_size(collection: Any) -> int | None:
     if scan is None:
         return len(collection.corpus) or None
     return None if scan.docstore else scan.scanned
+
+
+def label_meta(check: LabelCheck) -> dict:
+    """The label checks as a utilities folder's meta.json records them: the figures, the flagged
+    queries and the printed block (``recorded_labels``), without the per-query rows."""
+    return {**{k: v for k, v in check.to_dict().items() if k != "per_query"}, "lines": label_block(check)}
+
+
+def recorded_labels(utilities: str | Path) -> list[str]:
+    """The label block ``udcg annotate --run`` recorded in a utilities folder's meta.json (for a
+    file, the meta.json beside it), or nothing."""
+    path = Path(utilities)
+    try:
+        meta = json.loads(((path if path.is_dir() else path.parent) / "meta.json").read_text(encoding="utf-8"))
+        lines = meta.get("labels", {}).get("lines", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [str(line) for line in lines] if isinstance(lines, list) else []

@@ -30,7 +30,7 @@ from udcg.io.files import read_json
 from udcg.resumable import StepStats, open_cache
 from udcg.records import Annotation, ContextRecord, Passage, Question, query_key
 from udcg.flows.reader_check import check_records
-from udcg.flows.label_checks import corpus_size, label_block, run_label_check
+from udcg.flows.label_checks import corpus_size, label_block, label_meta, run_label_check
 from udcg.metrics.labels import LabelCheck
 from udcg.metrics.reader_check import ReaderCheck
 from udcg.io.trec import ranked_docids
@@ -201,7 +201,7 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
             "collection": collection.source, "runs": runs_meta, "pairs": len(records), "unjudged": unjudged,
             "relevance_sources": _count_sources(records), "n_censored": report.censored,
             "reader_check": report.reader_check.to_dict(),
-            **({"labels": {k: v for k, v in report.labels.to_dict().items() if k != "per_query"}} if report.labels else {}),
+            **({"labels": label_meta(report.labels)} if report.labels else {}),
             **({"server_notes": report.server_notes} if report.server_notes else {})})
     return report
 
