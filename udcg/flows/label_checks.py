@@ -106,7 +106,8 @@ def fragility_lines(found: Sequence[Fragility], runs: Mapping[str, Any], utiliti
         what = f"{f.measure} {f.run_a} vs {f.run_b}"
         if f.needed is None:
             lines.append(f"  fragility: {what} stays significant with all {f.candidates} of its {f.unjudged} unjudged "
-                         "pairs that could end it relabelled relevant (exact): it does not hang on the unjudged labels")
+                         "pairs that move it towards 0 relabelled relevant at once: it does not hang on the unjudged "
+                         "labels")
             continue
         hangs = f.needed <= FRAGILE_SHARE * f.unjudged
         k = int(f.measure.rsplit("@", 1)[1])

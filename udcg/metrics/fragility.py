@@ -19,8 +19,9 @@ longer significant, or of the other sign):
 What is exact and what is a bound: the ``needed`` pairs are a witness (relabelled, the verdict
 ends), so the fewest pairs that end it are at most ``needed``; fewer could, chosen otherwise (the
 greedy order ignores how the test weighs the spread of the differences), and bisection assumes the
-p-value grows along the prefix. ``robust`` (``needed`` None): even every candidate relabelled
-leaves the difference significant, which *is* exact for relabelling towards relevant.
+p-value grows along the prefix. ``needed`` None: every candidate relabelled at once leaves the
+difference significant; strong evidence, not proof, that no subset ends it (lowering one outlying
+difference can make a sign-flip test *more* significant: p is not monotone in the labels).
 """
 
 from __future__ import annotations
