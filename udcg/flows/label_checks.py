@@ -82,15 +82,17 @@ def judge_command(runs: Sequence[str], k: int, utilities: Any) -> str:
     """The command that judges the unjudged pairs of ``runs``' top ``k`` into the utilities folder
     (the reader's p_abs are cached there: judge time only), from what its meta.json recorded."""
     meta: dict = {}
+    folder: Any = "UTILITIES"
     if isinstance(utilities, (str, Path)):
         path = Path(utilities)
+        at = path if path.is_dir() else path.parent
         try:
-            meta = json.loads(((path if path.is_dir() else path.parent) / "meta.json").read_text(encoding="utf-8"))
+            meta = json.loads((at / "meta.json").read_text(encoding="utf-8"))
+            folder = utilities if path.is_dir() else at
         except (OSError, ValueError):
             meta = {}
     corpus = meta.get("collection") if isinstance(meta, dict) else None
     model = meta.get("model") if isinstance(meta, dict) else None
-    folder = utilities if isinstance(utilities, (str, Path)) else "UTILITIES"
     return (f"udcg annotate --corpus {corpus or 'CORPUS'} " + " ".join(f"--run {r}" for r in runs)
             + f" --depth {k} --model {model or 'MODEL'} --unjudged judge --judge rules -o {folder}")
 
@@ -112,8 +114,8 @@ def fragility_lines(found: Sequence[Fragility], runs: Mapping[str, Any], utiliti
         hangs = f.needed <= FRAGILE_SHARE * f.unjudged
         k = int(f.measure.rsplit("@", 1)[1])
         lines.append(f"  fragility: {what} ends (not significant) with {f.needed} of its {f.unjudged} unjudged pairs "
-                     "relabelled relevant, those it rests on most first (at most; a greedy bound)"
-                     + (f": it hangs on the unjudged labels; judge them ({f.unjudged} pairs): "
+                     "relabelled relevant (those it rests on most first; a greedy bound: at most that many)"
+                     + (f"; it hangs on the unjudged labels: judge them ({f.unjudged} pairs): "
                         f"{judge_command([str(runs.get(f.run_a, f.run_a)), str(runs.get(f.run_b, f.run_b))], k, utilities)}"
                         if hangs else ""))
     more = len(found) - len(lines)

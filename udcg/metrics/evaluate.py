@@ -153,10 +153,9 @@ def run_table(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mappin
     own queries are scored (utility measures only). ``judged``: also ``extra["qrel"]``, the qrels
     grade in rank order (NaN = no qrels entry: ``udcg.metrics.labels``); ``pairs``: also
     ``extra["pair"]``, a number per (query, document) (NaN = none), to tell one pair in two runs."""
-    extra = {name: values for name, values in (("utility", utilities), ("qrel", qrels if judged else None),
-                                               ("pair", pairs)) if values is not None} or None
+    extra = {name: values for name, values in (("utility", utilities), ("pair", pairs)) if values is not None} or None
     return gain_table(run, qrels if qrels is not None else {qid: {} for qid in run}, extra,
-                      extra_default=float("nan"), extra_depth=depth)
+                      extra_default=float("nan"), extra_depth=depth, judged=judged and qrels is not None)
 
 
 def reads_utilities(measure: Measure) -> bool:
