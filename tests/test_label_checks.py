@@ -134,3 +134,21 @@ def test_the_bound_against_brute_force():
             assert f.needed is not None and f.needed >= fewest
             hits += f.needed == fewest
     assert tried >= 5 and hits >= tried // 2
+
+
+def test_label_rows_without_qrels_is_refused_before_anything_is_written(tmp_path, capsys):
+    from udcg.cli import main
+    from udcg.io.sources import example_path
+    from udcg.io.trec import read_run
+    from udcg.metrics.gains import ranked_docids
+
+    run = example_path() / "runs" / "bm25.trec"
+    (tmp_path / "u.qrels").write_text("".join(f"{q} 0 {d} 0.0\n" for q, docs in read_run(run).items()
+                                              for d in ranked_docids(docs)[:5]))
+    for argv in (["score", "--run", str(run), "-o", str(tmp_path / "s.tsv")],
+                 ["compare", "--run", str(run), "--run", str(example_path() / "runs" / "dense.trec"),
+                  "-o", str(tmp_path / "s.md")]):
+        assert main([*argv, "--utilities", str(tmp_path / "u.qrels"), "--metrics", "UDCG@5", "--label-rows",
+                     str(tmp_path / "rows.tsv")]) == 2
+        assert "--label-rows: the label checks read the qrels; give --qrels" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["u.qrels"]

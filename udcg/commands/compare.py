@@ -87,6 +87,8 @@ def main(args: argparse.Namespace) -> int:
 
     if len(args.run) < 2:
         raise InputError(f"--run: compare needs two or more runs, got {len(args.run)} (use udcg score for one)")
+    if args.label_rows and not args.qrels:
+        raise InputError("--label-rows: the label checks read the qrels; give --qrels")
     fmt = args.format or (FORMATS.get(Path(args.output).suffix.lower(), "markdown") if args.output else "markdown")
     text, scores = compare_run_files(args.run, args.output, fmt, qrels=args.qrels, utilities=args.utilities,
                                      metrics=args.metrics, gamma=args.gamma, theta=args.theta,

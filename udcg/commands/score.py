@@ -61,6 +61,8 @@ def _score_runs(args: argparse.Namespace) -> int:
 
     if args.metrics is None:
         raise InputError("--metrics is required with --run (e.g. --metrics UDCG@5,nDCG@5,P@5)")
+    if args.label_rows and not args.qrels:
+        raise InputError("--label-rows: the label checks read the qrels; give --qrels")
     result = score_run_files(args.run, args.output, qrels=args.qrels, utilities=args.utilities, metrics=args.metrics,
                              gamma=args.gamma, theta=args.theta, unannotated=args.unannotated, model=args.model,
                              prompt_version=args.prompt)
