@@ -7,6 +7,7 @@ folder from it without loading the model, for the qrels each test gives."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -77,6 +78,11 @@ def _block(text: str) -> tuple[list[str], list[str]]:
     return lines[start:end], lines[:start] + lines[end:]
 
 
+def _row(out: str, run_a: str) -> str:
+    """The 'significant' cell of UDCG@2, run_a vs hybrid."""
+    return next(line for line in out.splitlines() if line.startswith(f"| UDCG@2 | {run_a} | hybrid |")).split("|")[-2].strip()
+
+
 def _drop_half(qrels: dict, folder: Path) -> dict:
     """Every other query loses its relevant passage; it keeps one judged-irrelevant passage that no
     run retrieves, so the query stays among the scored ones (the qrels' queries)."""
@@ -96,7 +102,7 @@ def _loosen(qrels: dict, folder: Path) -> dict:
     """nq4's qrels mark 20% of the corpus relevant (60 of 299 passages), its gold passage among them."""
     corpus = [json.loads(line)["_id"] for line in (folder / "corpus.jsonl").read_text().splitlines()]
     loose = dict(qrels)
-    loose["nq4"] = {**qrels["nq4"], **{d: 1 for d in corpus if d not in qrels["nq4"]][:59]}}
+    loose["nq4"] = {**qrels["nq4"], **{d: 1 for d in [d for d in corpus if d not in qrels["nq4"]][:59]}}
     return loose
 
 
@@ -129,12 +135,23 @@ def test_half_the_relevant_labels_dropped(folders, capsys):
     dropped = _example(folders, "dropped", _drop_half)
     err = _annotate(dropped, folders / "utilities-dropped", capsys)
     assert "queries without a relevant document: 10 of 20 (nq0, nq2, nq4, nq6, nq8, ... (all: udcg -v))" in err
-    # the table stands on the labels: the comparison on the dropped labels shows the block and the fragility
-    out, _ = _compare(dropped, folders / "utilities-dropped", capsys)
+    # on the dropped labels, dense beats hybrid on UDCG@2, and the block says that hangs on one pair
+    out, _ = _compare(dropped, folders / "utilities-dropped", capsys, metrics="UDCG@2,nDCG@5,P@5")
+    assert "| UDCG@2 | dense | hybrid | 0.0165 [0.0000, 0.0413] | 11 / 6 / 3 |" in out and _row(out, "dense") == "yes"
     block, _ = _block(out)
-    assert len(block) <= 4 and "queries without a relevant document: 10 of 20" in block[1]
-    assert any("fragility: UDCG@5" in line for line in block) == any(
-        line.startswith("| UDCG@5") and line.endswith("| yes |") for line in out.splitlines())
+    assert len(block) == 3 and "queries without a relevant document: 10 of 20" in block[1]
+    assert block[2].startswith("  fragility: UDCG@2 dense vs hybrid ends (not significant) with 1 of its 45 unjudged "
+                               "pairs relabelled relevant")
+    head, command = block[2].split("it hangs on the unjudged labels: judge them (45 pairs): ")
+    assert command == (f"udcg annotate --corpus {dropped} --run {dropped}/runs/dense.trec --run "
+                       f"{dropped}/runs/hybrid.trec --depth 2 --model {MODEL} --unjudged judge --judge rules "
+                       f"-o {folders / 'utilities-dropped'}")
+    # the command works: the rules judge labels the 45 pairs (no model time) and the difference is gone
+    assert main([*shlex.split(command)[1:], "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "(no model loaded)" in err and "relevance of these pairs: judge 45, qrels 10" in err
+    out, _ = _compare(dropped, folders / "utilities-dropped", capsys, metrics="UDCG@2,nDCG@5,P@5")
+    assert _row(out, "dense") == "no" and "fragility: UDCG@2 dense vs hybrid" not in out
     # nothing else changes: UDCG@5 on the same utilities, with the plain and the dropped qrels
     before, _ = _compare(plain, utilities, capsys, metrics="UDCG@5")
     after, _ = _compare(plain, utilities, capsys, metrics="UDCG@5", qrels=dropped / "qrels" / "test.tsv")

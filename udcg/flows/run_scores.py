@@ -225,13 +225,16 @@ def label_depth(measures: Sequence[Measure]) -> int:
     return max((m.cutoff for m in measures if m.cutoff is not None), default=10)
 
 
-def pair_index(utilities: Run) -> Run:
+def pair_index(utilities: Run, judged: set[tuple[str, str]] = frozenset()) -> Run:
     """``{qid: {docid: number}}``: one number per annotated pair, so that a pair in two runs' top-k
-    is known as one (compare's fragility)."""
+    is known as one (compare's fragility); the pairs of ``judged`` (labelled by annotate's judge:
+    no longer unjudged) get none."""
     out, i = {}, 0
     for qid, docs in utilities.items():
         out[qid] = dict(zip(docs, map(float, range(i, i + len(docs)))))
         i += len(docs)
+    for qid, docid in judged:
+        out.get(qid, {}).pop(docid, None)
     return out
 
 
@@ -246,6 +249,12 @@ def scored_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | 
         raise InputError("no runs given")
     qrels_d = _read_qrels(qrels)
     needs_utility = any(map(reads_utilities, wanted))
+    judged_by_judge: set = set()
+    if keep_pairs and isinstance(utilities, (str, Path)):  # its records say which pairs a judge labelled
+        from udcg.annotate.utilities import load_utilities
+
+        utilities = load_utilities(utilities)
+        judged_by_judge = {key for key, r in utilities.records.items() if r.relevance_source.startswith("judge")}
     util = read_utilities(utilities, model, prompt_version) if needs_utility or utilities is not None else None
     check_inputs(wanted, qrels_d, util)
     if isinstance(theta, (str, Path)):
@@ -257,7 +266,7 @@ def scored_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | 
     k = label_depth(wanted)
     depth = utility_depth(wanted)
     depth = None if needs_utility and depth is None else max(depth or 0, k)
-    pairs = pair_index(util) if keep_pairs and needs_utility else None
+    pairs = pair_index(util, judged_by_judge) if keep_pairs and needs_utility else None
     counts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for name, run in loaded.items():
         opts = UtilityOptions(gamma=gamma, theta=theta, unannotated=unannotated, where=f"run {name!r}")
