@@ -154,3 +154,10 @@ def test_label_rows_without_qrels_is_refused_before_anything_is_written(tmp_path
                      str(tmp_path / "rows.tsv")]) == 2
         assert "--label-rows: the label checks read the qrels; give --qrels" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["u.qrels"]
+
+
+def test_pairs_a_judge_labelled_are_not_candidates():
+    from udcg.flows.run_scores import pair_index
+
+    index = pair_index({"q1": {"a": -0.5, "b": -0.2}, "q2": {"c": 0.3}}, {("q1", "a")})
+    assert index == {"q1": {"b": 1.0}, "q2": {"c": 2.0}}
