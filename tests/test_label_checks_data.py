@@ -152,6 +152,7 @@ def test_half_the_relevant_labels_dropped(folders, capsys):
     assert "(no model loaded)" in err and "relevance of these pairs: judge 45, qrels 10" in err
     out, _ = _compare(dropped, folders / "utilities-dropped", capsys, metrics="UDCG@2,nDCG@5,P@5")
     assert _row(out, "dense") == "no" and "fragility: UDCG@2 dense vs hybrid" not in out
+    assert "; of them labelled by annotate's judge in the utilities (UDCG reads its label): bm25 " in out
     # nothing else changes: UDCG@5 on the same utilities, with the plain and the dropped qrels
     before, _ = _compare(plain, utilities, capsys, metrics="UDCG@5")
     after, _ = _compare(plain, utilities, capsys, metrics="UDCG@5", qrels=dropped / "qrels" / "test.tsv")

@@ -106,6 +106,10 @@ def fragility_lines(found: Sequence[Fragility], runs: Mapping[str, Any], utiliti
     lines = []
     for f in ranked if verbose else ranked[:1]:
         what = f"{f.measure} {f.run_a} vs {f.run_b}"
+        if not f.candidates:
+            lines.append(f"  fragility: {what}: no unjudged pair of the two top {f.measure.rsplit('@', 1)[1]} would move "
+                         "it towards 0 if relevant: it does not hang on the unjudged labels")
+            continue
         if f.needed is None:
             lines.append(f"  fragility: {what} stays significant with all {f.candidates} of its {f.unjudged} unjudged "
                          "pairs that move it towards 0 relabelled relevant at once: it does not hang on the unjudged "

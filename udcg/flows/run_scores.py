@@ -268,6 +268,7 @@ def scored_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | 
     depth = None if needs_utility and depth is None else max(depth or 0, k)
     pairs = pair_index(util, judged_by_judge) if keep_pairs and needs_utility else None
     counts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    by_judge: dict[str, np.ndarray] = {}
     for name, run in loaded.items():
         opts = UtilityOptions(gamma=gamma, theta=theta, unannotated=unannotated, where=f"run {name!r}")
         make = columns_table if isinstance(run, RunColumns) else run_table
@@ -283,11 +284,15 @@ def scored_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | 
             if keep_pairs:
                 top = {key: table.extra[key][:, :depth] if key in table.extra else None for key in ("pair", "utility")}
                 scores.top = TopPairs(judged, top["pair"], top["utility"], table.depth, opts)
+                if judged_by_judge:  # a utility without a pair number: a pair annotate's judge labelled
+                    by_judge[name] = top_k_counts(judged | ~(np.isnan(top["pair"]) & ~np.isnan(top["utility"])),
+                                                  table.depth, k)[0]
         out[name] = scores
     if counts:
         first = next(iter(out.values()))
         check = label_check(first.qids, n_relevant,
-                            {r: c[0] for r, c in counts.items()}, {r: c[1] for r, c in counts.items()}, k=k)
+                            {r: c[0] for r, c in counts.items()}, {r: c[1] for r, c in counts.items()}, k=k,
+                            judge_labelled=by_judge or None)
         for scores in out.values():
             scores.labels = check
     return out

@@ -70,6 +70,7 @@ class LabelCheck:
     loose_at: float  # the relevant count at or above which a query is implausible
     queries: tuple[QueryLabels, ...]
     source: str = "qrels"
+    judge_labelled: tuple[int, ...] = ()  # per run: of its unjudged pairs, those annotate's judge labelled (compare)
     fragility: tuple = ()  # compare's relabelling bounds (``udcg.metrics.fragility.Fragility``), one per UDCG pair
 
     @property
@@ -91,7 +92,10 @@ class LabelCheck:
         at = "the whole ranking" if self.k is None else f"top {self.k}"
         shares = ", ".join(f"{r} {u}/{n} ({_pct(u / n if n else math.nan)})"
                            for r, u, n in zip(self.runs, self.unjudged, self.ranked))
-        out = [f"labels ({self.source}, {at} of each run): unjudged pairs, counted irrelevant (R = -1): {shares}"]
+        out = [f"labels ({self.source}, {at} of each run): unjudged pairs, counted irrelevant (R = -1): {shares}"
+               + ("; of them labelled by annotate's judge in the utilities (UDCG reads its label): "
+                  + ", ".join(f"{r} {n}" for r, n in zip(self.runs, self.judge_labelled))
+                  if any(self.judge_labelled) else "")]
         zero, loose = self.zero_relevant, self.implausible
         n = len(self.queries)
         if zero:
@@ -112,7 +116,9 @@ class LabelCheck:
 
     def to_dict(self) -> dict:
         return {"k": self.k, "source": self.source, "corpus_size": self.corpus_size, "loose_at": self.loose_at,
-                "runs": {r: {"unjudged": u, "pairs": n} for r, u, n in zip(self.runs, self.unjudged, self.ranked)},
+                "runs": {r: {"unjudged": u, "pairs": n, **({"judge_labelled": self.judge_labelled[i]}
+                                                            if self.judge_labelled else {})}
+                         for i, (r, u, n) in enumerate(zip(self.runs, self.unjudged, self.ranked))},
                 "zero_relevant": [q.qid for q in self.zero_relevant], "implausible": [q.qid for q in self.implausible],
                 "thresholds": {"relevant_at": RELEVANT_AT, "loose_min": LOOSE_MIN, "loose_factor": LOOSE_FACTOR,
                                "loose_corpus_share": LOOSE_CORPUS_SHARE},
@@ -129,10 +135,12 @@ def loose_threshold(n_relevant: np.ndarray, corpus_size: int | None = None) -> f
 
 
 def label_check(qids: Sequence[str], n_relevant: object, unjudged: Mapping[str, object], ranked: Mapping[str, object],
-                *, k: int | None, corpus_size: int | None = None, source: str = "qrels") -> LabelCheck:
+                *, k: int | None, corpus_size: int | None = None, source: str = "qrels",
+                judge_labelled: Mapping[str, object] | None = None) -> LabelCheck:
     """The label checks from per-query counts: ``n_relevant[i]`` relevant documents of query
     ``qids[i]`` in the qrels; ``unjudged[run][i]`` / ``ranked[run][i]`` its top-k pairs without a
-    qrels entry / in all, for each run; ``corpus_size`` when known."""
+    qrels entry / in all, for each run; ``corpus_size`` when known; ``judge_labelled[run][i]``: of
+    the unjudged ones, those a relevance judge labelled in the utilities."""
     rel = np.asarray(n_relevant, dtype=np.int64)
     runs = tuple(unjudged)
     un = {r: np.asarray(unjudged[r], dtype=np.int64) for r in runs}
@@ -148,8 +156,9 @@ def label_check(qids: Sequence[str], n_relevant: object, unjudged: Mapping[str, 
     per_run = np.stack([un[r] for r in runs], axis=1) if runs else np.zeros((len(rel), 0), np.int64)
     queries = tuple(QueryLabels(str(q), int(rel[i]), float(share[i]), tuple(int(x) for x in per_run[i]),
                                 bool(zero[i]), bool(loose[i])) for i, q in enumerate(qids))
+    judge = tuple(int(np.sum(judge_labelled[r])) for r in runs) if judge_labelled else ()
     return LabelCheck(k, runs, tuple(int(un[r].sum()) for r in runs), tuple(int(top[r].sum()) for r in runs),
-                      corpus_size, at, queries, source)
+                      corpus_size, at, queries, source, judge)
 
 
 def top_k_counts(judged: np.ndarray, depth: np.ndarray, k: int | None) -> tuple[np.ndarray, np.ndarray]:
