@@ -25,6 +25,14 @@ class ChatTokens:
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
         self.system_role = has_system_role(tokenizer)
+        self._texts: dict[int, str] = {}
+
+    def text_of(self, token_id: int) -> str:
+        """A token's text decoded alone (as ``udcg serve`` and vLLM echo it); cached per id."""
+        text = self._texts.get(token_id)
+        if text is None:
+            text = self._texts[token_id] = self.tokenizer.decode([token_id])
+        return text
 
     def render(self, chat: Chat) -> str:
         """The prompt text of a chat, ending where the assistant's answer starts."""
