@@ -437,7 +437,8 @@ class Pass:
         self.tokenizer, self.model = tokenizer, backend.name
         self._stack = contextlib.ExitStack()
         server = self._stack.enter_context(serve_backend(backend))
-        self.proxy = self._stack.enter_context(FaultProxy(f"http://127.0.0.1:{server.server_address[1]}/v1"))
+        self.server_url = f"http://127.0.0.1:{server.server_address[1]}/v1"  # the well-formed server itself
+        self.proxy = self._stack.enter_context(FaultProxy(self.server_url))
         self.references: dict[str, object] = {}
         from udcg.llm import chat_tokens
 

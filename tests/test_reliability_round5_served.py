@@ -72,6 +72,27 @@ def test_the_auto_probe_refuses_a_shifted_echo_and_reads_the_top_list(reset):
     assert "no exact scoring" in backend.notes["scoring"] and "put in front" in backend.notes["scoring"]
 
 
+def test_a_fleet_member_with_a_shifted_echo_is_passed_over_for_one_that_scores_right(reset):
+    from tests.served_faults import CANDIDATES, CHATS, call
+
+    reference = call("first", reset.server_url, MODEL, MODEL)
+    _shape(reset, "bos-front")
+    backend = _backend_pair(reset)
+    try:
+        scores = backend.first_token_scores(CHATS * 3, CANDIDATES)
+    finally:
+        backend.close()
+    assert [s.logprobs for s in scores] == reference * 3 and all(s.exact for s in scores)
+    assert any(e.path == "/v1/completions" for e in reset.proxy.events)  # the bad member was asked, and passed over
+
+
+def _backend_pair(served):
+    from udcg.llm.openai_backend import OpenAIBackend
+
+    return OpenAIBackend(MODEL, [served.proxy.url, served.server_url], tokenizer=MODEL, scoring="completions",
+                         max_retries=1, timeout=60)
+
+
 def test_annotate_with_scoring_completions_fails_in_one_line_on_a_shifted_echo(reset, tmp_path, capsys):
     _shape(reset, "bos-front")
     out = tmp_path / "out.json"
