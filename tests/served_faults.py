@@ -335,6 +335,12 @@ SAMPLE = {  # sampling (generate with n): name -> (reshape, benign)
 }
 
 
+TRANSPORT = {  # a completions request broken at the HTTP level (tests.faultproxy's faults): name -> (fault, benign)
+    name: (name, False) for name in ("truncated", "truncated-json", "non-json", "drop", "500", "503", "429", "400",
+                                     "echo-auth")
+}
+
+
 # ---------------------------------------------------------------- running a case
 
 
@@ -408,7 +414,8 @@ def outcome(mode: str, url: str, tokenizer: str, model: str, reference) -> Outco
     return Outcome("same" if reference is None or _close(got, reference) else "other", repr(got)[:300], got)
 
 
-MODES = {"first": ECHO, "continuation": ECHO, "read": ECHO, "auto": ECHO, "chat-logprobs": CHAT, "sample": SAMPLE}
+MODES = {"first": ECHO, "continuation": ECHO, "read": ECHO, "auto": ECHO, "chat-logprobs": CHAT, "sample": SAMPLE,
+         "transport-first": TRANSPORT, "transport-auto": TRANSPORT}
 
 
 def cases() -> list[tuple[str, str]]:
@@ -454,13 +461,18 @@ class Pass:
 
         os.environ["SERVED_FAULTS_KEY"] = KEY
         if mode not in self.references:
-            self.proxy.reshape = None
-            self.references[mode] = call(mode, self.proxy.url, self.tokenizer, self.model)
-        self.proxy.reshape = MODES[mode][name][0]
+            self.proxy.reshape = self.proxy.rule = None
+            self.references[mode] = call(mode.removeprefix("transport-"), self.proxy.url, self.tokenizer, self.model)
+        asked = mode.removeprefix("transport-")
+        if asked != mode:  # an HTTP fault on every completions request (the chat ones pass)
+            fault = MODES[mode][name][0]
+            self.proxy.rule = lambda body: fault if isinstance(body, dict) and "prompt" in body else None
+        else:
+            self.proxy.reshape = MODES[mode][name][0]
         try:
-            return outcome(mode, self.proxy.url, self.tokenizer, self.model, self.references[mode])
+            return outcome(asked, self.proxy.url, self.tokenizer, self.model, self.references[mode])
         finally:
-            self.proxy.reshape = None
+            self.proxy.reshape = self.proxy.rule = None
 
 
 def main() -> None:
