@@ -170,6 +170,14 @@ def _text(f: Callable[[str], str]) -> Callable[[dict], dict]:
     return _tokens(lambda ts: [f(t) if i > 0 else t for i, t in enumerate(ts)], offsets=True)
 
 
+SPECIAL = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
+
+
+def _no_special_text(ts: list) -> list:
+    """vLLM's default echo (``skip_special_tokens``): a special token's text is ""."""
+    return ["" if t in SPECIAL else t for t in ts]
+
+
 INF = math.inf
 ECHO = {  # name -> (reshape, expected): True: the well-formed server's values; False: those or a
     # one-line refusal; a function: the value it makes of the well-formed server's
@@ -228,6 +236,8 @@ ECHO = {  # name -> (reshape, expected): True: the well-formed server's values; 
     "tokens-with-space-markers": (_each_echo(_text(lambda t: t.replace(" ", "\u2581"))), True),
     "tokens-stripped": (_each_echo(_tokens(lambda ts: [t.strip() or t for t in ts], offsets=True)), True),
     "tokens-undecodable-kept": (_each_echo(_tokens(lambda ts: [*ts[:1], "bytes:\\xe2", *ts[2:]])), True),
+    "special-tokens-empty": (_each_echo(_tokens(_no_special_text)), True),
+    "special-tokens-empty-bos-front": (_each_echo(lambda lp: _tokens(_no_special_text)(_front("<|endoftext|>")(lp))), False),
     "tokens-ints": (_each_echo(_tokens(lambda ts: list(range(len(ts))), offsets=False)), False),
     "choices-reversed-indexed": (_body(_reorder(True)), True),
     "choices-reversed-unindexed": (_body(_reorder(False)), False),

@@ -93,14 +93,19 @@ def _backend_pair(served):
                          max_retries=1, timeout=60)
 
 
-def test_annotate_with_scoring_completions_fails_in_one_line_on_a_shifted_echo(reset, tmp_path, capsys):
-    _shape(reset, "bos-front")
+def _annotate_fails(served, name, tmp_path, capsys) -> str:
+    """``annotate --scoring completions`` through the case ``name``: exit 1, one line (returned), no output."""
+    _shape(served, name)
     out = tmp_path / "out.json"
-    argv = ["annotate", str(qa_file(tmp_path)), "-o", str(out), "--model", MODEL, "--api-base", reset.proxy.url,
+    argv = ["annotate", str(qa_file(tmp_path)), "-o", str(out), "--model", MODEL, "--api-base", served.proxy.url,
             "--scoring", "completions", "--estimator", "first-token", "--max-retries", "0", "--no-progress"]
     assert main(argv) == 1
-    assert "put in front" in one_error_line(capsys.readouterr().err, "annotate")
     assert not out.exists()
+    return one_error_line(capsys.readouterr().err, "annotate")
+
+
+def test_annotate_with_scoring_completions_fails_in_one_line_on_a_shifted_echo(reset, tmp_path, capsys):
+    assert "put in front" in _annotate_fails(reset, "bos-front", tmp_path, capsys)
 
 
 def test_validate_with_a_reader_api_base_refuses_a_shifted_echo_before_any_model_work(reset, tmp_path, capsys):
@@ -122,13 +127,7 @@ def test_validate_with_a_reader_api_base_refuses_a_shifted_echo_before_any_model
 @pytest.mark.parametrize("name", ["all-minus-inf", "all-floor", "all-zero"])
 def test_an_echo_whose_every_value_is_the_same_is_refused(reset, name, tmp_path, capsys):
     """Every log-probability -Infinity gave p_abs 0.0 for every pair, exit 0."""
-    _shape(reset, name)
-    out = tmp_path / "out.json"
-    argv = ["annotate", str(qa_file(tmp_path)), "-o", str(out), "--model", MODEL, "--api-base", reset.proxy.url,
-            "--scoring", "completions", "--estimator", "first-token", "--max-retries", "0", "--no-progress"]
-    assert main(argv) == 1
-    assert "the server did not score the text" in one_error_line(capsys.readouterr().err, "annotate")
-    assert not out.exists()
+    assert "the server did not score the text" in _annotate_fails(reset, name, tmp_path, capsys)
 
 
 def test_parse_scores_reads_a_well_formed_echo_by_its_tokens():

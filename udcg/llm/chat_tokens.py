@@ -26,6 +26,7 @@ class ChatTokens:
         self.tokenizer = tokenizer
         self.system_role = has_system_role(tokenizer)
         self._texts: dict[int, str] = {}
+        self._special = frozenset(getattr(tokenizer, "all_special_ids", None) or ())
 
     def text_of(self, token_id: int) -> str:
         """A token's text decoded alone (as ``udcg serve`` and vLLM echo it); cached per id."""
@@ -33,6 +34,10 @@ class ChatTokens:
         if text is None:
             text = self._texts[token_id] = self.tokenizer.decode([token_id])
         return text
+
+    def is_special(self, token_id: int) -> bool:
+        """Whether a token is one of the tokenizer's special tokens (BOS, the chat template's markers)."""
+        return token_id in self._special
 
     def render(self, chat: Chat) -> str:
         """The prompt text of a chat, ending where the assistant's answer starts."""

@@ -24,13 +24,14 @@ UNDECODED = ("\ufffd", "bytes:")  # a token that is part of a multi-byte charact
 MARKERS = str.maketrans({"\u2581": " ", "\u0120": " ", "\u010a": "\n"})  # SentencePiece / byte-level spellings
 
 
-def same_token(echoed: Any, token_id: int, text: str) -> bool:
+def same_token(echoed: Any, token_id: int, text: str, special: bool = False) -> bool:
     """Whether an echoed token is the prompt's token ``token_id`` whose text is ``text``: equal text,
-    equal up to surrounding whitespace or a tokenizer's space marker, vLLM's ``token_id:<id>``, or
-    (a piece of a multi-byte character) a text that either side cannot decode."""
+    equal up to surrounding whitespace or a tokenizer's space marker, vLLM's ``token_id:<id>``, ""
+    for a ``special`` token (vLLM skips their text by default), or (a piece of a multi-byte
+    character) a text that either side cannot decode."""
     if not isinstance(echoed, str):
         return False
-    if echoed == text:
+    if echoed == text or special and echoed == "":
         return True
     if echoed.startswith("token_id:"):
         return echoed[9:].strip() == str(token_id)
@@ -55,26 +56,27 @@ def _check_offsets(offsets: list, tokens: list, i: int) -> None:
         at += len(token)
 
 
-def _parting(tokens: list, prompt: Sequence[int], text_of: Callable[[int], str]) -> int | None:
+def _parting(tokens: list, prompt: Sequence[int], text_of: Callable[[int], str], special: Callable[[int], bool]) -> int | None:
     """The first position where the echoed tokens are not the prompt's; None when they all are."""
     for j, token_id in enumerate(prompt):
-        if j >= len(tokens) or not same_token(tokens[j], token_id, text_of(token_id)):
+        if j >= len(tokens) or not same_token(tokens[j], token_id, text_of(token_id), special(token_id)):
             return j
     return None
 
 
-def _shift_hint(tokens: list, prompt: Sequence[int], text_of: Callable[[int], str]) -> str:
+def _shift_hint(tokens: list, prompt: Sequence[int], text_of: Callable[[int], str], special: Callable[[int], bool]) -> str:
     for shift in (1, 2, 3):  # the prompt found further on: tokens the server put in front
-        if len(tokens) >= shift + len(prompt) and _parting(tokens[shift:], prompt, text_of) is None:
+        if len(tokens) >= shift + len(prompt) and _parting(tokens[shift:], prompt, text_of, special) is None:
             return (f"; the prompt's tokens follow {shift} token(s) the server put in front ({tokens[:shift]!r}: a BOS "
                     "it added?), so every value would be read from its neighbour's token")
     return ""
 
 
-def aligned_values(logprobs: Any, prompt: Sequence[int], text_of: Callable[[int], str], i: int = 0) -> list:
+def aligned_values(logprobs: Any, prompt: Sequence[int], text_of: Callable[[int], str], i: int = 0,
+                   special: Callable[[int], bool] = lambda token_id: False) -> list:
     """The echoed log-probability values of ``prompt``'s tokens, position by position, once the echo
     is shown to be those tokens (``BackendError`` otherwise). ``text_of``: a token id's text as the
-    served model's tokenizer decodes it alone."""
+    served model's tokenizer decodes it alone; ``special``: whether an id is a special token."""
     if not isinstance(logprobs, dict):
         raise BackendError(f"completions scoring: prompt {i}: no echoed logprobs (the server must support echo with logprobs)")
     values, tokens, offsets = (_list(logprobs, k, i) for k in ("token_logprobs", "tokens", "text_offset"))
@@ -86,11 +88,11 @@ def aligned_values(logprobs: Any, prompt: Sequence[int], text_of: Callable[[int]
     if len(tokens) != len(values) or offsets is not None and len(offsets) != len(values):
         raise BackendError(f"completions scoring: prompt {i}: the echo's lists differ in length (tokens {len(tokens)}, "
                            f"token_logprobs {len(values)}, text_offset {len(offsets) if offsets is not None else '-'})")
-    parting = _parting(tokens, prompt, text_of)
+    parting = _parting(tokens, prompt, text_of, special)
     if parting is not None:
         seen = repr(tokens[parting]) if parting < len(tokens) else "nothing (the echo ends)"
         raise BackendError(f"completions scoring: prompt {i}: echoed token {parting} is {seen}, not the prompt's "
-                           f"{text_of(prompt[parting])!r} (id {prompt[parting]}){_shift_hint(tokens, prompt, text_of)}; "
+                           f"{text_of(prompt[parting])!r} (id {prompt[parting]}){_shift_hint(tokens, prompt, text_of, special)}; "
                            "the echo cannot be matched to the ids sent")
     if len(values) > n + 1:
         raise BackendError(f"completions scoring: prompt {i}: the echo holds {len(values)} tokens for a prompt of {n} "

@@ -39,17 +39,18 @@ def score_payload(model: str, prompts: Sequence[Sequence[int]]) -> dict:
 
 
 def parse_scores(body: Any, prompts: Sequence[Sequence[int]], spans: Sequence[tuple[int, int]],
-                 text_of: Callable[[int], str]) -> list[list[float]]:
+                 text_of: Callable[[int], str], special: Callable[[int], bool] = lambda token_id: False) -> list[list[float]]:
     """Per prompt (token ids) and its ``(start, end)``: the echoed log-probabilities of its tokens
     ``start..end-1`` (choice i answers prompt i), once the echo is matched to the prompt's tokens
-    (``udcg.llm.openai_echo``; ``text_of``: a token id's text). An echo that cannot be matched, or a
+    (``udcg.llm.openai_echo``; ``text_of``: a token id's text; ``special``: whether it is a special
+    token). An echo that cannot be matched, or a
     missing, null, non-finite or positive value, is a ``BackendError``."""
     ordered = checked_choices(body)
     if len(ordered) != len(spans):
         raise BackendError(f"completions scoring: expected {len(spans)} choices (one per prompt), got {len(ordered)}")
     out = []
     for i, (choice, prompt, (start, end)) in enumerate(zip(ordered, prompts, spans, strict=True)):
-        values = aligned_values(choice.get("logprobs"), prompt, text_of, i)
+        values = aligned_values(choice.get("logprobs"), prompt, text_of, i, special)
         check_scored(values, i)
         out.append(check_values(values[start:end], i))
     return out
@@ -75,7 +76,8 @@ class CompletionsScorer:
             if not asked:
                 return [[] for _ in conts]
             sent = [ids for _, ids in asked]
-            parse = lambda body: parse_scores(body, sent, [spans[i] for i, _ in asked], self.tokens.text_of)  # noqa: E731
+            parse = lambda body: parse_scores(body, sent, [spans[i] for i, _ in asked], self.tokens.text_of,  # noqa: E731
+                                              self.tokens.is_special)
             scores = await self.backend._post(score_payload(self.backend.model, sent), SCORE_PATH, parse)
             got = dict(zip((i for i, _ in asked), scores, strict=True))
             return [got.get(i, []) for i in range(len(conts))]
