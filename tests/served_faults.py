@@ -374,7 +374,8 @@ def _close(a, b) -> bool:
 def _backend(url: str, tokenizer: str, model: str, scoring: str):
     from udcg.llm.openai_backend import OpenAIBackend
 
-    return OpenAIBackend(model, url, tokenizer=tokenizer, scoring=scoring, max_retries=0, timeout=60, api_key_env="SERVED_FAULTS_KEY")
+    return OpenAIBackend(model, url, tokenizer=tokenizer, scoring=scoring, max_retries=0, timeout=60,
+                         api_key_env="SERVED_FAULTS_KEY")
 
 
 def call(mode: str, url: str, tokenizer: str, model: str):

@@ -105,6 +105,10 @@ def aligned_values(logprobs: Any, prompt: Sequence[int], text_of: Callable[[int]
     return values[:n]
 
 
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
 def _check_tops(tops: list | None, tokens: list, values: list, n: int, i: int) -> None:
     """Where a position's top list holds its own token (OpenAI, vLLM and udcg serve add it), the two
     values agree: values moved against their tokens disagree almost everywhere, and are refused when
@@ -118,7 +122,7 @@ def _check_tops(tops: list | None, tokens: list, values: list, n: int, i: int) -
                 or any(m in token for m in UNDECODED)):
             continue
         listed = top.get(token)
-        if isinstance(listed, bool) or not isinstance(listed, (int, float)) or isinstance(v, bool) or not isinstance(v, (int, float)):
+        if not _number(listed) or not _number(v):
             continue
         checked += 1
         if not (abs(listed - v) <= 1e-3 or listed == v):
