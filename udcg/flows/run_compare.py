@@ -265,17 +265,27 @@ def _tie_measure(text: str, measures: list) -> Measure:
 
 
 def compare_run_files(run_paths: Sequence[str | Path], output: str | Path | None = None, fmt: str = "markdown",
-                      **options) -> tuple[str, dict[str, RunScores]]:
+                      plot: str | Path | None = None, **options) -> tuple[str, dict[str, RunScores]]:
     """``udcg compare``: the run files (named by file name) compared with ``compare_runs(**options)``,
-    the table rendered in ``fmt`` and written to ``output`` when given; (the text, the scores)."""
+    the table rendered in ``fmt`` and written to ``output`` when given, its forest plot to ``plot``
+    (``flows.plots.comparison_figure``, from the same comparison); (the text, the scores)."""
     from udcg.flows.run_scores import named_runs
     from udcg.io.files import atomic_write_text
     from udcg.metrics.compare import format_comparison
 
+    if plot is not None:
+        from udcg.flows.plots import comparison_figure, figure_path, save_figure
+        from udcg.io.writing import check_outputs
+
+        figure_path(plot)
+        check_outputs([("--plot", plot, False), *([("-o", output, False)] if output else [])],
+                      [("--run", r) for r in run_paths])
     cmp, scores = compare_runs(named_runs(run_paths), **options)
     text = format_comparison(cmp, fmt)
     if output:
         atomic_write_text(output, text)
+    if plot is not None:
+        save_figure(comparison_figure(cmp), plot)
     return text, scores
 
 
