@@ -125,8 +125,10 @@ def reader_check_figure(checks: Mapping[str, ReaderCheck], pairs: Mapping[str, S
         for key, name, color in groups:
             p = np.array([p for p, g in pairs[folder] if g == key], dtype=float)
             if len(p):
-                ax.hist(p, bins=bins, weights=np.full(len(p), 1 / len(p)), histtype="step", linewidth=1.6,
-                        color=color, gid=key, label=f"{name} ({len(p)} pairs)")
+                filled = key == "relevant"  # filled, so that irrelevant steps on top of it leave it visible
+                ax.hist(p, bins=bins, weights=np.full(len(p), 1 / len(p)), histtype="stepfilled" if filled else "step",
+                        alpha=0.35 if filled else 1.0, linewidth=1.6, color=color, gid=key,
+                        label=f"{name} ({len(p)} pairs)")
         ax.axvline(0.5, color="0.3", linewidth=0.8, linestyle="--", label="p_abs = 0.5")
         auc = "NA" if math.isnan(check.auc) else (f"{check.auc:.3f} [{check.auc_low:.3f}, {check.auc_high:.3f}]")
         ax.set_title(f"{folder}: AUC {auc}: this reader {check.verdict} measure distraction"
