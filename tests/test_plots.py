@@ -14,27 +14,16 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="the figures need matplotlib (the experiment extra)")
 
+from tests.example_utilities import QRELS, RUNS, smollm2_utilities  # noqa: E402
 from udcg.cli import main  # noqa: E402
 from udcg.flows.plots import comparison_figure, reader_check_figure  # noqa: E402
 from udcg.flows.reader_check import check_utilities  # noqa: E402
 from udcg.flows.run_compare import compare_runs  # noqa: E402
-from udcg.io.sources import example_path  # noqa: E402
-
-CACHE = Path(__file__).parent / "data" / "nq-example-smollm2" / "annotations.jsonl"
-EXAMPLE = example_path()
-RUNS = {name: EXAMPLE / "runs" / f"{name}.trec" for name in ("bm25", "dense", "hybrid")}
-QRELS = EXAMPLE / "qrels" / "test.tsv"
 
 
 @pytest.fixture(scope="module")
 def utilities(tmp_path_factory):
-    out = tmp_path_factory.mktemp("plots") / "utilities"
-    out.mkdir()
-    shutil.copy(CACHE, out / "annotations.jsonl")
-    argv = ["annotate", "--corpus", str(EXAMPLE), "--depth", "5", "--model", "smollm2-135m", "-o", str(out),
-            "--no-progress", *[a for run in RUNS.values() for a in ("--run", str(run))]]
-    assert main(argv) == 0
-    return out
+    return smollm2_utilities(tmp_path_factory.mktemp("plots") / "utilities")
 
 
 def _argv(utilities: Path, *extra: str) -> list[str]:
