@@ -82,3 +82,16 @@ def test_a_comparison_made_from_arrays_has_no_query_rows():
 
     cmp = compare_scores({"a": {"m": np.array([0.1, 0.2, 0.3])}, "b": {"m": np.array([0.0, 0.2, 0.1])}}, n_boot=50)
     assert cmp.query_rows() == (["measure", "qid", "a", "b", "a - b"], [])
+
+
+def test_the_rows_file_may_be_neither_the_table_nor_a_run(tmp_path, capsys):
+    argv = ["compare", "--run", str(RUNS["bm25"]), "--run", str(RUNS["dense"]), "--qrels", str(QRELS),
+            "--metrics", "nDCG@5", "--n-boot", "200"]
+    assert main([*argv, "-o", str(tmp_path / "x.tsv"), "--per-query", str(tmp_path / "x.tsv")]) == 2
+    assert "the same file as --per-query" in capsys.readouterr().err and not (tmp_path / "x.tsv").exists()
+    run = tmp_path / "dense.trec"
+    run.write_text(RUNS["dense"].read_text())
+    assert main(["compare", "--run", str(RUNS["bm25"]), "--run", str(run), "--qrels", str(QRELS), "--metrics",
+                 "nDCG@5", "--per-query", str(run)]) == 2
+    assert "an output never replaces an input" in capsys.readouterr().err
+    assert run.read_text() == RUNS["dense"].read_text()
