@@ -58,7 +58,7 @@ def test_to_frame_queries_and_the_notebook_displays(utilities):
     assert frame.index.names == ["measure", "qid"] and len(frame) == 2 * len(cmp.qids)
     gap = frame.loc["nDCG@5"]["bm25 - dense"]
     biggest = sorted(gap[gap != 0].index)
-    assert biggest == ["nq11", "nq15"] and (gap[biggest] == -1).all()  # the two queries behind nDCG@5's gap (0 / 18 / 2 in the table)
+    assert biggest == ["nq11", "nq15"] and (gap[biggest] == -1).all()  # nDCG@5's gap: 0 / 18 / 2 in the table
     pair = next(t for t in cmp.pairs if t.measure == "nDCG@5")
     assert frame.loc["nDCG@5"]["bm25 - dense"].mean() == pytest.approx(pair.diff, abs=1e-15)
 
