@@ -25,6 +25,8 @@ from udcg.text import answer_tokens
     ("four", ["4"]), ("1,000", ["1000"]), ("7.5 million", ["7,500,000"]),
     ("It was released in May 1995.", ["1995"]),          # the alias in the answer (the old rule)
     ("Obama's", ["Barack Obama"]),
+    ("counter-clockwise", ["counterclockwise"]),         # a hyphen inside a word joins it (as contains does)
+    ("1939-1945", ["1939"]),                             # a hyphen between numbers separates them
 ])
 def test_span_grades_these_correct(answer, gold):
     assert span_match(answer, gold)

@@ -63,6 +63,7 @@ _SCALES = {"hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 1
            "trillion": 1_000_000_000_000}
 _TOKEN = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|%|[^\W_]+")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_JOINED = re.compile(r"(?<=[^\W\d_])[-'](?=[^\W\d_])")  # a hyphen or apostrophe inside a word
 _ANSWER_ARTICLES = frozenset(("a", "an", "the"))
 
 
@@ -78,11 +79,12 @@ def is_number(token: str) -> bool:
 
 def answer_tokens(text: str) -> tuple[str, ...]:
     """The tokens an answer is graded on: NFKC, lower-case, a possessive 's and the articles a/an/the
-    dropped, punctuation a separator; a number one token in canonical form (thousands commas and
+    dropped, a hyphen or apostrophe between letters deleted, other punctuation a separator; a number one token in canonical form (thousands commas and
     trailing zeros of a decimal dropped, "four" -> "4", a following scale word multiplied in: "7.5
     million" -> "7500000"), and "%" ("percent") a token of its own after a number (dropped elsewhere)."""
     lowered = unicodedata.normalize("NFKC", text).replace("\u2019", "'").lower()
     lowered = re.sub(r"'s\b", "", lowered).replace("per cent", "percent")
+    lowered = _JOINED.sub("", lowered)  # "counter-clockwise", "don't": one word, as SQuAD's deletion makes them
     out: list[str] = []
     for raw in _TOKEN.findall(lowered):
         token = "%" if raw in ("percent", "per cent") else raw

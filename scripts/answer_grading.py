@@ -1,0 +1,168 @@
+"""The answer rules against hand labels and an LLM judge, on answers the published runs recorded.
+
+    .venv/bin/python scripts/answer_grading.py sample                # writes the sample to label
+    .venv/bin/udcg judge answer docs/answer-grading-sample.jsonl -o runs/answer-grading/llm.jsonl \\
+        --judge qwen2.5-coder-1.5b                                   # the LLM judge (resumable)
+    .venv/bin/python scripts/answer_grading.py figures --llm runs/answer-grading/llm.jsonl
+
+``sample``: from the context answers of the four published validation runs (NQ and PopQA, readers
+qwen2.5-coder-0.5b and 1.5b: ``docs/results/*/data/contexts.jsonl.gz``, gold aliases from the
+run's ``pools.jsonl.gz``), the distinct (question, answer) pairs that are not abstentions, then
+``--per-set`` drawn per data set (seed 0, over a sorted order; stratum "random"), then every other
+pair the span and contains rules grade differently (stratum "rules-differ"), written as the answer
+task's input ({qid, cid, question, answers, answer, source, stratum}). Abstentions are left out:
+every rule treats them alike, so they would only inflate agreement.
+
+``figures``: each rule (span, contains, exact, f1) and the LLM judge against the hand labels
+(``docs/answer-grading-labels.jsonl``: {qid, cid, hand}, hand = "correct" | "wrong"): agreement,
+Cohen's kappa with a 95% percentile bootstrap interval over the answers (10,000 draws, seed 0),
+and every disagreement of the span rule and of the LLM judge, as Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ("nq-qwen0.5b", "nq-qwen1.5b", "popqa-qwen0.5b", "popqa-qwen1.5b")
+SAMPLE = ROOT / "docs" / "answer-grading-sample.jsonl"
+LABELS = ROOT / "docs" / "answer-grading-labels.jsonl"
+RULES = ("span", "contains", "exact", "f1")
+
+
+def _jsonl_gz(path: Path) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def candidates(results: Path) -> dict[str, list[dict]]:
+    """Distinct non-abstaining (question, answer) pairs per data set, in a sorted order."""
+    from udcg.grade.rules import is_abstention
+
+    by_set: dict[str, dict[tuple, dict]] = {}
+    for run in RUNS:
+        pools = {q["example_id"]: q for q in _jsonl_gz(results / run / "data" / "pools.jsonl.gz")}
+        for ctx in _jsonl_gz(results / run / "data" / "contexts.jsonl.gz"):
+            answer = ctx.get("answer") or ""
+            if is_abstention(answer):
+                continue
+            q = pools[ctx["qid"]]
+            data_set = run.split("-")[0]
+            row = {"qid": ctx["qid"], "question": q["question"], "answers": q["answers"], "answer": answer.strip(),
+                   "source": f"{run}:{ctx['cid']}"}
+            by_set.setdefault(data_set, {}).setdefault((ctx["qid"], answer.strip().lower()), row)
+    return {s: [rows[k] for k in sorted(rows)] for s, rows in sorted(by_set.items())}
+
+
+def sample(per_set: int, seed: int, results: Path) -> list[dict]:
+    """``per_set`` random pairs per data set (stratum "random"), then every other pair the span and
+    contains rules grade differently (stratum "rules-differ": where the choice of rule matters)."""
+    from udcg.grade.rules import answer_outcome
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for data_set, rows in candidates(results).items():
+        picked = sorted(rng.choice(len(rows), size=min(per_set, len(rows)), replace=False))
+        out += [{**rows[i], "cid": f"{data_set}-{n}", "stratum": "random"} for n, i in enumerate(picked)]
+        differ = [i for i, r in enumerate(rows) if i not in set(picked)
+                  and answer_outcome(r["answer"], r["answers"], "span") != answer_outcome(r["answer"], r["answers"], "contains")]
+        out += [{**rows[i], "cid": f"{data_set}-d{n}", "stratum": "rules-differ"} for n, i in enumerate(differ)]
+    return out
+
+
+def kappa_interval(a: np.ndarray, b: np.ndarray, n_boot: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
+    """Cohen's kappa of two binary label vectors and its percentile bootstrap 95% interval."""
+    from udcg.grade.agreement import cohen_kappa
+
+    k = cohen_kappa(list(a), list(b), labels=[True, False])
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(a), size=(n_boot, len(a)))
+    aa, bb = a[idx], b[idx]
+    po = (aa == bb).mean(1)
+    pa, pb = aa.mean(1), bb.mean(1)
+    pe = pa * pb + (1 - pa) * (1 - pb)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boot = (po - pe) / (1 - pe)
+    lo, hi = np.nanpercentile(boot, [2.5, 97.5])
+    return k, float(lo), float(hi)
+
+
+def _table(rows: list[dict], judges: dict[str, np.ndarray], hand: np.ndarray) -> list[str]:
+    lines = ["| judge | correct | agreement with hand | Cohen's kappa [95% bootstrap] |", "|---|---:|---:|---|",
+             f"| (hand) | {int(hand.sum())} | | |"]
+    for name, labs in judges.items():
+        k, lo, hi = kappa_interval(hand, labs)
+        kappa = (f"{k:.3f} [{lo:.3f}, {hi:.3f}]" if 0 < labs.sum() < len(labs) and 0 < hand.sum() < len(hand)
+                 else "- (one side gives one label throughout)")
+        lines.append(f"| {name} | {int(labs.sum())} | {(labs == hand).mean():.3f} | {kappa} |")
+    return lines
+
+
+def figures(labels: Path, llm: Path | None) -> str:
+    from udcg.grade.rules import answer_outcome
+
+    rows = [json.loads(line) for line in labels.read_text(encoding="utf-8").splitlines() if line.strip()]
+    hand = np.array([r["hand"] == "correct" for r in rows])
+    judges = {m: np.array([answer_outcome(r["answer"], r["answers"], m) == "correct" for r in rows]) for m in RULES}
+    llm_labels = {}
+    if llm is not None:
+        llm_labels = {(r["qid"], r["cid"]): r.get("outcome") for r in map(json.loads, llm.read_text().splitlines())}
+        judges["LLM judge"] = np.array([llm_labels.get((r["qid"], r["cid"])) == "correct" for r in rows])
+    lines = []
+    for stratum in ("random", "rules-differ"):
+        keep = np.array([r["stratum"] == stratum for r in rows])
+        sets = {s: sum(r["cid"].startswith(s + "-") for r, k in zip(rows, keep) if k) for s in ("nq", "popqa")}
+        lines += [f"Stratum {stratum}: {int(keep.sum())} answers ({sets['nq']} NQ, {sets['popqa']} PopQA).", ""]
+        lines += _table([r for r, k in zip(rows, keep) if k], {n: j[keep] for n, j in judges.items()}, hand[keep]) + [""]
+    if llm is not None:
+        unparsed = sum(llm_labels.get((r["qid"], r["cid"])) not in ("correct", "wrong", "abstained") for r in rows)
+        lines.append(f"The LLM judge left {unparsed} answer(s) unparseable or ungraded (counted as not correct); "
+                     f"it called {sum(v == 'abstained' for v in llm_labels.values())} abstained (not correct).")
+    cell = lambda t: t.replace("|", "/").replace("\n", " ")  # noqa: E731
+    for name in ("span", "contains", "LLM judge"):
+        if name not in judges:
+            continue
+        off = [r for r, h, j in zip(rows, hand, judges[name]) if h != j]
+        lines += ["", f"Disagreements of {name} with the hand labels ({len(off)}):", "",
+                  f"| id | question | gold | answer | hand | {name} | note |", "|---|---|---|---|---|---|---|"]
+        for r in off:
+            gold = "; ".join(r["answers"])
+            gold = gold if len(gold) <= 70 else gold[:67] + "..."
+            answer = r["answer"] if len(r["answer"]) <= 90 else r["answer"][:87] + "..."
+            lines.append(f"| {r['cid']} | {cell(r['question'])} | {cell(gold)} | {cell(answer)} | {r['hand']} | "
+                         f"{'wrong' if r['hand'] == 'correct' else 'correct'} | {cell(r.get('note', ''))} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="step", required=True)
+    s = sub.add_parser("sample")
+    s.add_argument("--per-set", type=int, default=75)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--results", type=Path, default=ROOT / "docs" / "results")
+    s.add_argument("-o", "--output", type=Path, default=SAMPLE)
+    f = sub.add_parser("figures")
+    f.add_argument("--labels", type=Path, default=LABELS)
+    f.add_argument("--llm", type=Path, help="udcg judge answer's output on the sample")
+    args = ap.parse_args()
+    if args.step == "sample":
+        from udcg.io.files import atomic_write_jsonl
+
+        atomic_write_jsonl(args.output, sample(args.per_set, args.seed, args.results))
+        print(f"-> {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(figures(args.labels, args.llm))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
