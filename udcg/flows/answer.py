@@ -11,6 +11,7 @@ from pathlib import Path
 from udcg.annotate.prompt import check_version
 from udcg.errors import InputError
 from udcg.flows.annotate import LOCAL_DEFAULTS, Say, quiet
+from udcg.flows.answer_plan import AnswerPlan, RateWatch, detect_lines, detectable, rate_of
 from udcg.llm.registry import ModelChoice, where_it_goes
 from udcg.progress import bar
 
@@ -27,6 +28,27 @@ class AnswerResult:
         return (f"{self.contexts} contexts ({self.queries} queries, {self.runs} runs"
                 f"{f', {samples} samples per query' if samples else ''}); {self.computed} new prompts answered by the "
                 f"model, the rest from the cache -> {self.output}")
+
+
+def detection_plan(difference: float, model: str | ModelChoice, runs: int, samples: int = 0) -> list[str]:
+    """``udcg answer --detect D``: the queries (their prompts and the time) at which two of ``runs``
+    runs' correct rates differing by D would be detected; no file read, no model loaded."""
+    spec = ModelChoice.of(model).spec(defaults=LOCAL_DEFAULTS)
+    return detect_lines(difference, runs, runs * (1 + samples), spec.name,
+                        rate_of(spec.name, spec.options.get("device"), spec.api))
+
+
+def plan_of(contexts, queries: int, runs: int, spec, cache: Path, prompt: str, max_new_tokens: int) -> AnswerPlan:
+    """The plan of an answer run: its distinct prompts, those its cache already holds, the rate and
+    the detectable difference (``flows.answer_plan``); checks the cache's provenance (no model yet)."""
+    from udcg.flows.reading import answer_expect, context_key
+    from udcg.resumable import open_cache
+
+    keys = {context_key(c.qid, c.docids) for c in contexts}
+    with open_cache(cache, answer_expect(spec.name, prompt, max_new_tokens)) as done:
+        cached = sum(key in done for key in keys)
+    return AnswerPlan(spec.name, queries, runs, len(keys) - cached, cached,
+                      rate_of(spec.name, spec.options.get("device"), spec.api), detectable(queries, runs))
 
 
 def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model: str | ModelChoice, *, k: int = 5,
@@ -75,10 +97,14 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
     if not contexts:
         raise InputError(f"no context of {k} documents in any run (lower --k)")
     records = [run_context_record(c, collection, table) for c in contexts]  # fails before a model loads
+    plan = plan_of(contexts, len(collection.queries), len(runs), spec, cache, prompt, max_new_tokens)
+    for line in plan.lines():  # before the model loads: what the check costs and what it can show
+        say(line)
     found, stats = answer_contexts(
         contexts, collection, spec.name, spec.load, cache, prompt_version=prompt, max_new_tokens=max_new_tokens,
         chunk_size=chunk_size,
-        progress=lambda total, desc, unit: bar(total=total, desc=desc, unit=unit, enabled=show_progress))
+        progress=lambda total, desc, unit: RateWatch(bar(total=total, desc=desc, unit=unit, enabled=show_progress),
+                                                     total, plan.cached, say))
     records = [dataclasses.replace(rec, answer=found[context_key(c.qid, c.docids)],
                                    extra={**rec.extra, "model": spec.name, "prompt_version": prompt})
                for c, rec in zip(contexts, records, strict=True)]
