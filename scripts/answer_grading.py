@@ -15,7 +15,8 @@ every rule treats them alike, so they would only inflate agreement.
 
 ``figures``: each rule (span, contains, exact, f1) and the LLM judge against the hand labels
 (``docs/answer-grading-labels.jsonl``: {qid, cid, hand}, hand = "correct" | "wrong"): agreement,
-Cohen's kappa with a 95% percentile bootstrap interval over the answers (10,000 draws, seed 0),
+the share agreeing with a 95% Wilson interval, Cohen's kappa with a 95% percentile bootstrap
+interval over the answers (10,000 draws, seed 0), per stratum,
 and every disagreement of the span rule and of the LLM judge, as Markdown.
 """
 
@@ -96,13 +97,18 @@ def kappa_interval(a: np.ndarray, b: np.ndarray, n_boot: int = 10_000, seed: int
 
 
 def _table(rows: list[dict], judges: dict[str, np.ndarray], hand: np.ndarray) -> list[str]:
-    lines = ["| judge | correct | agreement with hand | Cohen's kappa [95% bootstrap] |", "|---|---:|---:|---|",
+    from scipy.stats import binomtest
+
+    lines = ["| judge | correct | agrees with hand [95% Wilson] | Cohen's kappa [95% bootstrap] |", "|---|---:|---|---|",
              f"| (hand) | {int(hand.sum())} | | |"]
     for name, labs in judges.items():
         k, lo, hi = kappa_interval(hand, labs)
         kappa = (f"{k:.3f} [{lo:.3f}, {hi:.3f}]" if 0 < labs.sum() < len(labs) and 0 < hand.sum() < len(hand)
                  else "- (one side gives one label throughout)")
-        lines.append(f"| {name} | {int(labs.sum())} | {(labs == hand).mean():.3f} | {kappa} |")
+        same = int((labs == hand).sum())
+        ci = binomtest(same, len(labs)).proportion_ci(method="wilson")
+        lines.append(f"| {name} | {int(labs.sum())} | {same}/{len(labs)} = {same / len(labs):.3f} "
+                     f"[{ci.low:.2f}, {ci.high:.2f}] | {kappa} |")
     return lines
 
 

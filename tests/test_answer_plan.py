@@ -93,8 +93,10 @@ def test_answer_says_its_plan_before_the_first_prompt(example, tmp_path):
             events.append(("generate", len(chats)))
             return super().generate(chats, params)
 
+    loads = []
     with registry.SCHEMES.scoped():
-        registry.register_scheme("rec", lambda rest, **kw: Recording(answer="Paris", name=rest), api=False)
+        registry.register_scheme("rec", lambda rest, **kw: loads.append(rest) or Recording(answer="Paris", name=rest),
+                                 api=False)
         runs = [str(example / "runs" / "bm25.trec"), str(example / "runs" / "dense.trec")]
         out = tmp_path / "answers.jsonl"
         answer_runs(str(example), runs, out, "rec:toy", sample=5, show_progress=False,
@@ -106,9 +108,11 @@ def test_answer_says_its_plan_before_the_first_prompt(example, tmp_path):
         assert plan[0].startswith("plan: 10 prompts to send (5 queries, 2 runs; 0 in the cache)")
         assert "unknown until the first prompts (no measured rate for toy)" in plan[0]
         mdd = answer_plan.detectable(5, 2)
-        assert math.isinf(mdd) and "no difference in correct rate" in plan[1]
+        assert math.isinf(mdd) and "can detect no difference in correct rate between two runs" in plan[1]
+        assert events[first_call] == ("generate", 4)  # the first prompts alone, then the rest
         later = [e[1] for e in events[first_call:] if e[0] == "say"]
-        assert any(line.startswith("first ") and "s a prompt" in line for line in later)
+        assert [line for line in later if line.startswith("first 4 prompts: ")][0].endswith("for the other 6")
+        assert sum(n for kind, n in events if kind == "generate") == 10 and loads == ["toy"]  # one model
         events.clear()  # again: every answer from the cache, and the plan says so
         answer_runs(str(example), runs, out, "rec:toy", sample=5, show_progress=False,
                     say=lambda line: events.append(("say", line)))

@@ -4,6 +4,7 @@ of its top documents), resumable, written as a contexts JSONL that ``judge answe
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,8 @@ from udcg.flows.annotate import LOCAL_DEFAULTS, Say, quiet
 from udcg.flows.answer_plan import AnswerPlan, RateWatch, detect_lines, detectable, rate_of
 from udcg.llm.registry import ModelChoice, where_it_goes
 from udcg.progress import bar
+
+FIRST_PROMPTS = 4  # answered alone first when there are more than twice as many: their rate refines the time
 
 
 @dataclass(frozen=True)
@@ -38,17 +41,20 @@ def detection_plan(difference: float, model: str | ModelChoice, runs: int, sampl
                         rate_of(spec.name, spec.options.get("device"), spec.api))
 
 
-def plan_of(contexts, queries: int, runs: int, spec, cache: Path, prompt: str, max_new_tokens: int) -> AnswerPlan:
-    """The plan of an answer run: its distinct prompts, those its cache already holds, the rate and
-    the detectable difference (``flows.answer_plan``); checks the cache's provenance (no model yet)."""
+def plan_of(contexts: list, queries: int, runs: int, spec, cache: Path, prompt: str,
+            max_new_tokens: int) -> tuple[AnswerPlan, list]:
+    """The plan of an answer run (``flows.answer_plan``: its distinct prompts, those its cache
+    already holds, the rate, the detectable difference) and the contexts not in the cache, one per
+    distinct prompt; checks the cache's provenance (no model yet)."""
     from udcg.flows.reading import answer_expect, context_key
     from udcg.resumable import open_cache
 
-    keys = {context_key(c.qid, c.docids) for c in contexts}
+    keys = {context_key(c.qid, c.docids): c for c in contexts}
     with open_cache(cache, answer_expect(spec.name, prompt, max_new_tokens)) as done:
-        cached = sum(key in done for key in keys)
-    return AnswerPlan(spec.name, queries, runs, len(keys) - cached, cached,
+        fresh = [c for key, c in keys.items() if key not in done]
+    plan = AnswerPlan(spec.name, queries, runs, len(fresh), len(keys) - len(fresh),
                       rate_of(spec.name, spec.options.get("device"), spec.api), detectable(queries, runs))
+    return plan, fresh
 
 
 def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model: str | ModelChoice, *, k: int = 5,
@@ -97,16 +103,24 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
     if not contexts:
         raise InputError(f"no context of {k} documents in any run (lower --k)")
     records = [run_context_record(c, collection, table) for c in contexts]  # fails before a model loads
-    plan = plan_of(contexts, len(collection.queries), len(runs), spec, cache, prompt, max_new_tokens)
+    plan, fresh = plan_of(contexts, len(collection.queries), len(runs), spec, cache, prompt, max_new_tokens)
     for line in plan.lines():  # before the model loads: what the check costs and what it can show
         say(line)
+    load = functools.cache(spec.load)  # one model for the first prompts and the rest
+    computed = 0
+    if len(fresh) > 2 * FIRST_PROMPTS:  # answered first, alone: their rate refines the plan's time
+        _, first = answer_contexts(
+            fresh[:FIRST_PROMPTS], collection, spec.name, load, cache, prompt_version=prompt,
+            max_new_tokens=max_new_tokens, chunk_size=FIRST_PROMPTS,
+            progress=lambda total, desc, unit: RateWatch(
+                bar(total=total, desc=f"{desc} (the first)", unit=unit, enabled=show_progress), plan.prompts, 0, say))
+        computed = first["computed"]
     found, stats = answer_contexts(
-        contexts, collection, spec.name, spec.load, cache, prompt_version=prompt, max_new_tokens=max_new_tokens,
+        contexts, collection, spec.name, load, cache, prompt_version=prompt, max_new_tokens=max_new_tokens,
         chunk_size=chunk_size,
-        progress=lambda total, desc, unit: RateWatch(bar(total=total, desc=desc, unit=unit, enabled=show_progress),
-                                                     total, plan.cached, say))
+        progress=lambda total, desc, unit: bar(total=total, desc=desc, unit=unit, enabled=show_progress))
     records = [dataclasses.replace(rec, answer=found[context_key(c.qid, c.docids)],
                                    extra={**rec.extra, "model": spec.name, "prompt_version": prompt})
                for c, rec in zip(contexts, records, strict=True)]
     write_contexts(output, records)
-    return AnswerResult(len(records), len(collection.queries), len(runs), stats["computed"], output)
+    return AnswerResult(len(records), len(collection.queries), len(runs), computed + stats["computed"], output)

@@ -81,14 +81,14 @@ class AnswerPlan:
                  "no model call (every answer is in the cache)" if not self.prompts else
                  f"unknown until the first prompts (no measured rate for {self.model})")
         runs = f"{self.runs} runs" if self.runs > 1 else "1 run (compare needs two)"
-        detect = (f"no difference in correct rate (even 1.0 is beyond reach on {self.queries} queries)"
-                  if math.isinf(self.mdd) else "nothing (fewer than 2 queries)" if math.isnan(self.mdd) else
-                  f"a difference in correct rate of {self.mdd:.2f} between two runs")
+        detect = (f"no difference in correct rate between two runs (its MDD exceeds 1)" if math.isinf(self.mdd) else
+                  "no difference (fewer than 2 queries)" if math.isnan(self.mdd) else
+                  f"a difference in correct rate of {self.mdd:.2f} between two runs, no smaller")
         return [f"plan: {self.prompts} prompts to send ({self.queries} queries, {runs}; {self.cached} in the cache); "
                 f"time: {time_}",
-                f"plan: {self.queries} queries can detect {detect} (compare --answers' MDD: {TEST} test, "
-                f"{POWER:.0%} power, alpha {pair_alpha(max(self.runs, 2)):.3g} per run pair; the spread assumed "
-                f"{PLANNING_SD:.2f}, two runs correct independently half the time; --detect D gives the queries for D)"]
+                f"plan: {self.queries} queries can detect {detect} (compare --answers' MDD at {POWER:.0%} power, "
+                f"{TEST} test, alpha {pair_alpha(max(self.runs, 2)):.3g} per run pair, assuming a spread of "
+                f"{PLANNING_SD:.2f}: two runs correct independently half the time); --detect D gives the queries for D"]
 
 
 def detect_lines(difference: float, runs: int, prompts_per_query: int, model: str, seconds: float | None) -> list[str]:
