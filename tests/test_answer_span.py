@@ -98,3 +98,10 @@ def test_span_properties(pred, answers):
 def test_an_answer_equal_to_an_alias_is_correct(text, other):
     if any(t not in {"the", "of", "%"} for t in answer_tokens(text)):
         assert span_match(text, [other, text])
+
+
+@given(st.text(max_size=40), st.lists(st.text(max_size=30), min_size=1, max_size=3))
+def test_any_text_grades_without_error(pred, answers):
+    tokens = answer_tokens(pred)
+    assert all(t and t == t.lower() for t in tokens)
+    assert answer_outcome(pred, answers) in ("correct", "wrong", "abstained")

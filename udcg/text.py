@@ -15,7 +15,7 @@ import re
 import string
 import unicodedata
 from collections.abc import Iterable
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = frozenset(string.punctuation)
@@ -58,7 +58,8 @@ def contains_answer(passage: str, answers: Iterable[str]) -> bool:
 _NUMBER_WORDS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen twenty".split())}
-_NUMBER_WORDS.update({w: 10 * i for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), start=3)})
+_TENS = "thirty forty fifty sixty seventy eighty ninety".split()
+_NUMBER_WORDS.update({w: 10 * i for i, w in enumerate(_TENS, start=3)})
 _SCALES = {"hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000,
            "trillion": 1_000_000_000_000}
 _TOKEN = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|%|[^\W_]+")
@@ -78,10 +79,11 @@ def is_number(token: str) -> bool:
 
 
 def answer_tokens(text: str) -> tuple[str, ...]:
-    """The tokens an answer is graded on: NFKC, lower-case, a possessive 's and the articles a/an/the
-    dropped, a hyphen or apostrophe between letters deleted, other punctuation a separator; a number one token in canonical form (thousands commas and
-    trailing zeros of a decimal dropped, "four" -> "4", a following scale word multiplied in: "7.5
-    million" -> "7500000"), and "%" ("percent") a token of its own after a number (dropped elsewhere)."""
+    """The tokens an answer is graded on: NFKC, lower case, a possessive 's and the articles a/an/the
+    dropped, a hyphen or apostrophe between letters deleted, other punctuation a separator; a number
+    one token in canonical form (thousands commas and trailing zeros of a decimal dropped, "four" ->
+    "4", a following scale word multiplied in: "7.5 million" -> "7500000"), and "%" ("percent") a
+    token of its own after a number (dropped elsewhere)."""
     lowered = unicodedata.normalize("NFKC", text).replace("\u2019", "'").lower()
     lowered = re.sub(r"'s\b", "", lowered).replace("per cent", "percent")
     lowered = _JOINED.sub("", lowered)  # "counter-clockwise", "don't": one word, as SQuAD's deletion makes them
@@ -95,5 +97,12 @@ def answer_tokens(text: str) -> tuple[str, ...]:
         if token in _SCALES and out and is_number(out[-1]):
             out[-1] = _canonical(Decimal(out[-1]) * _SCALES[token])
             continue
-        out.append(_canonical(Decimal(token.replace(",", ""))) if token[0].isdigit() else token)
+        out.append(_number_token(token) if token[0].isdigit() else token)
     return tuple(out)
+
+
+def _number_token(token: str) -> str:
+    try:
+        return _canonical(Decimal(token.replace(",", "")))
+    except InvalidOperation:  # a digit Decimal does not read (a letter-digit run such as "2nd" stays as it is)
+        return token

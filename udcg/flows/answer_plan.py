@@ -81,7 +81,7 @@ class AnswerPlan:
                  "no model call (every answer is in the cache)" if not self.prompts else
                  f"unknown until the first prompts (no measured rate for {self.model})")
         runs = f"{self.runs} runs" if self.runs > 1 else "1 run (compare needs two)"
-        detect = (f"no difference in correct rate between two runs (its MDD exceeds 1)" if math.isinf(self.mdd) else
+        detect = ("no difference in correct rate between two runs (its MDD exceeds 1)" if math.isinf(self.mdd) else
                   "no difference (fewer than 2 queries)" if math.isnan(self.mdd) else
                   f"a difference in correct rate of {self.mdd:.2f} between two runs, no smaller")
         return [f"plan: {self.prompts} prompts to send ({self.queries} queries, {runs}; {self.cached} in the cache); "
