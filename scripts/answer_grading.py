@@ -79,6 +79,17 @@ def sample(per_set: int, seed: int, results: Path) -> list[dict]:
     return out
 
 
+def llm_subset(labels: Path, n_random: int, seed: int) -> list[dict]:
+    """The answers the LLM judge grades (it costs minutes per answer on a CPU): every rules-differ
+    answer first, then ``n_random`` of the random stratum (seeded), as the answer task's input."""
+    rows = [json.loads(line) for line in labels.read_text(encoding="utf-8").splitlines() if line.strip()]
+    random_rows = [r for r in rows if r["stratum"] == "random"]
+    picked = sorted(np.random.default_rng(seed).choice(len(random_rows), size=min(n_random, len(random_rows)),
+                                                       replace=False))
+    keep = [r for r in rows if r["stratum"] == "rules-differ"] + [random_rows[i] for i in picked]
+    return [{k: r[k] for k in ("qid", "cid", "question", "answers", "answer", "stratum")} for r in keep]
+
+
 def kappa_interval(a: np.ndarray, b: np.ndarray, n_boot: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
     """Cohen's kappa of two binary label vectors and its percentile bootstrap 95% interval."""
     from udcg.grade.agreement import cohen_kappa
@@ -118,25 +129,31 @@ def figures(labels: Path, llm: Path | None) -> str:
     rows = [json.loads(line) for line in labels.read_text(encoding="utf-8").splitlines() if line.strip()]
     hand = np.array([r["hand"] == "correct" for r in rows])
     judges = {m: np.array([answer_outcome(r["answer"], r["answers"], m) == "correct" for r in rows]) for m in RULES}
-    llm_labels = {}
-    if llm is not None:
-        llm_labels = {(r["qid"], r["cid"]): r.get("outcome") for r in map(json.loads, llm.read_text().splitlines())}
-        judges["LLM judge"] = np.array([llm_labels.get((r["qid"], r["cid"])) == "correct" for r in rows])
     lines = []
     for stratum in ("random", "rules-differ"):
         keep = np.array([r["stratum"] == stratum for r in rows])
         sets = {s: sum(r["cid"].startswith(s + "-") for r, k in zip(rows, keep) if k) for s in ("nq", "popqa")}
         lines += [f"Stratum {stratum}: {int(keep.sum())} answers ({sets['nq']} NQ, {sets['popqa']} PopQA).", ""]
         lines += _table([r for r, k in zip(rows, keep) if k], {n: j[keep] for n, j in judges.items()}, hand[keep]) + [""]
-    if llm is not None:
-        unparsed = sum(llm_labels.get((r["qid"], r["cid"])) not in ("correct", "wrong", "abstained") for r in rows)
-        lines.append(f"The LLM judge left {unparsed} answer(s) unparseable or ungraded (counted as not correct); "
-                     f"it called {sum(v == 'abstained' for v in llm_labels.values())} abstained (not correct).")
+    if llm is not None:  # the judge's output (outcome) or its cache (label), on the answers it graded
+        graded = {(r["qid"], r.get("cid", r.get("key", "").partition("\t")[2])): r.get("outcome", r.get("label"))
+                  for r in map(json.loads, llm.read_text().splitlines())}
+        judged = np.array([(r["qid"], r["cid"]) in graded for r in rows])
+        judges["LLM judge"] = np.array([graded.get((r["qid"], r["cid"])) == "correct" for r in rows])
+        labels_ = [graded.get((r["qid"], r["cid"])) for r in rows]
+        for stratum in ("random", "rules-differ"):
+            keep = judged & np.array([r["stratum"] == stratum for r in rows])
+            lines += [f"The answers the LLM judge graded, stratum {stratum}: {int(keep.sum())}.", ""]
+            lines += _table([r for r, k in zip(rows, keep) if k], {n: j[keep] for n, j in judges.items()},
+                            hand[keep]) + [""]
+        lines.append(f"The LLM judge called {sum(v == 'abstained' for v in labels_)} answer(s) abstained and left "
+                     f"{sum(v is None for v, k in zip(labels_, judged) if k)} unparseable (both count as not correct).")
     cell = lambda t: t.replace("|", "/").replace("\n", " ")  # noqa: E731
     for name in ("span", "contains", "LLM judge"):
         if name not in judges:
             continue
-        off = [r for r, h, j in zip(rows, hand, judges[name]) if h != j]
+        off = [r for r, h, j, k in zip(rows, hand, judges[name], judged if llm is not None and name == "LLM judge"
+                                       else np.ones(len(rows), bool)) if k and h != j]
         lines += ["", f"Disagreements of {name} with the hand labels ({len(off)}):", "",
                   f"| id | question | gold | answer | hand | {name} | note |", "|---|---|---|---|---|---|---|"]
         for r in off:
@@ -156,15 +173,22 @@ def main() -> int:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--results", type=Path, default=ROOT / "docs" / "results")
     s.add_argument("-o", "--output", type=Path, default=SAMPLE)
+    u = sub.add_parser("llm-subset")
+    u.add_argument("--labels", type=Path, default=LABELS)
+    u.add_argument("--random", type=int, default=40, help="answers of the random stratum (default 40)")
+    u.add_argument("--seed", type=int, default=1)
+    u.add_argument("-o", "--output", type=Path, required=True)
     f = sub.add_parser("figures")
     f.add_argument("--labels", type=Path, default=LABELS)
     f.add_argument("--llm", type=Path, help="udcg judge answer's output on the sample")
     args = ap.parse_args()
-    if args.step == "sample":
-        from udcg.io.files import atomic_write_jsonl
+    from udcg.io.files import atomic_write_jsonl
 
-        atomic_write_jsonl(args.output, sample(args.per_set, args.seed, args.results))
-        print(f"-> {args.output}", file=sys.stderr)
+    if args.step in ("sample", "llm-subset"):
+        rows = (sample(args.per_set, args.seed, args.results) if args.step == "sample"
+                else llm_subset(args.labels, args.random, args.seed))
+        atomic_write_jsonl(args.output, rows)
+        print(f"{len(rows)} answers -> {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(figures(args.labels, args.llm))
     return 0
