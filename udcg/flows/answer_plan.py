@@ -12,10 +12,9 @@ probability 1/2): the largest spread under independence. Runs that succeed on th
 spread less, so the figures err on the side of more queries. ``compare --answers`` gives the MDD
 from the judged answers themselves.
 
-The time: seconds per prompt from ``RATES`` (measured on this project's CPU for the offline
-models, ``udcg answer --sample`` on the packaged example, k = 5, 32 new tokens), else unknown
-until the first prompts; ``RateWatch`` says the measured rate and the time left once they are
-answered.
+The time: seconds per prompt from ``RATES`` (measured on this project's CPU, k = 5, 32 new
+tokens), else unknown until the first prompts; ``RateWatch`` says the measured rate of the first
+prompts and the time left once they are answered.
 """
 
 from __future__ import annotations
@@ -30,9 +29,10 @@ from udcg.progress import duration
 PLANNING_SD = math.sqrt(0.5)
 ALPHA, POWER, TEST = 0.05, 0.8, "permutation"  # udcg compare's defaults (--alpha, --power, --test)
 
-# Seconds per answered prompt (k = 5 documents, 32 new tokens, batch 8) of the offline models on a
-# 2-core CPU shared with other jobs (udcg answer on the packaged example, 2026-12-01).
-RATES: dict[str, float] = {}  # filled from measurements below
+# Seconds per answered prompt (k = 5 documents, 32 new tokens) of the offline models on the project's
+# 2-core CPU shared with other jobs: qwen2.5-coder-0.5b answered 135 prompts of the packaged example in
+# 22 min 9 s (docs/guide.md, "From answers to UDCG_theta"). A model without a measured rate: none.
+RATES: dict[str, float] = {"qwen2.5-coder-0.5b": round((22 * 60 + 9) / 135, 1)}
 
 
 def pair_alpha(runs: int, alpha: float = ALPHA) -> float:
