@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from udcg.commands._parser import add_model_options, command, model_choice
-from udcg.grade.rules import MATCHES
+from udcg.flows.judge import MATCHES
 
 
 EXAMPLES = ["udcg judge relevance data.json -o rel.jsonl                    containment rule, no model",
