@@ -1,9 +1,10 @@
 """The answer rules against hand labels and an LLM judge, on answers the published runs recorded.
 
-    .venv/bin/python scripts/answer_grading.py sample                # writes the sample to label
-    .venv/bin/udcg judge answer docs/answer-grading-sample.jsonl -o runs/answer-grading/llm.jsonl \\
-        --judge qwen2.5-coder-1.5b                                   # the LLM judge (resumable)
-    .venv/bin/python scripts/answer_grading.py figures --llm runs/answer-grading/llm.jsonl
+    .venv/bin/python scripts/answer_grading.py sample        # the sample to label (runs/answer-grading/)
+    .venv/bin/python scripts/answer_grading.py llm-subset -o runs/answer-grading/llm-input.jsonl
+    .venv/bin/udcg judge answer runs/answer-grading/llm-input.jsonl -o runs/answer-grading/llm-0.5b.jsonl \
+        --judge qwen2.5-coder-0.5b --batch-size 4 --chunk-size 4      # the LLM judge (resumable)
+    .venv/bin/python scripts/answer_grading.py figures --llm runs/answer-grading/llm-0.5b.jsonl
 
 ``sample``: from the context answers of the four published validation runs (NQ and PopQA, readers
 qwen2.5-coder-0.5b and 1.5b: ``docs/results/*/data/contexts.jsonl.gz``, gold aliases from the
@@ -13,11 +14,15 @@ pair the span and contains rules grade differently (stratum "rules-differ"), wri
 task's input ({qid, cid, question, answers, answer, source, stratum}). Abstentions are left out:
 every rule treats them alike, so they would only inflate agreement.
 
+``llm-subset``: the answers the LLM judge grades (minutes per answer on a CPU): every rules-differ
+answer, then ``--random`` of the random stratum (seed 1).
+
 ``figures``: each rule (span, contains, exact, f1) and the LLM judge against the hand labels
-(``docs/answer-grading-labels.jsonl``: {qid, cid, hand}, hand = "correct" | "wrong"): agreement,
-the share agreeing with a 95% Wilson interval, Cohen's kappa with a 95% percentile bootstrap
-interval over the answers (10,000 draws, seed 0), per stratum,
-and every disagreement of the span rule and of the LLM judge, as Markdown.
+(``docs/answer-grading-labels.jsonl``: the sample's lines with ``hand`` = "correct" | "wrong" and
+an optional ``note``), per stratum: the share agreeing with a 95% Wilson interval, Cohen's kappa
+with a 95% percentile bootstrap interval over the answers (10,000 draws, seed 0); the LLM judge on
+the answers it graded (its output, or its cache while it runs); and every disagreement of the span
+rule, of contains and of the LLM judge, as Markdown.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ("nq-qwen0.5b", "nq-qwen1.5b", "popqa-qwen0.5b", "popqa-qwen1.5b")
-SAMPLE = ROOT / "docs" / "answer-grading-sample.jsonl"
+SAMPLE = ROOT / "runs" / "answer-grading" / "sample.jsonl"  # then labelled by hand into LABELS
 LABELS = ROOT / "docs" / "answer-grading-labels.jsonl"
 RULES = ("span", "contains", "exact", "f1")
 
