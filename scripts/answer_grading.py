@@ -151,6 +151,11 @@ def figures(labels: Path, llm: Path | None) -> str:
             lines += [f"The answers the LLM judge graded, stratum {stratum}: {int(keep.sum())}.", ""]
             lines += _table([r for r, k in zip(rows, keep) if k], {n: j[keep] for n, j in judges.items()},
                             hand[keep]) + [""]
+        for rule in ("span", "contains"):  # the rule against the LLM judge, with no hand label between them
+            a, b = judges[rule][judged], judges["LLM judge"][judged]
+            k, lo, hi = kappa_interval(b, a)
+            lines.append(f"{rule} against the LLM judge on the {int(judged.sum())} answers it graded: "
+                         f"{int((a == b).sum())} agree, kappa {k:.3f} [{lo:.3f}, {hi:.3f}].")
         lines.append(f"The LLM judge called {sum(v == 'abstained' for v in labels_)} answer(s) abstained and left "
                      f"{sum(v is None for v, k in zip(labels_, judged) if k)} unparseable (both count as not correct).")
     cell = lambda t: t.replace("|", "/").replace("\n", " ")  # noqa: E731
