@@ -4,7 +4,7 @@
     .venv/bin/python scripts/answer_grading.py llm-subset -o runs/answer-grading/llm-input.jsonl
     .venv/bin/udcg judge answer runs/answer-grading/llm-input.jsonl -o runs/answer-grading/llm-0.5b.jsonl \
         --judge qwen2.5-coder-0.5b --batch-size 4 --chunk-size 4      # the LLM judge (resumable)
-    .venv/bin/python scripts/answer_grading.py figures --llm runs/answer-grading/llm-0.5b.jsonl
+    .venv/bin/python scripts/answer_grading.py figures --llm docs/answer-grading-llm.jsonl   # the doc's figures
 
 ``sample``: from the context answers of the four published validation runs (NQ and PopQA, readers
 qwen2.5-coder-0.5b and 1.5b: ``docs/results/*/data/contexts.jsonl.gz``, gold aliases from the

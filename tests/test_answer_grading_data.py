@@ -27,9 +27,9 @@ def test_the_labelled_answers_are_the_scripts_sample():
 
 def test_the_document_quotes_the_scripts_figures():
     text = (ROOT / "docs" / "answer-grading.md").read_text(encoding="utf-8")
-    figures = load_script("answer_grading").figures(LABELS, None)
+    figures = load_script("answer_grading").figures(LABELS, ROOT / "docs" / "answer-grading-llm.jsonl")
     rule_rows = [line for line in figures.splitlines() if line.startswith(("| span |", "| contains |", "| exact |",
-                                                                          "| f1 |", "| (hand) |"))]
-    assert len(rule_rows) == 10
+                                                                          "| f1 |", "| (hand) |", "| LLM judge |"))]
+    assert len(rule_rows) == 22
     for line in rule_rows:
         assert line in text, line
