@@ -8,7 +8,7 @@ passages (any rank) and 2 irrelevant ones from ranks 6-25, until ``--per-class``
 Per (model, prompt) and passage, one prompt pass (``HFBackend.read``): p_abs = P(first token of
 NO-RESPONSE), the greedy answer (32 new tokens), and the outcome:
 abstained / correct by the rule judge (``udcg.grade.rules.answer_outcome``: an abstention, else
-correct when a normalised answer alias occurs in the answer).
+correct when a normalised answer alias occurs in the answer: the "contains" rule, named).
 Resumable: the cached runner (``udcg.resumable``) appends finished chunks to
 ``--work/cache-<model>-<prompt>.jsonl``. Writes
 ``--out/table.md``, ``table.json`` and the per-passage data ``passages.jsonl.gz`` (gzip, mtime 0).
@@ -79,7 +79,7 @@ def measure(items: list[dict], model: str, prompt: str, cache_path: Path, chunk:
         out = []
         for k, it in zip(keys, items):
             rec = cache.get(k)
-            outcome = answer_outcome(rec["answer"], it["answers"])
+            outcome = answer_outcome(rec["answer"], it["answers"], "contains")  # the rule the table records
             out.append({"qid": it["qid"], "pid": it["pid"], "rank": it["rank"], "relevant": it["relevant"],
                         "model": model, "prompt_version": prompt, "p_abs": rec["p_abs"], "answer": rec["answer"],
                         "abstained": outcome == "abstained", "correct": outcome == "correct"})

@@ -77,6 +77,8 @@ def test_cli_prints_the_rate_rows(tmp_path, qids, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "| correct |" in out and "| abstained |" in out and "| wrong |" in out
+    # the answer rows' MDD is said to be the detectable difference, and where to plan for another
+    assert "their MDD is the difference in correct rate these queries could detect (`udcg answer --detect D`" in out
     assert main(argv + ["-o", str(tmp_path / "t.json")]) == 0
     data = json.loads((tmp_path / "t.json").read_text())
     assert data["measures"] == ["P@5", *LABELS] and data["cells"]["bm25"]["correct"]["n"] == len(qids)

@@ -65,7 +65,7 @@ def test_the_first_line_after_real_work_has_a_rate_and_an_eta():
 
 
 def test_durations_and_rates():
-    assert [progress._duration(s) for s in (0, 44.6, 60, 1226, 3600, 11100)] == \
+    assert [progress.duration(s) for s in (0, 44.6, 60, 1226, 3600, 11100)] == \
         ["0s", "45s", "1m 00s", "20m 26s", "1h 00m", "3h 05m"]
     assert [progress._rate(r) for r in (3.14159, 0.0523, 12.34, 1234.5)] == ["3.1", "0.052", "12.3", "1,234"]
 

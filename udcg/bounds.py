@@ -167,7 +167,7 @@ PARAMETERS: dict[str, dict[str, Bound]] = {
                  "target_width": OPEN_SHARE},
     "answer": {**MODEL, "k": CUTOFF, "depth": CUTOFF, "limit": COUNT, "sample": COUNT, "seed": SEED,
                "samples": Bound(0, MAX_SAMPLES),  # 0: the top-k contexts only
-               "max_new_tokens": TOKENS},
+               "max_new_tokens": TOKENS, "detect": OPEN_SHARE},  # detect: a difference in correct rate
     "judge": {**MODEL, "max_new_tokens": TOKENS, "retries": RETRIES, "f1_threshold": OPEN_SHARE},
     "serve": {"batch_size": BATCH, "port": PORT, "max_request_tokens": Bound(1, 10_000_000), "max_request_seconds": SECONDS},
 }

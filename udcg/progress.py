@@ -168,9 +168,9 @@ class LogLines:
         if rate is not None:
             parts.append(f"{_rate(rate)} {self.unit}/s")
         if final:
-            parts.append(("done in " if total and n >= total else "stopped after ") + _duration(elapsed))
+            parts.append(("done in " if total and n >= total else "stopped after ") + duration(elapsed))
         elif rate is not None and total:
-            parts.append(f"ETA {_duration(max(total - n, 0) / rate)}")
+            parts.append(f"ETA {duration(max(total - n, 0) / rate)}")
         return f"{self.desc}: {', '.join(parts)}"
 
     def _tick(self) -> None:
@@ -184,7 +184,7 @@ class LogLines:
                 continue
             quiet += 1
             if quiet % STALLED_LINES == 0:
-                self._write(f"{self.line()}; no new work for {_duration(quiet * self.every)}")
+                self._write(f"{self.line()}; no new work for {duration(quiet * self.every)}")
 
     def _end(self) -> None:
         with self._lock:
@@ -207,7 +207,7 @@ def _rate(rate: float) -> str:
     return f"{rate:,.0f}" if rate >= 100 else f"{rate:.1f}" if rate >= 1 else f"{rate:.2g}"
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     """``45s``, ``20m 26s``, ``3h 05m``."""
     s = round(seconds)
     if s < 60:

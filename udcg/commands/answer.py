@@ -14,11 +14,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                 project's reader prompt, and record its greedy answer. The output is a contexts JSONL (qid, cid =
                 run name, pids, relevant, utilities, n_relevant) that is also the input of `udcg judge answer`;
                 the judged file feeds `udcg fit-theta` and `udcg correlate`. Resumable: rerun the same command
-                after a crash; contexts already answered (by any run) are not asked again.""",
+                after a crash; contexts already answered (by any run) are not asked again. Before any model call
+                it prints the prompts it will send, an estimate of the time and the difference in correct rate
+                between two runs its queries could detect (refined once the first prompts are answered).""",
                 examples=[("udcg answer --corpus BEIR_DIR --run bm25.trec --run dense.trec --k 5 \\\n"
                            "      --model qwen2.5-coder-0.5b --utilities utilities -o answers.jsonl"),
                           ("udcg answer --corpus BEIR_DIR --run bm25.trec --run dense.trec --sample 10 --seed 1 \\\n"
                            "      --model qwen2.5-coder-0.5b -o answers10.jsonl   # 10 random queries, the same for both"),
+                          ("udcg answer --corpus BEIR_DIR --run bm25.trec --run dense.trec --detect 0.1 \\\n"
+                           "      --model qwen2.5-coder-0.5b -o answers.jsonl   # the --sample N that detects 0.1"),
                           "udcg judge answer answers.jsonl -o judged.jsonl --judge rules --require-relevant-context",
                           "udcg fit-theta judged.jsonl --k 5 -o theta.json",
                           "udcg correlate judged.jsonl --metrics UDCG,nDCG,P,RR --baseline UDCG"])
@@ -28,6 +32,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sample", type=int, default=None, metavar="N",
                    help="answer N queries drawn at random (--seed), the same N for every run: the cheap way to "
                    "check UDCG against real answers (then compare --answers ... --judged-only)")
+    p.add_argument("--detect", type=float, default=None, metavar="D",
+                   help="plan only: print the queries (--sample N), prompts and time at which a difference D in "
+                   "correct rate between two runs would be detected (e.g. 0.1), then stop before any model call")
     p.add_argument("--limit", type=int, default=None, help="only the first N queries of the queries file (file "
                    "order, as annotate --limit; --sample draws them at random instead); the runs' other queries are left out")
     p.add_argument("--qrels", help="qrels or irds:NAME (default: the BEIR folder's qrels/test.tsv); relevance of each position")
@@ -53,6 +60,12 @@ def main(args: argparse.Namespace) -> int:
     from udcg.flows.answer import answer_runs
     from udcg.progress import follow_libraries
 
+    if args.detect is not None:
+        from udcg.flows.answer import detection_plan
+
+        for line in detection_plan(args.detect, model_choice(args), len(args.run), args.samples):
+            print(line)
+        return 0
     follow_libraries(not args.no_progress)
     result = answer_runs(args.corpus, args.run, args.output, model_choice(args), k=args.k, queries=args.queries,
                          qrels=args.qrels, answers=args.answers, utilities=args.utilities, limit=args.limit, sample=args.sample,

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from udcg.commands._parser import add_model_options, command, model_choice
+from udcg.flows.judge import MATCHES
 
 
 EXAMPLES = ["udcg judge relevance data.json -o rel.jsonl                    containment rule, no model",
@@ -33,8 +34,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="items per cached, fsynced unit of work (default: the --batch-size if given, else 8)")
     p.add_argument("--max-new-tokens", type=int, default=128, help="reply budget per judgement (default 128)")
     p.add_argument("--retries", type=int, default=1, help="follow-up turns for an unparseable reply (default 1)")
-    p.add_argument("--match", choices=("contains", "exact", "f1"), default="contains",
-                   help="answer rule: alias contained in the answer, exact match, or token F1 (default contains)")
+    p.add_argument("--match", choices=MATCHES, default=MATCHES[0],
+                   help="answer rule: span (default: an alias in the answer, or the answer a span of an alias "
+                   "holding its numbers or half its words), contains (an alias in the answer: the rule before "
+                   "span), exact (normalised equality) or f1 (token F1 >= --f1-threshold)")
     p.add_argument("--f1-threshold", type=float, default=0.5, help="token F1 that counts as correct (default 0.5)")
     p.add_argument("--require-relevant-context", action="store_true",
                    help="count an answer correct only if its context held a relevant passage (paper §6.2)")

@@ -89,7 +89,7 @@ class ContextsConfig:
 @dataclass(frozen=True)
 class GradingConfig:
     judge: str = "rules"  # rules | a model alias (LLM answer judge)
-    match: str = "contains"  # rules: contains | exact | f1
+    match: str = "contains"  # rules: contains (the published runs' rule) | span (judge answer's default) | exact | f1
     f1_threshold: float = 0.5
     require_relevant_context: bool = True  # paper §6.2: "correct" needs a relevant passage in the context
     prompt_version: str = "v1"  # LLM judge prompt version
@@ -157,7 +157,7 @@ CHOICES = {
     "pool.relevance": ("labels", "containment", "labels+containment"),
     "annotation.estimator": ("first-token", "sequence"),
     "reader.scoring": ("auto", "completions", "top-logprobs"),
-    "grading.match": ("contains", "exact", "f1"),
+    "grading.match": ("span", "contains", "exact", "f1"),  # validate's default stays contains (published runs)
     "metrics.n_relevant": ("pool", "context"),
     "metrics.erag_score": ("f1", "contains"),
     "metrics.constant_metric": ("zero", "drop"),

@@ -4,6 +4,7 @@ of its top documents), resumable, written as a contexts JSONL that ``judge answe
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,8 +12,11 @@ from pathlib import Path
 from udcg.annotate.prompt import check_version
 from udcg.errors import InputError
 from udcg.flows.annotate import LOCAL_DEFAULTS, Say, quiet
+from udcg.flows.answer_plan import AnswerPlan, RateWatch, detect_lines, detectable, rate_of
 from udcg.llm.registry import ModelChoice, where_it_goes
 from udcg.progress import bar
+
+FIRST_PROMPTS = 4  # answered alone first when there are more than twice as many: their rate refines the time
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,30 @@ class AnswerResult:
         return (f"{self.contexts} contexts ({self.queries} queries, {self.runs} runs"
                 f"{f', {samples} samples per query' if samples else ''}); {self.computed} new prompts answered by the "
                 f"model, the rest from the cache -> {self.output}")
+
+
+def detection_plan(difference: float, model: str | ModelChoice, runs: int, samples: int = 0) -> list[str]:
+    """``udcg answer --detect D``: the queries (their prompts and the time) at which two of ``runs``
+    runs' correct rates differing by D would be detected; no file read, no model loaded."""
+    spec = ModelChoice.of(model).spec(defaults=LOCAL_DEFAULTS)
+    return detect_lines(difference, runs, runs * (1 + samples), spec.name,
+                        rate_of(spec.name, spec.options.get("device"), spec.api))
+
+
+def plan_of(contexts: list, queries: int, runs: int, spec, cache: Path, prompt: str,
+            max_new_tokens: int) -> tuple[AnswerPlan, list]:
+    """The plan of an answer run (``flows.answer_plan``: its distinct prompts, those its cache
+    already holds, the rate, the detectable difference) and the contexts not in the cache, one per
+    distinct prompt; checks the cache's provenance (no model yet)."""
+    from udcg.flows.reading import answer_expect, context_key
+    from udcg.resumable import open_cache
+
+    keys = {context_key(c.qid, c.docids): c for c in contexts}
+    with open_cache(cache, answer_expect(spec.name, prompt, max_new_tokens)) as done:
+        fresh = [c for key, c in keys.items() if key not in done]
+    plan = AnswerPlan(spec.name, queries, runs, len(fresh), len(keys) - len(fresh),
+                      rate_of(spec.name, spec.options.get("device"), spec.api), detectable(queries, runs))
+    return plan, fresh
 
 
 def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model: str | ModelChoice, *, k: int = 5,
@@ -75,12 +103,24 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
     if not contexts:
         raise InputError(f"no context of {k} documents in any run (lower --k)")
     records = [run_context_record(c, collection, table) for c in contexts]  # fails before a model loads
+    plan, fresh = plan_of(contexts, len(collection.queries), len(runs), spec, cache, prompt, max_new_tokens)
+    for line in plan.lines():  # before the model loads: what the check costs and what it can show
+        say(line)
+    load = functools.cache(spec.load)  # one model for the first prompts and the rest
+    computed = 0
+    if len(fresh) > 2 * FIRST_PROMPTS:  # answered first, alone: their rate refines the plan's time
+        _, first = answer_contexts(
+            fresh[:FIRST_PROMPTS], collection, spec.name, load, cache, prompt_version=prompt,
+            max_new_tokens=max_new_tokens, chunk_size=FIRST_PROMPTS,
+            progress=lambda total, desc, unit: RateWatch(
+                bar(total=total, desc=f"{desc} (the first)", unit=unit, enabled=show_progress), plan.prompts, 0, say))
+        computed = first["computed"]
     found, stats = answer_contexts(
-        contexts, collection, spec.name, spec.load, cache, prompt_version=prompt, max_new_tokens=max_new_tokens,
+        contexts, collection, spec.name, load, cache, prompt_version=prompt, max_new_tokens=max_new_tokens,
         chunk_size=chunk_size,
         progress=lambda total, desc, unit: bar(total=total, desc=desc, unit=unit, enabled=show_progress))
     records = [dataclasses.replace(rec, answer=found[context_key(c.qid, c.docids)],
                                    extra={**rec.extra, "model": spec.name, "prompt_version": prompt})
                for c, rec in zip(contexts, records, strict=True)]
     write_contexts(output, records)
-    return AnswerResult(len(records), len(collection.queries), len(runs), stats["computed"], output)
+    return AnswerResult(len(records), len(collection.queries), len(runs), computed + stats["computed"], output)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from udcg.errors import InputError
+from udcg.grade.rules import MATCHES  # the answer rules, the default first (the command's --match choices)
 from udcg.llm.registry import ModelChoice, ModelSpec
 from udcg.progress import bar
 
@@ -46,7 +47,7 @@ def _make_judge(task, spec: ModelSpec | None, *, match: str, f1_threshold: float
 
 def judge_file(task_name: str, path: str | Path, output: str | Path, *, judge: str | ModelChoice = "rules",
                prompt_version: str = "v1", batch_size: int | None = None, chunk_size: int | None = None,
-               max_new_tokens: int = 128, retries: int = 1, match: str = "contains", f1_threshold: float = 0.5,
+               max_new_tokens: int = 128, retries: int = 1, match: str = MATCHES[0], f1_threshold: float = 0.5,
                require_relevant_context: bool = False, write_authors: str | Path | None = None,
                cache: str | Path | None = None, keep_raw: bool = False, retry_unparseable: bool = False,
                api: dict | None = None, show_progress: bool = True, say=lambda line: None) -> JudgeResult:

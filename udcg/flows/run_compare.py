@@ -106,7 +106,9 @@ def answer_rates(path: str | Path, runs: Sequence[str], qids: Sequence[str]
     note = (f"correct, abstained, wrong: the share of queries whose answer to the run's context, judged in "
             f"{Path(path).name}, has that outcome (0 or 1 per query); judged queries: {', '.join(counts)}"
             + ("" if all(len(labels[r]) == len(qids) for r in runs) else
-               " (--judged-only puts every row, the measures included, on the queries judged for every run)") + ".")
+               " (--judged-only puts every row, the measures included, on the queries judged for every run)")
+            + "; their MDD is the difference in correct rate these queries could detect (`udcg answer --detect D` "
+            "gives the queries for a difference D).")
     return out, note
 
 

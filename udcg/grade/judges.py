@@ -273,7 +273,7 @@ class LLMJudge(Judge):
 # ---------------------------------------------------------------- rule judge
 
 RULES_VERSION = "rules-v1"
-MATCHES = ("contains", "exact", "f1")  # how the rules match an answer to the gold answers
+MATCHES = rules.MATCHES  # how the rules match an answer to the gold answers, the default ("span") first
 
 
 @dataclass
@@ -281,12 +281,12 @@ class RuleJudge(Judge):
     """The judges that need no model (the embedded default).
 
     - relevance: a normalised answer alias occurs in the passage (containment);
-    - answer: abstention detection, then ``match`` = "contains" | "exact" | "f1" (token F1 >=
-      ``f1_threshold``) against the aliases.
+    - answer: abstention detection, then ``match`` = "span" (the default: ``rules.span_match``) |
+      "contains" | "exact" | "f1" (token F1 >= ``f1_threshold``) against the aliases.
     The 5-point grade has no rule: it needs an LLM judge."""
 
     task: Task
-    match: str = "contains"
+    match: str = MATCHES[0]
     f1_threshold: float = 0.5
     require_relevant_context: bool = False
     prompt_version: str = RULES_VERSION

@@ -368,16 +368,19 @@ def min_detectable_difference(a: object, b: object, alpha: float = 0.05, power: 
     asymptotically the t-test, so it gets the same value; Wilcoxon's is divided by sqrt(3/pi), its
     asymptotic relative efficiency under normal differences. NaN with fewer than 2 pairs or when
     the differences do not vary."""
+    d = _differences(a, b)
+    return detectable_difference(float(np.std(d, ddof=1)) if len(d) > 1 else math.nan, len(d), alpha, power, method)
+
+
+def detectable_difference(sd: float, n: int, alpha: float = 0.05, power: float = 0.8,
+                          method: str = "permutation") -> float:
+    """``min_detectable_difference`` on ``n`` queries whose paired differences spread with standard
+    deviation ``sd`` (observed there; assumed when planning a run: ``udcg answer --sample``)."""
     if method not in TESTS:
         raise InputError(f"paired test {method!r} is unknown: use one of {', '.join(TESTS)}")
     if not 0 < alpha < 1 or not 0 < power < 1:
         raise InputError(f"alpha = {alpha!r}, power = {power!r}: both must lie between 0 and 1 (e.g. 0.05 and 0.8)")
-    d = _differences(a, b)
-    n = len(d)
-    if n < 2:
-        return float("nan")
-    sd = float(np.std(d, ddof=1))
-    if not sd > 0:
+    if n < 2 or not sd > 0:
         return float("nan")
     mdd = t_noncentrality(n - 1, float(alpha), float(power)) * sd / np.sqrt(n)
     return float(mdd / np.sqrt(3 / np.pi) if method == "wilcoxon" else mdd)
