@@ -154,11 +154,13 @@ def _check_meta(out: Path, cfg: AnnotateConfig, model: str) -> dict:
 def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, out: str | Path, cfg: AnnotateConfig,
                   model: str, load_backend: Callable[[], object], *, unjudged: str = "irrelevant",
                   judge_factory: Callable[[], object] | None = None,
-                  progress: Callable[[int, str], Callable[[int], None]] | None = None) -> AnnotateRunsReport:
+                  progress: Callable[[int, str], Callable[[int], None]] | None = None,
+                  before_model: Callable[[int, int], None] | None = None) -> AnnotateRunsReport:
     """Annotate every pair of the runs' top-``depth`` not yet in ``out``; rewrite the utility file.
 
-    ``load_backend`` is called only when some pair needs the model. ``progress(total, desc)``
-    returns an update function (the CLI's bar)."""
+    ``load_backend`` is called only when some pair needs the model, after ``before_model(todo,
+    pairs)`` (the pairs to compute, of all the runs' pairs: the command's estimate).
+    ``progress(total, desc)`` returns an update function (the CLI's bar)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a folder (-o names the utilities folder)")
@@ -173,6 +175,8 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
         done = cached_annotations(cache)
     report.reused = report.pairs - todo
     if todo:
+        if before_model is not None:
+            before_model(todo, report.pairs)
         backend = load_backend()
         report.model_loaded = True
         if backend.name != model:

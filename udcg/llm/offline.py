@@ -39,6 +39,9 @@ class OfflineModel:
     files: tuple[tuple[str, str], ...]  # (distribution name, path inside it), in concatenation order
     size: int  # bytes of the whole GGUF
     note: str = ""
+    # Annotation pairs per second (first-token, the packaged example's pairs) measured on a 2-core CPU:
+    # (with other jobs on the cores, idle); None where not measured. annotate's rough estimate reads it.
+    cpu_rate: tuple[float | None, float | None] = (None, None)
 
     @property
     def requirements(self) -> list[str]:
@@ -46,12 +49,13 @@ class OfflineModel:
 
 
 def _split_model(alias: str, source: str, dist: str, module: str, count: int, version: str, size: int,
-                 note: str) -> OfflineModel:
+                 note: str, cpu_rate: tuple[float | None, float | None] = (None, None)) -> OfflineModel:
     """A GGUF cut into ``count`` packages ``{dist}1`` .. ``{dist}{count}`` of one version; part i is
     ``{module}{i}/data/part{i:02d}.bin`` inside package i."""
     parts = range(1, count + 1)
     return OfflineModel(alias, source, tuple((f"{dist}{i}", version) for i in parts),
-                        tuple((f"{dist}{i}", f"{module}{i}/data/part{i:02d}.bin") for i in parts), size, note)
+                        tuple((f"{dist}{i}", f"{module}{i}/data/part{i:02d}.bin") for i in parts), size, note,
+                        cpu_rate)
 
 
 ALIASES: dict[str, OfflineModel] = {
