@@ -56,7 +56,7 @@ def run_pairs(runs: Mapping[str, Run], depth: int) -> dict[str, list[str]]:
 
 def run_docids(runs: Mapping[str, Run], depth: int) -> set[str]:
     """The documents of the runs' top-``depth``: all a command reads from the corpus (annotate: its
-    --depth; answer: --k, or the larger of --k and --depth with --samples)."""
+    --depth; answer: --k, or the larger of --k and --depth with --subsets)."""
     return {docid for docids in run_pairs(runs, depth).values() for docid in docids}
 
 
@@ -265,7 +265,7 @@ def run_contexts(runs: Mapping[str, Run], collection: Collection, k: int, *, sam
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise InputError(f"--k {k!r}: must be a positive integer (e.g. 5)")
     if samples < 0:
-        raise InputError(f"--samples {samples}: must be >= 0")
+        raise InputError(f"--subsets {samples}: must be >= 0")
     out: list[RunContext] = []
     short: dict[str, int] = {}
     pool = run_pairs(runs, depth) if samples else {}

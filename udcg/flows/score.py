@@ -35,8 +35,9 @@ class RunFileScores:
     reader: tuple[str, ...] = ()  # the reader check recorded with the utilities (``reader_check.reader_note``)
 
     def mean_lines(self) -> list[str]:
+        """Rounded for display to 4 decimals (trec_eval's), not 0.18000000000000005; the file keeps every digit."""
         several = len(self.scores) > 1
-        return [f"{name}\t" * several + f"all\t{measure}\t{mean!r}"
+        return [f"{name}\t" * several + f"all\t{measure}\t{mean:.4f}"
                 for name, s in self.scores.items() for measure, mean in s.means().items()]
 
     def note_lines(self) -> list[str]:
