@@ -22,7 +22,7 @@ def test_score_prints_rounded_means_and_writes_every_digit_without_a_header(tmp_
     assert main(["score", "--run", str(EX / "runs" / "bm25.trec"), "--run", str(EX / "runs" / "dense.trec"), "--qrels",
                  str(EX / "qrels" / "test.tsv"), "--metrics", "P@5,nDCG@5", "-o", str(out)]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert printed[:2] == ["bm25\tall\tP@5\t0.1800", "bm25\tall\tnDCG@5\t0.9000"]  # before: 0.18000000000000005
+    assert printed[:2] == ["bm25\tall\tP@5\t0.18", "bm25\tall\tnDCG@5\t0.9"]  # before: 0.18000000000000005
     rows = [line.split("\t") for line in out.read_text().splitlines()]
     assert rows[0][:3] == ["bm25", "nq0", "P@5"] and {len(r) for r in rows} == {4}  # run, qid, measure, value
     mean = sum(float(v) for run, _, m, v in rows if run == "bm25" and m == "P@5") / 20
