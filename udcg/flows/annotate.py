@@ -111,6 +111,8 @@ def _how_long(todo: int, spec: ModelSpec) -> str:
 
 
 def _minutes(seconds: float) -> str:
+    if seconds >= 5400:
+        return f"{seconds // 3600:.0f} h {seconds % 3600 // 60:02.0f} min"
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
