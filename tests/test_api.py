@@ -43,12 +43,12 @@ def test_the_readme_example_by_hand():
     assert frame["P@2"].mean() == 0.25 and frame.loc["q1", "UDCG@2"] == pytest.approx(q1)
 
 
-def test_a_short_ranking_is_a_shorter_context_and_an_empty_one_is_nan():
+def test_a_short_ranking_is_a_shorter_context_and_an_empty_one_is_sigmoid_0():
     run = {"q1": {"d1": 1.0}, "q2": {}}
-    got = udcg.evaluate(run, {"q1": {"d1": 1}, "q2": {"d9": 1}}, utilities={"q1": {"d1": 0.6}},
+    got = udcg.evaluate(run, {"q1": {"d1": 1}, "q2": {"d9": 1}, "q3": {"d9": 1}}, utilities={"q1": {"d1": 0.6}},
                         metrics=["UDCG@5"]).per_query()
     assert got["q1"]["UDCG@5"] == pytest.approx(_sigmoid(0.6))  # one document: divides by 1, not 5
-    assert math.isnan(got["q2"]["UDCG@5"])
+    assert got["q2"]["UDCG@5"] == got["q3"]["UDCG@5"] == 0.5  # no document (q3: not in the run): every slot u = 0
 
 
 def test_without_qrels_only_utility_measures_and_the_runs_queries():

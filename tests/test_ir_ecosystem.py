@@ -13,6 +13,7 @@ without Java; nothing here starts Java or reaches the network (checked by
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -73,31 +74,35 @@ def _experiment(measures, **kwargs):
 
 def test_pt_experiment_gives_udcg_scores_means_and_pyterriers_tests(utilities, tmp_path, capsys):
     cli = _cli_score(utilities, tmp_path, capsys)
-    table = _experiment([nDCG @ 5, udcg.ir_measure("UDCG@5", utilities=utilities)], baseline=0).set_index("name")
+    measure = udcg.ir_measure("UDCG@5", utilities=utilities)
+    name = str(measure)  # UDCG(utilities='utilities#...')@5: the column
+    table = _experiment([nDCG @ 5, measure], baseline=0).set_index("name")
     for run in RUNS:
-        assert table.loc[run, "UDCG@5"] == pytest.approx(cli[run, "all", "UDCG@5"], abs=1e-12)
+        assert table.loc[run, name] == pytest.approx(cli[run, "all", "UDCG@5"], abs=1e-12)
         assert table.loc[run, "nDCG@5"] == pytest.approx(cli[run, "all", "nDCG@5"], abs=1e-12)
-    assert table.loc["bm25", "UDCG@5"] != table.loc["dense", "UDCG@5"]
+    assert table.loc["bm25", name] != table.loc["dense", name]
     qids = sorted({q for (_, q, _) in cli if q != "all"})
     a, b = ([cli[run, q, "UDCG@5"] for q in qids] for run in RUNS)
-    assert table.loc["dense", "UDCG@5 p-value"] == pytest.approx(stats.ttest_rel(a, b).pvalue, rel=1e-9)
-    assert table.loc["dense", "UDCG@5 +"] + table.loc["dense", "UDCG@5 -"] == sum(x != y for x, y in zip(a, b))
+    assert table.loc["dense", f"{name} p-value"] == pytest.approx(stats.ttest_rel(a, b).pvalue, rel=1e-9)
+    assert table.loc["dense", f"{name} +"] + table.loc["dense", f"{name} -"] == sum(x != y for x, y in zip(a, b))
 
-    per_query = _experiment([udcg.ir_measure("UDCG@5", utilities=utilities)], perquery=True)
+    per_query = _experiment([measure], perquery=True)
     got = {(r.name, r.qid): r.value for r in per_query.itertuples()}
     assert got == pytest.approx({(run, q): cli[run, q, "UDCG@5"] for run in RUNS for q in qids}, abs=1e-12)
     ours = pd.concat([udcg.evaluate(path, QRELS, utilities=utilities, metrics="UDCG@5").to_frame(long=True)
                       for path in RUNS.values()])  # RunScores in pt.Experiment(perquery=True)'s layout
     assert list(ours.columns) == list(per_query.columns)
     pd.testing.assert_frame_equal(ours.sort_values(["name", "qid"]).reset_index(drop=True),
-                                  per_query.sort_values(["name", "qid"]).reset_index(drop=True), check_exact=False)
+                                  per_query.assign(measure="UDCG@5").sort_values(["name", "qid"]).reset_index(drop=True),
+                                  check_exact=False)
 
 
 def test_ir_measures_calc_aggregate_and_iter_calc(utilities, tmp_path, capsys):
     cli = _cli_score(utilities, tmp_path, capsys, "UDCG@5,UDCG@3,UDCG@2")
     qrels = {q: {d: int(r) for d, r in docs.items()} for q, docs in read_qrels(QRELS).items()}  # pytrec_eval: ints
     measure = udcg.ir_measure("UDCG@5", utilities=str(utilities))
-    assert str(measure) == "UDCG@5" and str(measure @ 3) == "UDCG@3" and str(udcg.ir_measure("UDCG")) == "UDCG"
+    label = str(measure).removeprefix("UDCG").removesuffix("@5")  # (utilities='utilities#...')
+    assert str(measure @ 3) == f"UDCG{label}@3" and str(udcg.ir_measure("UDCG")) == "UDCG"
     run = list(ir_measures.read_trec_run(str(RUNS["bm25"])))
     whole = udcg.ir_measure("UDCG", utilities)  # the whole ranking; @2 its first two
     means = ir_measures.calc_aggregate([measure, measure @ 3, whole @ 2, nDCG @ 5], qrels, run)
@@ -106,8 +111,8 @@ def test_ir_measures_calc_aggregate_and_iter_calc(utilities, tmp_path, capsys):
     assert means[whole @ 2] == pytest.approx(cli["bm25", "all", "UDCG@2"], abs=1e-12)
     with pytest.raises(InputError, match="89 of the 200 top-10 documents have no utility"):
         whole.calc_aggregate(qrels, run)  # the run's top 10, annotated to depth 5
-    per_query = {(m.query_id, str(m.measure)): m.value for m in ir_measures.iter_calc([measure], qrels, run)}
-    assert per_query == pytest.approx({(q, "UDCG@5"): v for (r, q, m), v in cli.items()
+    per_query = {(m.query_id, m.measure): m.value for m in ir_measures.iter_calc([measure], qrels, run)}
+    assert per_query == pytest.approx({(q, measure): v for (r, q, m), v in cli.items()
                                        if r == "bm25" and q != "all" and m == "UDCG@5"}, abs=1e-12)
 
 
@@ -300,19 +305,6 @@ def test_a_local_offline_reader_in_one_pt_experiment(tmp_path, capsys, one_torch
     assert 0.0 < table.loc[0, "UDCG@2"] < 1.0
 
 
-def test_a_qrels_query_without_a_ranking_has_no_udcg(utilities):
-    """ir_measures gives a qrels query the run does not rank the measure's default: NaN for UDCG (an
-    empty context), left out of the measure's mean as udcg leaves it out."""
-    qrels = read_qrels(QRELS)
-    run = {q: docs for q, docs in read_run(RUNS["bm25"]).items() if q != "nq3"}
-    measure = udcg.ir_measure("UDCG@5", utilities)
-    per_query = {m.query_id: m.value for m in ir_measures.iter_calc([measure], qrels, run)}
-    assert len(per_query) == 20 and np.isnan(per_query["nq3"])
-    want = udcg.evaluate(run, qrels, utilities=utilities, metrics="UDCG@5")
-    assert np.isnan(want.per_query()["nq3"]["UDCG@5"])
-    assert measure.calc_aggregate(qrels, run) == pytest.approx(want.means()["UDCG@5"], abs=1e-12)
-
-
 def test_compare_agrees_with_ranx_compare():
     """The same three packaged runs in ranx.compare (an independent implementation): every mean,
     every paired t-test p (ranx's "student") and every win / tie / loss count (ranx's
@@ -336,3 +328,200 @@ def test_compare_agrees_with_ranx_compare():
         assert (np.isnan(t.p) and np.isnan(p)) or t.p == pytest.approx(p, rel=1e-9), (t.measure, t.run_a, t.run_b)
         checked += t.a_higher + t.b_higher > 0
     assert checked >= 6  # most pairs differ on some query: the counts and p are not all trivial
+
+
+# ------------------------------------------------------------------ issue 50: names, missing queries, ranx frames
+
+
+def _theta(seed: int):
+    from udcg.metrics.udcg_theta import UDCGTheta
+
+    rng = np.random.default_rng(seed)
+    u = rng.uniform(-1, 1, (40, 5))
+    return UDCGTheta(C=1.0).fit(u, u.sum(1) + rng.normal(0, 0.1, 40), groups=np.repeat(np.arange(10), 4))
+
+
+def test_measures_that_compute_different_things_have_different_names(utilities):
+    """Issue 50 item 1: gamma, theta and the utilities are in the measure's name (ir_measures'
+    ``Measure(param=...)`` style), so pt.Experiment and calc_aggregate give one column each, with
+    each measure's own value; measures that compute the same thing are equal."""
+    qrels, run = read_qrels(QRELS), read_run(RUNS["bm25"])
+    halves = {q: {d: u / 2 for d, u in docs.items()} for q, docs in udcg.read_utilities(utilities).items()}
+    plain = udcg.ir_measure("UDCG@5", utilities=utilities)
+    label = str(plain).split("'")[1]
+    assert re.fullmatch(r"UDCG\(utilities='utilities#[0-9a-f]{8}'\)@5", str(plain)), str(plain)
+    assert udcg.ir_measure("UDCG@5", str(utilities), gamma=1 / 3) == plain  # the same utilities, the default gamma
+    assert udcg.ir_measure("UDCG@5", udcg.read_utilities(utilities)) == udcg.ir_measure("UDCG@5", dict(
+        udcg.read_utilities(utilities)))  # a dict: named by its content
+    measures = [plain, udcg.ir_measure("UDCG@5", utilities=utilities, gamma=0.5), udcg.ir_measure("UDCG@5", halves),
+                udcg.ir_measure("UDCG@5", utilities, unannotated="zero")]
+    names = [str(m) for m in measures]
+    assert names[1] == f"UDCG(gamma=0.5,utilities='{label}')@5" and names[2].startswith("UDCG(utilities='#")
+    assert names[3] == f"UDCG(unannotated='zero',utilities='{label}')@5"
+    alone = [m.calc_aggregate(qrels, run) for m in measures]
+    assert len(set(alone[:3])) == 3  # three different values
+    together = ir_measures.calc_aggregate(measures, qrels, run)
+    assert [together[m] for m in measures] == pytest.approx(alone, abs=1e-12)
+    table = _experiment(measures)
+    assert [table.loc[0, n] for n in names] == pytest.approx(alone, abs=1e-12)
+    thetas = [udcg.ir_measure("UDCG_theta@5", utilities, theta=_theta(s)) for s in (1, 2)]
+    assert thetas[0] != thetas[1] and str(thetas[0]).startswith("UDCG_theta(theta='#")
+    assert thetas[0] == udcg.ir_measure("UDCG_theta@5", utilities, theta=_theta(1))
+    both = ir_measures.calc_aggregate(thetas, qrels, run)
+    assert len(both) == 2 and both[thetas[0]] != both[thetas[1]]
+    for m in (*measures, *thetas):
+        assert ir_measures.parse_measure(str(m)) == m and str(m @ 3) == str(m).replace("@5", "@3")
+
+
+def test_ir_measures_parses_udcg_names_once_udcg_is_imported(tmp_path):
+    """``ir_measures.parse_measure("UDCG@5")`` works after ``import udcg``, whichever of the two is
+    imported first; "UDCG@5" reads the run's utility column, and without one says how to bind
+    utilities. A folder can be named in the string."""
+    code = """
+import sys
+{first}
+import ir_measures
+from udcg.io.sources import example_path
+from udcg.flows.run_scores import read_qrels, read_run
+ex = example_path()
+m = ir_measures.parse_measure("UDCG@5")
+print(m, ir_measures.parse_measure("UDCG(gamma=0.5)@3"), ir_measures.parse_measure("UDCG_theta@5"))
+try:
+    m.calc_aggregate(read_qrels(ex / "qrels" / "test.tsv"), read_run(ex / "runs" / "bm25.trec"))
+except Exception as e:
+    print(f"{type(e).__name__}: {e}")
+"""
+    for first in ("import udcg", "import ir_measures, udcg"):
+        done = subprocess.run([sys.executable, "-c", code.replace("{first}", first)], capture_output=True, text=True)
+        lines = done.stdout.splitlines()
+        assert done.returncode == 0 and lines[0] == "UDCG@5 UDCG(gamma=0.5)@3 UDCG_theta@5", done.stderr
+        assert lines[1].startswith("InputError: udcg.ir_measure: UDCG@5 needs utilities"), lines
+        assert "udcg.ir_measure('UDCG@5', utilities=" in lines[1]
+
+
+def test_a_measure_string_names_its_utilities_folder(utilities):
+    qrels, run = read_qrels(QRELS), read_run(RUNS["bm25"])
+    parsed = ir_measures.parse_measure(f"UDCG(utilities={str(utilities)!r})@5")
+    assert parsed == udcg.ir_measure("UDCG@5", utilities)
+    assert parsed.calc_aggregate(qrels, run) == pytest.approx(
+        udcg.evaluate(run, qrels, utilities=utilities, metrics="UDCG@5").means()["UDCG@5"], abs=1e-12)
+    with pytest.raises(InputError, match="utilities 'nowhere#12345678': no such folder or file"):
+        ir_measures.parse_measure("UDCG(utilities='nowhere#12345678')@5")
+    with pytest.raises(InputError, match=r"gamma = 1000.0: must be a number in \[0, 100\]"):
+        ir_measures.parse_measure("UDCG(gamma=1000.0)@5")
+
+
+def test_a_query_the_run_misses_is_an_empty_ranking_for_every_measure_and_every_path(utilities, tmp_path, capsys,
+                                                                                      caplog):
+    """Issue 50 item 2: a qrels query the run does not rank counts in every mean as an empty
+    ranking, as ir_measures (and trec_eval -c, and ranx with make_comparable) count it: nDCG@5 0 and
+    UDCG@5 sigma(0) = 0.5 (every slot of the context empty, u = 0); udcg says so in a note."""
+    import pytrec_eval
+
+    qrels = read_qrels(QRELS)
+    full = read_run(RUNS["bm25"])
+    run = {q: docs for q, docs in full.items() if q != "nq3"}
+    ints = {q: {d: int(r) for d, r in docs.items()} for q, docs in qrels.items()}
+    theirs = ir_measures.calc_aggregate([nDCG @ 5], ints, run)[nDCG @ 5]  # the real libraries' rule
+    assert {m.query_id: m.value for m in ir_measures.iter_calc([nDCG @ 5], ints, run)}["nq3"] == 0.0
+    assert "nq3" not in pytrec_eval.RelevanceEvaluator(ints, {"ndcg_cut_5"}).evaluate(run)  # trec_eval without -c
+    rx = ranx.evaluate(ranx.Qrels.from_dict(ints), ranx.Run.from_dict(run), "ndcg@5", make_comparable=True)
+    assert rx == pytest.approx(theirs, abs=1e-12)
+
+    with caplog.at_level("WARNING", logger="udcg"):
+        ours = udcg.evaluate(run, qrels, utilities=utilities, metrics="UDCG@5,nDCG@5")
+    assert ours.per_query()["nq3"] == {"UDCG@5": 0.5, "nDCG@5": 0.0}
+    assert ours.means()["nDCG@5"] == pytest.approx(theirs, abs=1e-12)
+    udcg5 = ours.means()["UDCG@5"]
+    assert udcg5 == pytest.approx(np.mean(ours.values["UDCG@5"]), abs=1e-15) and len(ours.qids) == 20
+    note = "1 scored queries have no documents in the run (first: 'nq3'): each counts in every mean as an empty ranking"
+    assert any(note in n for n in ours.notes) and note in caplog.text
+
+    frame = udcg.pyterrier.results(run)  # a DataFrame and a ranx Run, missing the same query
+    for given in (frame, ranx.Run.from_dict(run)):
+        assert udcg.evaluate(given, qrels, utilities=utilities, metrics="UDCG@5,nDCG@5").per_query() == ours.per_query()
+
+    measure = udcg.ir_measure("UDCG@5", utilities)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="udcg"):
+        per_query = {m.query_id: m.value for m in ir_measures.iter_calc([measure], ints, run)}
+    assert per_query["nq3"] == 0.5 and len(per_query) == 20 and note in caplog.text
+    assert measure.calc_aggregate(ints, run) == pytest.approx(udcg5, abs=1e-12)
+
+    topics, pt_qrels = udcg.pyterrier.topics(EX), udcg.pyterrier.qrels(QRELS)
+    table = pt.Experiment([udcg.pyterrier.results(full), frame], topics, pt_qrels, eval_metrics=[nDCG @ 5, measure],
+                          names=["full", "missing"], baseline=0).set_index("name")
+    assert table.loc["missing", str(measure)] == pytest.approx(udcg5, abs=1e-12)
+    assert table.loc["missing", "nDCG@5"] == pytest.approx(theirs, abs=1e-12)
+    assert np.isfinite(table.loc["missing", f"{measure} p-value"]) and table.loc["missing", f"{measure} -"] >= 1
+
+    path = tmp_path / "missing.trec"
+    path.write_text("".join(f"{q} Q0 {d} {i + 1} {s} missing\n" for q, docs in run.items()
+                            for i, (d, s) in enumerate(docs.items())))
+    capsys.readouterr()
+    assert main(["score", "--run", str(path), "--qrels", str(QRELS), "--utilities", str(utilities),
+                 "--metrics", "UDCG@5,nDCG@5", "-o", str(tmp_path / "s.tsv")]) == 0
+    out = capsys.readouterr()
+    rows = [line.split("\t") for line in out.out.splitlines()]
+    means = {r[-2]: float(r[-1]) for r in rows if "all" in r}  # [run] all measure mean
+    assert means == pytest.approx({"UDCG@5": udcg5, "nDCG@5": theirs}, abs=1e-12) and note in out.out + out.err
+    assert main(["compare", "--run", str(path), "--run", str(RUNS["dense"]), "--qrels", str(QRELS), "--utilities",
+                 str(utilities), "--metrics", "UDCG@5,nDCG@5", "--n-boot", "200", "--format", "csv"]) == 0
+    out = capsys.readouterr()
+    assert note in out.out + out.err
+    cmp = udcg.compare({"missing": path, "dense": RUNS["dense"]}, QRELS, utilities=utilities, metrics="UDCG@5,nDCG@5",
+                       n_boot=200)
+    assert [t.n for t in cmp.pairs] == [20, 20]
+    assert cmp.cells["missing"]["UDCG@5"].mean == pytest.approx(udcg5, abs=1e-12)
+
+
+def test_ranx_reads_udcgs_frames():
+    """Issue 50 item 3: ranx's from_df takes udcg.pyterrier's frames (ids as object columns, which
+    ranx asserts; pandas 3 would make them its str dtype) and gives udcg's values."""
+    qrels, run = udcg.pyterrier.qrels(QRELS), udcg.pyterrier.results(RUNS["bm25"])
+    rx_qrels = ranx.Qrels.from_df(qrels, q_id_col="qid", doc_id_col="docno", score_col="label")
+    rx_run = ranx.Run.from_df(run, q_id_col="qid", doc_id_col="docno", score_col="score")
+    want = udcg.evaluate(RUNS["bm25"], QRELS, metrics="nDCG@5,P@5").means()
+    assert ranx.evaluate(rx_qrels, rx_run, ["ndcg@5", "precision@5"]) == pytest.approx(
+        {"ndcg@5": want["nDCG@5"], "precision@5": want["P@5"]}, abs=1e-12)
+    assert udcg.pyterrier.topics(EX).qid.dtype == object
+
+
+def test_tied_scores_are_where_ranx_and_trec_eval_differ():
+    """The BM25 run's scores rounded to whole numbers (ties in every query's top 5): udcg ranks ties
+    as trec_eval does (docid descending), whatever the input order, and equals pytrec_eval and
+    ir_measures; ranx keeps ties in the order the documents were given (numba's sort of the
+    negated scores), so its nDCG@5 changes with the order of the same run."""
+    import pytrec_eval
+
+    qrels = {q: {d: int(r) for d, r in docs.items()} for q, docs in read_qrels(QRELS).items()}
+    run = {q: {d: float(round(s)) for d, s in docs.items()} for q, docs in read_run(RUNS["bm25"]).items()}
+    backwards = {q: dict(reversed(list(docs.items()))) for q, docs in run.items()}
+    ours = [udcg.evaluate(r, qrels, metrics="nDCG@5").means()["nDCG@5"] for r in (run, backwards)]
+    trec = np.mean([v["ndcg_cut_5"] for v in pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_5"}).evaluate(run).values()])
+    assert ours[0] == ours[1] == pytest.approx(trec, abs=1e-12) == ir_measures.calc_aggregate([nDCG @ 5], qrels, run)[nDCG @ 5]
+    theirs = [ranx.evaluate(ranx.Qrels.from_dict(qrels), ranx.Run.from_dict(r), "ndcg@5") for r in (run, backwards)]
+    assert [round(x, 4) for x in (ours[0], *theirs)] == [0.8465, 0.9, 0.8259]
+
+
+def test_the_named_measures_parameters_are_those_their_needs_give():
+    """``NAMED`` (what ir_measures' registry gets without importing udcg's metrics) equals what the
+    measure registry's declared needs give."""
+    from udcg.integrations.measure import NAMED, _param_names
+
+    assert {name: _param_names(name) for name in NAMED} == NAMED
+    assert _param_names("nDCG") == () and str(udcg.ir_measure("nDCG@5", gamma=0.5)) == "nDCG@5"
+
+
+def test_results_with_utilities_carry_a_utility_column_udcg_at_5_reads(utilities):
+    """``udcg.pyterrier.results(run, utilities=FOLDER)``: the utilities travel with the run, and the
+    plain ``UDCG@5`` (``udcg.ir_measure("UDCG@5")``, ``parse_measure("UDCG@5")``) reads them there:
+    the same values as the measure bound to the folder, under the plain name."""
+    frames = [udcg.pyterrier.results(path, utilities=utilities) for path in RUNS.values()]
+    assert frames[0].query("rank < 5").utility.notna().all()  # the union of both runs' top 5 was annotated
+    assert frames[0].utility.isna().sum() == 89  # as the whole-ranking test counts: 89 of the top 10 have none
+    bound = udcg.ir_measure("UDCG@5", utilities)
+    table = pt.Experiment(frames, udcg.pyterrier.topics(EX), udcg.pyterrier.qrels(QRELS),
+                          eval_metrics=[ir_measures.parse_measure("UDCG@5"), bound], names=list(RUNS))
+    assert list(table.columns) == ["name", "UDCG@5", str(bound)]
+    assert table["UDCG@5"].tolist() == pytest.approx(table[str(bound)].tolist(), abs=1e-12)

@@ -51,7 +51,7 @@ def test_the_auc_is_sklearns_and_its_interval_brackets_it():
 def test_a_resampled_auc_is_sklearns_weighted_auc():
     """Each bootstrap resample weighs a pair by how often its query was drawn: the same AUC as
     sklearn's with those sample weights (ties half)."""
-    from udcg.metrics.reader_check import _auc_rows
+    from udcg.metrics.reader_auc import auc_rows
 
     rows = _published("popqa-qwen0.5b")
     p = np.array([round(r["p_abs"], 2) for r in rows])  # rounded: many ties
@@ -59,7 +59,7 @@ def test_a_resampled_auc_is_sklearns_weighted_auc():
     weights = np.random.default_rng(1).integers(0, 3, size=(3, len(rows))).astype(float)
     order = np.argsort(p, kind="stable")
     starts = np.flatnonzero(np.r_[True, p[order][1:] != p[order][:-1]])
-    got = _auc_rows(p[order], irr[order], starts, weights[:, order])
+    got = auc_rows(irr[order], starts, weights[:, order])
     for w, auc in zip(weights, got):
         assert auc == pytest.approx(roc_auc_score(irr, p, sample_weight=w), abs=1e-12)
 
@@ -285,7 +285,7 @@ def test_compare_names_the_recorded_check_in_its_footer(beir, tmp_path, tiny_mod
     published = _check(_published("nq-qwen1.5b"), model="qwen2.5-coder-1.5b", estimator="first-token", n_boot=100)
     (out / "meta.json").write_text(json.dumps({**meta, "reader_check": published.to_dict()}))
     assert "(qwen2.5-coder-1.5b, first-token), checked on its utilities' 120 queries" in footer(out)
-    assert "this reader can measure distraction (AUC" in footer(out)
+    assert "this reader can measure distraction by the check's thresholds (AUC" in footer(out)
     (out / "meta.json").write_text(json.dumps({**meta, "reader_check": {**published.to_dict(), "model": None}}))
     assert "UDCG's reader (model unnamed, first-token), checked on its utilities' 120 queries" in footer(out)
     (out / "meta.json").write_text("{not json")

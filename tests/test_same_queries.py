@@ -108,15 +108,22 @@ def test_a_detectable_difference_beyond_the_range_is_undetectable(tmp_path):
 
 
 def test_runs_on_disjoint_queries_get_no_best_mean(tmp_path):
-    """Issue #36: two runs over disjoint halves of the queries; UDCG is defined on each run's own
-    half only, so their means are over different queries and neither is the "best"."""
+    """Issue #36: per-query values defined on disjoint halves of the queries (NaN on the other half,
+    as an answer rate is where a run has no judged answer): the means are over different queries
+    and neither is the "best". Since issue #50 a query a run does not rank is an empty ranking for
+    every measure (UDCG sigma(0) = 0.5), so two runs over disjoint queries are scored on one population."""
     bm25, dense, qrels = read_run(RUNS[0]), read_run(RUNS[1]), read_qrels(QRELS)
     qs = sorted(bm25)
     first, second = {q: bm25[q] for q in qs[:10]}, {q: dense[q] for q in qs[10:]}
     utilities = {q: {d: 0.8 if qrels.get(q, {}).get(d, 0) > 0 else -0.5 for run in (bm25, dense) for d in run[q]}
                  for q in qs}
-    cmp = udcg.compare({"first": first, "second": second}, QRELS, utilities=utilities, metrics="UDCG@5,nDCG@5",
-                       n_boot=200)
+    runs = udcg.compare({"first": first, "second": second}, QRELS, utilities=utilities, metrics="UDCG@5,nDCG@5",
+                        n_boot=200)
+    assert runs.cells["first"]["UDCG@5"].n == runs.cells["second"]["UDCG@5"].n == 20 and runs.same_population("UDCG@5")
+    half = np.r_[np.linspace(0.4, 0.6, 10), np.full(10, np.nan)]
+    ndcg = np.linspace(0, 1, 20)
+    cmp = compare_scores({"first": {"UDCG@5": half, "nDCG@5": ndcg}, "second": {"UDCG@5": half[::-1], "nDCG@5": ndcg ** 2}},
+                         n_boot=200)
     assert cmp.cells["first"]["UDCG@5"].n == cmp.cells["second"]["UDCG@5"].n == 10 and cmp.n_shared["UDCG@5"] == 0
     assert not cmp.same_population("UDCG@5") and cmp.same_population("nDCG@5")
     text = cmp.format()

@@ -4,11 +4,16 @@ The Python API (``udcg.udcg``, ``udcg.udcg_many``, ``udcg.evaluate``, ``udcg.com
 ``udcg.score_runs``, ``udcg.read_utilities``, ``udcg.reader_check``; the model flows ``udcg.annotate_runs``, ``udcg.answer_runs``,
 ``udcg.judge``, ``udcg.fit_theta``, ``udcg.correlate``) is imported on first use, so ``import udcg``
 and the CLI stay fast. In the IR tools (the ``ir`` extra): ``udcg.ir_measure("UDCG@5", utilities=...)``
-is an ir_measures measure (``pt.Experiment``, ``ir_measures.calc_aggregate``) and
-``udcg.pyterrier.Utility`` a PyTerrier transformer adding a ``utility`` column.
+is an ir_measures measure (``pt.Experiment``, ``ir_measures.calc_aggregate``), named by what changes
+its value, and ``ir_measures.parse_measure("UDCG@5")`` knows it once udcg is imported (whichever is
+imported first); ``udcg.pyterrier.Utility`` is a PyTerrier transformer adding a ``utility`` column.
 """
 
+from udcg.extras import after_import
 from udcg.version import __version__
+
+after_import("ir_measures", "udcg.integrations.measure:register")  # ir_measures.parse_measure("UDCG@5")
+
 _API = ("ModelChoice", "annotate_runs", "answer_runs", "compare", "correlate", "evaluate", "fit_theta", "judge", "read_utilities",
         "reader_check", "score_runs", "udcg", "udcg_many")
 __all__ = [*_API, "ir_measure", "__version__"]

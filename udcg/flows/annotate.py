@@ -186,12 +186,27 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
         return bars[-1].update
 
     try:
+        inputs = {**{k: None if v is None else str(v) for k, v in (("corpus", corpus), ("queries", queries),
+                                                                     ("qrels", qrels), ("answers", answers))},
+                  "limit": limit, "model": reader_.spec.model, "api": reader_.spec.api, "flags": _flags(reader_),
+                  "run_files": {name: str(path) for name, path in paths.items()}}
         return annotate_runs(collection, runs, depth, output, reader_.config, reader_.spec.name, reader_.spec.load,
                              unjudged=unjudged, judge_factory=lambda: relevance_judge(judge_spec), progress=progress,
+                             inputs=inputs,
                              before_model=lambda todo, pairs: say(estimate_line(todo, pairs, depth, reader_)))
     finally:
         for b in bars:
             b.close()
+
+
+def _flags(reader_: Reader) -> list[str]:
+    """The reader flags a rerun needs to meet this folder's cache (``reader_check.reader_flags``)."""
+    from udcg.flows.reader_check import reader_flags
+
+    cfg = reader_.config
+    sampling = ({"samples": cfg.n_samples, "temperature": cfg.temperature, "target_width": cfg.target_width,
+                 "seed": cfg.seed} if cfg.estimator == "sampling" else {})
+    return reader_flags(reader_.spec.api, cfg.estimator, cfg.prompt_version, sampling)
 
 
 def relevance_judge(judge: str | ModelSpec | None = "rules"):

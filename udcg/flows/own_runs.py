@@ -29,7 +29,7 @@ from udcg.errors import InputError
 from udcg.io.files import read_json
 from udcg.resumable import StepStats, open_cache
 from udcg.records import Annotation, ContextRecord, Passage, Question
-from udcg.flows.reader_check import check_records
+from udcg.flows.reader_check import check_records, with_judge_command
 from udcg.metrics.reader_check import ReaderCheck
 from udcg.io.trec import ranked_docids
 
@@ -155,12 +155,15 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
                   model: str, load_backend: Callable[[], object], *, unjudged: str = "irrelevant",
                   judge_factory: Callable[[], object] | None = None,
                   progress: Callable[[int, str], Callable[[int], None]] | None = None,
+                  inputs: Mapping[str, object] | None = None,
                   before_model: Callable[[int, int], None] | None = None) -> AnnotateRunsReport:
     """Annotate every pair of the runs' top-``depth`` not yet in ``out``; rewrite the utility file.
 
     ``load_backend`` is called only when some pair needs the model, after ``before_model(todo,
     pairs)`` (the pairs to compute, of all the runs' pairs: the command's estimate).
-    ``progress(total, desc)`` returns an update function (the CLI's bar)."""
+    ``progress(total, desc)`` returns an update function (the CLI's bar). ``inputs``: the command's
+    inputs as given (corpus, queries, qrels, answers, limit, model, api, run_files by run name),
+    recorded in meta.json so that the reader check can name the command that judges the unjudged pairs."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a folder (-o names the utilities folder)")
@@ -191,15 +194,27 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
         records = _merged_records(out, done, rel, model, cfg)
         report.total = len(records)
         report.censored = sum(r.note == CENSORED_NOTE for r in records.values())
-        report.reader_check = check_records(records.values(), model, cfg.estimator)
-        runs_meta = {**meta.get("runs", {}), **{name: {"depth": depth, "queries": len(run)} for name, run in runs.items()}}
-        store.write_utilities(out, records, {
+        files = dict((inputs or {}).get("run_files") or {})
+        runs_meta = {**meta.get("runs", {}), **{name: {"depth": depth, "queries": len(run),
+                                                       **({"file": str(files[name])} if name in files else {})}
+                                                for name, run in runs.items()}}
+        new_meta = {
             "model": model, "estimator": cfg.estimator, "prompt_version": cfg.prompt_version, "udcg_version": __version__,
             "collection": collection.source, "runs": runs_meta, "pairs": len(records), "unjudged": unjudged,
             "relevance_sources": _count_sources(records), "n_censored": report.censored,
-            "reader_check": report.reader_check.to_dict(),
-            **({"server_notes": report.server_notes} if report.server_notes else {})})
+            "model_time": _model_time(meta, report),
+            **({"inputs": {k: v for k, v in inputs.items() if k != "run_files"}} if inputs else {}),
+            **({"server_notes": report.server_notes} if report.server_notes else {})}
+        report.reader_check = with_judge_command(check_records(records.values(), model, cfg.estimator), out, new_meta)
+        store.write_utilities(out, records, {**new_meta, "reader_check": report.reader_check.to_dict()})
     return report
+
+
+def _model_time(meta: Mapping, report: AnnotateRunsReport) -> dict:
+    """The reader's pairs computed and seconds spent, over every call that wrote the folder (its measured rate)."""
+    before = meta.get("model_time") if isinstance(meta.get("model_time"), dict) else {}
+    return {"pairs": int(before.get("pairs", 0)) + report.computed,
+            "seconds": float(before.get("seconds", 0.0)) + report.seconds}
 
 
 def _count_sources(records: Mapping[tuple[str, str], store.UtilityRecord]) -> dict[str, int]:

@@ -1,12 +1,16 @@
 """``udcg reader-check`` and ``udcg.reader_check``: can the reader of a utilities folder measure
 distraction, and on which queries? Computed from the p_abs already there (no model time) by
 ``metrics.reader_check``; ``udcg annotate --run`` prints it at its end and writes it to the folder's
-``meta.json``."""
+``meta.json``. When the verdict hangs on the unjudged labels, the check names the ``udcg annotate``
+command that judges them (``judge_command``: the folder's own annotate command, from the inputs its
+meta.json records, with ``--unjudged judge --judge rules``) and how long that takes."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from udcg.annotate.utilities import META, UtilityRecord, load_utilities
@@ -25,15 +29,98 @@ def check_records(records: Iterable[UtilityRecord], model: str = "", estimator: 
     recs = sorted(records, key=lambda r: (query_key(r.qid), r.docid))
     return reader_check([r.p_abs for r in recs], [r.relevant for r in recs],
                         [r.relevance_source != UNJUDGED for r in recs], [r.qid for r in recs],
-                        model=model, estimator=estimator, n_boot=n_boot, seed=seed)
+                        model=model, estimator=estimator, n_boot=n_boot, seed=seed, docids=[r.docid for r in recs])
+
+
+FOLDER = ("a utilities folder is what udcg annotate --run ... -o FOLDER writes: its utilities.jsonl holds each pair's "
+          "p_abs, relevance and where the relevance came from, which the check needs")
 
 
 def check_utilities(path: str | Path, *, n_boot: int = 1000, seed: int = 0) -> ReaderCheck:
-    """The reader check of a utilities folder (``udcg annotate --run``'s) or file."""
+    """The reader check of a utilities folder (``udcg annotate --run``'s) or its utilities.jsonl; a
+    ``qid 0 docid value`` file (qrels, utilities.qrels) is refused: it keeps no p_abs of its own
+    (a utility of 0 could be either class) nor whether a pair was judged."""
+    p = Path(path)
+    if p.is_file() and not p.name.lower().endswith((".jsonl", ".json", ".jsonl.gz", ".json.gz")):
+        raise InputError(f"{path}: not a utilities folder or utilities.jsonl ({FOLDER}; give that folder)")
     utilities = load_utilities(path)
     if not len(utilities):
         raise InputError(f"{path}: no annotated pairs (run udcg annotate --run ... -o {path} first)")
-    return check_records(utilities.records.values(), utilities.model, utilities.estimator, n_boot=n_boot, seed=seed)
+    check = check_records(utilities.records.values(), utilities.model, utilities.estimator, n_boot=n_boot, seed=seed)
+    folder = p if p.is_dir() else p.parent
+    return with_judge_command(check, folder, _meta(folder))
+
+
+def _meta(folder: Path) -> dict:
+    try:
+        meta = json.loads((folder / META).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+DEFAULT_PROMPT = "udcg-code-v1"
+
+
+def reader_flags(api: bool, estimator: str, prompt: str, sampling: Mapping[str, object]) -> list[str]:
+    """The annotate flags that make a rerun's reader settings those of the folder (the cache's
+    provenance): the estimator and prompt where not the default, the sampling settings with them."""
+    flags = [] if estimator == ("api-logprobs" if api else "first-token") else ["--estimator", estimator]
+    flags += [] if prompt == DEFAULT_PROMPT else ["--prompt", prompt]
+    for name, value in sampling.items():
+        if value is not None:
+            flags += [f"--{name.replace('_', '-')}", str(value)]
+    return flags
+
+
+def judge_command(folder: str | Path, meta: Mapping, judge: str = "rules") -> str:
+    """The ``udcg annotate`` command(s) that judge the folder's unjudged pairs (one per run depth),
+    or "" when its meta.json does not record its inputs (written by an earlier version, or by the
+    Python API on runs held in memory)."""
+    inputs, runs = meta.get("inputs"), meta.get("runs")
+    if not isinstance(inputs, dict) or not isinstance(runs, dict) or not inputs.get("corpus") or not inputs.get("model") \
+            or not runs or not all(isinstance(r, dict) and r.get("file") for r in runs.values()):
+        return ""
+    by_depth: dict[int, list[str]] = {}
+    for run in runs.values():
+        by_depth.setdefault(int(run["depth"]), []).append(str(run["file"]))
+    commands = []
+    for depth, files in sorted(by_depth.items()):
+        argv = ["udcg", "annotate", "--corpus", str(inputs["corpus"]), *[a for f in files for a in ("--run", f)],
+                "--depth", str(depth)]
+        for name in ("queries", "qrels", "answers", "limit"):
+            if inputs.get(name) is not None:
+                argv += [f"--{name}", str(inputs[name])]
+        argv += ["--model", str(inputs["model"]), *(["--api-base", "URL"] if inputs.get("api") else []),
+                 *[str(f) for f in inputs.get("flags", [])], "-o", str(folder), "--unjudged", "judge", "--judge", judge]
+        commands.append(shlex.join(argv))
+    return " && ".join(commands)
+
+
+def judge_estimate(n_pairs: int, meta: Mapping) -> str:
+    """How long judging ``n_pairs`` takes: by rules, no model; by a model, one generation a pair,
+    each at least the one forward pass a reader's p_abs costs, so at least ``n_pairs`` at the rate the
+    folder's reader was measured at (its meta.json's model time, load included)."""
+    timed = meta.get("model_time") if isinstance(meta.get("model_time"), dict) else {}
+    pairs, seconds = timed.get("pairs") or 0, timed.get("seconds") or 0.0
+    rules = f"{n_pairs} pairs to judge: --judge rules (answer containment) runs no model"
+    if not (pairs and seconds > 0):
+        return f"{rules}; --judge MODEL generates a label a pair (no reader rate recorded in this folder to time it)"
+    rate = pairs / seconds
+    return (f"{rules}; --judge MODEL generates a label a pair, at least {_duration(n_pairs / rate)} with a judge of "
+            f"the reader's size (this folder's reader: {rate:.2f} pairs/s over {pairs} pairs, one forward pass a pair)")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def with_judge_command(check: ReaderCheck, folder: str | Path, meta: Mapping) -> ReaderCheck:
+    """``check`` with the command that judges its unjudged pairs and its time, when its verdict
+    hangs on them (``ReaderCheck.hangs_on_labels``)."""
+    if not check.hangs_on_labels:
+        return check
+    return replace(check, judge_command=judge_command(folder, meta), judge_estimate=judge_estimate(check.n_unjudged, meta))
 
 
 QUERY_COLUMNS = ("qid", "relevant", "irrelevant", "mean_p_abs_relevant", "mean_p_abs_irrelevant",
@@ -75,7 +162,7 @@ def reader_note(utilities: object, rows: Sequence) -> tuple[str, ...]:
         return ()
     return (f"UDCG's reader ({check.who()}), checked on its "
             f"utilities' {check.n_queries} queries when they were written (per query: udcg reader-check): "
-            f"{check.verdict_text()}.",)
+            f"{check.verdict_text()}.{check.label_note()}",)
 
 
 def check_all(paths: Sequence[str | Path], *, n_boot: int = 1000, seed: int = 0) -> list[ReaderCheck]:

@@ -162,8 +162,8 @@ class RunScores:
     notes: list[str] = field(default_factory=list)
 
     def means(self) -> dict[Measure, float]:
-        """``{measure: mean over the queries}`` (ir_measures' calc_aggregate); NaN values (UDCG of an
-        empty ranking) are left out of the mean."""
+        """``{measure: mean over the queries}`` (ir_measures' calc_aggregate; a query the run does not
+        rank counts as an empty ranking, ``udcg.metrics.evaluate``); a NaN value is left out."""
         return {m: float(np.nanmean(v)) if (~np.isnan(v)).any() else float("nan") for m, v in self.values.items()}
 
     def per_query(self) -> dict[str, dict[Measure, float]]:
@@ -223,6 +223,8 @@ def score_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | N
     return out
 
 
+EMPTY_NOTE = ("each counts in every mean as an empty ranking (classical measures 0, UDCG sigma(0) = 0.5), "
+              "as ir_measures and trec_eval -c count it")
 TIE_NOTE = "queries have tied scores"  # the tie note's words (udcg.api logs it at INFO)
 
 
@@ -249,9 +251,10 @@ def _notes(run_qids: Iterable[str], queries: Run, table, wanted: list[Measure], 
     skipped = sum(q not in queries for q in run_qids)
     if skipped:
         notes.append(f"{skipped} run queries have no qrels and are not scored (ir_measures/trec_eval policy)")
-    empty = int((table.depth == 0).sum())
-    if empty:
-        notes.append(f"{empty} scored queries have no documents in the run (classical measures 0, UDCG NaN)")
+    empty = np.flatnonzero(table.depth == 0)
+    if len(empty):
+        notes.append(f"{len(empty)} scored queries have no documents in the run (first: {table.qids[empty[0]]!r}): "
+                     f"{EMPTY_NOTE}")
     cutoffs = sorted({m.cutoff for m in wanted if m.cutoff is not None})
     if cutoffs:
         short = int(((table.depth > 0) & (table.depth < cutoffs[-1])).sum())

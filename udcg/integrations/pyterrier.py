@@ -35,7 +35,7 @@ def topics(queries: str | Path) -> Any:
     from udcg.io.beir import read_queries
 
     questions = read_queries(queries)
-    return pd.DataFrame({"qid": list(questions), "query": [q.text for q in questions.values()]})
+    return _ids(pd.DataFrame({"qid": list(questions), "query": [q.text for q in questions.values()]}))
 
 
 def qrels(judged: Any) -> Any:
@@ -45,22 +45,33 @@ def qrels(judged: Any) -> Any:
 
     table = read_qrels(judged)
     rows = [(q, d, rel) for q, docs in table.items() for d, rel in docs.items()]
-    frame = pd.DataFrame(rows, columns=["qid", "docno", "label"])
+    frame = _ids(pd.DataFrame(rows, columns=["qid", "docno", "label"]))
     whole = all(float(rel).is_integer() for _, _, rel in rows)  # graded labels as PyTerrier has them; else as read
     return frame.astype({"label": "int64"}) if whole else frame
 
 
-def results(run: Any, name: str | None = None) -> Any:
+def results(run: Any, name: str | None = None, utilities: Any = None) -> Any:
     """A results frame (``qid``, ``docno``, ``rank``, ``score``) from a TREC run file, a ``{qid: {docid:
     score}}`` dict or a ranx ``Run``, ranked as trec_eval ranks (score, then docid descending);
-    ``name``: a ``name`` column."""
-    from udcg.flows.run_scores import read_run
+    ``name``: a ``name`` column; ``utilities`` (a ``udcg annotate`` folder, a utilities file or a
+    dict): a ``utility`` column (NaN for a document without one), what ``udcg.ir_measure("UDCG@5")``
+    reads when it is given no utilities."""
+    from udcg.flows.run_scores import read_run, read_utilities
     from udcg.io.trec import ranked_docids
 
     table = read_run(run)
     rows = [(q, d, rank, docs[d]) for q, docs in table.items() for rank, d in enumerate(ranked_docids(docs))]
-    frame = pd.DataFrame(rows, columns=["qid", "docno", "rank", "score"])
+    frame = _ids(pd.DataFrame(rows, columns=["qid", "docno", "rank", "score"]))
+    if utilities is not None:
+        known = read_utilities(utilities)
+        frame = frame.assign(utility=[known.get(q, {}).get(d, math.nan) for q, d, _, _ in rows])
     return frame if name is None else frame.assign(name=name)
+
+
+def _ids(frame: Any) -> Any:
+    """The frame with its id columns as Python strings in ``object`` columns, as PyTerrier makes
+    them and ranx's ``from_df`` asserts (pandas 3 would give them its ``str`` dtype)."""
+    return frame.astype({c: object for c in ("qid", "docno") if c in frame.columns})
 
 
 def _column(frame: Any, name: str, why: str) -> Any:

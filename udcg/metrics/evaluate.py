@@ -3,9 +3,12 @@
 family (hits, AP, DCG, ERR, ...), computed once and read off at every cutoff asked for. A run
 scores the measures whose declared needs are qrels, utilities and a UDCG_theta model.
 
-Query policy (ir_measures' default, which follows trec_eval): the queries scored are those of the
+Query policy (ir_measures' default, trec_eval's with ``-c``): the queries scored are those of the
 qrels, in qrels order. A qrels query missing from the run gets every measure's value on an empty
-ranking, which is 0 for all of ours (ir_measures emits ``measure.DEFAULT`` = 0 for it). A run query
+ranking and counts in every mean: 0 for the classical measures (ir_measures emits
+``measure.DEFAULT`` = 0 for it), sigma(0) = 0.5 for UDCG and UDCG_theta (every slot of the context
+empty, u = 0: a context that neither helps nor misleads). trec_eval without ``-c`` (pytrec_eval)
+averages over the run's queries instead; ranx refuses such a run unless ``make_comparable``. A run query
 without qrels is skipped (logged), as pytrec_eval does. A query whose qrels hold no relevant
 document scores 0 (trec_eval's convention).
 
@@ -14,7 +17,7 @@ layout of ``ir_measures.iter_calc`` written as ``qid<TAB>measure<TAB>value``.
 
 UDCG@k and UDCG_theta@k of a run are UDCG / UDCG_theta of its top-k documents read as one context,
 with utilities ``{qid: {docid: u}}`` (``udcg annotate --run``). A ranking shorter than k is a
-shorter context (UDCG divides by the number of documents there); an empty one is NaN. A top-k
+shorter context (UDCG divides by the number of documents there); an empty one is 0.5. A top-k
 document without a utility follows ``unannotated``: ``error`` (default: say which and stop),
 ``zero`` (u = 0, neither helps nor misleads) or ``worst`` (u = -1, a fully misleading passage).
 """
@@ -200,8 +203,8 @@ def evaluate_trec(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Ma
 
 
 def mean_by_measure(rows: Sequence[tuple[str, str, float]]) -> dict[str, float]:
-    """The mean over queries of each measure (MAP, MRR, ...), in first-seen order; NaN values (UDCG
-    of an empty ranking) are left out of the mean."""
+    """The mean over queries of each measure (MAP, MRR, ...), in first-seen order; a NaN value is
+    left out of the mean."""
     sums: dict[str, list[float]] = {}
     for _, name, value in rows:
         sums.setdefault(name, []).append(value)

@@ -86,7 +86,7 @@ def err_kernel(m: Measure, s: Signals) -> np.ndarray:
 
 
 def udcg_kernel(m: Measure, s: Signals) -> np.ndarray:
-    """UDCG of the top k (a shorter ranking is a shorter context; none at all is NaN)."""
+    """UDCG of the top k (a shorter ranking is a shorter context; none at all is sigma(0) = 0.5)."""
     u, length = s.utilities(m, s.cutoff(m))
     return udcg_rows(u, check_gamma(s.gamma), length)
 
@@ -98,9 +98,8 @@ def udcg_theta_kernel(m: Measure, s: Signals) -> np.ndarray:
     if k != theta.k_:
         raise InputError(f"{m}: the UDCG_theta model was fitted for k = {theta.k_} (write "
                          f"UDCG_theta@{theta.k_}, or fit one for k = {k})")
-    u, length = s.utilities(m, k)
-    values = theta.predict(u)
-    return values if length is None else np.where(length > 0, values, np.nan)
+    u, _ = s.utilities(m, k)  # zero-padded: an empty slot is u = 0, so no passage at all is sigma(0) = 0.5
+    return theta.predict(u)
 
 
 # ---------------------------------------------------------------- per-passage signals (contexts)

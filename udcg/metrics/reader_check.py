@@ -10,13 +10,18 @@ the pairs of one reader and estimator (p_abs, relevance, whether the relevance w
 - ``answered_irrelevant``: the share of irrelevant pairs (judged or not) with p_abs < 0.5, those
   the reader answers from rather than abstains on;
 - ``auc``: the probability that a random irrelevant pair has a higher p_abs than a random relevant
-  one (ties count half; ``sklearn.metrics.roc_auc_score`` with irrelevant as the positive class),
-  with a 95% percentile bootstrap interval over *queries* (the pairs of one query resampled together);
-- a verdict with ``AUC_MIN`` and ``ANSWERED_MAX``: the reader can measure distraction when its AUC
-  is at least 0.75 and it answers from at most half of the irrelevant pairs; it cannot when it
-  answers from more than half of 10 or more irrelevant pairs (however few relevant pairs there are),
-  or when its AUC is below 0.75; with fewer than ``MIN_PAIRS`` relevant or irrelevant pairs otherwise,
-  no verdict.
+  one (ties count half; the same number as ``sklearn.metrics.roc_auc_score`` with irrelevant as the
+  positive class, computed in numpy by ``metrics.reader_auc``), with a 95% percentile bootstrap
+  interval over *queries* (the pairs of one query resampled together);
+- a verdict with ``AUC_MIN`` and ``ANSWERED_MAX`` (``metrics.reader_verdict``): the reader can
+  measure distraction when its AUC is at least 0.75 and it answers from at most half of the
+  irrelevant pairs; it cannot when it answers from more than half of 10 or more irrelevant pairs
+  (however few relevant pairs there are), or when its AUC is below 0.75; with fewer than
+  ``MIN_PAIRS`` relevant or irrelevant pairs otherwise, no verdict. ``borderline``: a verdict the
+  AUC decided whose interval reaches the other side of 0.75;
+- with unjudged pairs: ``fragility``, the smallest number of unjudged pairs that, relabelled
+  relevant, turn the verdict (``metrics.reader_verdict``), and ``judged_only``, the same check on
+  the judged pairs alone (None without a judged irrelevant pair).
 
 On which queries (``by_query``): per query, its relevant and irrelevant pairs, their mean p_abs, the
 irrelevant pairs the reader answers from (p_abs < 0.5: the distractors UDCG charges a run for) and
@@ -28,25 +33,28 @@ validation runs' annotations, docs/reliability.md#reader-check): the readers und
 on nDCG (the 1.5B reader on NQ: AUC 0.847, answers from 9% of the irrelevant pairs; on the 200
 PopQA passages alone: 0.788, 33%) pass both; those under which it did not (the 0.5B reader: NQ
 0.670 / 36%, PopQA 0.697 / 81%, the 200 passages 0.717 / 73%; the 1.5B reader on PopQA 0.650 /
-47%) fail at least one.
+47%) fail at least one. Six readings of one model family: passing is what UDCG's charge for
+distractors needs, not evidence that UDCG ranks runs better than nDCG (the confirmatory NQ run's
+1.5B reader passed, AUC 0.895 on its confirmatory questions 121-350, and UDCG's gain on the
+pre-registered statistic was inconclusive); the check of the LLM a RAG system uses in production is the evidence that counts.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 
 from udcg.errors import InputError
+from udcg.metrics.reader_auc import auc as _auc
+from udcg.metrics.reader_auc import auc_interval
+from udcg.metrics.reader_verdict import (ABSTAINS_AT, ANSWERED_MAX, AUC_MIN, MIN_PAIRS, Fragility, fragility,
+                                         verdicts)
 
-AUC_MIN = 0.75  # separation a reader needs (module docstring)
-ANSWERED_MAX = 0.5  # the largest share of irrelevant pairs it may answer from
-MIN_PAIRS = 10  # fewer relevant or irrelevant pairs than this: no verdict
-ABSTAINS_AT = 0.5  # p_abs at or above this: the reader abstains rather than answers
-SUGGESTION = ("try a reader that abstains on distractors: qwen2.5-coder-1.5b (`udcg models install "
-              "qwen2.5-coder-1.5b`), or the LLM your RAG system uses in production (--model NAME --api-base URL)")
-_CHUNK = 1 << 21
+BASIS = "set on six published readings of one model family: docs/reliability.md#reader-check"
+PRODUCTION = "the check of the LLM your RAG system uses in production is the evidence that counts"
+OFFLINE_PASSED = "qwen2.5-coder-1.5b"  # the offline reader that passed on the published NQ annotations
 
 
 def _json_ready(values: dict) -> dict:
@@ -137,25 +145,50 @@ class ReaderCheck:
     n_queries: int
     verdict: str  # "can", "cannot" or "too few pairs"
     queries: tuple[QueryCheck, ...] = field(default=(), repr=False)  # per query, in the order of their first pairs
+    fragility: Fragility | None = None  # with unjudged pairs and a verdict: how many of them flip it
+    judged_only: ReaderCheck | None = None  # the check of the judged pairs alone (with a judged irrelevant pair)
+    judge_command: str = ""  # the command that judges the unjudged pairs (set by the flow that knows the folder)
+    judge_estimate: str = ""  # how long it takes (pairs, measured rate)
 
     @property
     def can_measure_distraction(self) -> bool:
         return self.verdict == "can"
 
+    @property
+    def borderline(self) -> bool:
+        """A verdict the AUC decided whose 95% interval reaches the other side of ``AUC_MIN``."""
+        if self.verdict == "can":
+            return self.auc_low < AUC_MIN
+        by_auc = self.verdict == "cannot" and not self.answered_irrelevant > ANSWERED_MAX
+        return by_auc and self.auc_high >= AUC_MIN
+
+    @property
+    def hangs_on_labels(self) -> bool:
+        """The verdict flips when at most 5% of the unjudged pairs are relabelled relevant."""
+        return self.fragility is not None and self.fragility.fragile
+
     @classmethod
     def from_dict(cls, data: dict) -> ReaderCheck:
-        """The check ``to_dict`` wrote (None back to NaN, or to "" for a name), without its per-query rows."""
-        types = {f.name: f.type for f in fields(cls) if f.name != "queries"}
-        missing = [n for n in types if n not in data]
+        """The check ``to_dict`` wrote (None back to NaN, or to "" for a name), without its per-query
+        rows; a record of an earlier version (no fragility) reads as one without it."""
+        types = {f.name: f.type for f in fields(cls) if f.name not in _NESTED}
+        missing = [n for n in types if n not in data and n not in _ADDED]
         if missing:
             raise InputError(f"a reader check without {', '.join(missing)} (written by another udcg version?)")
-        return cls(**{n: ("" if t == "str" else math.nan) if data[n] is None else data[n] for n, t in types.items()})
+        values = {n: ("" if t == "str" else math.nan) if data.get(n) is None else data[n] for n, t in types.items()
+                  if n in data}
+        nested = {"fragility": Fragility.from_dict(data["fragility"]) if data.get("fragility") else None,
+                  "judged_only": cls.from_dict(data["judged_only"]) if data.get("judged_only") else None}
+        return cls(**values, **nested)
 
     def to_dict(self) -> dict:
         """JSON-ready (NaN becomes None), with the thresholds the verdict used; the per-query counts
-        as ``per_query`` (``query_line``), not the queries themselves."""
-        out = _json_ready({f.name: getattr(self, f.name) for f in fields(self) if f.name != "queries"})
-        return {**out, "per_query": query_counts(self.queries),
+        as ``per_query`` (``query_line``), not the queries themselves; ``fragility`` and
+        ``judged_only`` (None where they do not apply)."""
+        out = _json_ready({f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NESTED})
+        return {**out, "borderline": self.borderline, "per_query": query_counts(self.queries),
+                "fragility": self.fragility.to_dict() if self.fragility else None,
+                "judged_only": _brief(self.judged_only.to_dict()) if self.judged_only else None,
                 "thresholds": {"auc_min": AUC_MIN, "answered_irrelevant_max": ANSWERED_MAX, "min_pairs": MIN_PAIRS}}
 
     def query_line(self) -> str:
@@ -188,7 +221,8 @@ class ReaderCheck:
         return f"{self.model or 'model unnamed'}, {self.estimator or 'estimator unknown'}"
 
     def lines(self) -> list[str]:
-        """The check as the commands print it: counts, means, the AUC named as such, the verdict."""
+        """The check as the commands print it: counts, means, the AUC named as such, the verdict;
+        with unjudged pairs, how far the verdict hangs on them (``label_lines``)."""
         who = self.who()
         means = [f"relevant {_f(self.mean_p_relevant)}"]
         if self.n_judged_irrelevant:
@@ -202,26 +236,95 @@ class ReaderCheck:
                 f"{_pct(self.answered_irrelevant)} of the irrelevant pairs",
                 f"  AUC of p_abs separating irrelevant from relevant pairs: {_f(self.auc)} "
                 f"[{_f(self.auc_low)}, {_f(self.auc_high)}] (95% bootstrap over queries; 0.5 = no separation)",
-                "  verdict: " + self.verdict_text()]
+                "  verdict: " + self.verdict_text(), *self.label_lines()]
 
     def verdict_text(self) -> str:
+        """The verdict in words: what the evidence shows, what the thresholds rest on (``BASIS``), and
+        for a reader that fails, what to check instead (never the reader just checked)."""
         if self.verdict == "too few pairs":
             return (f"too few pairs to tell ({self.n_relevant} relevant, "
                     f"{self.n_judged_irrelevant + self.n_unjudged} irrelevant; {MIN_PAIRS} of each needed)")
+        answered = f"answers from {_pct(self.answered_irrelevant)}"
+        if self.borderline:
+            side = (f"passes {AUC_MIN} but its 95% interval reaches down to {_f(self.auc_low)}"
+                    if self.verdict == "can" else f"is below {AUC_MIN} but its 95% interval reaches {_f(self.auc_high)}")
+            return (f"borderline: the AUC {_f(self.auc)} {side} (it {answered} <= {ANSWERED_MAX:.0%} of the irrelevant "
+                    f"pairs), so these pairs do not settle whether this reader can measure distraction (the thresholds "
+                    f"are {BASIS}); more queries narrow the interval; {PRODUCTION}")
         if self.verdict == "can":
-            border = (f" (its interval reaches below {AUC_MIN}: borderline)" if self.auc_low < AUC_MIN else "")
-            return (f"this reader can measure distraction (AUC {_f(self.auc)} >= {AUC_MIN}, answers from "
-                    f"{_pct(self.answered_irrelevant)} <= {ANSWERED_MAX:.0%} of the irrelevant pairs){border}: "
-                    "UDCG's differences between runs reflect how distracting their passages are for it")
+            return (f"this reader can measure distraction by the check's thresholds (AUC {_f(self.auc)} >= {AUC_MIN}, "
+                    f"{answered} <= {ANSWERED_MAX:.0%} of the irrelevant pairs; {BASIS}): its p_abs separates "
+                    "irrelevant from relevant passages, as UDCG's charge for distractors needs; that alone does not "
+                    "show that UDCG ranks runs better than nDCG with it (the confirmatory NQ run's reader passed, AUC "
+                    f"0.895, and UDCG's gain on its pre-registered statistic was inconclusive); {PRODUCTION}")
         why = []
         if self.answered_irrelevant > ANSWERED_MAX:
-            why.append(f"it answers from {_pct(self.answered_irrelevant)} of the irrelevant pairs (more than "
-                       f"{ANSWERED_MAX:.0%})")
+            why.append(f"it {answered} of the irrelevant pairs (more than {ANSWERED_MAX:.0%})")
         if not self.auc >= AUC_MIN and not np.isnan(self.auc):
             few = f", from only {self.n_relevant} relevant pairs" if self.n_relevant < MIN_PAIRS else ""
             why.append(f"its AUC {_f(self.auc)} is below {AUC_MIN}{few}")
-        return (f"this reader cannot measure distraction: {' and '.join(why)}; UDCG's differences between runs "
-                f"will mostly reflect how answerable their irrelevant passages are, not how distracting; {SUGGESTION}")
+        other = ("" if OFFLINE_PASSED in self.model.lower() else
+                 f", or the offline {OFFLINE_PASSED} (`udcg models install {OFFLINE_PASSED}`), which passed on the "
+                 "published NQ annotations and failed on PopQA's")
+        return (f"this reader cannot measure distraction by the check's thresholds ({BASIS}): {' and '.join(why)}; "
+                "UDCG then charges runs for passages this reader answers from whether or not they mislead it, and under "
+                "the published readers that failed UDCG did not gain on nDCG; check the LLM your RAG system uses in "
+                f"production instead (--model NAME --api-base URL){other}")
+
+    def label_lines(self) -> list[str]:
+        """With unjudged pairs and a verdict: how many of them, relabelled relevant, flip it; when that
+        is few (``hangs_on_labels``) the command that judges them and, when the verdicts differ or it
+        hangs on the labels, the check of the judged pairs alone."""
+        fr = self.fragility
+        if fr is None:
+            return []
+        share = f"{fr.flips_at / fr.n_unjudged:.1%}" if fr.flips_at is not None else ""
+        if fr.flips_at is None:
+            out = [f"  labels: {fr.n_unjudged} unjudged pairs taken as irrelevant; no number of them relabelled relevant "
+                   f"({fr.order}) turns the verdict"]
+        elif fr.fragile:
+            named = ", ".join(" ".join(filter(None, p)) for p in fr.pairs[:3]) + (", ..." if fr.flips_at > 3 else "")
+            judge = (f"judge them: {self.judge_command}" + (f" ({self.judge_estimate})" if self.judge_estimate else "")
+                     if self.judge_command else "judge them: rerun the udcg annotate that wrote these utilities with "
+                     "--unjudged judge --judge rules (or --judge MODEL)")
+            out = [f"  labels: the verdict hangs on the unjudged labels: {fr.flips_at} of the {fr.n_unjudged} unjudged "
+                   f"pairs ({share}), relabelled relevant ({fr.order}: {named}), turn it to {fr.verdict_after} (AUC "
+                   f"{_f(fr.auc_after)}, answers from {_pct(fr.answered_after)} of the irrelevant pairs); {judge}"]
+        else:
+            out = [f"  labels: {fr.n_unjudged} unjudged pairs taken as irrelevant; {fr.flips_at} of them ({share}, more "
+                   f"than 5%), relabelled relevant ({fr.order}), would turn the verdict to {fr.verdict_after}"]
+        judged = self.judged_only
+        if fr.fragile or (judged is not None and judged.verdict != self.verdict):
+            out.append(self.judged_line())
+        return out
+
+    def judged_line(self) -> str:
+        """The check recomputed on the judged pairs alone, or why it cannot be."""
+        j = self.judged_only
+        if j is None:
+            return (f"  judged pairs only: none of the irrelevant pairs is judged ({self.n_judged_irrelevant} "
+                    "judged-irrelevant), so the check cannot be recomputed without the unjudged labels")
+        word = f"{j.verdict} (borderline)" if j.borderline else j.verdict
+        return (f"  judged pairs only ({j.n_relevant} relevant, {j.n_judged_irrelevant} judged-irrelevant): AUC "
+                f"{_f(j.auc)} [{_f(j.auc_low)}, {_f(j.auc_high)}], answers from {_pct(j.answered_irrelevant)} of the "
+                f"irrelevant pairs; verdict: {word}")
+
+    def label_note(self) -> str:
+        """For a footer: "" unless the verdict hangs on the unjudged labels."""
+        fr = self.fragility
+        if not self.hangs_on_labels:
+            return ""
+        return (f" It hangs on the unjudged labels: {fr.flips_at} of the {fr.n_unjudged} unjudged pairs, relabelled "
+                f"relevant, turn it to {fr.verdict_after} (udcg reader-check names the command that judges them).")
+
+
+_NESTED = ("queries", "fragility", "judged_only")
+_ADDED = ("judge_command", "judge_estimate")  # fields a record of an earlier version lacks
+
+
+def _brief(data: dict) -> dict:
+    """A judged-only check's record: its numbers, without per-query counts or thresholds."""
+    return {k: v for k, v in data.items() if k not in ("per_query", "thresholds", "fragility", "judged_only")}
 
 
 def _f(x: float) -> str:
@@ -236,67 +339,41 @@ def _mean(v: np.ndarray) -> float:
     return float(v.mean()) if len(v) else float("nan")
 
 
-def _auc_rows(s_order: np.ndarray, irrelevant: np.ndarray, starts: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """The AUC (irrelevant above relevant, ties half) under each row of pair ``weights`` (rows x
-    pairs, the pairs sorted by p_abs; ``starts``: where each distinct p_abs begins)."""
-    w_irr = np.add.reduceat(weights * irrelevant, starts, axis=1)
-    w_rel = np.add.reduceat(weights * ~irrelevant, starts, axis=1)
-    below = np.cumsum(w_rel, axis=1) - w_rel
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (w_irr * (below + 0.5 * w_rel)).sum(axis=1) / (w_irr.sum(axis=1) * w_rel.sum(axis=1))
-
-
-def _auc_interval(p_abs: np.ndarray, irrelevant: np.ndarray, query: np.ndarray, n_boot: int, seed: int
-                  ) -> tuple[float, float]:
-    """95% percentile interval of the AUC over ``n_boot`` resamples of the queries (with replacement)."""
-    order = np.argsort(p_abs, kind="stable")
-    s, irr, q = p_abs[order], irrelevant[order], query[order]
-    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
-    n_q = int(query.max()) + 1
-    rng = np.random.default_rng(seed)
-    aucs = np.empty(n_boot)
-    rows = max(1, _CHUNK // max(len(s), n_q))
-    for start in range(0, n_boot, rows):
-        stop = min(n_boot, start + rows)
-        draws = rng.integers(0, n_q, size=(stop - start, n_q))
-        counts = np.stack([np.bincount(d, minlength=n_q) for d in draws]).astype(float)
-        aucs[start:stop] = _auc_rows(s, irr, starts, counts[:, q])
-    aucs = aucs[np.isfinite(aucs)]
-    if not len(aucs):
-        return float("nan"), float("nan")
-    return float(np.quantile(aucs, 0.025)), float(np.quantile(aucs, 0.975))
-
-
 def reader_check(p_abs: object, relevant: object, judged: object, queries: object, *, model: str = "",
-                 estimator: str = "", n_boot: int = 1000, seed: int = 0) -> ReaderCheck:
+                 estimator: str = "", n_boot: int = 1000, seed: int = 0, docids: object = None) -> ReaderCheck:
     """The reader check of one reader's pairs: ``p_abs`` in [0, 1], ``relevant`` (bool), ``judged``
-    (bool: False for an unjudged pair taken as irrelevant) and ``queries`` (any ids) per pair."""
+    (bool: False for an unjudged pair taken as irrelevant) and ``queries`` (any ids) per pair;
+    ``docids`` (optional) name the pairs the fragility lists."""
     p = np.asarray(p_abs, dtype=float)
     rel = np.asarray(relevant, dtype=bool)
     jud = np.asarray(judged, dtype=bool)
     q_ids = np.asarray([str(x) for x in queries], dtype=object)
-    if not (p.ndim == 1 and len(p) == len(rel) == len(jud) == len(q_ids)):
+    d_ids = None if docids is None else np.asarray([str(x) for x in docids], dtype=object)
+    if not (p.ndim == 1 and len(p) == len(rel) == len(jud) == len(q_ids)) or (d_ids is not None and len(d_ids) != len(p)):
         raise InputError(f"reader check: p_abs, relevant, judged and queries must be one value per pair, got "
                          f"{len(p)}, {len(rel)}, {len(jud)} and {len(q_ids)}")
     _check_p(p)
+    check = _check(p, rel, jud, q_ids, model, estimator, n_boot, seed)
+    if not check.n_unjudged:
+        return check
+    kept = rel | jud
+    judged_only = (_check(p[kept], rel[kept], jud[kept], q_ids[kept], model, estimator, n_boot, seed)
+                   if check.n_judged_irrelevant else None)
+    return replace(check, fragility=fragility(p, rel, jud, check.verdict, q_ids, d_ids), judged_only=judged_only)
+
+
+def _check(p: np.ndarray, rel: np.ndarray, jud: np.ndarray, q_ids: np.ndarray, model: str, estimator: str,
+           n_boot: int, seed: int) -> ReaderCheck:
     irr = ~rel
     names, first, query = _queries(q_ids)
     n_rel, n_irr = int(rel.sum()), int(irr.sum())
     answered = _mean((p[irr] < ABSTAINS_AT).astype(float))
     if n_rel and n_irr:
-        from sklearn.metrics import roc_auc_score
-
-        auc = float(roc_auc_score(irr, p))
-        low, high = _auc_interval(p, irr, query, n_boot, seed)
+        auc = _auc(p, irr)
+        low, high = auc_interval(p, irr, query, n_boot, seed)
     else:
         auc = low = high = float("nan")
-    if n_irr >= MIN_PAIRS and answered > ANSWERED_MAX:
-        verdict = "cannot"  # answering from most distractors needs no relevant pair to be seen
-    elif n_rel < MIN_PAIRS or n_irr < MIN_PAIRS:
-        verdict = "too few pairs"
-    else:
-        verdict = "can" if auc >= AUC_MIN else "cannot"
+    verdict = str(verdicts(n_rel, n_irr, answered, auc))
     return ReaderCheck(model, estimator, n_rel, int((irr & jud).sum()), int((irr & ~jud).sum()), _mean(p[rel]),
                        _mean(p[irr & jud]), _mean(p[irr & ~jud]), answered, auc, low, high,
                        len(names), verdict, tuple(_query_checks(p, rel, names, first, query)))
-

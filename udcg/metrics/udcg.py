@@ -28,11 +28,12 @@ VARIANTS = ("full", "rel-only", "binary")
 def udcg_rows(u: np.ndarray, gamma: float, length: np.ndarray | None = None) -> np.ndarray:
     """Eq. 4 per row, the kernel (no validation: ``udcg`` checks, then calls it). ``length`` (per
     row) is the context size when rows are zero-padded beyond it (a ranking shorter than k); a row
-    of length 0 (no passage at all) is NaN."""
+    of length 0 (no passage at all: every slot empty, u = 0, so both sums are 0) is sigma(0) = 0.5,
+    the value of a context that neither helps nor misleads (a query the run does not rank)."""
     k = u.shape[1] if length is None else np.asarray(length, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
         score = (np.clip(u, 0, None).sum(1) + gamma * np.clip(u, None, 0).sum(1)) / k
-    return expit(np.where(np.asarray(k) > 0, score, np.nan))
+    return expit(np.where(np.asarray(k) > 0, score, 0.0))
 
 
 def check_utilities(u: object, name: str = "utilities") -> np.ndarray:
