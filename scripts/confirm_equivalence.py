@@ -15,7 +15,9 @@ questions (121-350 of the run's question order):
 - which of the paper's six per-LLM NQ margins the 95% interval excludes;
 - the secondaries S1-S3 (pairwise accuracy; the tie decomposition's two parts, per question) and S4
   (D over all questions, with its TOST beside it), with Holm over S1-S4, and the share of the
-  outcome-differing context pairs that nDCG ties (descriptive, as (e) asks for S2).
+  outcome-differing context pairs that nDCG ties (descriptive, as (e) asks for S2);
+- then, labelled post hoc (issue #51, outside the plan): the p floor of the flips, D without the
+  questions on which a metric is constant, and S1 split into its tied and untied parts (``post_hoc``).
 
 ``--out FOLDER`` writes ``README.md`` (the analysis and the command that makes it) and
 ``per-question.jsonl.gz`` (each confirmatory question's values behind it); nothing before the target.
@@ -32,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_table import main_contexts, margins_reading  # noqa: E402
+from results_table import graded_main_contexts, main_contexts, margins_reading  # noqa: E402
 from udcg.experiment import paired  # noqa: E402
 from udcg.experiment.reporting import finite, question_order, read_per_question, write_jsonl_gz  # noqa: E402
 from udcg.io.files import atomic_write_text  # noqa: E402
@@ -70,8 +72,10 @@ def _v(p: float) -> str:
     return f"{p:.4f}" if p >= 1e-4 or p == 0 else f"{p:.1e}"
 
 
-def _p(p: float, flips: int, n: int) -> str:
-    se = f" ± {_v(monte_carlo_se(p, flips))} (Monte Carlo SE)" if is_estimated(n) else " (exact)"
+def _p(p: float, flips: int, n: int, alternative: str = "two-sided") -> str:
+    """p with its Monte Carlo standard error (``alternative``: "two-sided", or "greater" for a
+    one-sided p such as the TOST's, whose error is that of one tail), or "(exact)"."""
+    se = f" ± {_v(monte_carlo_se(p, flips, alternative))} (Monte Carlo SE)" if is_estimated(n) else " (exact)"
     return f"{_v(p)}{se}"
 
 
@@ -98,13 +102,82 @@ class Data(NamedTuple):
     rows: list[dict]
     ties: dict
     pooled: TieDecomposition
+    no_relevant: frozenset = frozenset()  # questions whose pool holds no relevant passage (post hoc, issue #51)
+    constant: frozenset = frozenset()  # questions on whose contexts UDCG or nDCG is constant (post hoc, issue #51)
+    shares: dict | None = None  # per question: the three accuracies of ``ties`` and its tied and all pairs
+
+
+def _without_relevant_passage(folder: Path) -> frozenset:
+    """The questions whose contexts all say their pool holds no relevant passage (``n_relevant`` 0)."""
+    seen: dict[str, bool] = {}
+    for r in graded_main_contexts(folder):
+        seen[r["qid"]] = seen.get(r["qid"], True) and r.get("n_relevant") == 0
+    return frozenset(q for q, none in seen.items() if none)
 
 
 def load(folder: Path, plan: Plan = Plan()) -> Data:
     order = question_order(folder)
     contexts = main_contexts(folder, set(order[plan.after:plan.target]))
     return Data(order, read_per_question(folder, "table3-all"), ties_by_question(*contexts),
-                tie_decomposition(*contexts, metric_name="UDCG", baseline_name="nDCG"))
+                tie_decomposition(*contexts, metric_name="UDCG", baseline_name="nDCG"),
+                _without_relevant_passage(folder), _constant(*contexts), _shares(*contexts))
+
+
+def _constant(udcg: np.ndarray, ndcg: np.ndarray, outcome: np.ndarray, qids: np.ndarray) -> frozenset:
+    """The questions on whose contexts UDCG or nDCG takes one value: those issue #28's first usable
+    rule dropped (amended after its first 50 questions to rho 0)."""
+    return frozenset(str(q) for q in set(qids.tolist()) if any(np.ptp(v[qids == q]) == 0 for v in (udcg, ndcg)))
+
+
+def _shares(udcg: np.ndarray, ndcg: np.ndarray, outcome: np.ndarray, qids: np.ndarray) -> dict:
+    """Per question with an outcome-differing pair: (UDCG's accuracy on the pairs nDCG ties, on the
+    others, nDCG's there, the tied pairs, all pairs), from ``tie_decomposition`` of that question."""
+    out = {}
+    for q in sorted(set(qids.tolist())):
+        m = qids == q
+        t = tie_decomposition(udcg[m], ndcg[m], outcome[m], qids[m])
+        if t.n_pairs:
+            out[str(q)] = (t.tied_metric, t.untied_metric, t.untied_baseline, t.n_tied, t.n_pairs)
+    return out
+
+
+def post_hoc(data: Data, confirm: list[str], main: dict, ps: list[float], plan: Plan) -> list[str]:
+    """Issue #51, written after the verdict and outside the plan: where S1-S3's p sits against the
+    flips' floor; D without the usable questions on which UDCG or nDCG is constant (issue #28's first
+    usable rule dropped them; how many have no relevant passage in the pool, where nDCG is 0 on every
+    context); and S1 split per question into what comes from nDCG's ties and from the other pairs."""
+    floor = 2 / (plan.flips + 1)
+    at_floor = [name for name, p in zip(("S1", "S2", "S3"), ps) if p <= floor * (1 + 1e-9)]
+    kept = [q for q in confirm if q not in data.constant]
+    d = _differences(data.rows, "rho", kept)
+    dropped = [q for q in confirm if q in data.constant and np.isfinite(_differences(data.rows, "rho", [q])).any()]
+    rest = _primary(d, plan)
+    lo, hi = rest["ci95"]
+    x, _ = paired.aligned(data.rows, "UDCG", "nDCG", "rho", dropped)
+    without = sum(q in data.no_relevant for q in dropped)
+    lines = ["", "Post hoc (issue #51, written after the verdict; not part of the plan, which it leaves unchanged):", ""]
+    if at_floor:
+        lines.append(f"- {' and '.join(at_floor)}: p = {_v(floor)} is the floor of the two-sided test at {plan.flips:,} "
+                     f"flips, 2 / ({plan.flips:,} + 1): no flip reached the observed mean.")
+    if dropped:
+        lines.append(f"- D without the {len(dropped)} usable questions on whose contexts a metric is constant (issue #28's "
+                     f"first usable rule, amended after its first 50 questions, dropped them; {without} of them have no "
+                     f"relevant passage in the pool, so nDCG is 0 on every context and ρ_nDCG 0 by the amended rule; "
+                     f"their mean ρ_UDCG {float(np.nanmean(x)):+.3f}): D = {rest['mean']:+.4f}, 95% interval "
+                     f"[{lo:+.4f}, {hi:+.4f}], two-sided p {_v(rest['p'])}, TOST p {_v(rest['p_tost'])} ({rest['n']} "
+                     "questions): the decision table would read \""
+                     f"{decision(rest['p'], rest['p_tost'], rest['mean'], plan.alpha, plan.margin).split(':')[0]}\". "
+                     "The pre-registered verdict, on every usable question, stands.")
+    wanted = set(confirm)
+    parts = [(n_t / n * (t - 0.5) if n_t else 0.0, (n - n_t) / n * (u - v) if n_t < n else 0.0)
+             for q, (t, u, v, n_t, n) in (data.shares or {}).items() if q in wanted]
+    if parts:
+        tie_part, other = (float(np.mean([p[k] for p in parts])) for k in (0, 1))
+        lines.append(f"- S1 split per question into its parts (the tied share x (UDCG's accuracy on the tied pairs - 0.5), "
+                     f"and the untied share x (UDCG's - nDCG's accuracy there)), over the {len(parts)} questions with "
+                     f"outcome-differing pairs: {tie_part:+.4f} from nDCG's ties and {other:+.4f} from the other pairs "
+                     f"(sum {tie_part + other:+.4f}; {tie_part / (tie_part + other):.0%} of it from the ties).")
+    return lines
 
 
 def analysis(folder: Path, plan: Plan = Plan(), data: Data | None = None) -> list[str]:
@@ -133,7 +206,7 @@ def analysis(folder: Path, plan: Plan = Plan(), data: Data | None = None) -> lis
              f"- D = {main['mean']:+.4f}, 95% interval [{lo:+.4f}, {hi:+.4f}], 90% interval "
              f"[{main['ci90'][0]:+.4f}, {main['ci90'][1]:+.4f}]",
              f"- two-sided p = {_p(main['p'], plan.flips, main['n'])}",
-             f"- TOST at ±{plan.margin}: p = {_p(main['p_tost'], plan.flips, main['n'])} (H0 D ≤ −{plan.margin}: "
+             f"- TOST at ±{plan.margin}: p = {_p(main['p_tost'], plan.flips, main['n'], 'greater')} (H0 D ≤ −{plan.margin}: "
              f"{_v(main['p_lower'])}; H0 D ≥ +{plan.margin}: {_v(main['p_upper'])})",
              f"- smallest difference detectable with 80% power: {main['min_detectable']:.3f}",
              f"- the paper's NQ margins: {margins_reading(d, 'nq')}",
@@ -150,7 +223,7 @@ def analysis(folder: Path, plan: Plan = Plan(), data: Data | None = None) -> lis
               f"({t.n_questions} questions), nDCG scores {t.n_tied} equal ({t.share_tied:.1%}); pooled over them, UDCG "
               f"orders {t.tied_metric:.3f} of those right (a tie: 0.5), and of the others UDCG {t.untied_metric:.3f}, "
               f"nDCG {t.untied_baseline:.3f}."]
-    return lines
+    return lines + post_hoc(data, confirm, main, ps[:3], plan)
 
 
 def per_question(folder: Path, plan: Plan = Plan(), data: Data | None = None) -> list[dict]:

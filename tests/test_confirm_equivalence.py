@@ -127,3 +127,37 @@ def test_out_inside_the_run_folder_is_refused(tmp_path, capsys):
         load_script("confirm_equivalence").main([str(run), "--out", str(run / "confirm")])
     assert exit_.value.code == 2 and "inside the run folder" in capsys.readouterr().err
     assert not (run / "confirm").exists()
+
+
+def test_the_tost_p_carries_the_one_sided_monte_carlo_error():
+    """Issue #51 item 3: the TOST p is the larger of two one-sided p, whose Monte Carlo error is one
+    tail's, sqrt(p (1 - p) / flips): 0.0003 at p 0.126 and 1,000,000 flips, not the two-sided 0.0005."""
+    module = load_script("confirm_equivalence")
+    assert module._p(0.1260, 1_000_000, 300, "greater") == "0.1260 ± 0.0003 (Monte Carlo SE)"
+    assert module._p(0.2922, 1_000_000, 300) == "0.2922 ± 0.0007 (Monte Carlo SE)"
+
+
+def test_the_post_hoc_lines_by_hand(tmp_path):
+    """Issue #51: outside the plan, labelled so. q4's two contexts have one nDCG (issue #28's first rule
+    dropped such a question): D over q5-q8 = mean(-0.02, 0, 0.015, -0.005) = -0.0025. S1's parts: q4's one
+    pair is tied and UDCG orders it right (1/1 x 0.5), q5's is untied, UDCG right and nDCG wrong (1/1 x 1)."""
+    module = load_script("confirm_equivalence")
+    lines = module.analysis(_run(tmp_path), module.Plan(after=3, target=8, flips=10_000, boot=2_000))
+    post = lines[lines.index("Post hoc (issue #51, written after the verdict; not part of the plan, which it leaves "
+                             "unchanged):"):]
+    text = "\n".join(post)
+    assert "the floor of the two-sided test" not in text  # every p here is exact
+    assert "- D without the 1 usable questions on whose contexts a metric is constant" in text
+    assert "0 of them have no relevant passage in the pool" in text and "their mean ρ_UDCG +0.510" in text
+    assert "D = -0.0025," in text and "(4 questions)" in text
+    assert "over the 2 questions with outcome-differing pairs: +0.2500 from nDCG's ties and +0.5000 from" in text
+
+
+def test_a_p_at_the_floor_of_the_flips_is_named_so(tmp_path):
+    """S1 and S2's published p, 2.0e-06, is 2 / (1,000,000 + 1): no flip reached them (not one flip)."""
+    module = load_script("confirm_equivalence")
+    plan = module.Plan(after=3, target=8, flips=1_000_000, boot=2_000)
+    data = module.load(_run(tmp_path), plan)
+    lines = module.post_hoc(data, data.order[3:8], {"n": 5}, [2 / 1_000_001, 2 / 1_000_001, 0.44], plan)
+    assert ("- S1 and S2: p = 2.0e-06 is the floor of the two-sided test at 1,000,000 flips, 2 / (1,000,000 + 1): no "
+            "flip reached the observed mean.") in lines

@@ -169,7 +169,8 @@ def test_ranx_and_dataframes_are_inputs_like_dicts(utilities):
     apart = ("footer", "notes")  # the folder's utilities carry annotate's reader check; the frame's carry none
     assert {k: v for k, v in cmp_frames.to_dict().items() if k not in apart} == {
         k: v for k, v in cmp_dicts.to_dict().items() if k not in apart}
-    assert cmp_frames.notes == () and cmp_dicts.notes[0].startswith("UDCG's reader (bench, ")
+    assert cmp_dicts.notes[0].startswith("UDCG's reader (bench, ")  # then the label checks, in both
+    assert cmp_frames.notes[0] == cmp_dicts.notes[1] and cmp_frames.notes[0].startswith("labels (qrels, top 5")
     rx_dense = ranx.Run.from_dict(runs["dense"], name="dense")
     # a list of ranx runs, named by their names (the qrels as a dict: the bootstrap draws queries in the qrels' order)
     cmp_ranx = udcg.compare([rx_run, rx_dense], qrels, utilities=utilities, metrics="UDCG@5,nDCG@5", n_boot=200)

@@ -297,6 +297,25 @@ def test_random_selection_grows_by_appending():
     assert pick[20] != items[:20]  # random, not the first ones
 
 
+@pytest.mark.parametrize("select", ["random", "first"])
+def test_data_skip_takes_the_questions_after_the_first_ones_of_the_same_order(select):
+    """Issue #51: data.skip = S leaves out the first S questions of the order a run cut at S holds, so a new
+    run's questions are disjoint from it; grown, it appends as any run does."""
+    from udcg.experiment import questions
+
+    items = list(range(500))
+
+    def pick(limit, skip=0):
+        data = {"questions": "nq", "limit": limit, "select": select, **({"skip": skip} if skip else {})}
+        return questions.select(items, from_dict({"data": data}, "t.yaml"))
+
+    assert pick(30, skip=120) == pick(150)[120:] and not set(pick(30, skip=120)) & set(pick(120))
+    assert pick(40, skip=120)[:30] == pick(30, skip=120)  # grows by appending
+    assert len(pick(600, skip=490)) == 10 and pick(600, skip=490)[:9] == pick(499)[490:]  # past the end: what is left
+    with pytest.raises(InputError, match="data.skip = -1: must be an integer >= 0"):
+        from_dict({"data": {"questions": "nq", "skip": -1}}, "t.yaml")
+
+
 # ---------------------------------------------------------------- the pipeline, scripted reader
 
 

@@ -113,6 +113,7 @@ def check_value(name: str, value: Any, bound: Bound, where: str = "") -> Any:
 
 CUTOFF = Bound(1, MAX_CUTOFF)
 COUNT = Bound(1, 10**9)  # questions, contexts
+SKIP = Bound(0, 10**9)  # questions left out before a selection
 RESAMPLES = Bound(1, MAX_RESAMPLES)  # random sign flips: p = (count + 1) / (flips + 1) is valid at any count
 BOOTSTRAP = Bound(MIN_BOOTSTRAP, MAX_RESAMPLES,  # resamples of a 95% percentile interval
                   why="fewer leave under 2.5 resampled means beyond each end of a 95% interval")
@@ -173,7 +174,7 @@ PARAMETERS: dict[str, dict[str, Bound]] = {
 
 # ``udcg validate`` config keys (section.key; a tuple's items each): the same bounds, by config key.
 CONFIG: dict[str, Bound] = {
-    "seed": SEED, "data.limit": COUNT, "pool.size": CUTOFF, "contexts.k": CUTOFF, "contexts.n_contexts": COUNT,
+    "seed": SEED, "data.limit": COUNT, "data.skip": SKIP, "pool.size": CUTOFF, "contexts.k": CUTOFF, "contexts.n_contexts": COUNT,
     "contexts.balance": SHARE, "grading.f1_threshold": OPEN_SHARE, "grading.max_new_tokens": TOKENS,
     "metrics.gamma": WEIGHT, "metrics.n_boot": BOOTSTRAP, "theta.train_share": SHARE, "theta.C": SVM_C,
     "theta.C_grid": POSITIVE, "theta.cv_folds": FOLDS, "studies.k_values": CUTOFF, "studies.oracle_k": CUTOFF,

@@ -75,6 +75,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("markdown", "csv", "json", "latex"), help="default: from -o's extension, "
                    "else markdown")
     p.add_argument("-o", "--output", help="write the table here (.md, .csv, .json, .tex); it is printed too")
+    p.add_argument("--label-rows", metavar="TSV", help="with --qrels: write the label checks' per-query rows (relevant "
+                   "count, corpus share, flags, each run's unjudged top-k pairs) as TSV (the footer's labels block)")
     _config_keys(p)
     p.set_defaults(func=main)
 
@@ -97,14 +99,17 @@ def main(args: argparse.Namespace) -> int:
     from udcg.errors import InputError
     from udcg.flows.compare_config import merged, read_options
     from udcg.flows.run_compare import compare_run_files
-    from udcg.flows.run_scores import alias_notes
+    from udcg.flows.label_checks import label_block, write_label_rows
+    from udcg.flows.run_scores import alias_notes, named_runs
     from udcg.flows.score import score_notes
 
     from_file = read_options(args.config, args.config_options) if args.config else {}
-    args = argparse.Namespace(**merged(vars(args), from_file, args.config_defaults))
+    args = argparse.Namespace(**{**vars(args), **merged(vars(args), from_file, args.config_defaults)})
     if len(args.run) < 2:
         raise InputError(f"--run: compare needs two or more runs, got {len(args.run)} (give --run twice or more, or --config "
                          "FILE with runs:; use udcg score for one)")
+    if args.label_rows and not args.qrels:
+        raise InputError("--label-rows: the label checks read the qrels; give --qrels")
     fmt = args.format or (FORMATS.get(Path(args.output).suffix.lower(), "markdown") if args.output else "markdown")
     text, scores = compare_run_files(args.run, args.output, fmt, qrels=args.qrels, utilities=args.utilities,
                                      metrics=args.metrics, gamma=args.gamma, theta=args.theta,
@@ -114,6 +119,12 @@ def main(args: argparse.Namespace) -> int:
                                      correction=args.correction, power=args.power, judged_only=args.judged_only,
                                      ties=args.ties, equivalence=args.equivalence, baseline=args.baseline)
     print(text)
+    labels = next(iter(scores.values())).labels
+    if args.verbose:
+        for line in label_block(labels, dict(zip(named_runs(args.run), args.run)), args.utilities, verbose=True):
+            print(line, file=sys.stderr)
+    if args.label_rows:
+        write_label_rows(args.label_rows, labels)
     for line in alias_notes(args.metrics):
         print(line, file=sys.stderr)
     for line in score_notes(scores):

@@ -42,7 +42,9 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({str(path): c.to_dict() for path, c in zip(args.utilities, checks)}, indent=2, sort_keys=True))
         return 0
+    from udcg.flows.label_checks import recorded_labels
+
     for path, check in zip(args.utilities, checks):
         print(f"{path}:")
-        print("\n".join(check.lines() + check.query_lines()))
+        print("\n".join(check.lines() + check.query_lines() + recorded_labels(path)))
     return 0

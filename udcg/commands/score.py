@@ -23,6 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                            "      --metrics UDCG@5,nDCG@5,P@5 -o per_query.tsv")])
     p.add_argument("input", nargs="?", help="authors' JSON/JSONL or contexts JSONL")
     p.add_argument("-o", "--output", required=True, help="output file (.json = JSON list, else JSONL; TSV for --run)")
+    p.add_argument("--label-rows", metavar="TSV", help="with --run and --qrels: write the label checks' per-query rows "
+                   "(relevant count, flags, each run's unjudged top-k pairs) as TSV")
     p.add_argument("--metrics", default=None, help=f"comma-separated (default {DEFAULT_METRICS}, + RA-nWG when grades exist)")
     p.add_argument("--k", type=int, default=None, help="cut every context to its first k passages")
     p.add_argument("--gamma", type=float, default=1 / 3, help="weight of the negative part in UDCG (paper: 1/3; "
@@ -59,6 +61,8 @@ def _score_runs(args: argparse.Namespace) -> int:
 
     if args.metrics is None:
         raise InputError("--metrics is required with --run (e.g. --metrics UDCG@5,nDCG@5,P@5)")
+    if args.label_rows and not args.qrels:
+        raise InputError("--label-rows: the label checks read the qrels; give --qrels")
     result = score_run_files(args.run, args.output, qrels=args.qrels, utilities=args.utilities, metrics=args.metrics,
                              gamma=args.gamma, theta=args.theta, unannotated=args.unannotated, model=args.model,
                              prompt_version=args.prompt)
@@ -66,8 +70,12 @@ def _score_runs(args: argparse.Namespace) -> int:
         print(line)
     for line in alias_notes(args.metrics):
         print(line, file=sys.stderr)
-    for line in result.note_lines():
+    for line in result.note_lines(verbose=args.verbose):
         print(line, file=sys.stderr)
+    if args.label_rows:
+        from udcg.flows.label_checks import write_label_rows
+
+        write_label_rows(args.label_rows, next(iter(result.scores.values())).labels)
     print(result.summary(), file=sys.stderr)
     return 0
 

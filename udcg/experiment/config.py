@@ -37,6 +37,7 @@ class DataConfig:
     questions: str = "popqa-sample"  # data set: packaged sample, shared name/alias, hf:NAME, irds:NAME, or path
     limit: int | None = None  # number of questions (None = all)
     select: str = "first"  # first | random (seeded): which `limit` questions
+    skip: int = 0  # leave out the first `skip` questions of that order (a run disjoint from one cut at `skip`)
     data_dir: str | None = None  # folder of the shared data sets (None: $UDCG_DATA_DIR when loading)
 
 

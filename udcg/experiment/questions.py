@@ -19,16 +19,19 @@ log = logging.getLogger(__name__)
 
 
 def select(questions: list[Question], cfg: Config) -> list[Question]:
-    """The ``data.limit`` questions of ``data.select``: the first ones, or a seeded permutation's prefix."""
-    limit = cfg.data.limit
-    if limit is None or limit >= len(questions):
-        return questions
+    """The ``data.limit`` questions of ``data.select`` after its first ``data.skip``: the first ones, or
+    a seeded permutation's prefix (the permutation does not depend on ``skip`` or ``limit``)."""
+    limit, skip = cfg.data.limit, cfg.data.skip
+    stop = None if limit is None else skip + limit
     if cfg.data.select == "first":
-        return questions[:limit]
+        return questions[skip:stop]
+    if skip == 0 and (limit is None or limit >= len(questions)):
+        return questions
     # A seeded permutation, cut: a larger limit keeps the smaller one's questions, in the same order,
-    # and adds new ones after them, so a run grown with --set data.limit=N reuses its finished chunks.
+    # and adds new ones after them, so a run grown with --set data.limit=N reuses its finished chunks;
+    # skip = S takes the questions after the first S of the same order, none of a run cut at S.
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 0x5E1EC7]))
-    return [questions[i] for i in rng.permutation(len(questions))[:limit]]
+    return [questions[i] for i in rng.permutation(len(questions))[skip:stop]]
 
 
 def _load(ref: str, cfg: Config, limit: int | None = None) -> list[Question]:
@@ -50,7 +53,8 @@ def retrieve_pools(cfg: Config) -> tuple[list[Question], dict]:
     and ``pools.pool_stats`` of the pools against the questions' own labelled passages."""
     from udcg.experiment import pools
 
-    early_limit = cfg.data.limit if (cfg.pool.source == "dataset" and cfg.data.select == "first") else None
+    early_limit = (cfg.data.skip + cfg.data.limit if (cfg.pool.source == "dataset" and cfg.data.select == "first"
+                                                      and cfg.data.limit is not None) else None)
     everything = _load(cfg.data.questions, cfg, early_limit)
     questions = select(everything, cfg)
     if cfg.pool.source == "dataset":

@@ -28,8 +28,10 @@ from udcg.io.beir import Collection
 from udcg.errors import InputError
 from udcg.io.files import read_json
 from udcg.resumable import StepStats, open_cache
-from udcg.records import Annotation, ContextRecord, Passage, Question
+from udcg.records import Annotation, ContextRecord, Passage, Question, query_key
 from udcg.flows.reader_check import check_records, with_judge_command
+from udcg.flows.label_checks import corpus_size, label_block, label_meta, run_label_check
+from udcg.metrics.labels import LabelCheck
 from udcg.metrics.reader_check import ReaderCheck
 from udcg.io.trec import ranked_docids
 
@@ -117,6 +119,7 @@ class AnnotateRunsReport:
     server_notes: dict[str, str] = field(default_factory=dict)  # found out about an API server (it ignores n, ...)
     censored: int = 0  # pairs of the utility file whose p_abs is censored (outside an API's top-k list)
     reader_check: ReaderCheck | None = None  # of every pair in the folder now, from the utilities (no model time)
+    labels: LabelCheck | None = None  # the label checks of this call's runs (udcg.metrics.labels)
 
     def lines(self, out: str | Path) -> list[str]:
         src = ", ".join(f"{k} {v}" for k, v in sorted(self.sources.items()))
@@ -129,7 +132,8 @@ class AnnotateRunsReport:
                 + (f"; model time {self.seconds:.1f} s ({self.computed / self.seconds:.2f} pairs/s)"
                    if self.seconds > 0 else ""),
                 *([censored_warning(self.censored, self.total)] if self.censored else []),
-                *(self.reader_check.lines() + self.reader_check.query_lines() if self.reader_check else [])]
+                *(self.reader_check.lines() + self.reader_check.query_lines() if self.reader_check else []),
+                *label_block(self.labels)]
 
 
 def _questions(pairs: Mapping[str, Sequence[str]], collection: Collection) -> list[Question]:
@@ -172,6 +176,9 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
     rel = relevance(pairs, collection, unjudged, judge_factory=judge_factory, judge_cache=out / "judgements.jsonl",
                     progress=progress(sum(map(len, pairs.values())), "judge relevance") if progress else None)
     report = AnnotateRunsReport(pairs=len(rel), sources=dict(Counter(source for _, source in rel.values())))
+    if collection.qrels:
+        report.labels = run_label_check(runs, collection.qrels, depth, sorted(pairs, key=query_key),
+                                        corpus_size(collection))
     questions = _questions(pairs, collection)
     with open_cache(out / store.ANNOTATIONS, provenance(model, cfg)) as cache:
         todo = to_compute(cache, questions, cfg)
@@ -204,6 +211,7 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
             "relevance_sources": _count_sources(records), "n_censored": report.censored,
             "model_time": _model_time(meta, report),
             **({"inputs": {k: v for k, v in inputs.items() if k != "run_files"}} if inputs else {}),
+            **({"labels": label_meta(report.labels)} if report.labels else {}),
             **({"server_notes": report.server_notes} if report.server_notes else {})}
         report.reader_check = with_judge_command(check_records(records.values(), model, cfg.estimator), out, new_meta)
         store.write_utilities(out, records, {**new_meta, "reader_check": report.reader_check.to_dict()})

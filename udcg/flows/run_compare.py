@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TYPE_CHECKING
 
@@ -27,7 +28,8 @@ import numpy as np
 
 from udcg.errors import InputError
 from udcg.flows.reader_check import reader_note
-from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores, score_runs
+from udcg.flows.label_checks import fragilities, label_block
+from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores, scored_runs
 from udcg.io.files import read_records
 from udcg.metrics.compare import Comparison, compare_scores
 from udcg.metrics.measures import Measure
@@ -148,8 +150,8 @@ def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path |
     against = None if baseline is None else baseline_of(baseline, runs)
     if judged_only and answers is None:
         raise InputError("--judged-only restricts the table to the queries with judged answers: give --answers too")
-    scores = score_runs(runs, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
-                        unannotated=unannotated, model=model, prompt_version=prompt_version)
+    scores = scored_runs(runs, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
+                         unannotated=unannotated, model=model, prompt_version=prompt_version, keep_pairs=True)
     values = {name: dict(s.values) for name, s in scores.items()}
     notes: tuple[str, ...] = ()
     if answers is not None:
@@ -168,7 +170,22 @@ def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path |
     cmp = compare_scores(values, test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
                          correction=correction, power=power, notes=notes, direction=OUTCOME_DIRECTION,
                          ranges=_ranges(rows), ties=tied_on, equivalence=margins, baseline=against)
-    return cmp, scores
+    files = {name: run for name, run in runs.items() if isinstance(run, (str, Path))}
+    return with_label_checks(cmp, scores, files, utilities, fragile=not judged_only), scores
+
+
+def with_label_checks(cmp: Comparison, scores: dict[str, RunScores], runs: Mapping[str, Any], utilities: Any, *,
+                      fragile: bool = True) -> Comparison:
+    """``cmp`` with the label block at the end of its footer (``flows.label_checks``), and each
+    run's ``labels`` holding the fragility of every significant UDCG difference (``fragile``; not
+    with ``--judged-only``, whose rows stand on a subset of the queries)."""
+    check = next(iter(scores.values())).labels
+    if check is None:
+        return cmp
+    check = replace(check, fragility=tuple(fragilities(cmp, scores)) if fragile else ())
+    for s in scores.values():
+        s.labels, s.top = check, None
+    return replace(cmp, notes=(*cmp.notes, *label_block(check, runs, utilities)))
 
 
 def margins_of(spec: float | str | Mapping[str, float], rows: list) -> dict:

@@ -31,6 +31,7 @@ from udcg.flows.theta import load_theta
 from udcg.io.frames import as_dict, check_nested
 from udcg.io.trec_columns import RunColumns
 from udcg.metrics.gains import plain_numbers
+from udcg.metrics.labels import RELEVANT_AT, LabelCheck, label_check, top_k_counts
 from udcg.metrics.evaluate import (UtilityOptions, as_measures, check_inputs, evaluate_table, reads_utilities, run_table,
                                    utility_coverage, utility_depth)
 from udcg.metrics.measures import Measure, alias_notes  # noqa: F401  (alias_notes: the commands')
@@ -148,6 +149,19 @@ def _measures(metrics: Sequence[str | Measure] | str) -> list[Measure]:
     return list(dict.fromkeys(out))
 
 
+@dataclass(frozen=True)
+class TopPairs:
+    """A run's top ``k`` pairs as matrices (queries x ranks): whether each has a qrels entry, its
+    pair number (``pair_index``; NaN: no utility) and utility (NaN: none), the ranking lengths, and
+    the UDCG options it was scored with."""
+
+    judged: np.ndarray
+    pair: np.ndarray | None
+    utility: np.ndarray | None
+    depth: np.ndarray
+    opts: UtilityOptions
+
+
 @dataclass(repr=False)
 class RunScores:
     """Per-query values of one run: ``values[measure][i]`` for query ``qids[i]``, keyed by ``Measure``
@@ -160,6 +174,8 @@ class RunScores:
     values: dict[Measure, np.ndarray]
     coverage: dict[int | None, tuple[int, int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    labels: LabelCheck | None = None  # the label checks of the runs scored together (udcg.metrics.labels)
+    top: TopPairs | None = field(default=None, repr=False)  # the top-k pairs, for compare's fragility
 
     def means(self) -> dict[Measure, float]:
         """``{measure: mean over the queries}`` (ir_measures' calc_aggregate; a query the run does not
@@ -197,12 +213,48 @@ def score_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | N
                gamma: float = GAMMA, theta: UDCGTheta | str | Path | None = None, unannotated: str = "error",
                model: str | None = None, prompt_version: str | None = None) -> dict[str, RunScores]:
     """Per-query values of every run on one query set (see the module doc), with the notes a user
-    should see (queries skipped, short rankings, coverage)."""
+    should see (queries skipped, short rankings, coverage) and, with qrels, the label checks of
+    the runs' top-k (``RunScores.labels``: ``udcg.metrics.labels``)."""
+    return scored_runs(runs, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
+                       unannotated=unannotated, model=model, prompt_version=prompt_version)
+
+
+def label_depth(measures: Sequence[Measure]) -> int:
+    """The depth the label checks read: the deepest cutoff of the measures (10 when none has one,
+    judged@10's depth)."""
+    return max((m.cutoff for m in measures if m.cutoff is not None), default=10)
+
+
+def pair_index(utilities: Run, judged: set[tuple[str, str]] = frozenset()) -> Run:
+    """``{qid: {docid: number}}``: one number per annotated pair, so that a pair in two runs' top-k
+    is known as one (compare's fragility); the pairs of ``judged`` (labelled by annotate's judge:
+    no longer unjudged) get none."""
+    out, i = {}, 0
+    for qid, docs in utilities.items():
+        out[qid] = dict(zip(docs, map(float, range(i, i + len(docs)))))
+        i += len(docs)
+    for qid, docid in judged:
+        out.get(qid, {}).pop(docid, None)
+    return out
+
+
+def scored_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | None = None, *,
+                utilities: Any = None, metrics: Sequence[str | Measure] | str = DEFAULT_METRICS,
+                gamma: float = GAMMA, theta: UDCGTheta | str | Path | None = None, unannotated: str = "error",
+                model: str | None = None, prompt_version: str | None = None,
+                keep_pairs: bool = False) -> dict[str, RunScores]:
+    """``score_runs``; with ``keep_pairs`` each run's ``RunScores.top`` holds its top-k pairs."""
     wanted = _measures(metrics)
     if not runs:
         raise InputError("no runs given")
     qrels_d = _read_qrels(qrels)
     needs_utility = any(map(reads_utilities, wanted))
+    judged_by_judge: set = set()
+    if keep_pairs and isinstance(utilities, (str, Path)):  # its records say which pairs a judge labelled
+        from udcg.annotate.utilities import load_utilities
+
+        utilities = load_utilities(utilities)
+        judged_by_judge = {key for key, r in utilities.records.items() if r.relevance_source.startswith("judge")}
     util = read_utilities(utilities, model, prompt_version) if needs_utility or utilities is not None else None
     check_inputs(wanted, qrels_d, util)
     if isinstance(theta, (str, Path)):
@@ -211,15 +263,38 @@ def score_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | N
     queries = qrels_d if qrels_d is not None else {q: {} for run in loaded.values() for q in run_queries(run)}
     queries = {q: queries[q] for q in sorted(queries, key=query_key)}  # the canonical order: no line order matters
     out = {}
+    k = label_depth(wanted)
+    depth = utility_depth(wanted)
+    depth = None if needs_utility and depth is None else max(depth or 0, k)
+    pairs = pair_index(util, judged_by_judge) if keep_pairs and needs_utility else None
+    counts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    by_judge: dict[str, np.ndarray] = {}
     for name, run in loaded.items():
         opts = UtilityOptions(gamma=gamma, theta=theta, unannotated=unannotated, where=f"run {name!r}")
         make = columns_table if isinstance(run, RunColumns) else run_table
-        table = make(run, queries, util if needs_utility else None, utility_depth(wanted))
+        table = make(run, queries, util if needs_utility else None, depth, judged=qrels_d is not None, pairs=pairs)
         values = evaluate_table(table, wanted, opts)
         scores = RunScores(name, table.qids, values, notes=_notes(run_queries(run), queries, table, wanted, name))
         if needs_utility:
             scores.coverage = {m.cutoff: utility_coverage(table, m.cutoff) for m in wanted if reads_utilities(m)}
+        if qrels_d is not None:
+            judged = ~np.isnan(table.extra["qrel"][:, :depth])
+            counts[name] = top_k_counts(judged, table.depth, k)
+            n_relevant = table.n_rel(RELEVANT_AT)  # the same for every run: the qrels' own
+            if keep_pairs:
+                top = {key: table.extra[key][:, :depth] if key in table.extra else None for key in ("pair", "utility")}
+                scores.top = TopPairs(judged, top["pair"], top["utility"], table.depth, opts)
+                if judged_by_judge:  # a utility without a pair number: a pair annotate's judge labelled
+                    by_judge[name] = top_k_counts(judged | ~(np.isnan(top["pair"]) & ~np.isnan(top["utility"])),
+                                                  table.depth, k)[0]
         out[name] = scores
+    if counts:
+        first = next(iter(out.values()))
+        check = label_check(first.qids, n_relevant,
+                            {r: c[0] for r, c in counts.items()}, {r: c[1] for r, c in counts.items()}, k=k,
+                            judge_labelled=by_judge or None)
+        for scores in out.values():
+            scores.labels = check
     return out
 
 

@@ -28,10 +28,11 @@ Table = Mapping[str, Mapping[str, Any]]
 
 
 def columns_table(columns: RunColumns, qrels: Table | None, utilities: Table | None = None,
-                  depth: int | None = None) -> GainTable:
-    """``run_table(run, qrels, utilities, depth)`` for a run given as columns: queries of the qrels
-    (in qrels order; without qrels, the run's own), ``extra["utility"]`` in rank order (NaN = no
-    utility; the first ``depth`` ranks) when ``utilities`` are given."""
+                  depth: int | None = None, *, judged: bool = False, pairs: Table | None = None) -> GainTable:
+    """``run_table(run, qrels, utilities, depth, judged=, pairs=)`` for a run given as columns:
+    queries of the qrels (in qrels order; without qrels, the run's own), ``extra["utility"]`` in
+    rank order (NaN = no utility; the first ``depth`` ranks) when ``utilities`` are given, and
+    ``extra["qrel"]`` / ``extra["pair"]`` as ``run_table`` makes them."""
     queries = qrels if qrels is not None else {qid: {} for qid in columns.qids}
     qids = tuple(queries)
     index = {qid: i for i, qid in enumerate(qids)}
@@ -40,15 +41,21 @@ def columns_table(columns: RunColumns, qrels: Table | None, utilities: Table | N
     unjudged = int((to_table < 0).sum())
     if unjudged:
         log.info("%d run queries have no qrels and are not scored (ir_measures/trec_eval policy)", unjudged)
-    judged = [queries[qid] for qid in qids]
-    judged_lengths, judged_values = flat_values(judged, "qrels relevance")
-    entry = _entries(columns, query, judged, judged_lengths)
+    judgements = [queries[qid] for qid in qids]
+    judged_lengths, judged_values = flat_values(judgements, "qrels relevance")
+    entry = _entries(columns, query, judgements, judged_lengths)
     relevance = np.zeros(len(columns))
     judged_rows = np.flatnonzero(entry >= 0)
     relevance[judged_rows] = judged_values[entry[judged_rows]]
-    extra = None
+    extra = {}
     if utilities is not None:
-        extra = {"utility": _utility_column(columns, query, qids, utilities)}
+        extra["utility"] = _utility_column(columns, query, qids, utilities)
+    if judged:
+        extra["qrel"] = np.full(len(columns), math.nan)
+        extra["qrel"][judged_rows] = relevance[judged_rows]
+    if pairs is not None:
+        extra["pair"] = _utility_column(columns, query, qids, pairs)
+    extra = extra or None
     return row_table(qids, query, columns.scores, relevance, judged_lengths, judged_values,
                      _docid_rank(columns), extra, extra_default=float("nan"), extra_depth=depth)
 

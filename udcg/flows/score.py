@@ -41,8 +41,12 @@ class RunFileScores:
         return [f"{name}\t" * several + f"all\t{measure}\t{round(mean, 12)!r}"
                 for name, s in self.scores.items() for measure, mean in s.means().items()]
 
-    def note_lines(self) -> list[str]:
-        return score_notes(self.scores) + list(self.reader)
+    def note_lines(self, verbose: bool = False) -> list[str]:
+        """The notes, the reader check recorded with the utilities, and the label checks' block."""
+        from udcg.flows.label_checks import label_block
+
+        labels = next(iter(self.scores.values())).labels if self.scores else None
+        return score_notes(self.scores) + list(self.reader) + label_block(labels, verbose=verbose)
 
     def summary(self) -> str:
         n = sum(len(s.qids) * len(s.values) for s in self.scores.values())

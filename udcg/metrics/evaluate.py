@@ -149,13 +149,16 @@ def evaluate_table(table: GainTable, measures: Sequence[Measure | str] | str,
 
 
 def run_table(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, float]] | None,
-              utilities: Mapping[str, Mapping[str, float]] | None = None, depth: int | None = None) -> GainTable:
+              utilities: Mapping[str, Mapping[str, float]] | None = None, depth: int | None = None, *,
+              judged: bool = False, pairs: Mapping[str, Mapping[str, float]] | None = None) -> GainTable:
     """The GainTable of a run, with ``extra["utility"]`` in rank order (NaN = no utility; the
     first ``depth`` ranks only, when given) when ``utilities`` are given. Without qrels the run's
-    own queries are scored (utility measures only)."""
-    extra = None if utilities is None else {"utility": utilities}
+    own queries are scored (utility measures only). ``judged``: also ``extra["qrel"]``, the qrels
+    grade in rank order (NaN = no qrels entry: ``udcg.metrics.labels``); ``pairs``: also
+    ``extra["pair"]``, a number per (query, document) (NaN = none), to tell one pair in two runs."""
+    extra = {name: values for name, values in (("utility", utilities), ("pair", pairs)) if values is not None} or None
     return gain_table(run, qrels if qrels is not None else {qid: {} for qid in run}, extra,
-                      extra_default=float("nan"), extra_depth=depth)
+                      extra_default=float("nan"), extra_depth=depth, judged=judged and qrels is not None)
 
 
 def reads_utilities(measure: Measure) -> bool:

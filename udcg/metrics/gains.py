@@ -192,16 +192,18 @@ def _ranked(flat: np.ndarray, lengths: np.ndarray, order: np.ndarray, depth: int
 
 def gain_table(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, float]],
                extra: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None, *,
-               extra_default: float = 0.0, extra_depth: int | None = None) -> GainTable:
+               extra_default: float = 0.0, extra_depth: int | None = None, judged: bool = False) -> GainTable:
     """Turn ``{qid: {docid: score}}`` and ``{qid: {docid: rel}}`` into a GainTable over the qrels
     queries (see the module doc for the policy on missing queries). ``extra`` maps a name to
-    another ``{qid: {docid: value}}`` to put in rank order (looked up in the same pass).
+    another ``{qid: {docid: value}}`` to put in rank order (looked up in the same pass). With
+    ``judged``, ``extra["qrel"]``: the qrels grade in rank order, NaN where the qrels hold no entry
+    (the first ``extra_depth`` ranks; from the gains' own lookup, at no extra cost).
 
     The dicts are walked with the cyclic garbage collector paused (``_gc_paused``): the walk
     allocates only short-lived, acyclic objects, and a collection pass would otherwise traverse
     every dict of the input again and again (about a tenth of the time on 100,000 queries)."""
     with _gc_paused():
-        return _gain_table(run, qrels, extra, extra_default, extra_depth)
+        return _gain_table(run, qrels, extra, extra_default, extra_depth, judged)
 
 
 @contextlib.contextmanager
@@ -218,7 +220,8 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _gain_table(run, qrels, extra, extra_default: float = 0.0, extra_depth: int | None = None) -> GainTable:
+def _gain_table(run, qrels, extra, extra_default: float = 0.0, extra_depth: int | None = None,
+                judged_column: bool = False) -> GainTable:
     qids = tuple(qrels)
     rows = list(map(run.get, qids, repeat(_EMPTY)))
     judged = list(map(qrels.__getitem__, qids))
@@ -229,10 +232,13 @@ def _gain_table(run, qrels, extra, extra_default: float = 0.0, extra_depth: int 
     total = int(lengths.sum())
     scores = _all_values(rows, total, "run scores")
     order, first_tie = _order(scores, lengths, rows)
-    gains = _ranked(_lookup(judged, rows, total, "qrels relevance"), lengths, order)
+    grades = _lookup(judged, rows, total, "qrels relevance", math.nan if judged_column else 0.0)
+    gains = _ranked(np.nan_to_num(grades, nan=0.0) if judged_column else grades, lengths, order)
     more = {name: _ranked(_lookup(list(map(values.get, qids, repeat(_EMPTY))), rows, total, name, extra_default),
                           lengths, order, extra_depth, extra_default)
             for name, values in (extra or {}).items()}
+    if judged_column:  # a NaN grade in the qrels themselves is refused below (all_judged)
+        more["qrel"] = _ranked(grades, lengths, order, extra_depth, math.nan)
     q_lengths = np.fromiter(map(len, judged), np.int64, len(qids))
     all_judged = _all_values(judged, int(q_lengths.sum()), "qrels relevance")
     ideal = np.sort(_scatter(all_judged, q_lengths, 0.0, np.float64), axis=1)[:, ::-1]

@@ -164,14 +164,18 @@ def _random_counts(ds: list[np.ndarray], n_resamples: int, seed: int) -> list[tu
     return [(lo, hi) for lo, hi in counts]
 
 
-def monte_carlo_se(p: float, n_resamples: int) -> float:
-    """The Monte Carlo standard error of a two-sided p = 2 min(p_less, p_greater) estimated from
-    ``n_resamples`` random sign flips: sqrt(p (2 - p) / n_resamples) (the binomial error of the
-    smaller tail, doubled); at most sqrt(1 / n_resamples). NaN for a NaN p."""
+def monte_carlo_se(p: float, n_resamples: int, alternative: str = "two-sided") -> float:
+    """The Monte Carlo standard error of a sign-flip p estimated from ``n_resamples`` random flips.
+    Two-sided, p = 2 min(p_less, p_greater): sqrt(p (2 - p) / n_resamples) (the binomial error of the
+    smaller tail, doubled; at most sqrt(1 / n_resamples)). One-sided ("greater", "less", and so a
+    TOST p, the larger of two one-sided p): the binomial error of that tail, sqrt(p (1 - p) /
+    n_resamples) (at most sqrt(1 / (4 n_resamples))). NaN for a NaN p."""
+    if alternative not in ALTERNATIVES:
+        raise InputError(f"alternative {alternative!r} is unknown: use one of {', '.join(ALTERNATIVES)}")
     if math.isnan(p):
         return float("nan")
     q = min(p, 1.0)
-    return float(math.sqrt(q * (2 - q) / n_resamples))
+    return float(math.sqrt(q * (2 - q if alternative == "two-sided" else 1 - q) / n_resamples))
 
 
 def is_estimated(n: int, exact_max_n: int = EXACT_MAX_N) -> bool:

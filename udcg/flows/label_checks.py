@@ -1,0 +1,199 @@
+"""The label checks where labels are read, in one place for every command: the block
+(``udcg.metrics.labels``) and, for ``compare``, each significant UDCG difference's fragility
+(``udcg.metrics.fragility``), with the command that judges the unjudged pairs it hangs on."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from udcg.metrics.comparison import ComparisonData, PairTest
+from udcg.metrics.evaluate import top_k_utilities
+from udcg.metrics.fragility import Fragility, relabel_bound
+from udcg.metrics.gains import GainTable
+from udcg.metrics.labels import LabelCheck
+from udcg.metrics.measures import Measure
+from udcg.metrics.stats import EXACT_MAX_N, holm, paired_test, sign_flip_pvalues
+
+FRAGILE_SHARE = 0.1  # a difference ended by relabelling at most this share of its unjudged pairs hangs on them
+
+
+def keeps_verdict(cmp: ComparisonData, pair: PairTest) -> Any:
+    """``keeps(d)``: whether paired differences ``d`` keep ``pair``'s verdict in ``cmp`` (significant
+    after the same family's correction, the other p-values held, and of the same sign), with
+    compare's own test, resamples and seed."""
+    family = [t for t in cmp.pairs if cmp.correction == "table" or t.measure == pair.measure]
+    at = family.index(pair)
+    p_family = np.array([t.p for t in family], dtype=float)
+    sign = np.sign(pair.diff)
+
+    def keeps(d: np.ndarray) -> bool:
+        if cmp.test == "permutation":
+            p = sign_flip_pvalues([d], cmp.n_resamples, cmp.seed, EXACT_MAX_N if cmp.exact else 0)[0]
+        else:
+            p = paired_test(d, np.zeros_like(d), cmp.test, cmp.n_resamples, cmp.seed)
+        if cmp.correction != "none":
+            p_family[at] = p
+            p = holm(p_family)[at]
+        return bool(p < cmp.alpha and np.sign(d.mean()) == sign)
+    return keeps
+
+
+def _top(scores: Any, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """(utilities as scored, context lengths, pair numbers, unjudged-irrelevant entries) of a run's top k."""
+    top = scores.top
+    if top is None or top.utility is None or top.pair is None:
+        return None
+    n_q = len(top.depth)
+    table = GainTable(scores.qids, np.zeros((n_q, top.utility.shape[1])), np.zeros((n_q, 0)),
+                      {"utility": top.utility}, depth=top.depth)
+    u, length = top_k_utilities(table, k, top.opts)
+    width = min(k, top.pair.shape[1])
+    pair = np.full(u.shape, np.nan)
+    pair[:, :width] = top.pair[:, :width]
+    judged = np.ones(u.shape, bool)
+    judged[:, :width] = top.judged[:, :width]
+    inside = np.arange(k)[None, :] < length[:, None]
+    return u, length, pair, inside & ~judged & (u < 0) & ~np.isnan(pair)
+
+
+def fragilities(cmp: ComparisonData, scores: Mapping[str, Any]) -> list[Fragility]:
+    """The relabelling bound of every significant UDCG@k difference of ``cmp`` (plain UDCG with a
+    cutoff; ``scores`` kept with ``keep_pairs``)."""
+    out = []
+    for t in cmp.pairs:
+        m = t.measure
+        if not (t.significant and isinstance(m, Measure) and m.name == "UDCG" and m.cutoff):
+            continue
+        a, b = _top(scores[t.run_a], m.cutoff), _top(scores[t.run_b], m.cutoff)
+        if a is None or b is None:
+            continue
+        gamma = scores[t.run_a].top.opts.gamma
+        out.append(relabel_bound(a[0], b[0], a[1], b[1], a[2], b[2], a[3], b[3], gamma, keeps_verdict(cmp, t),
+                                 measure=str(m), run_a=t.run_a, run_b=t.run_b))
+    return out
+
+
+def judge_command(runs: Sequence[str], k: int, utilities: Any) -> str:
+    """The command that judges the unjudged pairs of ``runs``' top ``k`` into the utilities folder
+    (the reader's p_abs are cached there: judge time only), from what its meta.json recorded."""
+    meta: dict = {}
+    folder: Any = "UTILITIES"
+    if isinstance(utilities, (str, Path)):
+        path = Path(utilities)
+        at = path if path.is_dir() else path.parent
+        try:
+            meta = json.loads((at / "meta.json").read_text(encoding="utf-8"))
+            folder = utilities if path.is_dir() else at
+        except (OSError, ValueError):
+            meta = {}
+    corpus = meta.get("collection") if isinstance(meta, dict) else None
+    model = meta.get("model") if isinstance(meta, dict) else None
+    return (f"udcg annotate --corpus {corpus or 'CORPUS'} " + " ".join(f"--run {r}" for r in runs)
+            + f" --depth {k} --model {model or 'MODEL'} --unjudged judge --judge rules -o {folder}")
+
+
+def fragility_lines(found: Sequence[Fragility], runs: Mapping[str, Any], utilities: Any, verbose: bool = False
+                    ) -> list[str]:
+    """One line for the most fragile significant UDCG difference (every one with ``verbose``)."""
+    if not found:
+        return []
+    ranked = sorted(found, key=lambda f: (f.needed is None, (f.needed or 0) / max(f.candidates, 1)))
+    lines = []
+    for f in ranked if verbose else ranked[:1]:
+        what = f"{f.measure} {f.run_a} vs {f.run_b}"
+        if not f.candidates:
+            lines.append(f"  fragility: {what}: no unjudged pair of the two top {f.measure.rsplit('@', 1)[1]} would move "
+                         "it towards 0 if relevant: it does not hang on the unjudged labels")
+            continue
+        if f.needed is None:
+            lines.append(f"  fragility: {what} stays significant with all {f.candidates} of its {f.unjudged} unjudged "
+                         "pairs that move it towards 0 relabelled relevant at once: it does not hang on the unjudged "
+                         "labels")
+            continue
+        hangs = f.needed <= FRAGILE_SHARE * f.unjudged
+        k = int(f.measure.rsplit("@", 1)[1])
+        lines.append(f"  fragility: {what} ends (not significant) with {f.needed} of its {f.unjudged} unjudged pairs "
+                     "relabelled relevant (those it rests on most first; a greedy bound: at most that many)"
+                     + (f"; it hangs on the unjudged labels: judge them ({f.unjudged} pairs): "
+                        f"{judge_command([str(runs.get(f.run_a, f.run_a)), str(runs.get(f.run_b, f.run_b))], k, utilities)}"
+                        if hangs else ""))
+    more = len(found) - len(lines)
+    if more > 0:
+        lines[-1] += f" ({more} more significant UDCG difference(s): udcg -v)"
+    return lines
+
+
+def label_block(check: LabelCheck | None, runs: Mapping[str, Any] | None = None, utilities: Any = None,
+                verbose: bool = False) -> list[str]:
+    """The block the commands print: the label checks, then compare's fragility line
+    (``check.fragility``); with ``verbose`` every query flagged and every fragility."""
+    if check is None:
+        return []
+    lines = check.lines() + fragility_lines(check.fragility, runs or {}, utilities, verbose)
+    if verbose:
+        lines += [f"  query {q.qid}: {q.n_relevant} relevant" + (" (none)" if q.zero_relevant else " (implausible)")
+                  for q in check.queries if q.zero_relevant or q.implausible]
+    return lines
+
+
+def write_label_rows(output: str | Path, check: LabelCheck | None) -> None:
+    """The per-query rows of ``check`` as TSV (qid, relevant, corpus_share, zero_relevant,
+    implausible, then one unjudged column per run)."""
+    from udcg.errors import InputError
+    from udcg.io.files import atomic_write_text
+
+    if check is None:
+        raise InputError("--label-rows: the label checks read the qrels; give --qrels")
+    lines = ["\t".join(("qid", "relevant", "corpus_share", "zero_relevant", "implausible",
+                        *(f"unjudged_{r}" for r in check.runs)))]
+    lines += ["\t".join((q.qid, str(q.n_relevant), repr(q.corpus_share), str(q.zero_relevant).lower(),
+                         str(q.implausible).lower(), *map(str, q.unjudged))) for q in check.queries]
+    atomic_write_text(output, "\n".join(lines) + "\n")
+
+
+def run_label_check(runs: Mapping[str, Mapping[str, Mapping[str, float]]], qrels: Mapping[str, Mapping[str, float]],
+                    depth: int, qids: Sequence[str], corpus_size: int | None = None,
+                    source: str = "qrels") -> LabelCheck:
+    """The label checks of runs given as dicts (``annotate --run``: the queries ``qids``, each run's
+    top ``depth``, the corpus size when known)."""
+    from udcg.metrics.gains import ranked_docids
+    from udcg.metrics.labels import RELEVANT_AT, label_check
+
+    unjudged, ranked = {}, {}
+    for name, run in runs.items():
+        tops = [ranked_docids(run.get(q, {}))[:depth] for q in qids]
+        unjudged[name] = [sum(d not in qrels.get(q, {}) for d in top) for q, top in zip(qids, tops)]
+        ranked[name] = [len(top) for top in tops]
+    relevant = [sum(g >= RELEVANT_AT for g in qrels.get(q, {}).values()) for q in qids]
+    return label_check(list(qids), relevant, unjudged, ranked, k=depth, corpus_size=corpus_size, source=source)
+
+
+def corpus_size(collection: Any) -> int | None:
+    """The documents a collection's corpus holds, when its read counted them (not a docstore lookup)."""
+    scan = getattr(collection, "scan", None)
+    if scan is None:
+        return len(collection.corpus) or None
+    return None if scan.docstore else scan.scanned
+
+
+def label_meta(check: LabelCheck) -> dict:
+    """The label checks as a utilities folder's meta.json records them: the figures, the flagged
+    queries and the printed block (``recorded_labels``), without the per-query rows."""
+    return {**{k: v for k, v in check.to_dict().items() if k != "per_query"}, "lines": label_block(check)}
+
+
+def recorded_labels(utilities: str | Path) -> list[str]:
+    """The label block ``udcg annotate --run`` recorded in a utilities folder's meta.json (for a
+    file, the meta.json beside it), or nothing."""
+    path = Path(utilities)
+    try:
+        meta = json.loads(((path if path.is_dir() else path.parent) / "meta.json").read_text(encoding="utf-8"))
+        lines = meta.get("labels", {}).get("lines", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [str(line) for line in lines] if isinstance(lines, list) else []
