@@ -16,7 +16,9 @@ It forwards every request to ``upstream`` unchanged, except the ones it decides 
 Which requests break: ``script`` (the faults of the first requests, in arrival order, ``None`` =
 forward), then ``rates`` (fault -> probability, drawn from a seeded RNG), and ``rule`` (a function
 of the parsed JSON body returning a fault or None; it wins over both, for permanent failures of
-chosen items). Everything is recorded in ``events``: (arrival time, fault or None, Authorization header seen).
+chosen items). ``reshape`` (a function of the request path, the parsed request body and the parsed
+upstream reply, returning the reply to send, or None for the upstream's as it is) rewrites forwarded
+JSON replies: a server whose answers are well-formed HTTP but wrong in content. Everything is recorded in ``events``: (arrival time, fault or None, Authorization header seen).
 
     with FaultProxy(server_url, rates={"503": 0.2, "drop": 0.1}) as proxy:
         OpenAIBackend(model, proxy.url, ...)
@@ -57,6 +59,7 @@ class FaultProxy:
         seed: int = 0,
         retry_after: float = 1.0,
         stall_s: float = 5.0,
+        reshape: Callable[[str, object, object], object] | None = None,
     ):
         rates = dict(rates or {})
         for fault in [*rates, *(f for f in (script or []) if f)]:
@@ -67,7 +70,7 @@ class FaultProxy:
         parts = urlsplit(upstream)
         self.upstream_host, self.upstream_port = parts.hostname, parts.port
         self.rates, self.script, self.rule = rates, list(script or []), rule
-        self.retry_after, self.stall_s = retry_after, stall_s
+        self.retry_after, self.stall_s, self.reshape = retry_after, stall_s, reshape
         self.events: list[Event] = []
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -155,7 +158,14 @@ class FaultProxy:
                     conn.close()
 
             def _forward(self, method: str, body: bytes | None) -> None:
-                self._reply(*self._upstream(method, body))
+                status, data = self._upstream(method, body)
+                if proxy.reshape is not None and body and status == 200:
+                    new = proxy.reshape(self.path, json.loads(body), json.loads(data))
+                    if isinstance(new, (bytes, str)):
+                        data = new.encode() if isinstance(new, str) else new
+                    elif new is not None:
+                        data = json.dumps(new).encode()
+                self._reply(status, data)
 
             def _truncated(self, body: bytes, complete_message: bool) -> None:
                 status, data = self._upstream("POST", body)

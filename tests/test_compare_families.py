@@ -204,7 +204,7 @@ def test_pair_rows_in_frames_and_the_old_frame_kept():
                                                                             first.mdd, first.p)
     frames = cmp.to_frames()
     assert frames["runs"].equals(runs) and frames["pairs"].equals(pairs)
-    with pytest.raises(InputError, match="'runs', 'pairs' or 'ties'"):
+    with pytest.raises(InputError, match="'runs', 'pairs', 'ties' or 'queries'"):
         cmp.to_frame("cells")
 
 

@@ -84,6 +84,9 @@ def test_judged_only_puts_every_row_on_the_judged_queries(tmp_path):
     full = udcg.evaluate(RUNS[0], QRELS, metrics="nDCG@5")
     keep = [full.qids.index(q) for q in sorted(drawn, key=full.qids.index)]
     assert cmp.cells["bm25"]["nDCG@5"].mean == pytest.approx(full.values["nDCG@5"][keep].mean())
+    rows = cmp.query_rows()[1]  # the per-query rows: the 6 judged queries, each with its own value
+    assert cmp.qids == tuple(full.qids[i] for i in keep) and [r[1] for r in rows if r[0] == "nDCG@5"] == list(cmp.qids)
+    assert [r[2] for r in rows if r[0] == "nDCG@5"] == full.values["nDCG@5"][keep].tolist()
     text = cmp.format()
     assert "n queries = 6." in text and "--judged-only: every row (the measures included) on the 6 of 20" in text
     with pytest.raises(udcg.errors.InputError, match="give --answers too"):

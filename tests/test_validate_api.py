@@ -129,11 +129,17 @@ def test_scores_are_read_from_the_echoed_prompt():
     payload = score_payload("m", [[1, 2, 3, 4]])
     assert payload == {"model": "m", "prompt": [[1, 2, 3, 4]], "max_tokens": 1, "echo": True, "logprobs": 1,
                        "temperature": 0.0, "n": 1}
-    body = {"choices": [{"index": 1, "logprobs": {"token_logprobs": [None, -1.0, -2.0, -0.5, -0.1]}},
-                        {"index": 0, "logprobs": {"token_logprobs": [None, -3.0, -4.0, -0.25]}}]}
-    assert parse_scores(body, [(2, 4), (3, 4)]) == [[-4.0, -0.25], [-0.5]]
+    texts = {1: "a", 2: "b", 3: "c", 4: "d"}.get
+
+    def echo(ids, values):
+        tokens = [texts(t) for t in ids] + ["x"] * (len(values) - len(ids))  # the generated token
+        return {"tokens": tokens, "token_logprobs": values, "text_offset": list(range(len(tokens)))}
+
+    body = {"choices": [{"index": 1, "logprobs": echo([1, 2, 3, 4], [None, -1.0, -2.0, -0.5, -0.1])},
+                        {"index": 0, "logprobs": echo([1, 2, 3], [None, -3.0, -4.0, -0.25])}]}
+    assert parse_scores(body, [[1, 2, 3], [1, 2, 3, 4]], [(2, 3), (3, 4)], texts) == [[-4.0], [-0.5]]
     with pytest.raises(Exception, match="not a log-probability"):
-        parse_scores({"choices": [{"logprobs": {"token_logprobs": [None, None]}}]}, [(1, 2)])
+        parse_scores({"choices": [{"logprobs": echo([1, 2], [None, None])}]}, [[1, 2]], [(1, 2)], texts)
 
 
 def _row(metric, mean, p):

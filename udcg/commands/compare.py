@@ -75,6 +75,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("markdown", "csv", "json", "latex"), help="default: from -o's extension, "
                    "else markdown")
     p.add_argument("-o", "--output", help="write the table here (.md, .csv, .json, .tex); it is printed too")
+    p.add_argument("--plot", metavar="FILE", help="write a forest plot of the table's pair rows (.png or .svg; needs "
+                   "matplotlib): each pair's difference, its interval and ±MDD, one panel per measure")
+    p.add_argument("--per-query", metavar="TSV", help="write which queries drive each gap: one row per measure and "
+                   "query, each run's value and each compared pair's difference A - B (TSV with a header)")
     p.add_argument("--label-rows", metavar="TSV", help="with --qrels: write the label checks' per-query rows (relevant "
                    "count, corpus share, flags, each run's unjudged top-k pairs) as TSV (the footer's labels block)")
     _config_keys(p)
@@ -117,7 +121,8 @@ def main(args: argparse.Namespace) -> int:
                                      answers=args.answers, test=args.test, alpha=args.alpha,
                                      n_resamples=args.n_resamples, n_boot=args.n_boot, seed=args.seed,
                                      correction=args.correction, power=args.power, judged_only=args.judged_only,
-                                     ties=args.ties, equivalence=args.equivalence, baseline=args.baseline)
+                                     ties=args.ties, equivalence=args.equivalence, baseline=args.baseline,
+                                     plot=args.plot, per_query=args.per_query)
     print(text)
     labels = next(iter(scores.values())).labels
     if args.verbose:

@@ -30,13 +30,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", help="write one row per query (TSV with a header: qid, relevant, irrelevant, "
                    "mean_p_abs_relevant, mean_p_abs_irrelevant, answered_irrelevant, abstained_relevant; a leading "
                    "utilities column with several folders)")
+    p.add_argument("--plot", metavar="FILE", help="write a figure (.png or .svg; needs matplotlib): p_abs of the "
+                   "relevant and irrelevant pairs, the AUC in the title, one panel per folder")
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     from udcg.flows.reader_check import check_all, write_query_checks
 
+    if args.plot:
+        from udcg.flows.plots import figure_path, plot_reader_checks
+
+        figure_path(args.plot)
     checks = check_all(args.utilities, n_boot=args.n_boot, seed=args.seed)
+    if args.plot:
+        plot_reader_checks(args.utilities, checks, args.plot)
     if args.output:
         write_query_checks(args.output, {str(path): c for path, c in zip(args.utilities, checks)})
     if args.json:

@@ -119,15 +119,17 @@ def _ranges(measures: Sequence[Measure | str]) -> dict[str, float]:
     return out
 
 
-def _judged_only(values: dict[str, dict[str, np.ndarray]], qids: Sequence[str]) -> tuple[dict, str]:
-    """Every run's every measure restricted to the queries where every run has a judged answer."""
+def _judged_only(values: dict[str, dict[str, np.ndarray]], qids: Sequence[str]) -> tuple[dict, str, tuple]:
+    """Every run's every measure restricted to the queries where every run has a judged answer (and
+    those queries)."""
     keep = np.all([~np.isnan(v["correct"]) for v in values.values()], axis=0)
     if not keep.any():
         raise InputError("--judged-only: no query has a judged answer for every compared run (answer the runs on the "
                          "same queries: udcg answer --sample N --seed S with every run)")
     note = (f"--judged-only: every row (the measures included) on the {int(keep.sum())} of {len(qids)} queries where "
             "every run has a judged answer.")
-    return {r: {m: v[keep] for m, v in by_m.items()} for r, by_m in values.items()}, note
+    kept = tuple(q for q, k in zip(qids, keep) if k)
+    return {r: {m: v[keep] for m, v in by_m.items()} for r, by_m in values.items()}, note, kept
 
 
 def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | None = None, *,
@@ -154,14 +156,14 @@ def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path |
                          unannotated=unannotated, model=model, prompt_version=prompt_version, keep_pairs=True)
     values = {name: dict(s.values) for name, s in scores.items()}
     notes: tuple[str, ...] = ()
+    qids = next(iter(scores.values())).qids
     if answers is not None:
-        qids = next(iter(scores.values())).qids
         rates, note = answer_rates(answers, list(scores), qids)
         for name, by_measure in values.items():
             by_measure.update(rates[name])
         notes = (note,)
         if judged_only:
-            values, only = _judged_only(values, qids)
+            values, only, qids = _judged_only(values, qids)
             notes = (*notes, only)
     rows = list(next(iter(values.values())))
     notes = (*notes, *reader_note(utilities, rows))
@@ -170,6 +172,7 @@ def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path |
     cmp = compare_scores(values, test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
                          correction=correction, power=power, notes=notes, direction=OUTCOME_DIRECTION,
                          ranges=_ranges(rows), ties=tied_on, equivalence=margins, baseline=against)
+    cmp = replace(cmp, qids=tuple(qids), per_query=values)
     files = {name: run for name, run in runs.items() if isinstance(run, (str, Path))}
     return with_label_checks(cmp, scores, files, utilities, fragile=not judged_only), scores
 
@@ -265,17 +268,35 @@ def _tie_measure(text: str, measures: list) -> Measure:
 
 
 def compare_run_files(run_paths: Sequence[str | Path], output: str | Path | None = None, fmt: str = "markdown",
+                      plot: str | Path | None = None, per_query: str | Path | None = None,
                       **options) -> tuple[str, dict[str, RunScores]]:
     """``udcg compare``: the run files (named by file name) compared with ``compare_runs(**options)``,
-    the table rendered in ``fmt`` and written to ``output`` when given; (the text, the scores)."""
+    the table rendered in ``fmt`` and written to ``output`` when given, its forest plot to ``plot``
+    (``flows.plots.comparison_figure``, from the same comparison), its per-query rows to ``per_query``
+    (TSV with a header, ``Comparison.query_rows``); (the text, the scores)."""
     from udcg.flows.run_scores import named_runs
     from udcg.io.files import atomic_write_text
     from udcg.metrics.compare import format_comparison
 
+    if plot is not None or per_query is not None:
+        from udcg.io.writing import check_outputs
+
+        given = [("--plot", plot), ("--per-query", per_query), ("-o", output)]
+        check_outputs([(flag, path, False) for flag, path in given if path is not None],
+                      [("--run", r) for r in run_paths])
+    if plot is not None:
+        from udcg.flows.plots import comparison_figure, figure_path, save_figure
+
+        figure_path(plot)
     cmp, scores = compare_runs(named_runs(run_paths), **options)
     text = format_comparison(cmp, fmt)
     if output:
         atomic_write_text(output, text)
+    if per_query is not None:
+        header, rows = cmp.query_rows()
+        atomic_write_text(per_query, "".join("\t".join(map(str, row)) + "\n" for row in [header, *rows]))
+    if plot is not None:
+        save_figure(comparison_figure(cmp), plot)
     return text, scores
 
 

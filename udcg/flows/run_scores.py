@@ -203,6 +203,15 @@ class RunScores:
         means = ", ".join(f"{m} {v:.4f}" for m, v in self.means().items())
         return f"<RunScores {self.name!r}: {len(self.qids)} queries; means {means}>"
 
+    def _repr_html_(self) -> str:
+        """The means as a table, with the query count and the notes (Jupyter); per query: ``to_frame()``."""
+        from udcg.metrics.html import markdown_html
+
+        means = self.means()
+        return markdown_html("\n".join([f"**{self.name}**: {len(self.qids)} queries (per query: .to_frame())",
+                                         "| " + " | ".join(map(str, means)) + " |", "|---" * len(means) + "|",
+                                         "| " + " | ".join(f"{v:.4f}" for v in means.values()) + " |", *self.notes]))
+
     def rows(self) -> list[tuple[str, Measure, float]]:
         """``(qid, measure, value)`` rows, query-major (``udcg.metrics.evaluate.format_tsv``)."""
         return [(qid, m, float(v[i])) for i, qid in enumerate(self.qids) for m, v in self.values.items()]

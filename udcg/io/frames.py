@@ -3,8 +3,10 @@
 ``Run`` / ``Qrels`` objects, read into the ``{qid: {docid: value}}`` dicts every other input becomes.
 
 Neither pandas nor ranx is imported here: an object is recognised by the module of its type, so a
-plain dict never pays for them. A value that is not a finite number, or a (qid, docid) pair that
-appears twice, is an ``InputError`` naming the row, as in a TREC file.
+plain dict never pays for them. A value that is not a finite number, an id that is missing (None,
+NaN, pandas' NA, empty or blank: a TREC line cannot hold one) or a float (pandas stores an integer
+column with a missing value as floats, and ``1.0`` would never match a qrels' ``1``), or a (qid,
+docid) pair that appears twice, is an ``InputError`` naming the row, as in a TREC file.
 """
 
 from __future__ import annotations
@@ -43,6 +45,27 @@ def _column(frame: Any, names: tuple[str, ...], what: str, role: str) -> str:
     raise InputError(f"{what}: a DataFrame needs a {role} column named {' or '.join(names)} (its columns: {have})")
 
 
+def _id_problem(x: Any) -> str:
+    """Why ``x`` cannot be a query or document id ("" when it can)."""
+    if x is None or type(x).__name__ in ("NAType", "NaTType"):
+        return f"is {x!r} (every row needs one)"
+    if isinstance(x, float):
+        return ("is NaN (every row needs one)" if math.isnan(x) else
+                f"is the float {x!r} (ids are text: give the column as strings or integers; pandas stores an "
+                "integer column with a missing value as floats)")
+    if type(x).__module__.split(".")[0] == "numpy" and getattr(x, "dtype", None) is not None and x.dtype.kind == "f":
+        return _id_problem(float(x))
+    if isinstance(x, str) and not x.strip():
+        return f"is {'empty' if not x else 'blank'} (every row needs one)"
+    return ""
+
+
+def _check_ids(row: int, q: str, qid: Any, d: str, docid: Any, what: str) -> None:
+    for column, x in ((q, qid), (d, docid)):
+        if problem := _id_problem(x):
+            raise InputError(f"{what}: row {row} ({q}={str(qid)[:80]!r}, {d}={str(docid)[:80]!r}): {column} {problem}")
+
+
 def frame_to_dict(frame: Any, value: str, what: str) -> dict[str, dict[str, float]]:
     """``{qid: {docno: value}}`` of a DataFrame with a query, a document and a ``value`` column
     (``score``, ``relevance`` or ``utility``; see ``VALUE_COLUMNS``)."""
@@ -55,6 +78,8 @@ def frame_to_dict(frame: Any, value: str, what: str) -> dict[str, dict[str, floa
             number = float(x)
         except (TypeError, ValueError):
             number = math.nan
+        if not (type(qid) is str and type(docid) is str and qid and docid and not qid.isspace() and not docid.isspace()):
+            _check_ids(row, q, qid, d, docid, what)  # the usual text ids pass without a call
         if isinstance(x, bool) or not math.isfinite(number):
             raise InputError(f"{what}: row {row} ({q}={str(qid)[:80]!r}, {d}={str(docid)[:80]!r}): {v} = {str(x)[:40]!r} "
                              "is not a finite number")

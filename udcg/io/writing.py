@@ -59,8 +59,9 @@ def check_outputs(outputs: Iterable[tuple[str, str | Path, bool]], inputs: Itera
     each path may be written (``check_output_path``), no two are one file, and none replaces one of
     the (option, path) ``inputs``: not an input file (after links), not an existing file inside an
     input folder, not an input folder itself (unless ``in_place``: ``report`` rebuilds its run
-    folder on purpose), and a folder output holds no input (``-o`` the folder of the runs). Inputs
-    that do not exist, or are URLs, are left out."""
+    folder on purpose), a folder output neither holds an input (``-o`` the folder of the runs) nor
+    lies inside an input folder, existing or new (``-o`` a BEIR corpus' ``qrels/``). Inputs that do
+    not exist, or are URLs, are left out."""
     given = [(flag, Path(path), folder) for flag, path, folder in outputs]
     existing = []
     for option, item in inputs:
@@ -86,6 +87,13 @@ def check_outputs(outputs: Iterable[tuple[str, str | Path, bool]], inputs: Itera
 
 def _check_not_an_input(flag: str, out: Path, inputs: list[tuple[str, Path]], in_place: bool, folder: bool) -> None:
     target = out.expanduser()
+    if folder and not in_place:  # an output folder, new or not, never lies in an input folder (or is one)
+        real = target.resolve()
+        for option, path in inputs:
+            if path.is_dir() and real.is_relative_to(path.resolve()):
+                where = "is" if real == path.resolve() else "lies inside"
+                raise InputError(f"{flag} {out}: {where} the input folder {option} {path}, which this command reads; "
+                                 "write the output folder somewhere else (an output never goes into an input)")
     if not target.exists():
         return
     real = target.resolve()

@@ -25,6 +25,19 @@ class ChatTokens:
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
         self.system_role = has_system_role(tokenizer)
+        self._texts: dict[int, str] = {}
+        self._special = frozenset(getattr(tokenizer, "all_special_ids", None) or ())
+
+    def text_of(self, token_id: int) -> str:
+        """A token's text decoded alone (as ``udcg serve`` and vLLM echo it); cached per id."""
+        text = self._texts.get(token_id)
+        if text is None:
+            text = self._texts[token_id] = self.tokenizer.decode([token_id])
+        return text
+
+    def is_special(self, token_id: int) -> bool:
+        """Whether a token is one of the tokenizer's special tokens (BOS, the chat template's markers)."""
+        return token_id in self._special
 
     def render(self, chat: Chat) -> str:
         """The prompt text of a chat, ending where the assistant's answer starts."""

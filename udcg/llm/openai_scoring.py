@@ -14,15 +14,16 @@ small request, and says why; the backend then reads first tokens from the chat t
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import logging
 
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import BaseBackend, Capabilities, Chat, GenerationParams, Reading
+from udcg.llm.openai_echo import aligned_values, check_scored, check_values
 from udcg.llm.openai_results import ApiLogprobs, raise_on_errors
+from udcg.llm.openai_wire import checked_choices
 
 log = logging.getLogger(__name__)
 
@@ -37,26 +38,21 @@ def score_payload(model: str, prompts: Sequence[Sequence[int]]) -> dict:
             "temperature": 0.0, "n": 1}
 
 
-def parse_scores(body: Any, spans: Sequence[tuple[int, int]]) -> list[list[float]]:
-    """Per prompt ``(start, end)``: the echoed log-probabilities of its tokens ``start..end-1``
-    (choice i answers prompt i). A missing, null or positive value is a ``BackendError``."""
-    choices = body.get("choices") if isinstance(body, dict) else None
-    if not isinstance(choices, list) or len(choices) != len(spans):
-        raise BackendError(f"completions scoring: expected {len(spans)} choices, got "
-                           f"{len(choices) if isinstance(choices, list) else repr(str(body)[:200])}")
-    ordered = sorted(choices, key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)
+def parse_scores(body: Any, prompts: Sequence[Sequence[int]], spans: Sequence[tuple[int, int]],
+                 text_of: Callable[[int], str], special: Callable[[int], bool] = lambda token_id: False) -> list[list[float]]:
+    """Per prompt (token ids) and its ``(start, end)``: the echoed log-probabilities of its tokens
+    ``start..end-1`` (choice i answers prompt i), once the echo is matched to the prompt's tokens
+    (``udcg.llm.openai_echo``; ``text_of``: a token id's text; ``special``: whether it is a special
+    token). An echo that cannot be matched, or a
+    missing, null, non-finite or positive value, is a ``BackendError``."""
+    ordered = checked_choices(body)
+    if len(ordered) != len(spans):
+        raise BackendError(f"completions scoring: expected {len(spans)} choices (one per prompt), got {len(ordered)}")
     out = []
-    for i, (choice, (start, end)) in enumerate(zip(ordered, spans, strict=True)):
-        logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
-        values = logprobs.get("token_logprobs") if isinstance(logprobs, dict) else None
-        if not isinstance(values, list) or len(values) < end:
-            raise BackendError(f"completions scoring: prompt {i}: no echoed token_logprobs for its {end} tokens "
-                               "(the server must support echo with logprobs)")
-        picked = values[start:end]
-        for v in picked:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or v > 1e-4:
-                raise BackendError(f"completions scoring: prompt {i}: {v!r} is not a log-probability")
-        out.append([float(v) for v in picked])
+    for i, (choice, prompt, (start, end)) in enumerate(zip(ordered, prompts, spans, strict=True)):
+        values = aligned_values(choice.get("logprobs"), prompt, text_of, i, special)
+        check_scored(values, i)
+        out.append(check_values(values[start:end], i))
     return out
 
 
@@ -79,8 +75,11 @@ class CompletionsScorer:
             asked = [(i, prompt + c) for i, c in enumerate(conts) if c]
             if not asked:
                 return [[] for _ in conts]
-            body = await self.backend._post(score_payload(self.backend.model, [ids for _, ids in asked]), SCORE_PATH)
-            got = dict(zip((i for i, _ in asked), parse_scores(body, [spans[i] for i, _ in asked]), strict=True))
+            sent = [ids for _, ids in asked]
+            parse = lambda body: parse_scores(body, sent, [spans[i] for i, _ in asked], self.tokens.text_of,  # noqa: E731
+                                              self.tokens.is_special)
+            scores = await self.backend._post(score_payload(self.backend.model, sent), SCORE_PATH, parse)
+            got = dict(zip((i for i, _ in asked), scores, strict=True))
             return [got.get(i, []) for i in range(len(conts))]
 
         jobs = [(lambda p=p, texts=texts: one(p, texts)) for p, (_, texts) in zip(prompts, items, strict=True)]

@@ -64,9 +64,10 @@ def _object(value: Any, field: str) -> dict:
     return value
 
 
-def _choices(body: Any) -> list[dict]:
+def checked_choices(body: Any) -> list[dict]:
     """``body["choices"]``, checked: a non-empty list of objects whose ``index`` values (where any
-    is given) are distinct integers; sorted by index. Every deviation is one error naming the field."""
+    is given) are the integers 0..len-1, once each; sorted by index. Every deviation is one error
+    naming the field (the chat and the completions formats alike)."""
     choices = _object(body, "the body").get("choices")
     if not isinstance(choices, list) or not choices:
         raise _malformed("'choices'", "is missing or empty" if not choices else f"is {_kind(choices)}, not a list",
@@ -81,6 +82,8 @@ def _choices(body: Any) -> list[dict]:
             raise _malformed(f"choices[{i}].index", f"is {_kind(x)}, not an integer", x)
     if len(set(indices)) != len(indices):
         raise _malformed("choices[].index", "repeats a value", indices)
+    if sorted(indices) != list(range(len(indices))):
+        raise _malformed("choices[].index", f"is not 0..{len(indices) - 1} (one index per choice)", indices)
     return sorted(choices, key=lambda c: c["index"])
 
 
@@ -101,7 +104,7 @@ def parse_choices(body: Any) -> list[str]:
     ``message`` an object whose ``content`` is text (null reads as an empty answer, as some servers
     send it)."""
     answers = []
-    for i, c in enumerate(_choices(body)):
+    for i, c in enumerate(checked_choices(body)):
         message = _object(c.get("message"), f"choices[{i}].message")
         content = message.get("content")
         if content is None:
@@ -114,7 +117,7 @@ def parse_choices(body: Any) -> list[str]:
 
 def parse_first_top_logprobs(body: Any) -> dict[str, float]:
     """Token text -> logprob at the first generated position (``choices[0].logprobs.content[0]``)."""
-    choice = _choices(body)[0]
+    choice = checked_choices(body)[0]
     logprobs = choice.get("logprobs")
     content = None if logprobs is None else _object(logprobs, "choices[0].logprobs").get("content")
     if content is None or content == []:

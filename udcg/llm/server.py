@@ -185,9 +185,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _client_gone(self) -> bool:
         """Whether the client has closed its connection: the socket reads as ended, or was reset (a
-        client that sent its next request already is still there)."""
+        client that sent its next request already is still there). ``poll``, not ``select``: select
+        fails on a descriptor past 1023, as a busy server's are."""
         try:
-            if not select.select([self.connection], [], [], 0)[0]:
+            poller = select.poll()
+            poller.register(self.connection, select.POLLIN | select.POLLHUP | select.POLLERR)
+            if not poller.poll(0):
                 return False
             return self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
         except BlockingIOError:

@@ -122,7 +122,9 @@ class Comparison(ComparisonData):
         """A pandas DataFrame (needs pandas). ``"runs"``: one row per (run, measure): mean, low, high,
         n, beats. ``"pairs"``: one row per (measure, run_a, run_b): diff, its interval low/high, n,
         a_higher / equal / b_higher (queries), mdd, p, p_holm, significant, family_size. ``"ties"``:
-        the same for the tie table (``compare(ties=...)``; n = the pair's tied queries)."""
+        the same for the tie table (``compare(ties=...)``; n = the pair's tied queries). ``"queries"``:
+        one row per (measure, qid): each run's value and each pair's difference A - B on the query
+        (``query_rows``), to find the queries that drive a gap."""
         try:
             import pandas as pd
         except ImportError:
@@ -139,7 +141,21 @@ class Comparison(ComparisonData):
                      [self._pair_dict(t, self.tie_family_sizes) for t in self.tie_pairs])
             rows = [{k: (float("nan") if v is None else v) for k, v in d.items()} for d in dicts]
             return pd.DataFrame(rows, columns=columns).set_index(["measure", "run_a", "run_b"])
-        raise InputError(f"to_frame({kind!r}): choose 'runs', 'pairs' or 'ties'")
+        if kind == "queries":
+            header, rows = self.query_rows()
+            return pd.DataFrame(rows, columns=header).set_index(["measure", "qid"])
+        raise InputError(f"to_frame({kind!r}): choose 'runs', 'pairs', 'ties' or 'queries'")
+
+    def __repr__(self) -> str:
+        significant = sum(t.significant for t in self.pairs)
+        return (f"<Comparison of {len(self.runs)} runs ({', '.join(self.runs)}) on {', '.join(map(str, self.measures))}: "
+                f"{len(self.pairs)} pairs, {significant} significant; .format(), .to_frame()>")
+
+    def _repr_html_(self) -> str:
+        """The report's tables as HTML (Jupyter), the same cells as ``format()``."""
+        from udcg.metrics.html import markdown_html
+
+        return markdown_html(self.format())
 
     def to_frames(self) -> dict:
         """``{"runs": to_frame("runs"), "pairs": to_frame("pairs")}``, and ``"ties"`` with a tie table."""

@@ -107,6 +107,25 @@ class ComparisonData:
     tie_family_sizes: dict[str, int] = field(default_factory=dict)  # measure -> comparisons in its tie-table family
     tie_mdd_alpha: dict[str, float] = field(default_factory=dict)  # measure -> the level of its tie-table MDD
     baseline: str = ""  # the run every other run is compared with ("" = every pair of runs)
+    qids: tuple[str, ...] = ()  # the compared queries, in the order of the per-query values
+    per_query: dict = field(default_factory=dict, repr=False)  # run -> measure -> the values compared, per query
+
+    def query_rows(self) -> tuple[list[str], list[list]]:
+        """Which queries drive a gap: (header, rows), one row per (measure, query): each run's value
+        and, for each compared pair, the query's difference A - B (NaN where either is undefined);
+        the values the table's tests and intervals were computed from. Empty without per-query values
+        (a comparison made by ``compare_scores`` alone)."""
+        pairs = run_pairs(list(self.runs), self.baseline or None)
+        header = ["measure", "qid", *self.runs, *(f"{a} - {b}" for a, b in pairs)]
+        if not self.per_query:
+            return header, []
+        rows = []
+        for m in self.measures:
+            values = {r: self.per_query[r][m] for r in self.runs}
+            for i, qid in enumerate(self.qids):
+                rows.append([str(m), qid, *(float(values[r][i]) for r in self.runs),
+                             *(float(values[a][i] - values[b][i]) for a, b in pairs)])
+        return header, rows
 
     def same_population(self, measure: str) -> bool:
         """Whether every run's mean of ``measure`` is over the same queries (then means compare)."""

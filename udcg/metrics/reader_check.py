@@ -167,6 +167,22 @@ class ReaderCheck:
         """The verdict flips when at most 5% of the unjudged pairs are relabelled relevant."""
         return self.fragility is not None and self.fragility.fragile
 
+    def __repr__(self) -> str:
+        return (f"<ReaderCheck ({self.who()}): AUC {_f(self.auc)} [{_f(self.auc_low)}, {_f(self.auc_high)}], "
+                f"verdict {self.verdict!r}; .lines(), .to_dict()>")
+
+    def _repr_html_(self) -> str:
+        """The check as a table of its pairs (count, mean p_abs) and its AUC and verdict (Jupyter)."""
+        from udcg.metrics.html import markdown_html
+
+        rows = [("relevant", self.n_relevant, self.mean_p_relevant),
+                ("judged irrelevant", self.n_judged_irrelevant, self.mean_p_judged_irrelevant),
+                ("unjudged (taken as irrelevant)", self.n_unjudged, self.mean_p_unjudged)]
+        return markdown_html("\n".join([f"reader check ({self.who()}), {self.n_queries} queries",
+                                         "| pairs | count | mean p_abs |", "|---|---|---|",
+                                         *(f"| {name} | {n} | {_f(p)} |" for name, n, p in rows),
+                                         self.lines()[2].strip(), self.lines()[3].strip()]))
+
     @classmethod
     def from_dict(cls, data: dict) -> ReaderCheck:
         """The check ``to_dict`` wrote (None back to NaN, or to "" for a name), without its per-query
