@@ -32,10 +32,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                            "--test t --correction table -o table.tex"),
                           ("udcg compare --run bm25.trec --run dense.trec --run hybrid.trec --qrels qrels.tsv "
                            "--utilities utilities --baseline bm25"),
-                          "udcg compare --config configs/compare.yaml --test t    # the file's options, --test overridden"])
+                          "udcg compare --config configs/compare/quickstart.yaml --test t   # the file's options, --test overridden"])
     p.add_argument("--config", metavar="FILE.yaml", help="these options from a YAML file, one key per option (runs: "
                    "[...], qrels:, utilities:, metrics:, test:, correction:, n_boot: ... as the flags are spelled, - as _); "
-                   "a flag given here overrides its key (configs/compare.yaml)")
+                   "a flag given here overrides its key (configs/compare/quickstart.yaml)")
     p.add_argument("--run", action="append", default=[], help="TREC run file (give two or more; key runs: in --config)")
     p.add_argument("--qrels", help="qrels: TREC (qid 0 docid rel), BEIR TSV or irds:NAME; needed for classical measures")
     p.add_argument("--utilities", help="utilities for UDCG@k: the udcg annotate --run folder, or a file")
