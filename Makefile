@@ -1,4 +1,5 @@
-# Two entry points (README): `make demo` (the own-data quickstart on the packaged example) and `make test`.
+# Two entry points (README): `make demo` (the own-data quickstart on the packaged example; `make quickstart` is
+# the same) and `make test`. `make validate-demo` (`demo-validate`) is the paper's validation, as `udcg validate-demo`.
 # Both set up .venv idempotently.
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -15,7 +16,7 @@ QS     ?= runs/quickstart
 EX     := $(QS)/nq-example
 READER ?= qwen2.5-coder-0.5b
 
-.PHONY: setup models demo demo-validate test test-fast bench clean
+.PHONY: setup models quickstart demo validate-demo demo-validate test test-fast bench clean
 
 $(STAMP): pyproject.toml udcg/metrics/_walk.c
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -36,9 +37,11 @@ setup: $(STAMP)
 models: $(STAMP)
 	$(UDCG) models install $(MODELS)
 
-# The README's quickstart, as written there: annotate two runs, compare them, add a third run (only its new
-# pairs cost model time), compare all three. Resumable and incremental: a rerun reuses every utility.
-demo: models
+# The README's quickstart, as written there, in $(QS) (runs/quickstart: nq-example/, utilities/, queries.tsv):
+# annotate two runs, compare them, add a third run (only its new pairs cost model time), compare all three.
+# Resumable and incremental: a rerun reuses every utility. `annotate` says first how many pairs and about how long.
+demo: quickstart
+quickstart: models
 	@test -d $(EX) || $(UDCG) example $(EX)
 	$(UDCG) annotate --corpus $(EX) --run $(EX)/runs/bm25.trec --run $(EX)/runs/dense.trec --depth 5 \
 	    --model $(READER) -o $(QS)/utilities
@@ -50,8 +53,9 @@ demo: models
 	$(UDCG) reader-check $(QS)/utilities -o $(QS)/queries.tsv
 
 # The paper's end-to-end validation on the packaged PopQA sample (about 5 minutes on an idle 2-core CPU).
-demo-validate: models
-	$(UDCG) demo
+demo-validate: validate-demo
+validate-demo: models
+	$(UDCG) validate-demo
 
 # One pytest worker per core, at most 4, each taking whole files (a file's servers and models start
 # once): on 2 cores the suite takes about 9 minutes instead of 16 (docs/results.md). PYTEST_WORKERS=0

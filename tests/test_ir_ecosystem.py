@@ -228,7 +228,7 @@ def test_the_ir_libraries_load_only_when_used_and_name_the_extra_when_missing():
                          ("ir_datasets", "udcg.evaluate({'q': {'d': 1.0}}, 'irds:x', metrics='nDCG@1')")):
         code = f"import sys; sys.modules[{module!r}] = None; import udcg\ntry:\n {call}\nexcept Exception as e: print(e)"
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-        assert done.stdout.strip().endswith("is not installed: pip install 'udcg[ir]'"), (module, done.stdout, done.stderr)
+        assert done.stdout.strip().endswith("is not installed: pip install -e '.[ir]' in the udcg checkout"), (module, done.stdout, done.stderr)
         assert len(done.stdout.strip().splitlines()) == 1
 
 

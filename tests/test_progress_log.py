@@ -48,7 +48,8 @@ def test_line_format_rate_and_eta():
     assert lines.line() == "annotate qwen: 1,200/5,000 (24%), 10.0 passage/s, ETA 6m 20s"
     clock.t += 5
     lines.close()
-    assert out.getvalue() == "annotate qwen: 1,200/5,000 (24%), 10.0 passage/s, stopped after 1m 45s\n"
+    assert out.getvalue() == ("annotate qwen: 200/5,000 (4%)\n"  # the first update, written at once (issue #50)
+                              "annotate qwen: 1,200/5,000 (24%), 10.0 passage/s, stopped after 1m 45s\n")
 
 
 def test_the_first_line_after_real_work_has_a_rate_and_an_eta():

@@ -218,7 +218,7 @@ BOUNDED_CLI = [
     (["judge", "relevance", "x.json", "-o", "o.jsonl", "--retries", "1000"], ["--retries 1000", "0..100"]),
     (["judge", "relevance", "x.json", "-o", "o.jsonl", "--f1-threshold", "nan"], ["--f1-threshold nan", "(0, 1]"]),
     (["answer", "--run", "r", "--corpus", "c", "--model", "m", "-o", "o", "--k", "10000000"], ["--k 10000000"]),
-    (["answer", "--run", "r", "--corpus", "c", "--model", "m", "-o", "o", "--samples", "-1"], ["--samples -1", "0..10000"]),
+    (["answer", "--run", "r", "--corpus", "c", "--model", "m", "-o", "o", "--subsets", "-1"], ["--subsets -1", "0..10000"]),
     (["answer", "--run", "r", "--corpus", "c", "--model", "m", "-o", "o", "--max-new-tokens", "0"], ["--max-new-tokens 0"]),
     (["score", "x.jsonl", "-o", "o.jsonl", "--k", "1000000000"], ["--k 1000000000", "positive integer"]),
     (["serve", "--model", "m", "--port", "99999"], ["--port 99999", "0..65535"]),

@@ -141,3 +141,16 @@ def test_correction_none_prints_no_family_size():
     cmp = compare_scores({r: {"P@5": rng.integers(0, 6, 12) / 5} for r in "abc"}, correction="none", n_boot=100)
     line = next(line for line in cmp.format().splitlines() if line.startswith("Test:"))
     assert "Correction: none (raw p, each comparison at alpha)" in line and "comparisons" not in line.split("none")[1]
+
+
+def test_answer_subsets_was_samples_and_the_old_spelling_still_works(capsys):
+    """Issue #50 item 7: `answer --sample N` (queries drawn) stood beside `--samples N` (random
+    subsets per query). The second is now --subsets; --samples still works and says so."""
+    from udcg.cli import build_parser
+
+    parser = build_parser()
+    new = parser.parse_args(["answer", "--corpus", "c", "--run", "r", "--model", "m", "-o", "o", "--subsets", "3"])
+    assert capsys.readouterr().err == ""
+    old = parser.parse_args(["answer", "--corpus", "c", "--run", "r", "--model", "m", "-o", "o", "--samples", "3"])
+    assert new.samples == old.samples == 3 and new.sample is None
+    assert capsys.readouterr().err == "udcg: --samples is deprecated: use --subsets (the same option, renamed)\n"

@@ -189,13 +189,17 @@ def option_bound(operation: str | None, name: str) -> Bound | None:
     return PARAMETERS.get(operation or "", {}).get(name)
 
 
+# Where a command's flag is not the parameter's name (answer's --subsets, the old --samples, is ``samples``).
+FLAGS = {"answer": {"samples": "--subsets"}}
+
+
 def check_options(command: str | None, options: dict[str, Any]) -> None:
     """The command line's door: every bounded option of a parsed command line (``vars(args)``; None:
     not given), ``--n-boot 50: must be ...``."""
     for name, bound in PARAMETERS.get(command or "", {}).items():
         value = options.get(name)
         if value is not None:
-            check_option(f"--{name.replace('_', '-')}", value, bound)
+            check_option(FLAGS.get(command or "", {}).get(name, f"--{name.replace('_', '-')}"), value, bound)
 
 
 def check_arguments(operation: str, arguments: dict[str, Any]) -> None:

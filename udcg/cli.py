@@ -30,7 +30,7 @@ examples (files):
   udcg annotate data.json -o annotated.json --model qwen2.5-coder-0.5b
   udcg judge relevance data.json -o judged.jsonl --judge rules
   udcg validate configs/smoke.yaml                    the paper's end-to-end experiment
-  udcg demo                                           validate on the packaged sample, print Table 3
+  udcg validate-demo                                  validate on the packaged PopQA sample, print Table 3
 """
 
 

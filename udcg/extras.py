@@ -14,7 +14,7 @@ from types import ModuleType
 
 from udcg.errors import InputError
 
-IR_EXTRA = "pip install 'udcg[ir]'"
+IR_EXTRA = "pip install -e '.[ir]' in the udcg checkout"
 _PACKAGES = {"pyterrier": "python-terrier", "ir_datasets": "ir_datasets", "ranx": "ranx",
              "ir_measures": "ir_measures", "pandas": "pandas"}
 

@@ -5,16 +5,23 @@ plain line at a steady interval and one at the end, such as
 
 ``--no-progress`` (``enabled=False``) or ``UDCG_PROGRESS=0`` turns both off; ``UDCG_PROGRESS=1``
 draws bars even off a terminal; ``UDCG_PROGRESS_INTERVAL`` sets the seconds between lines (default
-30). ``bar(...).update(n)`` may be called from several threads at once."""
+30). ``bar(...).update(n)`` may be called from several threads at once.
+
+Within a long unit of work (a chunk of 32 pairs on a CPU takes minutes) a model backend says how far
+its call has got (``advance(done, of)`` after each batch); the resumable runner turns that into
+updates of the step's bar (``metered``), so a log shows the first pairs within seconds of the model
+loading, which ``note`` announces (``loading qwen2.5-coder-0.5b ...``)."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 DEFAULT_INTERVAL = 30.0
@@ -121,6 +128,8 @@ class LogLines:
         self.n = 0
         self._first: tuple[float, int] | None = None  # (time, count) after the first update
         self._last: float | None = None  # time of the latest update
+        self._longest = 0.0  # the longest wait between two updates (the start counts as one)
+        self._written: int | None = None  # the count of the latest line
         self._ended = False
         self._thread = threading.Thread(target=self._tick, name=f"progress {desc}", daemon=True)
         if total:
@@ -131,13 +140,17 @@ class LogLines:
             if self._ended:
                 return
             now = self._clock()
+            self._longest = max(self._longest, now - (self._start if self._last is None else self._last))
             self.n += n
-            if self._first is None:
+            first = self._first is None
+            if first:
                 self._first = (now, self.n)
             self._last = now
             finished = bool(self.total) and self.n >= self.total
         if finished:
             self._end()
+        elif first:
+            self._write_count()
 
     def close(self) -> None:
         self._end()
@@ -173,18 +186,28 @@ class LogLines:
             parts.append(f"ETA {duration(max(total - n, 0) / rate)}")
         return f"{self.desc}: {', '.join(parts)}"
 
+    def _write_count(self) -> bool:
+        """Write the line for now unless the latest line had this count; whether it wrote."""
+        with self._lock:
+            if self.n == self._written or self._ended:
+                return False
+            self._written = self.n
+        self._write(self.line())
+        return True
+
     def _tick(self) -> None:
-        written, quiet = None, 0
+        quiet, said = 0, 0
         while not self._stop.wait(self.every):
             if self._first is None:
                 continue
-            if self.n != written:
-                written, quiet = self.n, 0
-                self._write(self.line())
+            if self._write_count():
+                quiet, said = 0, 0
                 continue
             quiet += 1
-            if quiet % STALLED_LINES == 0:
-                self._write(f"{self.line()}; no new work for {duration(quiet * self.every)}")
+            waited = self._clock() - (self._last or self._start)
+            if quiet - said >= STALLED_LINES and waited >= 2 * self._longest:
+                said = quiet
+                self._write(f"{self.line()}; no new work for {duration(waited)}")
 
     def _end(self) -> None:
         with self._lock:
@@ -238,3 +261,38 @@ def follow_libraries(enabled: bool = True) -> None:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
+
+
+# ---------------------------------------------------------------- within a unit of work
+
+_METER: contextvars.ContextVar[Callable[[float], None] | None] = contextvars.ContextVar("udcg_meter", default=None)
+
+
+@contextlib.contextmanager
+def metered(share_done: Callable[[float], None] | None) -> Iterator[None]:
+    """Within the block, ``advance`` calls (a backend's batches) reach ``share_done(fraction)``:
+    the share of the current model call computed so far, in [0, 1] (``udcg.resumable.fill`` turns
+    it into updates of its step's bar). In this thread only; None: nothing is metered."""
+    token = _METER.set(share_done)
+    try:
+        yield
+    finally:
+        _METER.reset(token)
+
+
+def advance(done: int, of: int) -> None:
+    """A model backend's word that ``done`` of the ``of`` rows of its current call are computed (say
+    it after each batch). Nothing happens outside a ``metered`` block."""
+    share_done = _METER.get()
+    if share_done is not None and of > 0:
+        share_done(min(max(done / of, 0.0), 1.0))
+
+
+def note(text: str) -> None:
+    """One line of a long step's progress on stderr that no bar carries (a model loading), where
+    progress is shown: as the command said (``follow_libraries``; on where no command said) and not
+    silenced by UDCG_PROGRESS=0."""
+    enabled = _LIBRARIES["enabled"]
+    if shown(enabled) or logged(enabled):
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()

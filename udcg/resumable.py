@@ -29,7 +29,9 @@ reads):
   loses at most that much finished work) and at the end. Requests to an API are independent of
   their batch mates, so pieces need no fixed composition. After a failure no new piece starts;
   the finished ones are kept and the error names the resume;
-- **progress** ``progress(n)``: n requests done (the cached ones first, then chunk by chunk);
+- **progress** ``progress(n)``: n requests done (the cached ones first, then chunk by chunk; within a
+  chunk as the backend says how far its call has got, ``udcg.progress.advance``, the chunk's last
+  request counted once the chunk is saved);
 - **stats** ``StepStats``: requests, records computed in this call, seconds spent computing.
 """
 
@@ -48,6 +50,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from udcg.errors import BackendError, InputError
 from udcg.io.cache import AppendCache
+from udcg.progress import metered
 
 if TYPE_CHECKING:
     from udcg.llm.base import BaseBackend
@@ -206,8 +209,10 @@ def fill(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[lis
         if not todo:
             continue
         t0 = time.perf_counter()
+        within = _Within(len(todo), progress)
         try:
-            bodies, error = list(compute([p for _, p in todo])), None
+            with metered(within if progress is not None else None):
+                bodies, error = list(compute([p for _, p in todo])), None
         except Unfinished as e:
             bodies, error = e.bodies, e.error
         stats.seconds += time.perf_counter() - t0
@@ -218,8 +223,22 @@ def fill(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[lis
         if error is not None:
             _stop(error, cache, unique)
         if progress is not None:
-            progress(len(todo))
+            progress(len(todo) - within.shown)
     return stats
+
+
+class _Within:
+    """The progress of one chunk while it is computed: the backend's share done
+    (``udcg.progress.advance``) as requests, the chunk's last one held back until it is saved."""
+
+    def __init__(self, size: int, progress: Callable[[int], object] | None) -> None:
+        self.size, self.progress, self.shown = size, progress, 0
+
+    def __call__(self, share: float) -> None:
+        now = min(int(share * self.size), self.size - 1)
+        if now > self.shown and self.progress is not None:
+            self.progress(now - self.shown)
+            self.shown = now
 
 
 def parallelism(backend: BaseBackend | None) -> int:

@@ -3,23 +3,38 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
 
 def command(sub: argparse._SubParsersAction, name: str, help: str, description: str, examples: Sequence[str] = (),
             notes: str = "", formatter_class: type[argparse.HelpFormatter] = argparse.RawDescriptionHelpFormatter,
-            ) -> argparse.ArgumentParser:
+            aliases: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The parser of ``udcg NAME``. ``description`` is one paragraph: its line breaks and indentation
     in the source fold to single spaces. The epilog lists ``examples`` one a line, indented by two
     spaces, under "example:" (one) or "examples:" (several), then ``notes`` after a blank line. The
-    default formatter prints the description and the epilog as they are (the examples keep their lines)."""
+    default formatter prints the description and the epilog as they are (the examples keep their lines).
+    ``aliases``: older names of the command that still work."""
     parts = []
     if examples:
         parts.append(("example:\n" if len(examples) == 1 else "examples:\n") + "\n".join(f"  {e}" for e in examples))
     if notes:
         parts.append(notes)
     return sub.add_parser(name, help=help, description=" ".join(description.split()), epilog="\n\n".join(parts) or None,
-                          formatter_class=formatter_class)
+                          formatter_class=formatter_class, aliases=list(aliases))
+
+
+class Deprecated(argparse.Action):
+    """An option's old spelling (``add_argument("--old", dest="new", action=Deprecated, new="--new")``):
+    it still works, stores its value as the new option does, and says so on stderr."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, new: str, **kwargs) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"udcg: {option_string} is deprecated: use {self.new} (the same option, renamed)", file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 
 LOCAL_HELP = {"device": "a local model's device: cpu, cuda, cuda:N or auto (default auto)",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from udcg.commands._parser import add_model_options, command, model_choice
+from udcg.commands._parser import Deprecated, add_model_options, command, model_choice
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -41,10 +41,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--answers", help="JSONL of {_id, answers} (default: queries' metadata.answers)")
     p.add_argument("--utilities", help="the udcg annotate --run folder: adds each position's utility")
     p.add_argument("--k", type=int, default=5, help="documents per context (default 5)")
-    p.add_argument("--samples", type=int, default=0, help="also N random k-subsets per query of the runs' top --depth "
-                   "(rank order kept), so contexts differ within a query (for fit-theta and correlate)")
-    p.add_argument("--depth", type=int, default=20, help="with --samples: the pool depth per run (default 20)")
-    p.add_argument("--seed", type=int, default=0, help="the seed of --sample and --samples (default 0)")
+    p.add_argument("--subsets", dest="samples", type=int, default=0, metavar="N", help="also N random k-subsets per query of the "
+                   "runs' top --depth (rank order kept), so contexts differ within a query (for fit-theta and correlate; "
+                   "was --samples, which still works)")
+    p.add_argument("--samples", dest="samples", type=int, action=Deprecated, new="--subsets")
+    p.add_argument("--depth", type=int, default=20, help="with --subsets: the pool depth per run (default 20)")
+    p.add_argument("--seed", type=int, default=0, help="the seed of --sample and --subsets (default 0)")
     add_model_options(p, role="reader", help="the reader: an offline alias, a model folder or hub id, openai:MODEL, "
                       "SCHEME:MODEL of an installed backend (udcg models), or the API's model name with --api-base")
     p.add_argument("--prompt", default="udcg-code-v1", help="reader prompt version (udcg-code-v1, paper-fig4-v1)")

@@ -31,8 +31,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           ("udcg compare --run a.trec --run b.trec --run c.trec --qrels q.tsv --metrics nDCG@10,AP "
                            "--test t --correction table -o table.tex"),
                           ("udcg compare --run bm25.trec --run dense.trec --run hybrid.trec --qrels qrels.tsv "
-                           "--utilities utilities --baseline bm25")])
-    p.add_argument("--run", action="append", default=[], required=True, help="TREC run file (give two or more)")
+                           "--utilities utilities --baseline bm25"),
+                          "udcg compare --config configs/compare/quickstart.yaml --test t   # the file's options, --test overridden"])
+    p.add_argument("--config", metavar="FILE.yaml", help="these options from a YAML file, one key per option (runs: "
+                   "[...], qrels:, utilities:, metrics:, test:, correction:, n_boot: ... as the flags are spelled, - as _); "
+                   "a flag given here overrides its key (configs/compare/quickstart.yaml)")
+    p.add_argument("--run", action="append", default=[], help="TREC run file (give two or more; key runs: in --config)")
     p.add_argument("--qrels", help="qrels: TREC (qid 0 docid rel), BEIR TSV or irds:NAME; needed for classical measures")
     p.add_argument("--utilities", help="utilities for UDCG@k: the udcg annotate --run folder, or a file")
     p.add_argument("--metrics", default="UDCG@5,nDCG@5,P@5,RR@5", help="measures (default UDCG@5,nDCG@5,P@5,RR@5)")
@@ -77,20 +81,37 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "query, each run's value and each compared pair's difference A - B (TSV with a header)")
     p.add_argument("--label-rows", metavar="TSV", help="with --qrels: write the label checks' per-query rows (relevant "
                    "count, corpus share, flags, each run's unjudged top-k pairs) as TSV (the footer's labels block)")
+    _config_keys(p)
     p.set_defaults(func=main)
+
+
+def _config_keys(p: argparse.ArgumentParser) -> None:
+    """Every option but --config is a key of --config's file: its default kept aside and set to None
+    here, so that main knows which flags were given (they override the file)."""
+    from udcg.flows.compare_config import Option
+
+    actions = [a for a in p._actions if a.option_strings and a.dest not in ("help", "config")]
+    options = [Option(a.dest, repeated=isinstance(a, argparse._AppendAction), switch=isinstance(a, argparse._StoreTrueAction),
+                      convert=a.type, choices=a.choices) for a in actions]
+    defaults = {a.dest: a.default for a in actions}
+    p.set_defaults(**dict.fromkeys(defaults), config_options=options, config_defaults=defaults)
 
 
 def main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from udcg.errors import InputError
+    from udcg.flows.compare_config import merged, read_options
     from udcg.flows.run_compare import compare_run_files
     from udcg.flows.label_checks import label_block, write_label_rows
     from udcg.flows.run_scores import alias_notes, named_runs
     from udcg.flows.score import score_notes
 
+    from_file = read_options(args.config, args.config_options) if args.config else {}
+    args = argparse.Namespace(**{**vars(args), **merged(vars(args), from_file, args.config_defaults)})
     if len(args.run) < 2:
-        raise InputError(f"--run: compare needs two or more runs, got {len(args.run)} (use udcg score for one)")
+        raise InputError(f"--run: compare needs two or more runs, got {len(args.run)} (give --run twice or more, or --config "
+                         "FILE with runs:; use udcg score for one)")
     if args.label_rows and not args.qrels:
         raise InputError("--label-rows: the label checks read the qrels; give --qrels")
     fmt = args.format or (FORMATS.get(Path(args.output).suffix.lower(), "markdown") if args.output else "markdown")

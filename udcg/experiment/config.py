@@ -12,7 +12,7 @@ file/folder path. A relative path is looked up beside the config file, then in t
 directory. ``output`` and ``theta.from_run`` are relative to the working directory. A run writes
 its config with paths relative to the working directory (``portable``; the rules for one path:
 ``udcg.experiment.paths``).
-YAML reading and typed construction: ``udcg.experiment.typed_yaml``.
+YAML reading and typed construction: ``udcg.io.typed_yaml``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 from udcg.bounds import CONFIG as CONFIG_BOUNDS, check_value
 from udcg.errors import InputError
 from udcg.experiment.paths import data_folder, dataset_ref, portable_path, run_folder
-from udcg.experiment.typed_yaml import build, read_yaml, set_override
+from udcg.io.typed_yaml import build, read_yaml, set_override
 from udcg.llm.openai_wire import DEFAULT_CONCURRENCY
 METRIC_CHOICES_NOTE = "e.g. UDCG, UDCG_theta, nDCG, RR, AP, P, Success, eRAG, ANSWER_PROB, RA-nWG"
 

@@ -83,6 +83,39 @@ def reader(model: str | ModelChoice, *, estimator: str | None = None, prompt: st
     return Reader(spec, config)
 
 
+def estimate_line(todo: int, pairs: int, depth: int, reader_: Reader) -> str:
+    """What ``annotate --run`` says before the model loads: the pairs it will compute (the union of
+    the runs' top-``depth``, less those already annotated) and about how long they take, from the
+    rates measured on a 2-core CPU (``udcg.llm.offline``'s table); a rough estimate, which the
+    progress lines' ETA refines from the first pairs on."""
+    head = (f"annotate: {todo} of the {pairs} pairs in the runs' top-{depth} to compute "
+            f"({pairs - todo} already annotated)")
+    return f"{head}; {_how_long(todo, reader_.spec)}"
+
+
+def _how_long(todo: int, spec: ModelSpec) -> str:
+    from udcg.llm import offline
+
+    later = "the progress lines give an ETA from the first pairs on"
+    if spec.api:
+        return f"through a server the server sets the pace (udcg posts thousands of pairs/s at most); {later}"
+    if default_chunk_size(spec) == GPU_CHUNK_SIZE:
+        return f"on a GPU: hundreds of pairs/s (641/s on one H100 for a 0.5B model); {later}"
+    busy, idle = offline.ALIASES[spec.model].cpu_rate if spec.model in offline.ALIASES else (None, None)
+    rates = [(rate, what) for rate, what in ((idle, "idle"), (busy, "with other jobs on its cores")) if rate]
+    if not rates:
+        return f"no measured CPU rate for this model; {later}"
+    spans = " to ".join(_minutes(todo / rate) for rate, _ in rates)
+    measured = ", ".join(f"{rate:g} pairs/s {what}" for rate, what in rates)
+    return (f"on a CPU about {spans} (measured on a 2-core CPU: {measured}; a rough estimate, {later})")
+
+
+def _minutes(seconds: float) -> str:
+    if seconds >= 5400:
+        return f"{seconds // 3600:.0f} h {seconds % 3600 // 60:02.0f} min"
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
 def where(reader_: Reader) -> str:
     """Where the reader runs, one line (an API model names its server: ``registry.where_it_goes``)."""
     from udcg.llm.registry import where_it_goes
@@ -159,7 +192,8 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
                   "run_files": {name: str(path) for name, path in paths.items()}}
         return annotate_runs(collection, runs, depth, output, reader_.config, reader_.spec.name, reader_.spec.load,
                              unjudged=unjudged, judge_factory=lambda: relevance_judge(judge_spec), progress=progress,
-                             inputs=inputs)
+                             inputs=inputs,
+                             before_model=lambda todo, pairs: say(estimate_line(todo, pairs, depth, reader_)))
     finally:
         for b in bars:
             b.close()

@@ -29,7 +29,7 @@ class AnswerResult:
 
     def line(self, samples: int = 0) -> str:
         return (f"{self.contexts} contexts ({self.queries} queries, {self.runs} runs"
-                f"{f', {samples} samples per query' if samples else ''}); {self.computed} new prompts answered by the "
+                f"{f', {samples} random subsets per query' if samples else ''}); {self.computed} new prompts answered by the "
                 f"model, the rest from the cache -> {self.output}")
 
 

@@ -58,7 +58,7 @@ def run_pairs(runs: Mapping[str, Run], depth: int) -> dict[str, list[str]]:
 
 def run_docids(runs: Mapping[str, Run], depth: int) -> set[str]:
     """The documents of the runs' top-``depth``: all a command reads from the corpus (annotate: its
-    --depth; answer: --k, or the larger of --k and --depth with --samples)."""
+    --depth; answer: --k, or the larger of --k and --depth with --subsets)."""
     return {docid for docids in run_pairs(runs, depth).values() for docid in docids}
 
 
@@ -159,13 +159,15 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
                   model: str, load_backend: Callable[[], object], *, unjudged: str = "irrelevant",
                   judge_factory: Callable[[], object] | None = None,
                   progress: Callable[[int, str], Callable[[int], None]] | None = None,
-                  inputs: Mapping[str, object] | None = None) -> AnnotateRunsReport:
+                  inputs: Mapping[str, object] | None = None,
+                  before_model: Callable[[int, int], None] | None = None) -> AnnotateRunsReport:
     """Annotate every pair of the runs' top-``depth`` not yet in ``out``; rewrite the utility file.
 
-    ``load_backend`` is called only when some pair needs the model. ``progress(total, desc)``
-    returns an update function (the CLI's bar). ``inputs``: the command's inputs as given (corpus,
-    queries, qrels, answers, limit, model, api, run_files by run name), recorded in meta.json so
-    that the reader check can name the command that judges the unjudged pairs."""
+    ``load_backend`` is called only when some pair needs the model, after ``before_model(todo,
+    pairs)`` (the pairs to compute, of all the runs' pairs: the command's estimate).
+    ``progress(total, desc)`` returns an update function (the CLI's bar). ``inputs``: the command's
+    inputs as given (corpus, queries, qrels, answers, limit, model, api, run_files by run name),
+    recorded in meta.json so that the reader check can name the command that judges the unjudged pairs."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a folder (-o names the utilities folder)")
@@ -183,6 +185,8 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
         done = cached_annotations(cache)
     report.reused = report.pairs - todo
     if todo:
+        if before_model is not None:
+            before_model(todo, report.pairs)
         backend = load_backend()
         report.model_loaded = True
         if backend.name != model:
@@ -284,7 +288,7 @@ def run_contexts(runs: Mapping[str, Run], collection: Collection, k: int, *, sam
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise InputError(f"--k {k!r}: must be a positive integer (e.g. 5)")
     if samples < 0:
-        raise InputError(f"--samples {samples}: must be >= 0")
+        raise InputError(f"--subsets {samples}: must be >= 0")
     out: list[RunContext] = []
     short: dict[str, int] = {}
     pool = run_pairs(runs, depth) if samples else {}

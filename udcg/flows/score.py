@@ -35,8 +35,10 @@ class RunFileScores:
     reader: tuple[str, ...] = ()  # the reader check recorded with the utilities (``reader_check.reader_note``)
 
     def mean_lines(self) -> list[str]:
+        """Each mean rounded to 12 decimals for display: 0.18, not 0.18000000000000005 (float noise), and
+        as precise as any reader of the file needs; the file keeps every digit."""
         several = len(self.scores) > 1
-        return [f"{name}\t" * several + f"all\t{measure}\t{mean!r}"
+        return [f"{name}\t" * several + f"all\t{measure}\t{round(mean, 12)!r}"
                 for name, s in self.scores.items() for measure, mean in s.means().items()]
 
     def note_lines(self, verbose: bool = False) -> list[str]:

@@ -40,6 +40,7 @@ from udcg.llm.batching import decoding_waves, prompt_batches, shared_prefix
 from udcg.llm.decoding import answer_seed, check_params, cut_at_stop, join_states, pick_tokens
 from udcg.llm.chat_tokens import ChatTokens
 from udcg.llm.hf_load import cache_argument, end_token_ids, load_model, pad_token_id
+from udcg.progress import advance
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +199,7 @@ class HFBackend(BaseBackend, Servable):
         index = None if columns is None else torch.tensor(list(columns), dtype=torch.long, device=self.device)
         with torch.inference_mode():
             p, prefix_kv = self._prefix(seqs, n_last)
+            done = 0
             for batch in self._batches(order, [len(s) - p for s in seqs]):
                 keep = max(n_last[i] for i in batch)
                 logits, *_ = self._forward([seqs[i] for i in batch], p, prefix_kv, keep)
@@ -205,6 +207,8 @@ class HFBackend(BaseBackend, Servable):
                 logprobs = (logprobs if columns is None else logprobs[..., index]).cpu()
                 for b, i in enumerate(batch):
                     results[i] = pick(i, logprobs[b, keep - n_last[i]:])
+                done += len(batch)
+                advance(done, len(seqs))  # the step's progress within its chunk (udcg.progress)
         return results
 
     # ------------------------------------------------------------ the contract
@@ -334,6 +338,7 @@ class HFBackend(BaseBackend, Servable):
             lengths = [len(s) - p for s in seqs]
             batches = self._batches(order, lengths)
             waves = self._waves(batches, lengths) if params.temperature == 0 else [[b] for b in batches]
+            done = 0
             for wave in waves:
                 states = [self._forward([seqs[i] for i in batch], p, prefix_kv, keep=1, decode=True) for batch in wave]
                 rows = [i for batch in wave for i in batch]
@@ -343,6 +348,8 @@ class HFBackend(BaseBackend, Servable):
                 told = None if tell is None else (lambda b, text, rows=rows: tell(rows[b], text))
                 for i, text in zip(rows, self._decode(state, [seeds[i] for i in rows], params, told, strip)):
                     texts[i] = text
+                done += len(rows)
+                advance(done, len(seqs))
         return texts
 
     def _waves(self, batches: list[list[int]], lengths: list[int]) -> list[list[list[int]]]:

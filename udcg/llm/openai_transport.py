@@ -7,7 +7,7 @@ boundary. Here the loop and the pool live as long as the backend; calls from any
 runner's workers, a notebook's event loop) submit coroutines to it and wait on a
 ``concurrent.futures.Future``.
 
-The HTTP client (``client_kind``) is aiohttp where it is installed, as ``udcg[llm]`` does: its
+The HTTP client (``client_kind``) is aiohttp where it is installed, as the ``llm`` and ``api`` extras do: its
 connections and C HTTP parser, used directly; else the ``openai`` SDK's own httpx client class
 (``openai.DefaultAsyncHttpxClient``). ``UDCG_HTTP_CLIENT=httpx`` or ``aiohttp`` chooses. Either way a
 request body is JSON bytes built once per prompt, not the SDK's typed request transform (about

@@ -20,6 +20,7 @@ import the registry. Nothing heavy is imported until a backend is loaded.
 from __future__ import annotations
 
 import importlib.util
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -30,13 +31,17 @@ from udcg.bounds import MODEL as MODEL_BOUNDS, check_value
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import BaseBackend
 from udcg.llm.schemes import SCHEMES, register_scheme
+from udcg.progress import note
 
 __all__ = ["API_ONLY", "LOCAL_ONLY", "SCHEMES", "ModelChoice", "ModelSpec", "api_options", "describe", "load_backend",
            "register_scheme", "resolve", "scheme_lines", "where_it_goes"]
 
 # What a kind of model needs beyond the core install (by scheme; "local": a transformers model in-process).
 NEEDS = {"local": ("torch", "transformers"), "openai": ("openai",)}
-INSTALL_LLM = "pip install 'udcg[llm]'"
+# The extra that brings them (udcg is installed from its checkout: there is no udcg on the package index).
+INSTALL = {"local": "pip install -e '.[llm]' in the udcg checkout",
+           "openai": "pip install -e '.[api]' in the udcg checkout (openai and aiohttp, no torch)"}
+INSTALL_LLM = INSTALL["local"]
 
 
 def _importable(module: str) -> bool:
@@ -136,7 +141,8 @@ class ModelSpec:
         if missing:
             kind = "a local model" if self.scheme is None else f"an {self.scheme}: model" if self.api else "this model"
             raise InputError(f"model {self.model!r} is {kind} and needs {' and '.join(missing)}, which "
-                             f"{'is' if len(missing) == 1 else 'are'} not installed: {INSTALL_LLM}")
+                             f"{'is' if len(missing) == 1 else 'are'} not installed: "
+                             f"{INSTALL.get('local' if self.scheme is None else self.scheme, INSTALL_LLM)}")
 
 
 def _scheme(name: str, served: bool = False) -> tuple[str, str] | None:
@@ -219,7 +225,11 @@ def load_backend(model: str | ModelSpec, **kw: Any) -> BaseBackend:
     if spec.scheme is None:
         from udcg.llm.hf import HFBackend
 
-        return HFBackend(spec.model, **spec.options)
+        note(f"loading {spec.name} ...")
+        t0 = time.perf_counter()
+        backend = HFBackend(spec.model, **spec.options)
+        note(f"{spec.name} loaded in {time.perf_counter() - t0:.1f} s on {backend.device}")
+        return backend
     backend = SCHEMES.factory(spec.scheme, spec.model)(spec.model.partition(":")[2], **spec.options)
     if not isinstance(backend, BaseBackend):
         raise BackendError(f"model {spec.model!r}: the {spec.scheme!r} backend made a {type(backend).__name__}, "
