@@ -163,6 +163,9 @@ def url_secrets(url: str) -> list[str]:
     if info:  # as the mask reads it: a password may hold an unencoded / or @; the user name alone is
         user, colon, password = info.partition(":")  # no secret (its fragments would garble "user" in messages)
         out += ([password] + ([info] if len(password) < MIN_CUT else [])) if colon and password else [info]
+    if info is not None:  # the rest as a URL of its own: a '#' or '?' in a password starts nothing
+        scheme, _, rest = url.strip().partition("://")
+        url = f"{scheme}://{rest[len(info) + 1:]}"
     try:
         query = urlsplit(url).query
     except ValueError:

@@ -222,6 +222,7 @@ def check_url(url: str) -> None:
     rest = url.partition("://")[2]
     cut = re.search(r"[/?#]", rest)
     if cut and "@" in rest[cut.start():]:  # user:pa/ss@host: read as host 'user', the password in the path and in every message
+        shown = redact(f"{url.partition('://')[0]}://***@{rest.rpartition('@')[2]}")  # all before the last '@' hidden
         raise InputError(f"base URL {shown!r}: an '@' after a '/', '?' or '#': a user or password holding '/', '?', "
                          "'#' or '@' must be percent-encoded (%2F, %3F, %23, %40), as must an '@' in the path or query")
     info = userinfo(url)
