@@ -248,8 +248,9 @@ def test_a_member_that_is_dead_hangs_or_fails_leaves_the_work_to_the_others(mode
         err = capsys.readouterr().err
         assert rc == 0, err
         assert values(tmp_path, name) == reference
-        if mode != "503":  # a member that answers is not down
-            assert f"server: fleet member down during the run: {bad.url}" in err, err
+        if mode != "503":  # a member that answers is not down (on a loaded machine the live one may time out once too)
+            summary = next(line for line in err.splitlines() if "down during the run" in line)
+            assert summary.startswith("server: fleet member") and f"{bad.url} (" in summary, err
     finally:
         live.close()
         bad.close()

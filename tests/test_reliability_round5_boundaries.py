@@ -316,3 +316,46 @@ def test_a_dataset_module_that_raises_or_registers_bad_records_is_one_line(modul
     with pytest.raises(InputError, match=said.replace("(", r"\(").replace("*", r"\*")) as caught:
         udcg.evaluate(str(RUN), source, metrics="nDCG@5")
     _clean(str(caught.value), KEY)
+
+
+def test_a_document_without_text_is_named_with_its_dataset(tmp_path, capsys, monkeypatch):
+    """A docstore giving ``text=None`` surfaced as ``reader prompt: passage 0 must be text``, naming
+    neither the dataset nor the document (found by the adversarial pass)."""
+    pytest.importorskip("ir_datasets")
+    folder = tmp_path / "irds"
+    folder.mkdir()
+    (folder / "docs.tsv").write_text("".join(f"{line.split()[2]}\tsome text\n" for line in RUN.read_text().splitlines()))
+    (folder / "queries.tsv").write_text("".join(f"nq{i}\ta question\n" for i in range(20)))
+    (folder / "qrels.trec").write_text("nq0 0 x 1\n")
+    body = '''
+class Wrapped:
+    def __init__(self, inner):
+        self.inner = inner
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+    def docs_store(self):
+        inner = self.inner.docs_store()
+        class Store:
+            def get_many(self, ids):
+                return {k: v._replace(text=None) for k, v in inner.get_many(ids).items()}
+        return Store()
+ir_datasets.registry.register("r5/notext", Wrapped(files))
+'''
+    (folder / "r5irds_notext.py").write_text(DATASET.format(folder=str(folder), body=body))
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv("UDCG_IRDS_MODULES", "r5irds_notext")
+    assert main(["annotate", "--corpus", "irds:r5/notext", "--run", str(RUN), "--depth", "2", "--model", "m", "--api-base",
+                 "http://127.0.0.1:9/v1", "-o", str(tmp_path / "u"), "--no-progress"]) == 2
+    line = one_error_line(capsys.readouterr().err, "annotate")
+    assert line.startswith("udcg annotate: error: irds:r5/notext: document ") and "has no text (its text is None" in line, line
+
+
+@pytest.mark.parametrize("change, said", [({"__init__": lambda self, model, **kw: setattr(self, "name", None)},
+                                           "whose name is None, not a non-empty string"),
+                                          ({"capabilities": "api"}, "whose capabilities are a str")])
+def test_a_plugin_backend_without_a_name_or_capabilities_is_one_line(change, said, tmp_path, capsys):
+    """Found by the adversarial pass: a backend whose ``name`` is None ran, recording the model None."""
+    with registry.SCHEMES.scoped():
+        registry.register_scheme("r5plug", type("Nameless", (Plug,), change), api=False)
+        assert main(_annotate(tmp_path, "--model", "r5plug:m")) == 2
+    assert said in one_error_line(capsys.readouterr().err, "annotate")
