@@ -415,7 +415,7 @@ def test_registry_loads_folders_and_registered_schemes(tiny_dir, monkeypatch):
         registry.register_scheme("fake", lambda rest, **kw: seen.append((rest, kw)) or backend, api=True)
         assert registry.load_backend("fake:some/model:v1", timeout=3) is backend
         registry.register_scheme("bad", lambda rest, **kw: "backend", api=True)
-        with pytest.raises(BackendError, match="made a str, not a udcg.llm.base.BaseBackend"):
+        with pytest.raises(InputError, match="made a str, not a udcg.llm.base.BaseBackend"):
             registry.load_backend("bad:m")
     assert seen == [("some/model:v1", {"timeout": 3})]
     with pytest.raises(InputError, match="unknown backend scheme 'fake'"):  # gone after the block

@@ -43,6 +43,7 @@ class Member:
 
     def __init__(self, mode: str = "ok", latency: float = 0.0) -> None:
         self.port, self.mode, self.requests, self.latency = free_port(), mode, 0, latency
+        self.on_request = None  # called by each request as it arrives (``Flapper``)
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self._server: ThreadingHTTPServer | None = None
         self._open: set[socket.socket] = set()
@@ -73,7 +74,10 @@ class Member:
                     body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 except ValueError:  # the connection was cut by down() while the body came in
                     return
-                member.requests += 1
+                with member._lock:
+                    member.requests += 1
+                if member.on_request is not None:
+                    member.on_request()  # a Flapper may take members down here (this request's included)
                 time.sleep(member.latency)
                 if member.mode == "hang":
                     time.sleep(30)
@@ -116,34 +120,64 @@ class Member:
 
 
 class Flapper:
-    """Takes members down and up on a schedule while a run goes on: ``pattern`` lists, per phase of
-    ``period`` seconds, which members are up."""
+    """Takes members down and up while a run goes on: ``pattern`` lists, per phase, which members are
+    up ("503": up, and failing, as a server warming up). A phase lasts ``every`` requests arriving at
+    the fleet, counted as they arrive, and the request that ends a phase makes the change itself
+    (taken down with its member, if that member goes down): so the faults fall on the same share of
+    the requests whatever the machine's speed (a phase of wall-clock time let a loaded machine's
+    requests outlast every phase: issue 49). A phase with every member down (no request can arrive)
+    lasts ``period`` seconds instead. Members coming up come up before the others go down, so a
+    pattern that always has a member up has one up at every moment."""
 
-    def __init__(self, members: list[Member], pattern: list[tuple[bool, ...]], period: float, repeat: bool = True) -> None:
-        self.members, self.pattern, self.period, self.repeat = members, pattern, period, repeat
-        self.flips = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+    def __init__(self, members: list[Member], pattern: list[tuple[bool, ...]], every: int = 32, repeat: bool = True,
+                 period: float = 0.2) -> None:
+        self.members, self.pattern, self.every, self.repeat, self.period = members, pattern, every, repeat, period
+        self.flips, self.phase, self._arrived = 0, 0, 0
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._timer: threading.Timer | None = None
 
-    def _run(self) -> None:
-        phase = 0
-        while not self._stop.wait(self.period):
-            phase += 1
-            if not self.repeat and phase >= len(self.pattern):
+    def _arrive(self) -> None:
+        with self._lock:
+            self._arrived += 1
+            if self._stopped or self._arrived < self.every:
                 return
-            for member, state in zip(self.members, self.pattern[phase % len(self.pattern)]):
-                member.mode = state if isinstance(state, str) else "ok"  # "503": up, and failing (warming up)
-                (member.up if state else member.down)()
-            self.flips += 1
+            self._advance()
+
+    def _advance(self) -> None:
+        """The next phase (the lock held)."""
+        if not self.repeat and self.phase + 1 >= len(self.pattern):
+            self._stopped = True
+            return
+        self.phase, self._arrived = self.phase + 1, 0
+        states = self.pattern[self.phase % len(self.pattern)]
+        for member, state in sorted(zip(self.members, states), key=lambda ms: not ms[1]):  # up first, then down
+            member.mode = state if isinstance(state, str) else "ok"
+            (member.up if state else member.down)()
+        self.flips += 1
+        if not any(states):  # nothing can arrive: the outage is timed
+            self._timer = threading.Timer(self.period, self._timed)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _timed(self) -> None:
+        with self._lock:
+            if not self._stopped:
+                self._advance()
 
     def __enter__(self) -> Flapper:
-        self._thread.start()
+        for member in self.members:
+            member.on_request = self._arrive
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
+        with self._lock:
+            self._stopped = True
+            if self._timer is not None:
+                self._timer.cancel()
         for member in self.members:
+            member.on_request = None
+            member.mode = "ok"
             member.up()
 
 
@@ -182,17 +216,17 @@ def reference(tmp_path_factory):
 # ---------------------------------------------------------------- members that flap, hang, fail
 
 
-@pytest.mark.parametrize("pattern, period, repeat", [
-    ([(True, True), (False, True)], 0.15, True),  # one member flaps, the other stays up
-    ([(True, False), (False, True)], 0.15, True),  # both flap, out of phase (one is always up)
-    ([(True, True), (False, False), (True, True)], 0.2, False),  # one outage of both, shorter than the retry budget
-    ([(True, True), (False, True), (True, False)], 0.05, True),  # fast flaps (every 50 ms)
+@pytest.mark.parametrize("pattern, every, repeat", [
+    ([(True, True), (False, True)], 32, True),  # one member flaps, the other stays up
+    ([(True, False), (False, True)], 32, True),  # both flap, out of phase (one is always up)
+    ([(True, True), (False, False), (True, True)], 32, False),  # one outage of both (0.2 s), shorter than the retry budget
+    ([(True, True), (False, True), (True, False)], 16, True),  # fast flaps (every 16 requests: one window)
 ], ids=["one-flaps", "out-of-phase", "both-down-once", "fast"])
-def test_a_run_over_flapping_members_finishes_with_the_fault_free_values(pattern, period, repeat, client, reference,
+def test_a_run_over_flapping_members_finishes_with_the_fault_free_values(pattern, every, repeat, client, reference,
                                                                           tmp_path, capsys):
-    members = [Member(latency=0.02), Member(latency=0.02)]  # about 1.5 s of work: the flaps fall inside the run
+    members = [Member(latency=0.02), Member(latency=0.02)]  # 120 requests or more: the flaps fall inside the run
     try:
-        with Flapper(members, pattern, period, repeat) as flapper:
+        with Flapper(members, pattern, every, repeat) as flapper:
             rc, name = annotate(tmp_path, [m.url for m in members], "flapping")
         err = capsys.readouterr().err
         assert rc == 0 and flapper.flips >= 1, err
@@ -214,8 +248,9 @@ def test_a_member_that_is_dead_hangs_or_fails_leaves_the_work_to_the_others(mode
         err = capsys.readouterr().err
         assert rc == 0, err
         assert values(tmp_path, name) == reference
-        if mode != "503":  # a member that answers is not down
-            assert f"server: fleet member down during the run: {bad.url}" in err, err
+        if mode != "503":  # a member that answers is not down (on a loaded machine the live one may time out once too)
+            summary = next(line for line in err.splitlines() if "down during the run" in line)
+            assert summary.startswith("server: fleet member") and f"{bad.url} (" in summary, err
     finally:
         live.close()
         bad.close()
@@ -274,12 +309,12 @@ def test_a_member_that_comes_back_is_used_again(client, monkeypatch):
 
 
 def test_both_members_down_a_third_of_the_time_finish_or_stop_and_resume(client, reference, tmp_path, capsys):
-    """Both members down together every 0.6 s, again and again: a request's retries (backoff from
-    0.5 s) can all meet an outage (1 of 200 requests in one of four trials): then the run stops in one
-    line keeping the others, and the rerun completes with the fault-free values."""
+    """Both members down together for 0.2 s after every 40 requests, again and again: a request's
+    retries (backoff from 0.5 s) can all meet an outage: then the run stops in one line keeping the
+    others, and the rerun completes with the fault-free values."""
     members = [Member(), Member()]
     try:
-        with Flapper(members, [(True, True), (True, True), (False, False)], 0.2):
+        with Flapper(members, [(True, True), (True, True), (False, False)], every=20, period=0.2):
             rc, name = annotate(tmp_path, [m.url for m in members], "periodic")
         err = capsys.readouterr().err
         if rc:
@@ -305,7 +340,7 @@ def test_more_flapping_shapes_finish_with_the_fault_free_values(case, client, tm
         single.close()
     members = [Member(latency=0.02), Member(latency=0.02)]
     try:
-        with Flapper(members, pattern, 0.15):
+        with Flapper(members, pattern, every=32):
             rc, name = annotate(tmp_path, [m.url for m in members], "flapping", estimator=estimator)
         err = capsys.readouterr().err
         assert rc == 0 and "down during the run" in err, err

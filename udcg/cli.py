@@ -11,7 +11,8 @@ from pathlib import Path
 from udcg.bounds import check_options
 from udcg.version import __version__
 from udcg.errors import UdcgError
-from udcg.redact import env_secrets, redact
+from udcg.llm.openai_target import split_urls
+from udcg.redact import env_secrets, redact, url_secrets
 
 # Command modules under udcg/commands, in the order `udcg --help` lists them.
 COMMANDS = ("example", "annotate", "reader_check", "score", "compare", "answer", "judge", "fit_theta", "correlate", "validate", "report", "demo", "models",
@@ -63,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     secrets = env_secrets([n for n in (getattr(args, "api_key_env", None),) if n])
+    secrets += [s for url in split_urls(str(getattr(args, "api_base", None) or "")) for s in url_secrets(url)]
     redacting = _Redacting(secrets)
     for handler in logging.getLogger().handlers:
         handler.addFilter(redacting)

@@ -12,7 +12,10 @@ and would garble ``my-project`` and ``--no-progress`` in every message); a short
 7-character key) wherever it stands as a whole word, verbatim, URL-encoded or JSON-escaped (a cut
 of it would match ordinary text); and, whatever the secrets, the user information and the query
 values of every URL (``http://user:pass@host/v1?key=abc`` -> ``http://***@host/v1?key=***``; a
-password holding an unencoded ``/`` or ``@`` is masked whole). ``env_secrets()`` collects the values of environment
+password holding an unencoded ``/``, ``@`` or ``'`` is masked whole). ``userinfo(url)``, ``url_secrets(url)``
+and ``mask_url(url)`` read the credentials of a string known to be one URL, whatever characters they
+hold (a space or a quote, which in running text cannot be told from what follows a URL, so that
+``udcg.llm.openai_wire.check_url`` refuses them in a base URL). ``env_secrets()`` collects the values of environment
 variables whose names say they hold a secret. ``redact_echo(text, secrets)`` is ``redact`` for a
 model's answer: text is changed only where a secret's form of 8 characters or more (or a short
 secret as a word) is in it, a check of a few substring tests.
@@ -37,10 +40,13 @@ MIN_FRAGMENT = 4  # fragments of the key as written, from either end or the midd
 PUBLIC_PREFIXES = ("sk-proj-", "sk-svcacct-", "sk-admin-", "sk-ant-api03-", "sk-ant-admin01-", "sk-or-v1-", "gsk_",
                    "xai-", "pplx-", "nvapi-")
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
-# scheme://userinfo@ : the userinfo runs to the last @ (or %40) before a space or quote, so that an
-# unencoded @ in a password is masked whole; one holding a slash is the userinfo when a colon comes
-# before its first slash (user:pa/ss@host); a path with an @ in it (host/a@b) is not
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*(?:://|%3A%2F%2F))((?:[^/\s'\"<>]*:[^\s'\"<>]*|[^/\s'\"<>]+))(@|%40)")
+# scheme://userinfo@ : the userinfo runs to the last @ (or %40) before a space, '"', '<' or '>', so that an
+# unencoded @ (or a ', a sub-delimiter a URL may hold) in a password is masked whole; one holding a slash
+# is the userinfo when a colon comes before its first slash (user:pa/ss@host); a path with an @ in it
+# (host/a@b) is not
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*(?:://|%3A%2F%2F))((?:[^/\s\"<>]*:[^\s\"<>]*|[^/\s\"<>]+))(@|%40)")
+# the same read of a string known to be one URL, whatever its characters (a space, a quote, a tab)
+_WHOLE_USERINFO = re.compile(r"(?is)([a-z][a-z0-9+.-]*://)((?:[^/]*:.*|[^/]+))@")
 _WORD = r"(?<![A-Za-z0-9_\-]){}(?![A-Za-z0-9_\-])"  # a short secret as a whole word
 # the query string of a URL: each name=value keeps its name
 _URL_QUERY = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s?#'\"<>]*\?)([^\s#'\"<>]*)")
@@ -121,13 +127,45 @@ def redact_echo(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
+def userinfo(url: str) -> str | None:
+    """The user information of one URL (``user:pass`` of ``http://user:pass@host/v1``), None when it
+    has none, whatever characters it holds: the part of the host before its last ``@``, else (a
+    password holding an unencoded ``/``, ``?`` or ``#``) as ``redact`` reads it in text, to the
+    URL's last ``@`` when a colon comes before the first ``/``."""
+    url = url.strip()
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return None
+    netloc = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    if "@" in netloc:
+        return netloc.rpartition("@")[0]
+    found = _WHOLE_USERINFO.match(url)
+    return found.group(2) if found else None
+
+
+def mask_url(url: str) -> str:
+    """``url`` as a message may show it: its user information and query values masked (``redact``),
+    whatever characters they hold."""
+    info = userinfo(url)
+    if info is not None:
+        scheme, _, rest = url.strip().partition("://")
+        url = f"{scheme}://{MASK}@{rest[len(info) + 1:]}"
+    return redact(url)
+
+
 def url_secrets(url: str) -> list[str]:
-    """The credentials inside a URL (``user:pass``, ``pass``), to redact wherever they are echoed."""
-    found = _URL_USERINFO.match(url.strip())
+    """The credentials inside a URL (the password; the whole user information too when the password
+    is short or absent, as a token written ``http://TOKEN@host``; long query values), to redact
+    wherever they are echoed, whatever characters they hold (base64 of ``user:pass``, as in a Basic
+    header, is among a long password's forms)."""
+    info = userinfo(url)
     out = []
-    if found:  # as the mask reads it: a password may hold an unencoded / or @
-        user, colon, password = found.group(2).partition(":")
-        out += [password, found.group(2)] if colon and password else [found.group(2)]
+    if info:  # as the mask reads it: a password may hold an unencoded / or @; the user name alone is
+        user, colon, password = info.partition(":")  # no secret (its fragments would garble "user" in messages)
+        out += ([password] + ([info] if len(password) < MIN_CUT else [])) if colon and password else [info]
+    if info is not None:  # the rest as a URL of its own: a '#' or '?' in a password starts nothing
+        scheme, _, rest = url.strip().partition("://")
+        url = f"{scheme}://{rest[len(info) + 1:]}"
     try:
         query = urlsplit(url).query
     except ValueError:

@@ -24,6 +24,7 @@ import functools
 import importlib
 import io
 import logging
+import math
 import os
 import sys
 import time
@@ -34,6 +35,7 @@ from udcg.errors import InputError
 from udcg.extras import need
 from udcg.progress import library_bars
 from udcg.records import Passage, Question
+from udcg.redact import env_secrets, redact
 
 PREFIX = "irds:"
 MODULES_ENV = "UDCG_IRDS_MODULES"
@@ -87,27 +89,67 @@ def dataset(source: str) -> Any:
         try:
             importlib.import_module(module)
         except ImportError as exc:
-            raise InputError(f"${MODULES_ENV}: cannot import {module!r} ({exc}); name importable modules that "
-                             "register ir_datasets datasets") from None
+            raise InputError(redact(f"${MODULES_ENV}: cannot import {module!r} ({exc}); name importable modules that "
+                                    "register ir_datasets datasets", env_secrets())) from None
+        except (Exception, SystemExit) as exc:  # a module of the user's raising on import (a SyntaxError, sys.exit)
+            raise InputError(redact(f"${MODULES_ENV}: the module {module!r} raised {type(exc).__name__} on import: {exc} "
+                                    "(fix that module, or leave it out of the variable)", env_secrets())) from None
     name = source[len(PREFIX):]
     try:
-        return irds.load(name)
+        ds = irds.load(name)
     except KeyError:
         raise InputError(f"{source}: ir_datasets has no dataset {name!r} (a name as `ir_datasets list` prints it; a "
                          f"dataset of your own: register it in a module named in ${MODULES_ENV})") from None
+    except Exception as exc:  # noqa: BLE001 (a registered dataset's own code)
+        raise _faulty(source, "loading it", exc) from None
+    if not all(callable(getattr(ds, f"has_{part}", None)) for part in ("docs", "queries", "qrels")):
+        raise InputError(f"{source}: the name is registered to a {type(ds).__name__}, not an ir_datasets dataset "
+                         f"(register ir_datasets.Dataset / create_dataset(...) objects in the module of ${MODULES_ENV})")
+    return ds
+
+
+def _faulty(source: str, doing: str, exc: BaseException) -> InputError:
+    """The one-line error of a dataset whose own code (a module of the user's, its files) failed."""
+    return InputError(redact(f"{source}: the ir_datasets dataset raised {type(exc).__name__} while {doing}: {exc} (check "
+                             f"its files and the module that registers it, named in ${MODULES_ENV})", env_secrets()))
+
+
+@contextlib.contextmanager
+def _reading(source: str, doing: str) -> Iterator[None]:
+    """A fault of the dataset's code or files inside the block as one ``InputError`` naming it."""
+    try:
+        yield
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 (the dataset's code: ir_datasets' or a module of the user's)
+        raise _faulty(source, doing, exc) from None
 
 
 def _needs(ds: Any, source: str, part: str, fix: str) -> None:
-    if not getattr(ds, f"has_{part}")():
+    with _reading(source, f"telling whether it has {part}"):
+        has = getattr(ds, f"has_{part}")()
+    if not has:
         raise InputError(f"{source}: this ir_datasets dataset has no {part} ({fix})")
 
 
-def _text(record: Any) -> str:
+def _id(value: Any, source: str, what: str) -> str:
+    """An id of the dataset's records as a string; None, an empty id or another type is refused."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
+        raise InputError(f"{source}: {what} is {value!r}, not a non-empty string (check the dataset's files and the "
+                         f"module that registers it, named in ${MODULES_ENV})")
+    return str(value)
+
+
+def _text(record: Any, source: str = "", what: str = "") -> str:
     for name in ("text", "body"):
         value = getattr(record, name, None)
         if isinstance(value, str):
             return value
-    return record.default_text()
+    value = record.default_text()
+    if not isinstance(value, str):
+        raise InputError(f"{source}: {what} has no text (its text is {value!r}; check the dataset's files and the module "
+                         f"that registers it, named in ${MODULES_ENV})")
+    return value
 
 
 @quiet
@@ -117,12 +159,14 @@ def read_docs(source: str, docids: Set[str] | None) -> tuple[dict[str, Passage],
     ds = dataset(source)
     _needs(ds, source, "docs", "give a corpus of its own with --corpus")
     t0 = time.perf_counter()
-    if docids is None:
-        found = {doc.doc_id: doc for doc in ds.docs_iter()}
-    else:
-        found = ds.docs_store().get_many(sorted(docids))
-    docs = {str(d): Passage(pid=str(d), text=_text(doc), title=str(getattr(doc, "title", "") or ""))
-            for d, doc in found.items()}
+    with _reading(source, "reading its documents"):
+        if docids is None:
+            found = {_id(doc.doc_id, source, "a document's doc_id"): doc for doc in ds.docs_iter()}
+        else:
+            found = ds.docs_store().get_many(sorted(docids))
+        docs = {_id(d, source, "a document's doc_id"): Passage(pid=str(d), text=_text(doc, source, f"document {d!r}"),
+                                                                title=str(getattr(doc, "title", "") or ""))
+                for d, doc in found.items()}
     return docs, len(found) if docids is None else len(docids), time.perf_counter() - t0
 
 
@@ -132,10 +176,12 @@ def read_queries(source: str) -> dict[str, Question]:
     ds = dataset(source)
     _needs(ds, source, "queries", "give a queries file with --queries")
     out: dict[str, Question] = {}
-    for q in ds.queries_iter():
-        answers = getattr(q, "answers", ())
-        answers = (answers,) if isinstance(answers, str) else tuple(str(a) for a in answers or ())
-        out[str(q.query_id)] = Question(qid=str(q.query_id), text=_text(q), answers=answers)
+    with _reading(source, "reading its queries"):
+        for q in ds.queries_iter():
+            answers = getattr(q, "answers", ())
+            answers = (answers,) if isinstance(answers, str) else tuple(str(a) for a in answers or ())
+            qid = _id(q.query_id, source, "a query's query_id")
+            out[qid] = Question(qid=qid, text=_text(q, source, f"query {qid!r}"), answers=answers)
     if not out:
         raise InputError(f"{source}: the dataset has no queries (give a queries file with --queries)")
     return out
@@ -145,7 +191,8 @@ def read_queries(source: str) -> dict[str, Question]:
 def has_answers(source: str) -> bool:
     """True when the dataset's query records carry reference answers (an ``answers`` field)."""
     ds = dataset(source)
-    return ds.has_queries() and "answers" in getattr(ds.queries_cls(), "_fields", ())
+    with _reading(source, "reading its queries"):
+        return bool(ds.has_queries()) and "answers" in getattr(ds.queries_cls(), "_fields", ())
 
 
 @quiet
@@ -154,11 +201,17 @@ def read_qrels(source: str) -> dict[str, dict[str, float]]:
     ds = dataset(source)
     _needs(ds, source, "qrels", "give a qrels file with --qrels")
     out: dict[str, dict[str, float]] = {}
-    for qrel in ds.qrels_iter():
-        docs = out.setdefault(str(qrel.query_id), {})
-        if str(qrel.doc_id) in docs:
-            raise InputError(f"{source}: ({qrel.query_id!r}, {qrel.doc_id!r}) is judged twice in the dataset's qrels")
-        docs[str(qrel.doc_id)] = float(qrel.relevance)
+    with _reading(source, "reading its qrels"):
+        for qrel in ds.qrels_iter():
+            qid, docid = _id(qrel.query_id, source, "a qrel's query_id"), _id(qrel.doc_id, source, "a qrel's doc_id")
+            docs = out.setdefault(qid, {})
+            if docid in docs:
+                raise InputError(f"{source}: ({qrel.query_id!r}, {qrel.doc_id!r}) is judged twice in the dataset's qrels")
+            rel = qrel.relevance
+            if not isinstance(rel, (int, float)) or isinstance(rel, bool) or not math.isfinite(rel):
+                raise InputError(f"{source}: the qrel ({qid!r}, {docid!r}) has relevance {rel!r}, not a finite number "
+                                 "(check the dataset's qrels file)")
+            docs[docid] = float(rel)
     return out
 
 

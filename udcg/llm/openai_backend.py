@@ -42,7 +42,7 @@ from udcg.llm.base import Chat, GenerationParams
 from udcg.llm.openai_fleet import Fleet
 from udcg.llm.openai_results import ApiLogprobs, BatchError, raise_on_errors  # noqa: F401 (BatchError: the callers' name)
 from udcg.llm.openai_scoring import ExactScoring
-from udcg.llm.openai_target import SERVER_SOURCES, target
+from udcg.llm.openai_target import SCORING, SERVER_SOURCES, target
 from udcg.llm.openai_transport import JobBatch, Pacer, Transport, post_bounded, request_failure
 from udcg.llm.openai_wire import (DEFAULT_CONCURRENCY, backoff_delay, check_key, check_url, endpoint, error_text, hint, retryable, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
                                   check_count, parse_choices, parse_first_top_logprobs, request_headers, retry_after_seconds)
@@ -51,7 +51,6 @@ from udcg.redact import redact, redact_echo, url_secrets
 log = logging.getLogger(__name__)
 
 
-SCORING = ("auto", "completions", "top-logprobs")  # exact scoring through /v1/completions: try / require / never
 
 
 # ---------------------------------------------------------------- backend
@@ -92,12 +91,12 @@ class OpenAIBackend(ExactScoring):
         tokenizer: str | None = None,
         scoring: str = "auto",
     ):
-        urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
-        if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
-            raise InputError(redact(f"OpenAI backend: base URLs {urls!r} must be one or more http:// or https:// URLs "
-                             "(e.g. http://127.0.0.1:8000/v1)"))
+        urls = [base_urls] if isinstance(base_urls, str) else list(base_urls) if isinstance(base_urls, Sequence) else None
+        if not urls:
+            raise InputError(f"OpenAI backend: base_urls must be one or more http:// or https:// URLs (e.g. "
+                             f"http://127.0.0.1:8000/v1), got {'a ' + type(base_urls).__name__ if urls is None else 'none'}")
         for url in urls:
-            check_url(url)
+            check_url(url)  # its scheme, host, port and user information, in one line that never quotes a password
         for field, value, bound in (("max_concurrency", max_concurrency, bounds.CONCURRENCY), ("timeout", timeout, bounds.SECONDS),
                                     ("max_n_per_request", max_n_per_request, bounds.Bound(1, 10**6)),
                                     ("requests_per_minute", requests_per_minute, bounds.RATE),

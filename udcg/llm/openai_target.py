@@ -6,13 +6,23 @@ when nothing names a server, and then only with a key."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 
 from udcg.errors import InputError
 
 OPENAI_URL = "https://api.openai.com/v1"
+SCORING = ("auto", "completions", "top-logprobs")  # exact scoring through /v1/completions: try / require / never
 SERVER_SOURCES = ("--api-base (udcg annotate, answer, judge), reader.api_base (a udcg validate config), "
                   "or $UDCG_OPENAI_BASE_URLS / $OPENAI_BASE_URL")
+
+
+def split_urls(text: str) -> list[str]:
+    """Base URLs written as one comma-separated string (``--api-base``, ``reader.api_base``,
+    ``$UDCG_OPENAI_BASE_URLS``): split only at a comma that starts another URL (``,http://``), so that
+    a comma inside a password or a query stays where it is."""
+    pieces = (u.strip().strip(",").strip() for u in re.split(r",(?=\s*[A-Za-z][A-Za-z0-9+.-]*://)", text))
+    return [u for u in pieces if u]
 
 
 def target(base_urls: str | Sequence[str] | None, api_key_env: str = "OPENAI_API_KEY") -> tuple[list[str], str]:
@@ -24,7 +34,7 @@ def target(base_urls: str | Sequence[str] | None, api_key_env: str = "OPENAI_API
     for var in ("UDCG_OPENAI_BASE_URLS", "OPENAI_BASE_URL"):
         env = os.environ.get(var)
         if env and env.strip(" ,"):
-            return [u.strip() for u in env.split(",") if u.strip()], f"${var}"
+            return split_urls(env), f"${var}"
     if not os.environ.get(api_key_env):
         raise InputError(f"no server given, so the model would go to OpenAI's API ({OPENAI_URL}), and ${api_key_env} "
                          f"holds no key: give the server with {SERVER_SOURCES}, or set ${api_key_env} to use OpenAI")

@@ -204,26 +204,50 @@ def backoff_delay(attempt: int, base: float, cap: float, u: float) -> float:
 RETRY_STATUSES = frozenset({408, 409, 429})  # plus every 5xx
 
 
+# What a URL's user information may hold as it is (RFC 3986: unreserved, sub-delims, ':', '%XX'; and
+# '@', read to the host's last '@'); anything else must be percent-encoded
+_USERINFO = re.compile(r"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*")
+
+
 def check_url(url: str) -> None:
-    """A base URL is parsed before any request: scheme, host, port (1-65535), no fragment."""
+    """A base URL is parsed before any request: an http:// or https:// scheme, user information a
+    URL can carry, host, port (1-65535), no fragment. No message quotes the user information, whatever
+    it holds (``udcg.redact.mask_url``)."""
     from urllib.parse import urlsplit
 
-    scheme, _, rest = url.partition("://")
-    before, at, host = rest.partition("?")[0].partition("#")[0].rpartition("@")
-    if at and "/" in before:  # user:pa/ss@host: read as host 'user', the password in the path and in every message
-        raise InputError(f"base URL '{scheme}://***@{host}': a '/' before the '@': a user or password holding '/', "
-                         "'?', '#' or '@' must be percent-encoded (%2F, %3F, %23, %40)")
+    from udcg.redact import mask_url, userinfo
+
+    if not isinstance(url, str):
+        raise InputError(f"base URL {url!r} is a {type(url).__name__}, not a string (e.g. http://127.0.0.1:8000/v1)")
+    shown = mask_url(url)
+    if not url.startswith(("http://", "https://")):
+        raise InputError(f"base URL {shown!r} must be an http:// or https:// URL (e.g. http://127.0.0.1:8000/v1)")
+    rest = url.partition("://")[2]
+    cut = re.search(r"[/?#]", rest)
+    if cut and "@" in rest[cut.start():]:  # user:pa/ss@host: read as host 'user', the password in the path and in every message
+        shown = redact(f"{url.partition('://')[0]}://***@{rest.rpartition('@')[2]}")  # all before the last '@' hidden
+        raise InputError(f"base URL {shown!r}: an '@' after a '/', '?' or '#': a user or password holding '/', '?', "
+                         "'#' or '@' must be percent-encoded (%2F, %3F, %23, %40), as must an '@' in the path or query")
+    info = userinfo(url)
+    if info is not None and not _USERINFO.fullmatch(info):
+        raise InputError(f"base URL {shown!r}: the user or password holds a character a URL cannot carry as it is (a "
+                         "space, tab or other control character, '\"', '<', '>', '\\', '^', '`', '{', '|', '}', '[', ']', "
+                         "a non-ASCII letter, or a '%' without two hex digits): it must be percent-encoded (%20 for "
+                         "a space, %22 for '\"', %5C for '\\' ...)")
+    if not all(c.isprintable() and not c.isspace() for c in url):
+        raise InputError(f"base URL {shown!r} holds a space, tab or other control character: remove it or "
+                         "percent-encode it (%20 for a space)")
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as e:
-        raise InputError(redact(f"base URL {url!r}: {e} (write it as http://HOST:PORT/v1)")) from None
+        raise InputError(redact(f"base URL {shown!r}: {e} (write it as http://HOST:PORT/v1)", [info or ""])) from None
     if not parts.hostname:
-        raise InputError(redact(f"base URL {url!r}: no host (write it as http://HOST:PORT/v1)"))
+        raise InputError(f"base URL {shown!r}: no host (write it as http://HOST:PORT/v1)")
     if port == 0:
-        raise InputError(redact(f"base URL {url!r}: port 0 (give the server's port, 1-65535)"))
+        raise InputError(f"base URL {shown!r}: port 0 (give the server's port, 1-65535)")
     if parts.fragment:
-        raise InputError(redact(f"base URL {url!r}: a '#' fragment is not sent to a server (remove it)"))
+        raise InputError(f"base URL {shown!r}: a '#' fragment is not sent to a server (remove it)")
 
 
 def check_key(key: str, env: str) -> None:

@@ -68,10 +68,15 @@ def api_options(api_base: str | None = None, api_key_env: str | None = None, con
     environment variable, requests in flight, requests per minute, seconds per response, retries,
     the served model's tokenizer and the scoring route). None: not given (the backend's default);
     ``resolve`` leaves them out for a local model, and a name with ``api_base`` becomes ``openai:NAME``."""
-    urls = [u.strip() for u in api_base.split(",") if u.strip()] if api_base else None
+    from udcg.llm.openai_target import split_urls
+
+    urls = split_urls(api_base) if api_base else None
     return {"base_urls": urls or None, "api_key_env": api_key_env, "max_concurrency": concurrency,
             "requests_per_minute": rpm, "timeout": timeout, "max_retries": max_retries, "tokenizer": tokenizer,
             "scoring": scoring}
+
+
+_TEXT = ("device", "dtype", "api_base", "api_key_env", "tokenizer", "scoring")  # ModelChoice's string options
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +100,30 @@ class ModelChoice:
     scoring: str | None = None
 
     def __post_init__(self) -> None:
-        """Every number in its range (``udcg.bounds.MODEL``, the bounds the command line and the API
-        door check), so a choice built in Python refuses what ``--concurrency 0`` refuses."""
+        """Every text a string (``model`` a non-empty one) and every number in its range
+        (``udcg.bounds.MODEL``, the bounds the command line and the API door check), so a choice built
+        in Python refuses what ``--concurrency 0`` refuses, here rather than when the model is used."""
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise InputError(f"model = {self.model!r}: must be a non-empty string (an offline alias, a model folder, "
+                             "a hub id or SCHEME:MODEL)")
+        for name in _TEXT:
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                from udcg.redact import redact, url_secrets
+
+                several = " (several base URLs: one string, separated by commas)" if name == "api_base" else ""
+                kind = type(value).__name__
+                secrets = [s for u in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(u, str)
+                           for s in url_secrets(u)]
+                raise InputError(redact(f"{name} = {value!r}: must be a string or None, not "
+                                        f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}{several}", secrets))
+        if self.api_key_env is not None and not self.api_key_env.strip():
+            raise InputError("api_key_env = '': must name the environment variable that holds the API key (or be None: "
+                             "OPENAI_API_KEY)")
+        from udcg.llm.openai_target import SCORING
+
+        if self.scoring is not None and self.scoring not in SCORING:
+            raise InputError(f"scoring = {self.scoring!r}: choose one of {', '.join(SCORING)}")
         for name, bound in MODEL_BOUNDS.items():
             value = getattr(self, name, None)
             if value is not None:
@@ -205,14 +232,12 @@ def where_it_goes(spec: ModelSpec) -> str:
         return f"reader {spec.name}: {spec.scheme} API"
     from udcg.llm.openai_target import target
     from udcg.llm.openai_wire import check_url
-    from udcg.redact import redact, url_secrets
+    from udcg.redact import mask_url, redact, url_secrets
 
     urls, source = target(spec.options.get("base_urls"), spec.options.get("api_key_env") or "OPENAI_API_KEY")
     for url in urls:  # a URL that cannot work fails here, in one line, as the backend would
-        if not url.startswith(("http://", "https://")):
-            raise InputError(redact(f"base URL {url!r} must be an http:// or https:// URL (e.g. http://127.0.0.1:8000/v1)"))
         check_url(url)
-    line = f"reader {spec.name}: requests go to {', '.join(urls)}" + ("" if source == "given" else f" ({source})")
+    line = f"reader {spec.name}: requests go to {', '.join(map(mask_url, urls))}" + ("" if source == "given" else f" ({source})")
     return redact(line, [s for u in urls for s in url_secrets(u)])
 
 
@@ -230,7 +255,12 @@ def load_backend(model: str | ModelSpec, **kw: Any) -> BaseBackend:
         backend = HFBackend(spec.model, **spec.options)
         note(f"{spec.name} loaded in {time.perf_counter() - t0:.1f} s on {backend.device}")
         return backend
-    backend = SCHEMES.factory(spec.scheme, spec.model)(spec.model.partition(":")[2], **spec.options)
+    factory, entry = SCHEMES.factory(spec.scheme, spec.model), SCHEMES.get(spec.scheme)
+    if entry is not None and entry.origin != "built in":  # a third party's: built and answering under checks
+        from udcg.llm.plugin import build
+
+        return build(factory, spec.model.partition(":")[2], spec.options, spec.scheme, entry.origin)
+    backend = factory(spec.model.partition(":")[2], **spec.options)
     if not isinstance(backend, BaseBackend):
         raise BackendError(f"model {spec.model!r}: the {spec.scheme!r} backend made a {type(backend).__name__}, "
                            "not a udcg.llm.base.BaseBackend (derive the backend class from it)")

@@ -24,7 +24,8 @@ from dataclasses import dataclass, replace
 from importlib import metadata
 
 from udcg.errors import InputError
-from udcg.llm.base import BaseBackend
+from udcg.llm.base import BaseBackend, Capabilities
+from udcg.redact import env_secrets, redact
 
 BackendFactory = Callable[..., BaseBackend]
 GROUP = "udcg.backends"
@@ -90,14 +91,23 @@ class Schemes:
             missing = "" if e.name == module else f" needs {e.name}, which"
             raise InputError(f"model {model!r}: the {scheme!r} backend ({module}){missing} is not installed") from None
         except (ImportError, AttributeError) as e:
-            raise InputError(f"model {model!r}: the {scheme!r} backend ({entry.origin}: {entry.target}) does not load: "
-                             f"{e}") from None
+            raise InputError(redact(f"model {model!r}: the {scheme!r} backend ({entry.origin}: {entry.target}) does not load: "
+                                    f"{e}", env_secrets())) from None
+        except (Exception, SystemExit) as e:  # a third party's module raising on import (a SyntaxError, sys.exit): one line
+            raise InputError(redact(f"model {model!r}: the {scheme!r} backend ({entry.origin}: {entry.target}) raised "
+                                    f"{type(e).__name__} on import: {e} (a fault of that package: fix, update or uninstall "
+                                    "it)", env_secrets())) from None
         api = entry.api
         if api is None:
             if not (isinstance(obj, type) and issubclass(obj, BaseBackend)):
                 raise InputError(f"model {model!r}: {entry.origin} names {entry.target}, which is no subclass of "
                                  "udcg.llm.base.BaseBackend (an entry point of the udcg.backends group names one)")
-            api = obj.capabilities.api
+            api = getattr(obj, "capabilities", None)
+            api = api.api if isinstance(api, Capabilities) else None
+            if not isinstance(api, bool):
+                raise InputError(f"model {model!r}: {entry.origin} names {entry.target}, whose capabilities are no "
+                                 "udcg.llm.base.Capabilities with api True or False (declare capabilities = "
+                                 "Capabilities(api=...) on the class)")
         self._entries[scheme] = replace(entry, factory=obj, api=api)
         return obj
 
