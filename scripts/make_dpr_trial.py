@@ -1,0 +1,72 @@
+"""A small QA collection with answer-containment qrels from DPR records, for a trial (docs/trial-dpr.md).
+
+From the five DPR ``biencoder-nq-dev`` records the shared data folder holds (``dpr-nq-dev-sample/
+dpr_sample.json``): every passage of every record (``positive_ctxs``, ``hard_negative_ctxs``,
+``negative_ctxs``; de-duplicated by DPR passage id) is the corpus, the questions the queries (with
+their NQ answers in ``metadata.answers``), and the qrels are made the way users usually make them
+for QA collections: a passage is relevant to a question when a normalised answer alias occurs in its
+text (``udcg.io.loaders.ContainmentChecker``, over the whole corpus, not only the question's own
+record). DPR's own ``positive_ctxs`` are not used as labels. Runs: BM25 and MiniLM, top 10
+(``scripts/make_example.py``'s code).
+
+    python scripts/make_dpr_trial.py DATA/dpr-nq-dev-sample --out dpr-trial
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_example import make_runs  # noqa: E402
+
+from udcg.io.files import atomic_write_jsonl, atomic_write_text  # noqa: E402
+from udcg.io.loaders import ContainmentChecker  # noqa: E402
+from udcg.io.trec import write_run  # noqa: E402
+from udcg.records import Passage, Question  # noqa: E402
+from udcg.text import normalized_aliases  # noqa: E402
+
+CONTEXTS = ("positive_ctxs", "hard_negative_ctxs", "negative_ctxs")
+
+
+def collection(path: Path) -> tuple[list[Question], list[Passage], dict[str, list[str]]]:
+    """Queries, corpus (first occurrence of each passage id) and containment qrels (qid -> docids)."""
+    records = json.loads(path.read_text(encoding="utf-8"))
+    corpus: dict[str, Passage] = {}
+    for record in records:
+        for key in CONTEXTS:
+            for ctx in record[key]:
+                pid = f"dpr:{ctx['passage_id']}"
+                corpus.setdefault(pid, Passage(pid=pid, text=ctx["text"], title=ctx["title"]))
+    queries = [Question(qid=f"dpr{i}", text=r["question"], answers=tuple(r["answers"]), passages=())
+               for i, r in enumerate(records)]
+    checker = ContainmentChecker()
+    qrels = {q.qid: [p.pid for p in corpus.values() if checker.contains(p.text, normalized_aliases(q.answers))]
+             for q in queries}
+    return queries, list(corpus.values()), qrels
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("source", type=Path, help="the dpr-nq-dev-sample folder (holding dpr_sample.json)")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+    queries, corpus, qrels = collection(args.source / "dpr_sample.json")
+    out = args.out
+    atomic_write_jsonl(out / "corpus.jsonl", ({"_id": p.pid, "title": p.title, "text": p.text} for p in corpus))
+    atomic_write_jsonl(out / "queries.jsonl", ({"_id": q.qid, "text": q.text, "metadata": {"answers": list(q.answers)}}
+                                               for q in queries))
+    atomic_write_text(out / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\n" + "".join(
+        f"{qid}\t{docid}\t1\n" for qid, docids in qrels.items() for docid in docids))
+    for name, run in make_runs(queries, corpus).items():
+        if name != "hybrid":
+            write_run(out / "runs" / f"{name}.trec", run, tag=name)
+    sys.stdout.write(f"{len(queries)} queries, {len(corpus)} passages -> {out}; relevant by containment: "
+                     + ", ".join(f"{qid} {len(d)}" for qid, d in qrels.items()) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
