@@ -20,11 +20,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_example import make_runs  # noqa: E402
+from make_example import make_runs, write_collection  # noqa: E402
 
-from udcg.io.files import atomic_write_jsonl, atomic_write_text  # noqa: E402
 from udcg.io.loaders import ContainmentChecker  # noqa: E402
-from udcg.io.trec import write_run  # noqa: E402
 from udcg.records import Passage, Question  # noqa: E402
 from udcg.text import normalized_aliases  # noqa: E402
 
@@ -54,16 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     queries, corpus, qrels = collection(args.source / "dpr_sample.json")
-    out = args.out
-    atomic_write_jsonl(out / "corpus.jsonl", ({"_id": p.pid, "title": p.title, "text": p.text} for p in corpus))
-    atomic_write_jsonl(out / "queries.jsonl", ({"_id": q.qid, "text": q.text, "metadata": {"answers": list(q.answers)}}
-                                               for q in queries))
-    atomic_write_text(out / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\n" + "".join(
-        f"{qid}\t{docid}\t1\n" for qid, docids in qrels.items() for docid in docids))
-    for name, run in make_runs(queries, corpus).items():
-        if name != "hybrid":
-            write_run(out / "runs" / f"{name}.trec", run, tag=name)
-    sys.stdout.write(f"{len(queries)} queries, {len(corpus)} passages -> {out}; relevant by containment: "
+    runs = {name: run for name, run in make_runs(queries, corpus).items() if name != "hybrid"}
+    write_collection(args.out, corpus, queries, qrels, runs)
+    sys.stdout.write(f"{len(queries)} queries, {len(corpus)} passages -> {args.out}; relevant by containment: "
                      + ", ".join(f"{qid} {len(d)}" for qid, d in qrels.items()) + "\n")
     return 0
 
