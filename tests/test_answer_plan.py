@@ -36,7 +36,7 @@ def test_the_plan_uses_compares_test_power_and_mdd():
     the plan assumes is the plan's detectable difference."""
     parser = build_parser()
     compare = parser._subparsers._group_actions[0].choices["compare"]
-    defaults = {a.dest: a.default for a in compare._actions}
+    defaults = compare.get_default("config_defaults")  # the flags' defaults (None on the parser: --config may set them)
     assert (defaults["alpha"], defaults["power"], defaults["test"]) == (answer_plan.ALPHA, answer_plan.POWER,
                                                                         answer_plan.TEST)
     n = 40  # d = +1 on 10 queries, -1 on 10, 0 on 20: sd = sqrt(20 / 39), near the plan's sqrt(0.5)

@@ -77,6 +77,9 @@ def check_outputs(outputs: Iterable[tuple[str, str | Path, bool]], inputs: Itera
         _check_not_an_input(flag, path, existing, in_place, folder)
     for flag, path, folder in given:
         check_output_path(path, flag, folder=folder)
+    for flag, path, folder in given:  # then: a folder output, new or not, never lies in an input folder
+        if folder and not in_place:
+            _check_not_inside_an_input(flag, path, existing)
     seen: dict[Path, str] = {}
     for flag, path, _ in given:
         key = path.expanduser().resolve()
@@ -85,15 +88,17 @@ def check_outputs(outputs: Iterable[tuple[str, str | Path, bool]], inputs: Itera
         seen[key] = flag
 
 
+def _check_not_inside_an_input(flag: str, out: Path, inputs: list[tuple[str, Path]]) -> None:
+    real = out.expanduser().resolve()
+    for option, path in inputs:
+        if path.is_dir() and real.is_relative_to(path.resolve()):
+            where = "is" if real == path.resolve() else "lies inside"
+            raise InputError(f"{flag} {out}: {where} the input folder {option} {path}, which this command reads; "
+                             "write the output folder somewhere else (an output never goes into an input)")
+
+
 def _check_not_an_input(flag: str, out: Path, inputs: list[tuple[str, Path]], in_place: bool, folder: bool) -> None:
     target = out.expanduser()
-    if folder and not in_place:  # an output folder, new or not, never lies in an input folder (or is one)
-        real = target.resolve()
-        for option, path in inputs:
-            if path.is_dir() and real.is_relative_to(path.resolve()):
-                where = "is" if real == path.resolve() else "lies inside"
-                raise InputError(f"{flag} {out}: {where} the input folder {option} {path}, which this command reads; "
-                                 "write the output folder somewhere else (an output never goes into an input)")
     if not target.exists():
         return
     real = target.resolve()
