@@ -17,6 +17,7 @@ u in [-1, 0].
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -184,3 +185,14 @@ def write_utilities(folder: str | Path, records: Mapping[tuple[str, str], Utilit
     atomic_write_jsonl(folder / UTILITIES, [r.to_dict() for r in ordered])
     atomic_write_text(folder / QRELS, format_qrels(ordered))
     atomic_write_json(folder / META, meta)
+
+
+def recorded_meta(utilities: str | Path) -> dict | None:
+    """What ``write_utilities`` recorded with a utilities folder (for a file, the meta.json beside
+    it): the parsed meta.json ({} when it holds no object), or None when there is none to read."""
+    path = Path(utilities)
+    try:
+        meta = json.loads(((path if path.is_dir() else path.parent) / META).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else {}

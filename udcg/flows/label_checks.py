@@ -4,13 +4,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from udcg.annotate.utilities import recorded_meta
 from udcg.metrics.comparison import ComparisonData, PairTest
 from udcg.metrics.evaluate import top_k_utilities
 from udcg.metrics.fragility import Fragility, relabel_bound
@@ -85,12 +85,9 @@ def judge_command(runs: Sequence[str], k: int, utilities: Any) -> str:
     folder: Any = "UTILITIES"
     if isinstance(utilities, (str, Path)):
         path = Path(utilities)
-        at = path if path.is_dir() else path.parent
-        try:
-            meta = json.loads((at / "meta.json").read_text(encoding="utf-8"))
-            folder = utilities if path.is_dir() else at
-        except (OSError, ValueError):
-            meta = {}
+        recorded = recorded_meta(path)
+        if recorded is not None:
+            meta, folder = recorded, utilities if path.is_dir() else path.parent
     corpus = meta.get("collection") if isinstance(meta, dict) else None
     model = meta.get("model") if isinstance(meta, dict) else None
     return (f"udcg annotate --corpus {corpus or 'CORPUS'} " + " ".join(f"--run {r}" for r in runs)
@@ -190,10 +187,6 @@ def label_meta(check: LabelCheck) -> dict:
 def recorded_labels(utilities: str | Path) -> list[str]:
     """The label block ``udcg annotate --run`` recorded in a utilities folder's meta.json (for a
     file, the meta.json beside it), or nothing."""
-    path = Path(utilities)
-    try:
-        meta = json.loads(((path if path.is_dir() else path.parent) / "meta.json").read_text(encoding="utf-8"))
-        lines = meta.get("labels", {}).get("lines", [])
-    except (OSError, ValueError, AttributeError):
-        return []
+    labels = (recorded_meta(utilities) or {}).get("labels")
+    lines = labels.get("lines", []) if isinstance(labels, dict) else []
     return [str(line) for line in lines] if isinstance(lines, list) else []

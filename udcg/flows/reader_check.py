@@ -7,13 +7,12 @@ meta.json records, with ``--unjudged judge --judge rules``) and how long that ta
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from udcg.annotate.utilities import META, UtilityRecord, load_utilities
+from udcg.annotate.utilities import UtilityRecord, load_utilities, recorded_meta
 from udcg.errors import InputError
 from udcg.io.files import atomic_write_text
 from udcg.metrics.reader_check import ReaderCheck, reader_check
@@ -48,15 +47,7 @@ def check_utilities(path: str | Path, *, n_boot: int = 1000, seed: int = 0) -> R
         raise InputError(f"{path}: no annotated pairs (run udcg annotate --run ... -o {path} first)")
     check = check_records(utilities.records.values(), utilities.model, utilities.estimator, n_boot=n_boot, seed=seed)
     folder = p if p.is_dir() else p.parent
-    return with_judge_command(check, folder, _meta(folder))
-
-
-def _meta(folder: Path) -> dict:
-    try:
-        meta = json.loads((folder / META).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
+    return with_judge_command(check, folder, recorded_meta(folder) or {})
 
 
 DEFAULT_PROMPT = "udcg-code-v1"
@@ -143,12 +134,10 @@ def recorded_check(utilities: str | Path) -> ReaderCheck | None:
     """The reader check ``udcg annotate --run`` recorded with a utilities folder (its ``meta.json``;
     for a file, the meta.json beside it), or None: nothing recorded (a hand-made file), or a record
     this version cannot read."""
-    path = Path(utilities)
-    meta = (path if path.is_dir() else path.parent) / META
+    record = (recorded_meta(utilities) or {}).get("reader_check")
     try:
-        record = json.loads(meta.read_text(encoding="utf-8")).get("reader_check")
         return ReaderCheck.from_dict(record) if isinstance(record, dict) else None
-    except (OSError, ValueError, AttributeError, TypeError, InputError):
+    except (ValueError, AttributeError, TypeError, InputError):
         return None
 
 
