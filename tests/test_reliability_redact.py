@@ -15,7 +15,7 @@ from urllib.parse import quote, quote_plus, unquote
 import pytest
 
 from udcg.cli import main
-from udcg.redact import MIN_CUT, redact
+from udcg.redact import MIN_CUT, env_secrets, redact
 
 KEY = "sk-live+SECRET/abcdefghij0123456789xyz="  # '+', '/' and '=' make every encoding differ
 USER, PASSWORD = "alice", "pw-Sup3rSecret!"
@@ -71,6 +71,21 @@ def test_redact_leaves_ordinary_text_alone():
     text = "POST http://127.0.0.1:8000/v1/chat/completions: HTTP 503: busy; mail me at a@b.org"
     assert redact(text, [KEY]) == text
     assert redact("short", ["abc"]) == "short"  # secrets under MIN_CUT characters are not masked (too common)
+
+
+def test_a_machines_secret_named_variables_do_not_garble_messages(tmp_path, monkeypatch):
+    """A CI machine's variable named like a secret but holding words (or a socket path, as
+    SSH_AUTH_SOCK) masked 4-letter pieces of them: "the ***ice refused", "4 res***", "a *** of"."""
+    sock = tmp_path / "agent.sock"
+    sock.write_text("")
+    monkeypatch.setenv("CI_SERVICE_AUTH", "service-results-default-server")
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+    text = "the service refused the key; 1 results for 4 requests (a fault of that package or of the server)"
+    assert redact(text, env_secrets()) == text
+    assert str(sock) not in env_secrets()
+    assert redact("echo service-results-default-server", env_secrets()) == "echo ***"
+    assert redact("cut: ...s-default-se...", env_secrets()) == "cut: ...***..."  # a cut of 8 or more is still masked
+    assert redact("cut ...j0123...", [KEY]) == "cut ...***..."  # a short cut that reads as no word too
 
 
 class _Echo(http.server.BaseHTTPRequestHandler):

@@ -7,7 +7,8 @@ URL-encoded (either hex case, ``+`` for space), JSON-escaped, base64 (standard a
 byte alignment, as inside an HTTP Basic header), any prefix or suffix of 8 characters or more of
 each of these forms (an echo cut at a length limit), and any fragment of 4 characters or more of
 the secret as written (an echo cut at both ends) that holds a character beyond the key's public
-type prefix (``PUBLIC_PREFIXES``: ``sk-proj-``, ``gsk_``, ...; "proj" or "-pro" alone tell nothing
+type prefix and, under 8 characters, is no run of letters as a word is written (``serv`` of a
+value holding "server" would garble "service" in every message) (``PUBLIC_PREFIXES``: ``sk-proj-``, ``gsk_``, ...; "proj" or "-pro" alone tell nothing
 and would garble ``my-project`` and ``--no-progress`` in every message); a shorter secret (a
 7-character key) wherever it stands as a whole word, verbatim, URL-encoded or JSON-escaped (a cut
 of it would match ordinary text); and, whatever the secrets, the user information and the query
@@ -39,7 +40,7 @@ MIN_FRAGMENT = 4  # fragments of the key as written, from either end or the midd
 # under MIN_FRAGMENT characters, as sk- or hf_, holds no fragment: it needs no entry.)
 PUBLIC_PREFIXES = ("sk-proj-", "sk-svcacct-", "sk-admin-", "sk-ant-api03-", "sk-ant-admin01-", "sk-or-v1-", "gsk_",
                    "xai-", "pplx-", "nvapi-")
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 # scheme://userinfo@ : the userinfo runs to the last @ (or %40) before a space, '"', '<' or '>', so that an
 # unencoded @ (or a ', a sub-delimiter a URL may hold) in a password is masked whole; one holding a slash
 # is the userinfo when a colon comes before its first slash (user:pa/ss@host); a path with an @ in it
@@ -48,6 +49,9 @@ _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*(?:://|%3A%2F%2F))((?:[^/\s
 # the same read of a string known to be one URL, whatever its characters (a space, a quote, a tab)
 _WHOLE_USERINFO = re.compile(r"(?is)([a-z][a-z0-9+.-]*://)((?:[^/]*:.*|[^/]+))@")
 _WORD = r"(?<![A-Za-z0-9_\-]){}(?![A-Za-z0-9_\-])"  # a short secret as a whole word
+# a short fragment that reads as (part of) a word: "serv" or "ults" of a value that holds English words
+# would garble "service" and "results" in every message, and tells an attacker next to nothing
+_WORDLIKE = re.compile(r"[A-Za-z][a-z]*")
 # the query string of a URL: each name=value keeps its name
 _URL_QUERY = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s?#'\"<>]*\?)([^\s#'\"<>]*)")
 _QUERY_VALUE = re.compile(r"(^|&)([^=&]*)=([^&]*)")
@@ -86,8 +90,9 @@ def _pattern(secrets: tuple[str, ...]) -> re.Pattern | None:
             pieces.update(form[:n] for n in range(MIN_CUT, len(form) + 1))
             pieces.update(form[-n:] for n in range(MIN_CUT, len(form) + 1))
         public = max((len(p) for p in PUBLIC_PREFIXES if secret.startswith(p) and len(secret) > len(p)), default=0)
-        pieces.update(secret[i:j] for i in range(len(secret))
-                      for j in range(max(i + MIN_FRAGMENT, public + 1), len(secret) + 1))
+        pieces.update(cut for i in range(len(secret))
+                      for j in range(max(i + MIN_FRAGMENT, public + 1), len(secret) + 1)
+                      if len(cut := secret[i:j]) >= MIN_CUT or not _WORDLIKE.fullmatch(cut))
     if not pieces:
         return None
     return re.compile("|".join(re.escape(p) for p in sorted(pieces, key=len, reverse=True)))
@@ -174,12 +179,19 @@ def url_secrets(url: str) -> list[str]:
     return out
 
 
+def _is_path(value: str) -> bool:
+    """An absolute path to something that exists (``SSH_AUTH_SOCK``, ``XAUTHORITY``): a place, no secret."""
+    return os.path.isabs(value) and os.path.exists(value)
+
+
 def env_secrets(extra_names: Iterable[str] = ()) -> list[str]:
     """Values of the environment variables named in ``extra_names`` or whose name says key, token,
-    secret, password, credential or auth; and credentials inside URL-valued variables."""
+    secret, password, credential or auth (but not an existing absolute path, as ``SSH_AUTH_SOCK``);
+    and credentials inside URL-valued variables."""
     named = set(extra_names)  # the API key: masked whatever its length
-    names = named | {n for n in os.environ if _SECRET_NAME.search(n)}
-    out = [os.environ[n] for n in sorted(names) if os.environ.get(n) and (n in named or len(os.environ[n]) >= MIN_CUT)]
+    names = named | {n for n in os.environ if SECRET_NAME.search(n)}
+    out = [os.environ[n] for n in sorted(names) if os.environ.get(n) and
+           (n in named or (len(os.environ[n]) >= MIN_CUT and not _is_path(os.environ[n])))]
     for value in os.environ.values():
         if "://" in value and "@" in value:
             out += url_secrets(value)
