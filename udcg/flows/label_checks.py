@@ -208,7 +208,20 @@ def corpus_size(collection: Any) -> int | None:
 def label_meta(check: LabelCheck) -> dict:
     """The label checks as a utilities folder's meta.json records them: the figures, the flagged
     queries and the printed block (``recorded_labels``), without the per-query rows."""
-    return {**{k: v for k, v in check.to_dict().items() if k != "per_query"}, "lines": label_block(check)}
+    return {**{k: v for k, v in check.to_dict().items() if k != "per_query"}, "lines": label_block(check),
+            **({} if check.short_at is None else
+               {"short_answers": {q.qid: q.short_answer for q in check.queries if q.short_answer}})}
+
+
+def recorded_short_answers(utilities: Any) -> dict[str, str] | None:
+    """The short or numeric answers ``udcg annotate --run`` found among its queries' answers and
+    recorded in the utilities folder's meta.json (``label_meta``), for the label checks of score and
+    compare, which read no answers; None where nothing was recorded (no answers at hand)."""
+    if not isinstance(utilities, (str, Path)):
+        return None
+    labels = (recorded_meta(utilities) or {}).get("labels")
+    short = labels.get("short_answers") if isinstance(labels, dict) else None
+    return {str(q): str(a) for q, a in short.items()} if isinstance(short, dict) else None
 
 
 def recorded_labels(utilities: str | Path) -> list[str]:
@@ -220,10 +233,6 @@ def recorded_labels(utilities: str | Path) -> list[str]:
 
 
 def merged_containment(before: Any, now: dict) -> dict:
-    """A folder's ``containment`` record after another annotate call: the counts summed over the
-    calls (a pair two calls share is counted twice, which leaves "none" and "all agree" as they are),
-    the judge the latest one that judged."""
-    if not isinstance(before, dict):
-        return now
-    out = {k: int(before.get(k) or 0) + v for k, v in now.items() if k != "judge"}
-    return {**out, "judge": now["judge"] or before.get("judge")}
+    """A folder's ``containment`` record after another annotate call: this call's figures (its
+    pairs' texts are the ones at hand), with the judge of the latest call that judged."""
+    return {**now, "judge": now["judge"] or (before.get("judge") if isinstance(before, dict) else None)}

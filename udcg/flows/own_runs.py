@@ -122,7 +122,7 @@ class AnnotateRunsReport:
     reader_check: ReaderCheck | None = None  # of every pair in the folder now, from the utilities (no model time)
     labels: LabelCheck | None = None  # the label checks of this call's runs (udcg.metrics.labels)
 
-    def lines(self, out: str | Path) -> list[str]:
+    def lines(self, out: str | Path, verbose: bool = False) -> list[str]:
         src = ", ".join(f"{k} {v}" for k, v in sorted(self.sources.items()))
         return [f"pairs in the runs' top-depth: {self.pairs}; new pairs annotated: {self.computed}; already in "
                 f"{out}: {self.reused}" + ("" if self.model_loaded else " (no model loaded)")
@@ -134,7 +134,7 @@ class AnnotateRunsReport:
                    if self.seconds > 0 else ""),
                 *([censored_warning(self.censored, self.total)] if self.censored else []),
                 *(self.reader_check.lines() + self.reader_check.query_lines() if self.reader_check else []),
-                *label_block(self.labels)]
+                *label_block(self.labels, verbose=verbose)]
 
 
 def _questions(pairs: Mapping[str, Sequence[str]], collection: Collection) -> list[Question]:

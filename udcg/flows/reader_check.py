@@ -164,7 +164,8 @@ def labels_caveat(meta: Mapping, sources: Mapping | None = None) -> str:
     model = str(inputs.get("model") or meta.get("model") or "MODEL")
     record = _containment(meta)
     return (f"the {judged} pairs labelled by annotate's judge were judged by --judge rules, answer containment, and "
-            f"the qrels agree with containment on all {record.get('qrels_pairs')} pairs they judge (made by it, or "
+            f"the qrels agree with containment on all {record.get('qrels_pairs')} pairs they judge in the last annotate "
+            "call (made by it, or "
             "indistinguishable from it): the same rule applied again, not an independent judgment (0 unjudged does not "
             f"mean judged); a model judges them: rerun with --judge {model}")
 

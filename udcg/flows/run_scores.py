@@ -258,6 +258,9 @@ def scored_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | 
         raise InputError("no runs given")
     qrels_d = _read_qrels(qrels)
     needs_utility = any(map(reads_utilities, wanted))
+    from udcg.flows.label_checks import recorded_short_answers
+
+    short = recorded_short_answers(utilities)  # the answers annotate had at hand, for the label checks
     judged_by_judge: set = set()
     if keep_pairs and isinstance(utilities, (str, Path)):  # its records say which pairs a judge labelled
         from udcg.annotate.utilities import load_utilities
@@ -301,7 +304,7 @@ def scored_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | 
         first = next(iter(out.values()))
         check = label_check(first.qids, n_relevant,
                             {r: c[0] for r, c in counts.items()}, {r: c[1] for r, c in counts.items()}, k=k,
-                            judge_labelled=by_judge or None)
+                            judge_labelled=by_judge or None, short_answers=short)
         for scores in out.values():
             scores.labels = check
     return out

@@ -289,10 +289,9 @@ class ReaderCheck:
                 f"production instead (--model NAME --api-base URL){other}")
 
     def label_lines(self) -> list[str]:
-        """With unjudged pairs and a verdict: how many of them, relabelled relevant, flip it (the count
-        first, then its share); when that is few (``hangs_on_labels``) the command that judges them and,
-        when the verdicts differ or it hangs on the labels, the check of the judged pairs alone; and
-        ``labels_caveat`` (set by the flow: pairs judged by the rule that made the qrels)."""
+        """``labels_caveat``; with unjudged pairs and a verdict, how many of them, relabelled relevant, flip
+        it (count first); when few (``hangs_on_labels``) the command that judges them; when the verdicts
+        differ or it hangs on the labels, the check of the judged pairs alone."""
         fr = self.fragility
         caveat = [f"  labels: {self.labels_caveat}"] if self.labels_caveat else []
         if fr is None:
