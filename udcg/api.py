@@ -257,7 +257,7 @@ def reader_check(utilities: str | Path, *, n_boot: int = 1000, seed: int = 0):
     from, the AUC of p_abs separating irrelevant from relevant pairs with a bootstrap interval over
     queries, and the verdict (``.can_measure_distraction``, ``.borderline``, ``.lines()``, ``.to_dict()``);
     with unjudged pairs, ``.fragility`` (how many of them, relabelled relevant, flip the verdict;
-    ``.hangs_on_labels`` when that is at most 5% of them), ``.judged_only`` (the check of the judged
+    ``.hangs_on_labels`` when that is at most max(3, 5% of them)), ``.judged_only`` (the check of the judged
     pairs alone) and ``.judge_command`` (the annotate command that judges them); on which queries:
     ``.queries`` (one ``QueryCheck`` per query: counts, mean p_abs, irrelevant pairs answered from,
     relevant pairs abstained on) and ``.query_line()``. A qrels or other ``qid 0 docid value`` file is
