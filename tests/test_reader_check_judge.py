@@ -136,3 +136,30 @@ def test_where_containment_adds_labels_the_command_stays_rules(tmp_path, tiny_mo
     assert meta["containment"]["unjudged_contained"] == 1 and suggested_judge(meta) == "rules"
     assert judge_command(out, meta).endswith("--unjudged judge --judge rules")
     assert judge_estimate(31, meta).startswith("31 pairs to judge: --judge rules (answer containment) runs no model")
+
+
+def test_the_dpr_trials_folder(tmp_path, capsys):
+    """The DPR trial's utilities (tests/data/dpr-trial-qwen0.5b: the 0.5B reader's p_abs of BM25's and
+    MiniLM's top 5 on scripts/make_dpr_trial.py's collection, its meta.json as annotate wrote it): the
+    2 of 35 pairs the trial found by hand now hang the verdict, the command judges them with the
+    folder's reader, not the rules, and the recorded labels block names dpr4's `2002`."""
+    import shutil
+    from pathlib import Path
+
+    folder = tmp_path / "utilities"
+    shutil.copytree(Path(__file__).parent / "data" / "dpr-trial-qwen0.5b", folder)
+    check = udcg.reader_check(folder)
+    assert (check.n_relevant, check.n_judged_irrelevant, check.n_unjudged) == (10, 0, 35)
+    assert f"{check.auc:.3f}" == "0.666" and check.borderline and check.verdict == "cannot"
+    fr = check.fragility
+    assert fr.flips_at == 2 and fr.pairs == (("dpr3", "dpr:13258884"), ("dpr1", "dpr:239961")) and check.hangs_on_labels
+    assert check.judge_command == (f"udcg annotate --corpus dpr-trial --run dpr-trial/runs/bm25.trec --run "
+                                   f"dpr-trial/runs/dense.trec --depth 5 --model qwen2.5-coder-0.5b -o {folder} "
+                                   "--unjudged judge --judge qwen2.5-coder-0.5b")
+    assert check.judge_estimate.startswith("35 pairs to judge with --judge qwen2.5-coder-0.5b, a generated label a pair; "
+                                           "not --judge rules")
+    assert main(["reader-check", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "  labels: 2 pairs would turn it to can (AUC 0.750, answers from 42% of the irrelevant pairs), relabelled " \
+           "relevant (lowest p_abs first: dpr3 dpr:13258884, dpr1 dpr:239961), of the 35 unjudged pairs" in out
+    assert "  containment of a short/numeric answer: labels likely loose: 1 of 5 queries (dpr4 `2002` 15 relevant;" in out

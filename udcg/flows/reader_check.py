@@ -148,7 +148,8 @@ def judge_estimate(n_pairs: int, meta: Mapping) -> str:
     if not (pairs and seconds > 0):
         return f"{head} (no reader rate recorded in this folder to time it)"
     rate = pairs / seconds
-    return (f"{head}, at least {duration(n_pairs / rate)} with a judge of the reader's size (this folder's reader: "
+    return (f"{head}{'; that takes' if rules_add_nothing(meta) else ','} at least {duration(n_pairs / rate)} with a "
+            "judge of the reader's size (this folder's reader: "
             f"{rate:.2f} pairs/s over {pairs} pairs, one forward pass a pair; a judge also generates its label)")
 
 
