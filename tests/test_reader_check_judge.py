@@ -89,9 +89,10 @@ def test_on_containment_qrels_the_judge_is_a_model_and_rules_say_they_are_circul
     assert "at least" in estimate and "pairs/s over 40 pairs" in estimate  # the folder's measured reader rate
     # run the rules judge anyway: 0 unjudged, and the output says by what rule
     rules = shlex.split(judge_command(out, meta, "rules"))
-    assert main(rules[1:] + ["--no-progress"]) == 0
+    assert main(rules[1:]) == 0  # with progress: it counts the 30 pairs it judges, not the runs' 40
     err = capsys.readouterr().err
     assert "judge relevance: 30 unjudged pairs, by --judge rules (answer containment; no model)" in err
+    assert "judge relevance: 30/30 (100%)" in err and "/40" not in err
     assert err.index("judge relevance: 30") < err.index("relevance of these pairs: judge 30, qrels 10")
     caveat = ("  labels: the 30 pairs labelled by annotate's judge were judged by --judge rules, answer containment, and "
               "the qrels agree with containment on all 10 pairs they judge in the last annotate call (made by it, or "
