@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from udcg.commands._parser import command
+from udcg.flows.run_options import TESTS
 
 DESCRIPTION = """Per question, Spearman's rho between a metric's ranking of its contexts and their outcomes
 (correct > abstained > wrong, ties shared); mean over questions with a bootstrap interval, questions without a rho
@@ -21,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics", default=None, help="metrics to compare (default: every metric in the file's 'metrics')")
     p.add_argument("--baseline", default=None, help="metric the others are tested against (paired test; default UDCG, "
                    "when it is among the metrics)")
-    p.add_argument("--test", default="permutation", choices=("permutation", "t", "wilcoxon"),
+    p.add_argument("--test", default="permutation", choices=TESTS,
                    help="paired test of the per-question rhos against the baseline: permutation (default), t or "
                    "wilcoxon")
     p.add_argument("--n-resamples", type=int, default=100_000,
