@@ -215,3 +215,59 @@ def test_one_check_for_both_doors(name, value, capsys):
     rule = bounds.PARAMETERS["compare"][name].describe()
     assert err == f"udcg compare: error: {flag} {bounds.short(value)}: must be {rule}"
     assert str(e.value) == f"{name} = {bounds.short(value)}: must be {rule}"
+
+
+# ---------------------------------------------------------------- adding an option: --digits, and the recipe
+
+DOC = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+
+
+def _section(title: str) -> str:
+    start = DOC.index(f"\n## {title}\n")
+    end = DOC.find("\n## ", start + 1)
+    return DOC[start:end if end != -1 else len(DOC)]
+
+
+def test_the_adding_an_option_recipe_of_the_architecture_page_runs():
+    import re
+
+    block = re.search(r"<!-- option -->\n```python\n(.*?)```", _section("Adding an option"), flags=re.DOTALL).group(1)
+    exec(compile(block, "docs/architecture.md (option)", "exec"), {})
+
+
+def test_the_steps_the_recipe_names_are_where_it_says():
+    """The three places of the recipe: the field, its range, the code that reads it (``--digits``)."""
+    section = _section("Adding an option")
+    for where in ("flows/run_options.py", 'bounds.PARAMETERS["compare"]', "flows/run_compare.py"):
+        assert where in section, where
+    assert "digits" in CompareOptions.__dataclass_fields__ and "digits" in bounds.PARAMETERS["compare"]
+    source = (PACKAGE / "flows" / "run_compare.py").read_text()
+    assert "o.digits" in source
+
+
+def _markdown(capsys, *extra: str) -> str:
+    assert main(["compare", "--run", RUNS[0], "--run", RUNS[1], "--qrels", QRELS, "--metrics", "nDCG@5,P@5",
+                 "--n-boot", "200", *extra]) == 0
+    return capsys.readouterr().out
+
+
+def test_digits_sets_the_decimals_of_the_markdown_and_latex_tables(capsys, tmp_path):
+    default, four, two = _markdown(capsys), _markdown(capsys, "--digits", "4"), _markdown(capsys, "--digits", "2")
+    assert default == four and two != four
+    row = next(line for line in two.splitlines() if line.startswith("| a | bm25 |"))
+    assert row == "| a | bm25 | 0.90 [0.75, 1.00] | 0.18 [0.15, 0.20] |", row  # means 2 decimals, intervals at least 2
+    six = next(line for line in _markdown(capsys, "--digits", "6").splitlines() if line.startswith("| a | bm25 |"))
+    assert six.startswith("| a | bm25 | 0.900000 [0.7500, 1.0000] |"), six
+    latex = _markdown(capsys, "--digits", "3", "--format", "latex")
+    assert "0.900" in latex and "0.9000" not in latex
+    assert _markdown(capsys, "--format", "json", "--digits", "2") == _markdown(capsys, "--format", "json")  # every digit
+    (tmp_path / "c.yaml").write_text("digits: 3\n")  # a --config key as every option is
+    assert _markdown(capsys, "--config", str(tmp_path / "c.yaml")) == _markdown(capsys, "--digits", "3")
+
+
+@pytest.mark.parametrize("value", ["0", "13"])
+def test_digits_out_of_range_is_one_line(value, capsys):
+    assert main(["compare", "--run", RUNS[0], "--run", RUNS[1], "--qrels", QRELS, "--digits", value]) == 2
+    out, err = capsys.readouterr()
+    assert not out and err == (f"udcg compare: error: --digits {value}: must be an integer >= 1 and <= 12 (1..12, a "
+                               "positive integer) (decimals of the table's numbers; 0 would print every p as < 1)\n")

@@ -282,7 +282,7 @@ def compare_run_files(options: CompareOptions) -> tuple[str, dict[str, RunScores
 
         figure_path(o.plot)
     cmp, scores = compare_runs(named_runs(o.runs), o)
-    text = format_comparison(cmp, o.format or EXTENSIONS.get(Path(o.output or "").suffix.lower(), "markdown"))
+    text = format_comparison(cmp, o.format or EXTENSIONS.get(Path(o.output or "").suffix.lower(), "markdown"), o.digits)
     if o.output:
         atomic_write_text(o.output, text)
     if o.per_query is not None:

@@ -68,6 +68,9 @@ class CompareOptions(ScoringOptions):
     n_boot: int = option(10_000, "bootstrap resamples for the intervals (default {default})", kind=int)
     seed: int = option(0, "the seed of the bootstrap and the random sign flips (default {default})", kind=int)
     format: str | None = option(None, "default: from -o's extension, else markdown", choices=FORMATS, api=False)
+    digits: int = option(4, "decimals of the Markdown and LaTeX tables' numbers (default {default}; the intervals of "
+                         "the run rows 2 fewer, at least 2; JSON and CSV keep every digit)", kind=int, metavar="N",
+                         api=False)
     output: str | None = option(None, "write the table here (.md, .csv, .json, .tex); it is printed too", short="-o",
                                 kind=str, api=False)
     plot: str | None = option(None, "write a forest plot of the table's pair rows (.png or .svg; needs matplotlib): "
