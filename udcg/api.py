@@ -40,10 +40,10 @@ from udcg import api_args
 from udcg.api_args import checked, id_table, one_of, optional
 from udcg.errors import InputError
 from udcg.flows import run_scores as _scores
+from udcg.flows.correlate_options import CorrelateOptions
 from udcg.flows.run_options import CompareOptions, ScoringOptions
 from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores
 from udcg.llm.registry import ModelChoice
-from udcg.metrics.stats import DEFAULT_RESAMPLES
 from udcg.metrics.udcg import GAMMA, udcg as _udcg_matrix
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
@@ -254,20 +254,16 @@ def reader_check(utilities: str | Path, *, n_boot: int = 1000, seed: int = 0):
     return check_utilities(utilities, n_boot=n_boot, seed=seed)
 
 
-@checked("correlate", constant_metric=one_of("udcg.metrics.correlation:CONSTANT_METRIC"),
-         test=one_of("udcg.metrics.stats:TESTS"))
-def correlate(contexts: str | Path, *, metrics: str | None = None, baseline: str | None = None, gamma: float = GAMMA,
-              theta: str | Path | None = None, constant_metric: str = "zero", n_boot: int = 10_000, seed: int = 0,
-              test: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES, equivalence: float | None = None):
+@checked("correlate")
+@CorrelateOptions.door
+def correlate(contexts: str | Path, **options: Any):
     """``udcg correlate``: per question, Spearman's rho (and tau-b, pairwise accuracy) of each metric
     with the judged answer outcomes of ``contexts``, tested against ``baseline``; ``equivalence``: a
     margin for the rho difference, adding each metric's equivalence test and ``decision``. Returns the
     full table (a ``udcg.io.tables.Table``: ``.rows``, ``.markdown()``, ``.write(path)``)."""
     from udcg.flows.correlate import correlate_file
 
-    table, _, notes = correlate_file(str(contexts), metrics=metrics, baseline=baseline, gamma=gamma, theta=theta,
-                                     constant_metric=constant_metric, n_boot=n_boot, seed=seed, test=test,
-                                     n_resamples=n_resamples, equivalence=equivalence)
+    table, _, notes = correlate_file(str(contexts), CorrelateOptions.of("correlate", **options))
     for note in notes:
         log.info(note)
     return table

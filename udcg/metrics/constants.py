@@ -7,4 +7,5 @@ DEFAULT_RESAMPLES = 100_000  # random sign flips beyond EXACT_MAX_N (metrics.sta
 CORRECTIONS = ("measure", "table", "none")  # Holm's families (metrics.compare)
 FORMATS = ("markdown", "csv", "json", "latex")  # a comparison's report (metrics.compare_report)
 UNANNOTATED = ("error", "zero", "worst")  # a top-k document without a utility (metrics.evaluate)
+CONSTANT_METRIC = ("zero", "drop")  # a metric constant over a usable question: rho 0, or left out (metrics.correlation)
 GAMMA = 1.0 / 3.0  # UDCG's weight of the distracting passages (the paper's)
