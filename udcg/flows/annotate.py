@@ -35,22 +35,7 @@ class Reader:
     config: AnnotateConfig
 
 
-CHUNK_SIZE, GPU_CHUNK_SIZE = 32, 256
 LOCAL_DEFAULTS = {"device": "auto", "dtype": "float32"}  # a local reader's, where not given (annotate, answer)
-
-
-def default_chunk_size(spec: ModelSpec) -> int:
-    """Pairs per cached, fsynced unit of work when none is given: 32, and 256 for a local model on a
-    GPU, where the unit is also the largest call the batcher sees (one H100, Qwen2.5-0.5B's shapes:
-    147 passages/s at 32 against 641 at 256, docs/results/gpu/README.md)."""
-    if spec.api or spec.scheme is not None:  # the spec knows its kind: not guessed again from the name
-        return CHUNK_SIZE
-    device = str(spec.options.get("device") or "auto")
-    if device == "auto":
-        import torch
-
-        return GPU_CHUNK_SIZE if torch.cuda.is_available() else CHUNK_SIZE
-    return GPU_CHUNK_SIZE if device.startswith("cuda") else CHUNK_SIZE
 
 
 def reader(model: str | ModelChoice, *, estimator: str | None = None, prompt: str = "udcg-code-v1",
@@ -63,7 +48,8 @@ def reader(model: str | ModelChoice, *, estimator: str | None = None, prompt: st
     model name with ``api_base`` is the model that API serves; an API model refuses
     ``batch_size``, ``device`` and ``dtype``; an API option left None is the backend's default) and
     its ``AnnotateConfig`` (estimator: first-token for a local model, api-logprobs for an API one;
-    ``chunk_size``: ``default_chunk_size`` when None)."""
+    ``chunk_size``: None leaves it to the backend, ``BaseBackend.chunk_size``: 256 for a local model on
+    a GPU, else 32)."""
     from udcg.annotate.prompt import check_version
     from udcg.annotate.runner import AnnotateConfig
     from udcg.llm.registry import ModelChoice
@@ -77,7 +63,7 @@ def reader(model: str | ModelChoice, *, estimator: str | None = None, prompt: st
         raise InputError(f"estimator = {estimator!r}: choose one of {', '.join(estimator_names())} (more plug in "
                          "with udcg.annotate.estimators.register_estimator)")
     config = AnnotateConfig(estimator=estimator or ("api-logprobs" if spec.api else "first-token"),
-                            prompt_version=check_version(prompt), chunk_size=chunk_size or default_chunk_size(spec),
+                            prompt_version=check_version(prompt), chunk_size=chunk_size,
                             n_samples=samples,
                             temperature=temperature, target_width=target_width, seed=seed)
     return Reader(spec, config)
@@ -99,7 +85,7 @@ def _how_long(todo: int, spec: ModelSpec) -> str:
     later = "the progress lines give an ETA from the first pairs on"
     if spec.api:
         return f"through a server the server sets the pace (udcg posts thousands of pairs/s at most); {later}"
-    if default_chunk_size(spec) == GPU_CHUNK_SIZE:
+    if _on_gpu(spec):
         return f"on a GPU: hundreds of pairs/s (641/s on one H100 for a 0.5B model); {later}"
     busy, idle = offline.ALIASES[spec.model].cpu_rate if spec.model in offline.ALIASES else (None, None)
     rates = [(rate, what) for rate, what in ((idle, "idle"), (busy, "with other jobs on its cores")) if rate]
@@ -108,6 +94,19 @@ def _how_long(todo: int, spec: ModelSpec) -> str:
     spans = " to ".join(_minutes(todo / rate) for rate, _ in rates)
     measured = ", ".join(f"{rate:g} pairs/s {what}" for rate, what in rates)
     return (f"on a CPU about {spans} (measured on a 2-core CPU: {measured}; a rough estimate, {later})")
+
+
+def _on_gpu(spec: ModelSpec) -> bool:
+    """Whether a local transformers reader will run on a GPU, said before it loads (a scheme's
+    backend: no measured rate to say)."""
+    if spec.api or spec.scheme is not None:
+        return False
+    device = str(spec.options.get("device") or "auto")
+    if device == "auto":
+        import torch
+
+        return torch.cuda.is_available()
+    return device.startswith("cuda")
 
 
 def _minutes(seconds: float) -> str:

@@ -95,6 +95,13 @@ class Checked(BaseBackend):
             self._broken("concurrent_requests", _fault("concurrent_requests", n), "an int in [1, 100000]")
         return n
 
+    @property
+    def chunk_size(self) -> int:
+        n = self._call("chunk_size", lambda: self.inner.chunk_size)
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 1_000_000:
+            self._broken("chunk_size", _fault("chunk_size", n), "an int in [1, 1000000]")
+        return n
+
     def __getattr__(self, attr: str) -> Any:  # anything else the plugin offers (its own settings)
         if attr == "inner":
             raise AttributeError(attr)
