@@ -124,6 +124,7 @@ BATCH = Bound(1, 100_000)  # prompts per forward pass
 CHUNK = Bound(1, 1_000_000)  # requests per cached unit of work
 TOKENS = Bound(1, 1_000_000)  # new tokens per answer or reply
 CONCURRENCY = Bound(1, 10_000)  # API requests in flight
+DEFAULT_CONCURRENCY = 64  # requests in flight: a vLLM/SGLang server batches them; a rate-limited API answers 429s, retried
 THREADS = Bound(1, 4096)
 FOLDS = Bound(2, 1000)
 PORT = Bound(0, 65535)

@@ -24,11 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from udcg.bounds import CONFIG as CONFIG_BOUNDS, check_value
+from udcg.bounds import CONFIG as CONFIG_BOUNDS, DEFAULT_CONCURRENCY, check_value
 from udcg.errors import InputError
 from udcg.experiment.paths import data_folder, dataset_ref, portable_path, run_folder
 from udcg.io.typed_yaml import build, read_yaml, set_override
-from udcg.llm.openai_wire import DEFAULT_CONCURRENCY
 METRIC_CHOICES_NOTE = "e.g. UDCG, UDCG_theta, nDCG, RR, AP, P, Success, eRAG, ANSWER_PROB, RA-nWG"
 
 

@@ -11,11 +11,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from udcg.annotate.estimators import estimator_names  # noqa: F401 (the command's --estimator choices read it here)
+from udcg.annotate.estimators import estimator_names  # reader's estimator choices (the command's --estimator)
 from udcg.errors import InputError
-from udcg.llm.openai_wire import DEFAULT_CONCURRENCY  # noqa: F401 (the commands' model flags read it here)
 
-if TYPE_CHECKING:  # light at import (the command's parser reads DEFAULT_CONCURRENCY): the rest loads on use
+if TYPE_CHECKING:  # light at import (the command's parser reads estimator_names): the rest loads on use
     from udcg.annotate.runner import AnnotateConfig
     from udcg.flows.own_runs import AnnotateRunsReport
     from udcg.llm.registry import ModelChoice, ModelSpec
@@ -115,13 +114,6 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
-def where(reader_: Reader) -> str:
-    """Where the reader runs, one line (an API model names its server: ``registry.where_it_goes``)."""
-    from udcg.llm.registry import where_it_goes
-
-    return where_it_goes(reader_.spec)
-
-
 @dataclass
 class FileAnnotation:
     """What ``annotate_file`` did: the output's summary line and what was found out about an API server."""
@@ -137,11 +129,13 @@ def annotate_file(path: str, output: str, reader_: Reader, *, limit: int | None 
     the user (an API reader's server, once the backend is made)."""
     from udcg.annotate.output import load_questions, write_annotated
     from udcg.annotate.runner import annotate
+    from udcg.llm.registry import where_it_goes
     from udcg.progress import bar
 
-    line = where(reader_) if reader_.spec.api else ""  # an openai: model with no server and no key: refused now
+    spec = reader_.spec.settled()  # an openai: model's server, settled once (the line and the backend read it)
+    line = where_it_goes(spec) if spec.api else ""  # an openai: model with no server and no key: refused now
     questions, raw = load_questions(path, limit)
-    backend = reader_.spec.load()
+    backend = spec.load()
     if line:  # the first line names the server, once the backend is made (a bad client setting fails alone)
         say(line)
     n = sum(len(q.passages) for q in questions)
@@ -163,14 +157,15 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
     from udcg.flows.run_scores import named_runs
     from udcg.io.beir import check_run, read_collection
     from udcg.io.trec import read_run
-    from udcg.llm.registry import ModelChoice
+    from udcg.llm.registry import ModelChoice, where_it_goes
     from udcg.progress import bar
 
     judge_spec = ModelChoice.of(judge).spec() if unjudged == "judge" and judge != "rules" else None
     if judge_spec is not None:
         judge_spec.check_installed()
-    if reader_.spec.api:  # the first line names the server (an openai: model without one refuses without a key)
-        say(where(reader_))
+    spec = reader_.spec.settled()  # an openai: model's server, settled once (the line and the backend read it)
+    if spec.api:  # the first line names the server (an openai: model without one refuses without a key)
+        say(where_it_goes(spec))
     paths = named_runs(run_paths)
     runs = {name: read_run(path) for name, path in paths.items()}
     collection = read_collection(corpus, queries=queries, qrels=qrels, answers=answers, docids=run_docids(runs, depth))
@@ -189,7 +184,7 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
                                                                      ("qrels", qrels), ("answers", answers))},
                   "limit": limit, "model": reader_.spec.model, "api": reader_.spec.api, "flags": _flags(reader_),
                   "run_files": {name: str(path) for name, path in paths.items()}}
-        return annotate_runs(collection, runs, depth, output, reader_.config, reader_.spec.name, reader_.spec.load,
+        return annotate_runs(collection, runs, depth, output, reader_.config, spec.name, spec.load,
                              unjudged=unjudged, judge_factory=lambda: relevance_judge(judge_spec), progress=progress,
                              inputs=inputs,
                              before_model=lambda todo, pairs: say(estimate_line(todo, pairs, depth, reader_)))
