@@ -152,3 +152,14 @@ def test_a_plugin_written_against_the_old_capabilities_still_annotates(tmp_path,
         assert backend.capabilities == Capabilities() and backend.chunk_size == CHUNK_SIZE
         done, stats = annotate(_questions(3), backend, AnnotateConfig(), tmp_path / "old.jsonl")
     assert stats.n_computed == 3 and len({a.p_abs for a in done.values()}) == 1
+
+
+def test_a_local_model_declares_its_unit_by_the_device_it_runs_on(tiny_model_dir, tiny_backend):
+    import torch
+
+    from udcg.llm.hf import GPU_CHUNK_SIZE, HFBackend
+
+    assert str(tiny_backend.device) == "cpu" and tiny_backend.chunk_size == CHUNK_SIZE
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device here: the GPU half runs where one is")
+    assert HFBackend(str(tiny_model_dir), device="cuda").chunk_size == GPU_CHUNK_SIZE == 256
