@@ -142,7 +142,7 @@ def run_baseline(data: Path, url: str, concurrency: int, client: str) -> dict:
 
 
 def default_concurrency() -> int:
-    from udcg.llm.openai_wire import DEFAULT_CONCURRENCY
+    from udcg.bounds import DEFAULT_CONCURRENCY
 
     return DEFAULT_CONCURRENCY
 

@@ -82,7 +82,7 @@ def _last_turn(chat: Chat) -> str:
     return chat[-1]["content"]
 
 
-SCRIPTED = Capabilities(logprobs=True, continuation=True, sampling=True, n=True, serve=True)
+SCRIPTED = Capabilities(serve=True)
 
 
 class ScriptedBackend(BaseBackend):

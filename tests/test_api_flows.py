@@ -112,17 +112,11 @@ def test_an_api_output_never_replaces_an_input(tmp_path):
     assert run.read_bytes() == before and contexts.read_text().startswith('{"qid": "q"')
 
 
-def test_the_default_chunk_is_larger_only_for_a_local_model_on_a_gpu(tmp_path):
-    import torch
+def test_an_unset_chunk_is_left_to_the_backend_and_a_given_one_kept(tmp_path):
+    from udcg.flows.annotate import reader
 
-    from udcg.flows.annotate import CHUNK_SIZE, GPU_CHUNK_SIZE, default_chunk_size, reader
-    from udcg.llm.registry import resolve
-
-    assert default_chunk_size(resolve("qwen2.5-coder-0.5b", device="cuda:0")) == GPU_CHUNK_SIZE
-    assert default_chunk_size(resolve("qwen2.5-coder-0.5b", device="cpu")) == CHUNK_SIZE
-    assert default_chunk_size(resolve("served-model", base_urls=["http://127.0.0.1:9/v1"])) == CHUNK_SIZE
-    auto = GPU_CHUNK_SIZE if torch.cuda.is_available() else CHUNK_SIZE
-    assert reader("qwen2.5-coder-0.5b").config.chunk_size == auto  # device auto: what this machine has
+    assert reader("qwen2.5-coder-0.5b").config.chunk_size is None  # the backend's chunk_size (test_backend_declarations)
+    assert reader("served-model", api_base="http://127.0.0.1:9/v1").config.chunk_size is None
     assert reader("qwen2.5-coder-0.5b", chunk_size=7).config.chunk_size == 7
     ex = example_path()  # a chunk of 0 is refused at the API's door (udcg.bounds), before any model loads
     with pytest.raises(InputError, match=r"^chunk_size = 0: must be an integer >= 1 "):

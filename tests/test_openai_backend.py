@@ -17,7 +17,8 @@ from tests.conftest import TINY_SERVED_NAME, free_port
 from tests.faultproxy import FaultProxy
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import GenerationParams
-from udcg.llm.openai_backend import BatchError, OpenAIBackend
+from udcg.llm.openai_backend import OpenAIBackend
+from udcg.llm.openai_results import BatchError
 from udcg.llm.openai_transport import Pacer as _Pacer
 from udcg.llm.openai_wire import (
     backoff_delay,

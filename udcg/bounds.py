@@ -8,9 +8,9 @@ both doors: the command line checks every parsed option against it right after p
 argument at its door (``udcg.api_args``: ``n_boot = 50: must be ...``), before any file is read or
 model loaded, so a value one refuses the other refuses with the same range and reason; the flows
 behind them check no bound again. A ``udcg validate`` config checks its keys through ``CONFIG``
-(``udcg.experiment.config``), the same ``Bound`` values by config key. The measure grammar keeps
-its own copy of ``MAX_CUTOFF`` (metrics import nothing of udcg but its errors; a test holds the two
-equal).
+(``udcg.experiment.config``), the same ``Bound`` values by config key. The measure grammar and the
+UDCG kernel read ``MAX_CUTOFF`` and ``MAX_GAMMA`` from here (metrics import only this table and
+the errors of udcg).
 
 The highest values are far above any real use and far below what exhausts a machine: a cutoff of
 10^11 allocated terabytes, 10^10 bootstrap resamples tens of gigabytes, before these bounds.
@@ -30,7 +30,9 @@ MAX_RESAMPLES = 1_000_000  # --n-boot, --n-resamples
 MIN_BOOTSTRAP = 100  # --n-boot: resamples of a 95% interval (BOOTSTRAP)
 MAX_SAMPLES = 10_000  # --samples: answers per passage (annotate), contexts per query (answer)
 MAX_RETRIES = 100
-MAX_GAMMA = 100.0  # gamma: the metric's copy is udcg.metrics.udcg.MAX_GAMMA (a test holds the two equal)
+# gamma, the largest weight of the distracting passages: UDCG's score (sum u+ + gamma sum u-) / k then stays in
+# [-MAX_GAMMA, 1], where the sigmoid neither overflows nor rounds to 0 (1e308 gave UDCG = 0 everywhere).
+MAX_GAMMA = 100.0  # udcg.metrics.udcg reads it
 MAX_SEED = 2**32 - 1  # numpy's SeedSequence accepts any, the API servers 32-bit seeds
 
 
@@ -124,6 +126,7 @@ BATCH = Bound(1, 100_000)  # prompts per forward pass
 CHUNK = Bound(1, 1_000_000)  # requests per cached unit of work
 TOKENS = Bound(1, 1_000_000)  # new tokens per answer or reply
 CONCURRENCY = Bound(1, 10_000)  # API requests in flight
+DEFAULT_CONCURRENCY = 64  # requests in flight: a vLLM/SGLang server batches them; a rate-limited API answers 429s, retried
 THREADS = Bound(1, 4096)
 FOLDS = Bound(2, 1000)
 PORT = Bound(0, 65535)

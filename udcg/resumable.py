@@ -170,7 +170,7 @@ def chunks(items: Sequence[T], size: int) -> list[list[T]]:
 
 
 def fill(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[list[T]], Sequence[dict]],
-         chunk_size: int, *, progress: Callable[[int], object] | None = None,
+         chunk_size: int | Callable[[], int], *, progress: Callable[[int], object] | None = None,
          redo: Callable[[dict], bool] | None = None, parallel: int = 1,
          fingerprint: Callable[[T], str] | None = None) -> StepStats:
     """Compute every request missing from ``cache``, chunk by chunk (module docstring); return stats.
@@ -180,7 +180,8 @@ def fill(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[lis
     (e.g. unparseable judgements); their new record is appended and replaces the old one on load.
     ``parallel``: requests the model keeps in flight (``parallelism(backend)``); above 1, pieces are
     computed by worker threads at once. ``fingerprint``: what the model sees, per payload (module
-    docstring)."""
+    docstring). ``chunk_size`` may be a function (the backend's own, ``BaseBackend.chunk_size``): it is
+    asked only when some request is missing, so that a rerun whose work is all cached loads no model."""
     first: dict[str, T] = {}
     for k, payload in requests:
         first.setdefault(k, payload)
@@ -197,8 +198,10 @@ def fill(cache: Cache, requests: Sequence[tuple[str, T]], compute: Callable[[lis
             return True
         return redo is not None and redo(rec)
 
-    parts = chunks(unique, chunk_size)
-    todos = [[(k, p) for k, p in part if missing(k)] for part in parts]
+    wanted = [missing(k) for k, _ in unique]
+    if callable(chunk_size):
+        chunk_size = chunk_size() if any(wanted) else 1
+    todos = [[item for item, want in part if want] for part in chunks(list(zip(unique, wanted)), chunk_size)]
     if progress is not None and len(unique) > sum(map(len, todos)):
         progress(len(unique) - sum(map(len, todos)))
     if parallel > 1:

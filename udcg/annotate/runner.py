@@ -27,7 +27,7 @@ _ANNOTATION_FIELDS = tuple(f.name for f in fields(Annotation))
 class AnnotateConfig:
     estimator: str = "first-token"
     prompt_version: str = "udcg-code-v1"
-    chunk_size: int = 32  # passages per cached, fsynced unit of work (the model's batch is the backend's)
+    chunk_size: int | None = None  # passages per cached, fsynced unit of work; None: the backend's (its chunk_size)
     # sampling estimator only
     n_samples: int = 20
     temperature: float = 1.0
@@ -173,7 +173,7 @@ def to_compute(cache: AppendCache, questions: Sequence[Question], cfg: AnnotateC
     return count
 
 
-def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfig, cache_path: str | Path,
+def annotate(questions: Sequence[Question], backend: BaseBackend, cfg: AnnotateConfig, cache_path: str | Path,
              progress: Callable[[int], None] | None = None) -> tuple[dict[str, Annotation], AnnotateStats]:
     """Annotate every passage; returns {qid<TAB>pid: Annotation} and run statistics."""
     from udcg.annotate.estimators import estimator_names
@@ -197,7 +197,8 @@ def annotate(questions: Sequence[Question], backend: Backend, cfg: AnnotateConfi
         return bodies
 
     with resumable.open_cache(cache_path, provenance(backend.name, cfg)) as cache:
-        ran = resumable.fill(cache, [(annotation_key(q.qid, p.pid), (q, p)) for q, p in items], compute, cfg.chunk_size,
+        ran = resumable.fill(cache, [(annotation_key(q.qid, p.pid), (q, p)) for q, p in items], compute,
+                             cfg.chunk_size or (lambda: backend.chunk_size),
                              progress=progress, parallel=resumable.parallelism(backend), fingerprint=seen)
         done = cached_annotations(cache)
     stats = AnnotateStats(n_passages=len(items), n_computed=ran.computed, n_changed=ran.changed, seconds=ran.seconds)

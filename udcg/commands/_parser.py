@@ -74,7 +74,7 @@ def add_api_options(p: argparse.ArgumentParser, title: str = "API model (openai:
                     ) -> None:
     """The flags of an API model, the same in every command that runs one (annotate, answer, judge);
     a validate config has them as reader.api_base, reader.concurrency, ... (``ModelChoice``)."""
-    from udcg.flows.annotate import DEFAULT_CONCURRENCY
+    from udcg.bounds import DEFAULT_CONCURRENCY
 
     g = p.add_argument_group(title)
     g.add_argument("--api-base", default=None, help="OpenAI-compatible base URL(s), comma-separated (round-robin); "

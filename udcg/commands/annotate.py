@@ -49,7 +49,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=None, help="only the first N questions (with --run: the first N "
                    "queries of the queries file)")
     p.add_argument("--chunk-size", type=int, default=None,
-                   help="passages per cached, fsynced unit of work (default 32; 256 for a local model on a GPU)")
+                   help="passages per cached, fsynced unit of work (default: the backend's, 32; 256 for a "
+                   "local model on a GPU)")
     p.add_argument("--samples", type=int, default=20, help="sampling: answers per passage")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling: temperature")
     p.add_argument("--target-width", type=float, default=None, help="sampling: stop early once the Wilson interval is narrower")

@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from udcg.bounds import CONFIG as CONFIG_BOUNDS, check_value
+from udcg.bounds import CONFIG as CONFIG_BOUNDS, DEFAULT_CONCURRENCY, check_value
 from udcg.errors import InputError
 from udcg.experiment.paths import data_folder, dataset_ref, portable_path, run_folder
+from udcg.grade.rules import MATCHES
 from udcg.io.typed_yaml import build, read_yaml, set_override
-from udcg.llm.openai_wire import DEFAULT_CONCURRENCY
+from udcg.llm.openai_target import SCORING
 from udcg.metrics.constants import CONSTANT_METRIC
 METRIC_CHOICES_NOTE = "e.g. UDCG, UDCG_theta, nDCG, RR, AP, P, Success, eRAG, ANSWER_PROB, RA-nWG"
 
@@ -157,8 +158,8 @@ CHOICES = {
     "pool.source": ("dataset", "bm25", "dense"),
     "pool.relevance": ("labels", "containment", "labels+containment"),
     "annotation.estimator": ("first-token", "sequence"),
-    "reader.scoring": ("auto", "completions", "top-logprobs"),
-    "grading.match": ("span", "contains", "exact", "f1"),  # validate's default stays contains (published runs)
+    "reader.scoring": SCORING,  # the API backend's
+    "grading.match": MATCHES,  # the answer rules' (validate's default stays contains: published runs)
     "metrics.n_relevant": ("pool", "context"),
     "metrics.erag_score": ("f1", "contains"),
     "metrics.constant_metric": CONSTANT_METRIC,

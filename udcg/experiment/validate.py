@@ -124,8 +124,9 @@ def reader_choice(cfg: Config) -> ModelChoice:
 
 
 def reader_spec(cfg: Config) -> ModelSpec:
-    """The reader resolved (a model name with ``reader.api_base`` is the model that server serves)."""
-    return reader_choice(cfg).spec(defaults={"device": cfg.reader.device, "dtype": cfg.reader.dtype})
+    """The reader resolved (a model name with ``reader.api_base`` is the model that server serves; an
+    ``openai:`` model's server settled once, ``ModelSpec.settled``: refused here without one or a key)."""
+    return reader_choice(cfg).spec(defaults={"device": cfg.reader.device, "dtype": cfg.reader.dtype}).settled()
 
 
 def check_reader_can(cfg: Config, reader) -> None:

@@ -11,11 +11,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from udcg.annotate.estimators import estimator_names  # noqa: F401 (the command's --estimator choices read it here)
+from udcg.annotate.estimators import estimator_names  # reader's estimator choices (the command's --estimator)
 from udcg.errors import InputError
-from udcg.llm.openai_wire import DEFAULT_CONCURRENCY  # noqa: F401 (the commands' model flags read it here)
 
-if TYPE_CHECKING:  # light at import (the command's parser reads DEFAULT_CONCURRENCY): the rest loads on use
+if TYPE_CHECKING:  # light at import (the command's parser reads estimator_names): the rest loads on use
     from udcg.annotate.runner import AnnotateConfig
     from udcg.flows.own_runs import AnnotateRunsReport
     from udcg.llm.registry import ModelChoice, ModelSpec
@@ -35,22 +34,7 @@ class Reader:
     config: AnnotateConfig
 
 
-CHUNK_SIZE, GPU_CHUNK_SIZE = 32, 256
 LOCAL_DEFAULTS = {"device": "auto", "dtype": "float32"}  # a local reader's, where not given (annotate, answer)
-
-
-def default_chunk_size(spec: ModelSpec) -> int:
-    """Pairs per cached, fsynced unit of work when none is given: 32, and 256 for a local model on a
-    GPU, where the unit is also the largest call the batcher sees (one H100, Qwen2.5-0.5B's shapes:
-    147 passages/s at 32 against 641 at 256, docs/results/gpu/README.md)."""
-    if spec.api or spec.scheme is not None:  # the spec knows its kind: not guessed again from the name
-        return CHUNK_SIZE
-    device = str(spec.options.get("device") or "auto")
-    if device == "auto":
-        import torch
-
-        return GPU_CHUNK_SIZE if torch.cuda.is_available() else CHUNK_SIZE
-    return GPU_CHUNK_SIZE if device.startswith("cuda") else CHUNK_SIZE
 
 
 def reader(model: str | ModelChoice, *, estimator: str | None = None, prompt: str = "udcg-code-v1",
@@ -63,7 +47,8 @@ def reader(model: str | ModelChoice, *, estimator: str | None = None, prompt: st
     model name with ``api_base`` is the model that API serves; an API model refuses
     ``batch_size``, ``device`` and ``dtype``; an API option left None is the backend's default) and
     its ``AnnotateConfig`` (estimator: first-token for a local model, api-logprobs for an API one;
-    ``chunk_size``: ``default_chunk_size`` when None)."""
+    ``chunk_size``: None leaves it to the backend, ``BaseBackend.chunk_size``: 256 for a local model on
+    a GPU, else 32)."""
     from udcg.annotate.prompt import check_version
     from udcg.annotate.runner import AnnotateConfig
     from udcg.llm.registry import ModelChoice
@@ -77,7 +62,7 @@ def reader(model: str | ModelChoice, *, estimator: str | None = None, prompt: st
         raise InputError(f"estimator = {estimator!r}: choose one of {', '.join(estimator_names())} (more plug in "
                          "with udcg.annotate.estimators.register_estimator)")
     config = AnnotateConfig(estimator=estimator or ("api-logprobs" if spec.api else "first-token"),
-                            prompt_version=check_version(prompt), chunk_size=chunk_size or default_chunk_size(spec),
+                            prompt_version=check_version(prompt), chunk_size=chunk_size,
                             n_samples=samples,
                             temperature=temperature, target_width=target_width, seed=seed)
     return Reader(spec, config)
@@ -113,7 +98,7 @@ def _how_long(todo: int, spec: ModelSpec) -> str:
     later = "the progress lines give an ETA from the first pairs on"
     if spec.api:
         return f"through a server the server sets the pace (udcg posts thousands of pairs/s at most); {later}"
-    if default_chunk_size(spec) == GPU_CHUNK_SIZE:
+    if _on_gpu(spec):
         return f"on a GPU: hundreds of pairs/s (641/s on one H100 for a 0.5B model); {later}"
     busy, idle = offline.ALIASES[spec.model].cpu_rate if spec.model in offline.ALIASES else (None, None)
     rates = [(rate, what) for rate, what in ((idle, "idle"), (busy, "with other jobs on its cores")) if rate]
@@ -124,17 +109,23 @@ def _how_long(todo: int, spec: ModelSpec) -> str:
     return (f"on a CPU about {spans} (measured on a 2-core CPU: {measured}; a rough estimate, {later})")
 
 
+def _on_gpu(spec: ModelSpec) -> bool:
+    """Whether a local transformers reader will run on a GPU, said before it loads (a scheme's
+    backend: no measured rate to say)."""
+    if spec.api or spec.scheme is not None:
+        return False
+    device = str(spec.options.get("device") or "auto")
+    if device == "auto":
+        import torch
+
+        return torch.cuda.is_available()
+    return device.startswith("cuda")
+
+
 def _minutes(seconds: float) -> str:
     if seconds >= 5400:
         return f"{seconds // 3600:.0f} h {seconds % 3600 // 60:02.0f} min"
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
-
-
-def where(reader_: Reader) -> str:
-    """Where the reader runs, one line (an API model names its server: ``registry.where_it_goes``)."""
-    from udcg.llm.registry import where_it_goes
-
-    return where_it_goes(reader_.spec)
 
 
 @dataclass
@@ -152,11 +143,13 @@ def annotate_file(path: str, output: str, reader_: Reader, *, limit: int | None 
     the user (an API reader's server, once the backend is made)."""
     from udcg.annotate.output import load_questions, write_annotated
     from udcg.annotate.runner import annotate
+    from udcg.llm.registry import where_it_goes
     from udcg.progress import bar
 
-    line = where(reader_) if reader_.spec.api else ""  # an openai: model with no server and no key: refused now
+    spec = reader_.spec.settled()  # an openai: model's server, settled once (the line and the backend read it)
+    line = where_it_goes(spec) if spec.api else ""  # an openai: model with no server and no key: refused now
     questions, raw = load_questions(path, limit)
-    backend = reader_.spec.load()
+    backend = spec.load()
     if line:  # the first line names the server, once the backend is made (a bad client setting fails alone)
         say(line)
     n = sum(len(q.passages) for q in questions)
@@ -178,14 +171,15 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
     from udcg.flows.run_scores import named_runs
     from udcg.io.beir import check_run, read_collection
     from udcg.io.trec import read_run
-    from udcg.llm.registry import ModelChoice
+    from udcg.llm.registry import ModelChoice, where_it_goes
     from udcg.progress import bar
 
     judge_spec = ModelChoice.of(judge).spec() if unjudged == "judge" and judge != "rules" else None
     if judge_spec is not None:
         judge_spec.check_installed()
-    if reader_.spec.api:  # the first line names the server (an openai: model without one refuses without a key)
-        say(where(reader_))
+    spec = reader_.spec.settled()  # an openai: model's server, settled once (the line and the backend read it)
+    if spec.api:  # the first line names the server (an openai: model without one refuses without a key)
+        say(where_it_goes(spec))
     paths = named_runs(run_paths)
     runs = {name: read_run(path) for name, path in paths.items()}
     collection = read_collection(corpus, queries=queries, qrels=qrels, answers=answers, docids=run_docids(runs, depth))
@@ -204,7 +198,7 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
                                                                      ("qrels", qrels), ("answers", answers))},
                   "limit": limit, "model": reader_.spec.model, "api": reader_.spec.api, "flags": _flags(reader_),
                   "run_files": {name: str(path) for name, path in paths.items()}}
-        return annotate_runs(collection, runs, depth, output, reader_.config, reader_.spec.name, reader_.spec.load,
+        return annotate_runs(collection, runs, depth, output, reader_.config, spec.name, spec.load,
                              unjudged=unjudged, judge_factory=lambda: relevance_judge(judge_spec), progress=progress,
                              inputs=inputs, judge=judge,
                              before_model=lambda todo, pairs: say(estimate_line(todo, pairs, depth, reader_)),

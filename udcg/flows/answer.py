@@ -82,6 +82,7 @@ def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model
     choice = ModelChoice.of(model, device=device, dtype=dtype, batch_size=batch_size, **(api or {}))
     spec = choice.spec(defaults=LOCAL_DEFAULTS)  # an API model refuses the local options
     spec.check_installed()
+    spec = spec.settled()  # an openai: model's server, settled once (the line and the backend read it)
     if spec.api:  # the first line names the server (an openai: model without one refuses without a key)
         say(where_it_goes(spec))
     output = Path(output)

@@ -38,6 +38,7 @@ def _make_judge(task, spec: ModelSpec | None, *, match: str, f1_threshold: float
 
     if spec is None:
         return RuleJudge(task, match=match, f1_threshold=f1_threshold, require_relevant_context=require_relevant_context)
+    spec = spec.settled()  # an openai: model's server, settled once (the line and the backend read it)
     if spec.api:  # names the server (an openai: model without one refuses without a key)
         say(where_it_goes(spec).replace("reader ", "judge ", 1))
     backend = spec.load()

@@ -19,8 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from udcg.errors import InputError
-from udcg.io.writing import (_file_kind, atomic_write_bytes, atomic_write_json, atomic_write_jsonl,  # noqa: F401
-                             atomic_write_text, check_output_path, dumps)
+from udcg.io.writing import _file_kind
+# The writers live in io/writing; io/files is where a reader of udcg's files finds them too (explicit re-exports).
+from udcg.io.writing import atomic_write_bytes as atomic_write_bytes, atomic_write_json as atomic_write_json
+from udcg.io.writing import atomic_write_jsonl as atomic_write_jsonl, atomic_write_text as atomic_write_text
+from udcg.io.writing import check_output_path as check_output_path, dumps as dumps
 
 MAX_FILE_BYTES = 2 * 1024**3
 MAX_GZIP_RATIO = 100  # text compresses 3-20x; a gzip that expands more is a bomb or not data

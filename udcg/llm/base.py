@@ -11,9 +11,10 @@ first user turn (``merge_system``).
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -76,35 +77,46 @@ class PromptReader(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+RETIRED_CAPABILITIES = ("logprobs", "continuation", "sampling", "n", "open_weights", "batching")
+CHUNK_SIZE = 32  # requests per cached, fsynced unit of work where neither the user nor the backend says more
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class Capabilities:
     """What a backend can do, declared by its class (``BaseBackend.capabilities``) so that no caller
-    probes for methods. ``logprobs``: ``next_token_logprobs`` gives a candidate's log-probability
-    (a top list counts: -inf outside it); ``continuation``: ``continuation_logprobs`` works
-    (teacher forcing: open weights, or a server that scores text); ``sampling``: ``generate``
-    honours temperature and seed; ``n``: several answers per chat in one request; ``open_weights``:
-    the weights run in this process; ``batching``: one call runs many chats together (``batch_size``
-    means something); ``single_pass_read``: ``read`` gives the three per-passage values of a chat
-    from one pass (``PromptReader``; ``can_read`` may still say no for a server that cannot score);
+    probes for methods; only what some caller asks (a test holds every flag read in ``udcg/``).
     ``api``: served through an API (no device, dtype or batch size of ours; requests run in
     parallel), which also says how ``udcg.llm.registry.resolve`` treats an entry point's scheme;
     ``top_list``: first tokens come from a server's top list as well (``first_token_logprobs``: the
     list, a token outside it censored; ``first_token_scores``: exact where the server scores text,
     else the list), so the estimators read those and never take -inf for a probability of 0;
-    ``serve``: ``udcg serve`` may serve it (chat completions from ``generate``; the token extras of a
-    ``Servable``); ``stream``: ``generate`` takes ``on_text`` and tells each answer as it grows."""
+    ``single_pass_read``: ``read`` gives the three per-passage values of a chat from one pass
+    (``PromptReader``; ``can_read`` may still say no for a server that cannot score); ``serve``:
+    ``udcg serve`` may serve it (chat completions from ``generate``; the token extras of a
+    ``Servable``); ``stream``: ``generate`` takes ``on_text`` and tells each answer as it grows.
+
+    The flags of earlier releases that nothing read (``RETIRED_CAPABILITIES``: logprobs,
+    continuation, sampling, n, open_weights, batching) are still accepted, with a
+    ``DeprecationWarning``, and ignored: what a backend offers is the calls it implements."""
 
     api: bool = False
     top_list: bool = False
-    logprobs: bool = True
-    continuation: bool = False
-    sampling: bool = True
-    n: bool = False
-    open_weights: bool = False
-    batching: bool = False
     single_pass_read: bool = False
     serve: bool = False
     stream: bool = False
+
+    def __init__(self, **declared: bool) -> None:
+        retired = sorted(declared.keys() & set(RETIRED_CAPABILITIES))
+        if retired:
+            warnings.warn(f"Capabilities({', '.join(f'{k}=...' for k in retired)}): no longer declared (nothing reads "
+                          "it; drop it: a backend offers the calls it implements)", DeprecationWarning, stacklevel=2)
+        names = {f.name: f.default for f in fields(Capabilities)}
+        unknown = sorted(declared.keys() - names.keys() - set(RETIRED_CAPABILITIES))
+        if unknown:
+            raise TypeError(f"Capabilities() got an unexpected keyword argument {unknown[0]!r} (the capabilities: "
+                            f"{', '.join(names)})")
+        for name, default in names.items():
+            object.__setattr__(self, name, declared.get(name, default))
 
 
 class BaseBackend:
@@ -122,6 +134,13 @@ class BaseBackend:
     def api(self) -> bool:
         """Whether it is served through an API (``capabilities.api``; a lazy backend knows it unloaded)."""
         return self.capabilities.api
+
+    @property
+    def chunk_size(self) -> int:
+        """Requests per cached, fsynced unit of work where the user gives none (``--chunk-size``): the
+        backend's own declaration, as a GPU model wants larger units (``HFBackend``); a class may set
+        ``chunk_size = N`` instead. Read only when there is work to chunk (``udcg.resumable.fill``)."""
+        return CHUNK_SIZE
 
     @property
     def concurrent_requests(self) -> int:

@@ -67,6 +67,10 @@ class LazyBackend(BaseBackend):
         return self.spec.api
 
     @property
+    def chunk_size(self) -> int:  # the loaded backend's (asked only when there is work: it loads the model)
+        return self._get().chunk_size
+
+    @property
     def capabilities(self) -> Capabilities:  # type: ignore[override]  (the loaded backend's)
         return self._get().capabilities
 

@@ -40,11 +40,11 @@ from udcg import bounds
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams
 from udcg.llm.openai_fleet import Fleet
-from udcg.llm.openai_results import ApiLogprobs, BatchError, raise_on_errors  # noqa: F401 (BatchError: the callers' name)
+from udcg.llm.openai_results import ApiLogprobs, raise_on_errors
 from udcg.llm.openai_scoring import ExactScoring
 from udcg.llm.openai_target import SCORING, SERVER_SOURCES, target
 from udcg.llm.openai_transport import JobBatch, Pacer, Transport, post_bounded, request_failure
-from udcg.llm.openai_wire import (DEFAULT_CONCURRENCY, backoff_delay, check_key, check_url, endpoint, error_text, hint, retryable, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
+from udcg.llm.openai_wire import (backoff_delay, check_key, check_url, endpoint, error_text, hint, retryable, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
                                   check_count, parse_choices, parse_first_top_logprobs, request_headers, retry_after_seconds)
 from udcg.redact import redact, redact_echo, url_secrets
 
@@ -77,7 +77,7 @@ class OpenAIBackend(ExactScoring):
         *,
         name: str | None = None,
         api_key_env: str = "OPENAI_API_KEY",
-        max_concurrency: int = DEFAULT_CONCURRENCY,
+        max_concurrency: int = bounds.DEFAULT_CONCURRENCY,
         requests_per_minute: float | None = None,
         timeout: float = 60.0,
         max_retries: int = 5,
@@ -389,8 +389,10 @@ class OpenAIBackend(ExactScoring):
 
 
 def from_registry(model: str, **kw: Any) -> OpenAIBackend:
-    """``load_backend("openai:MODEL", base_urls=..., ...)``. Without ``base_urls``: ``target``."""
+    """``load_backend("openai:MODEL", base_urls=..., ...)``. Without ``base_urls`` (a spec not
+    ``settled``): ``target``."""
     if not model:
         raise InputError("model 'openai:': give the served model name after the colon (e.g. openai:gpt-4o-mini)")
-    kw["base_urls"] = target(kw.get("base_urls"), kw.get("api_key_env") or "OPENAI_API_KEY")[0]
+    if not kw.get("base_urls"):
+        kw["base_urls"] = target(None, kw.get("api_key_env") or "OPENAI_API_KEY")[0]
     return OpenAIBackend(model, **kw)

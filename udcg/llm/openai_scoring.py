@@ -106,7 +106,7 @@ class ExactScoring(BaseBackend):
     ``tokenizer`` (a name), ``scoring`` (``SCORING``), ``first_token_logprobs`` and ``generate``.
     Its capabilities: continuations and ``read`` where the server scores text (``can_read``)."""
 
-    capabilities = Capabilities(api=True, top_list=True, logprobs=True, continuation=True, sampling=True, n=True, single_pass_read=True)
+    capabilities = Capabilities(api=True, top_list=True, single_pass_read=True)
 
     def first_token_scores(self, chats: Sequence[Chat], candidates: Sequence[str]) -> list:
         """Each candidate's first-token log-probability per chat: exact through ``/v1/completions``

@@ -60,7 +60,7 @@ def client_kind() -> str:
     if asked == "httpx":
         return "httpx"
     try:
-        import aiohttp  # noqa: F401
+        importlib.import_module("aiohttp")  # installed and importing
     except ImportError:
         if asked == "aiohttp":
             raise InputError(f"{CLIENT_ENV}=aiohttp, but aiohttp is not installed (pip install aiohttp)") from None

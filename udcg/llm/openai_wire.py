@@ -14,7 +14,6 @@ from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams
 from udcg.redact import redact
 
-DEFAULT_CONCURRENCY = 64  # requests in flight: a vLLM/SGLang server batches them; a rate-limited API answers 429s, retried
 
 
 def chat_payload(model: str, chat: Chat, params: GenerationParams) -> dict:

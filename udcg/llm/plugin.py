@@ -90,9 +90,17 @@ class Checked(BaseBackend):
 
     @property
     def concurrent_requests(self) -> int:
-        n = self._call("concurrent_requests", lambda: self.inner.concurrent_requests)
-        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 100_000:
-            self._broken("concurrent_requests", _fault("concurrent_requests", n), "an int in [1, 100000]")
+        return self._count("concurrent_requests", 100_000)
+
+    @property
+    def chunk_size(self) -> int:
+        return self._count("chunk_size", 1_000_000)
+
+    def _count(self, attr: str, high: int) -> int:
+        """The plugin's ``attr``: an int in [1, ``high``], else one ``BackendError``."""
+        n = self._call(attr, lambda: getattr(self.inner, attr))
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= high:
+            self._broken(attr, _fault(attr, n), f"an int in [1, {high}]")
         return n
 
     def __getattr__(self, attr: str) -> Any:  # anything else the plugin offers (its own settings)

@@ -155,6 +155,18 @@ class ModelSpec:
     api: bool  # served through an API: no forward pass, device or dtype of ours; requests run in parallel
     name: str  # the name every result, cache and output records (known without loading the model)
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), hash=False)  # for the backend
+    server: str = field(default="", compare=False)  # what set an openai: model's base_urls (``settled``); "": not yet
+
+    def settled(self) -> ModelSpec:
+        """This spec with an ``openai:`` model's server settled, once (``openai_target.target``: the
+        given URLs, else the environment's, else OpenAI's API, refused without a key), so that the line
+        naming it (``where_it_goes``) and the backend (``load``) read one answer; any other spec as it is."""
+        if self.scheme != "openai" or self.server:
+            return self
+        from udcg.llm.openai_target import target
+
+        urls, source = target(self.options.get("base_urls"), self.options.get("api_key_env") or "OPENAI_API_KEY")
+        return replace(self, options=MappingProxyType({**self.options, "base_urls": urls}), server=source)
 
     def load(self) -> BaseBackend:
         """The backend (``load_backend(self)``: built from this spec, not resolved again)."""
@@ -225,16 +237,17 @@ def resolve(model: str, *, defaults: Mapping[str, Any] | None = None, **options:
 
 def where_it_goes(spec: ModelSpec) -> str:
     """One line naming where a model runs: in this process, or the server(s) its requests go to and
-    what set them (an ``openai:`` model without a server refuses without a key: ``InputError``)."""
+    what set them (an ``openai:`` model without a server refuses without a key: ``InputError``; a
+    flow settles the spec first, ``ModelSpec.settled``, and loads that one)."""
     if not spec.api:
         return f"reader {spec.name}: local model ({spec.model})"
     if spec.scheme != "openai":
         return f"reader {spec.name}: {spec.scheme} API"
-    from udcg.llm.openai_target import target
     from udcg.llm.openai_wire import check_url
     from udcg.redact import mask_url, redact, url_secrets
 
-    urls, source = target(spec.options.get("base_urls"), spec.options.get("api_key_env") or "OPENAI_API_KEY")
+    spec = spec.settled()  # a flow that settled it already (and loads that spec) asks the environment once
+    urls, source = spec.options["base_urls"], spec.server
     for url in urls:  # a URL that cannot work fails here, in one line, as the backend would
         check_url(url)
     line = f"reader {spec.name}: requests go to {', '.join(map(mask_url, urls))}" + ("" if source == "given" else f" ({source})")

@@ -30,11 +30,11 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from udcg.bounds import MAX_CUTOFF  # the largest k of @k, declared once with every bound
 from udcg.errors import InputError
 from udcg.metrics import registry
 from udcg.metrics.measure_types import Measure
 
-MAX_CUTOFF = 1_000_000  # the largest k of @k (udcg.bounds.MAX_CUTOFF; metrics import nothing of udcg but errors)
 
 
 class _Specs(Mapping):

@@ -31,8 +31,11 @@ from __future__ import annotations
 import numpy as np
 
 from udcg.metrics import kernels as K
-from udcg.metrics.measure_types import (CUTOFF_RULES, DIRECTIONS, NEEDS, RUN_INPUTS, Definition, Kernel,  # noqa: F401
-                                        Measure, definition, definitions, lookup, needs, register, unregister)
+from udcg.metrics.measure_types import Definition, Measure, definition, register
+# The registry's public face (its table and types live in measure_types): explicit re-exports.
+from udcg.metrics.measure_types import CUTOFF_RULES as CUTOFF_RULES, DIRECTIONS as DIRECTIONS, NEEDS as NEEDS
+from udcg.metrics.measure_types import RUN_INPUTS as RUN_INPUTS, Kernel as Kernel, definitions as definitions
+from udcg.metrics.measure_types import lookup as lookup, needs as needs, unregister as unregister
 from udcg.metrics.signals import Signals
 
 DCG_CHOICES = ("log2", "exp-log2")

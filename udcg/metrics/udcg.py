@@ -15,12 +15,10 @@ import numbers
 import numpy as np
 from scipy.special import expit
 
+from udcg.bounds import MAX_GAMMA  # the largest weight of the distracting passages (why: udcg.bounds)
 from udcg.errors import InputError
 from udcg.metrics.constants import GAMMA
 
-# The largest weight of the distracting passages: the score (sum u+ + gamma sum u-) / k then stays in
-# [-MAX_GAMMA, 1], where the sigmoid neither overflows nor rounds to 0 (1e308 gave UDCG = 0 everywhere).
-MAX_GAMMA = 100.0
 AUTHORS_GAMMA = 0.333  # the weight the authors' pipeline script passes (their stored values use it)
 VARIANTS = ("full", "rel-only", "binary")
 
