@@ -103,7 +103,7 @@ def main(args: argparse.Namespace) -> int:
     from udcg.errors import InputError
     from udcg.flows.compare_config import merged, read_options
     from udcg.flows.run_compare import compare_run_files
-    from udcg.flows.label_checks import label_block, write_label_rows
+    from udcg.flows.label_checks import label_details, write_label_rows
     from udcg.flows.run_scores import alias_notes, named_runs
     from udcg.flows.score import score_notes
 
@@ -125,8 +125,8 @@ def main(args: argparse.Namespace) -> int:
                                      plot=args.plot, per_query=args.per_query)
     print(text)
     labels = next(iter(scores.values())).labels
-    if args.verbose:
-        for line in label_block(labels, dict(zip(named_runs(args.run), args.run)), args.utilities, verbose=True):
+    if args.verbose:  # the footer holds the label block: only what -v adds to it, when there is any
+        for line in label_details(labels, dict(zip(named_runs(args.run), args.run)), args.utilities):
             print(line, file=sys.stderr)
     if args.label_rows:
         write_label_rows(args.label_rows, labels)

@@ -131,11 +131,24 @@ def label_block(check: LabelCheck | None, runs: Mapping[str, Any] | None = None,
     (``check.fragility``); with ``verbose`` every query flagged and every fragility."""
     if check is None:
         return []
-    lines = check.lines() + fragility_lines(check.fragility, runs or {}, utilities, verbose)
-    if verbose:
-        lines += [f"  query {q.qid}: {q.n_relevant} relevant" + (" (none)" if q.zero_relevant else " (implausible)")
-                  for q in check.queries if q.zero_relevant or q.implausible]
-    return lines
+    return check.lines() + fragility_lines(check.fragility, runs or {}, utilities, verbose) + (
+        flagged_lines(check) if verbose else [])
+
+
+def flagged_lines(check: LabelCheck) -> list[str]:
+    """A line per query the label checks flag (no relevant document, or implausibly many)."""
+    return [f"  query {q.qid}: {q.n_relevant} relevant" + (" (none)" if q.zero_relevant else " (implausible)")
+            for q in check.queries if q.zero_relevant or q.implausible]
+
+
+def label_details(check: LabelCheck | None, runs: Mapping[str, Any] | None = None, utilities: Any = None
+                  ) -> list[str]:
+    """What ``verbose`` adds to a block already printed (compare's footer holds ``label_block``):
+    the significant UDCG differences' fragility lines after the first, and the flagged queries;
+    nothing when there are none."""
+    if check is None:
+        return []
+    return fragility_lines(check.fragility, runs or {}, utilities, True)[1:] + flagged_lines(check)
 
 
 def write_label_rows(output: str | Path, check: LabelCheck | None) -> None:
