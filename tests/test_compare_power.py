@@ -249,9 +249,10 @@ def test_the_answer_plan_says_when_no_answers_could_be_significant():
 
 @pytest.fixture
 def five_queries(tmp_path: Path) -> Path:
-    """The packaged example (``udcg example``) cut to its first 5 queries."""
+    """The packaged example (``udcg example``) cut to 5 queries, nq11 and nq15 among them: the two
+    where the runs' nDCG@5 differ (before the fix: MDD 0.9213 nDCG@5, 0.1843 P@5 on them)."""
     assert main(["example", str(tmp_path / "ex")]) == 0
-    ex, keep = tmp_path / "ex", {f"nq{i}" for i in range(5)}
+    ex, keep = tmp_path / "ex", {"nq0", "nq1", "nq2", "nq11", "nq15"}
     out = tmp_path / "five"
     (out / "runs").mkdir(parents=True)
     for src, dst in ((ex / "qrels" / "test.tsv", out / "qrels.tsv"), (ex / "runs" / "bm25.trec", out / "runs" / "bm25.trec"),
