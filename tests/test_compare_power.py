@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats as ss
 
 from udcg.cli import main
 from udcg.flows import answer_plan
@@ -214,7 +215,11 @@ def test_the_exact_tests_own_power_at_the_mdd_falls_short_on_few_queries():
     def power_at_mdd(n: int) -> float:  # differences ~ normal(MDD, 1), the MDD at sd 1
         return _sign_flip_power(n, detectable_difference(1.0, n, 0.05, 0.8, "t"), 1500, n)
 
-    assert power_at_mdd(6) < 0.7
+    assert power_at_mdd(6) == pytest.approx(0.62, abs=0.04)
+    # by hand: on 6 queries only the two sign vectors of one sign reject (2 / 64 < 0.05 <= 4 / 64), so the
+    # power is P(all 6 positive) + P(all 6 negative) with d ~ normal(MDD, 1)
+    delta = detectable_difference(1.0, 6, 0.05, 0.8, "t")
+    assert ss.norm.cdf(delta) ** 6 + ss.norm.cdf(-delta) ** 6 == pytest.approx(0.62, abs=0.01)
     assert power_at_mdd(SMALL_N) == pytest.approx(0.8, abs=0.05)
     note = "With fewer than 8 queries this test's own power at the MDD is below 80%"
     assert note in compare_scores(_two(6), n_boot=200).format()
