@@ -127,6 +127,8 @@ def test_five_queries_one_run_better_on_every_one_is_undetectable():
     assert pair["mdd"] is None and pair["undetectable"] is True and pair["p_floor"] == 0.0625
     assert "smallest p on 5 queries is 0.0625" in pair["undetectable_reason"]
     assert FIVE in record["footer"]
+    row = cmp.to_frame("pairs").iloc[0]
+    assert math.isnan(row["mdd"]) and row["p_floor"] == 0.0625
 
 
 def test_six_queries_can_be_significant_and_keep_their_mdd():

@@ -123,7 +123,8 @@ class Comparison(ComparisonData):
     def to_frame(self, kind: str = "runs"):
         """A pandas DataFrame (needs pandas). ``"runs"``: one row per (run, measure): mean, low, high,
         n, beats. ``"pairs"``: one row per (measure, run_a, run_b): diff, its interval low/high, n,
-        a_higher / equal / b_higher (queries), mdd, p, p_holm, significant, family_size. ``"ties"``:
+        a_higher / equal / b_higher (queries), mdd (NaN where undetectable), p, p_holm, significant,
+        family_size, p_floor (the test's smallest p on n queries after the correction). ``"ties"``:
         the same for the tie table (``compare(ties=...)``; n = the pair's tied queries). ``"queries"``:
         one row per (measure, qid): each run's value and each pair's difference A - B on the query
         (``query_rows``), to find the queries that drive a gap."""
@@ -138,7 +139,7 @@ class Comparison(ComparisonData):
         if kind in ("pairs", "ties"):
             columns = ["measure", "run_a", "run_b", "diff", "low", "high", "n", "a_higher", "equal", "b_higher", "mdd",
                        "p", "p_holm", "significant", "family_size", "margin", "p_tost", "p_tost_holm", "equivalent",
-                       "decision", "queries_to_detect", "queries_for_equivalence"]
+                       "decision", "queries_to_detect", "queries_for_equivalence", "p_floor"]
             dicts = ([self._pair_dict(t) for t in self.pairs] if kind == "pairs" else
                      [self._pair_dict(t, self.tie_family_sizes) for t in self.tie_pairs])
             rows = [{k: (float("nan") if v is None else v) for k, v in d.items()} for d in dicts]
