@@ -141,12 +141,10 @@ def test_mdd_follows_the_t_power_formula_and_the_family_level():
     assert ss.nct.sf(crit, n - 1, nc) + ss.nct.cdf(-crit, n - 1, nc) == pytest.approx(0.8, abs=1e-6)
     assert min_detectable_difference(a, b, 0.05 / 3) > mdd  # Holm's strictest step of a family of 3
     assert min_detectable_difference(a, b, method="wilcoxon") == pytest.approx(mdd / np.sqrt(3 / np.pi))
-    assert np.isnan(min_detectable_difference([1.0, 2.0], [0.0, 1.0], method="t"))  # the differences do not vary
-    assert np.isinf(min_detectable_difference([1.0], [0.0]))  # one query: no test can be significant
-    for n in (2, 3, 4):  # few degrees of freedom: scipy's far tail is NaN there, the t-test's MDD is not
-        assert np.isfinite(min_detectable_difference(np.arange(1.0, n + 1), np.zeros(n), 0.05 / 3, method="t"))
-        # the exact sign-flip test's p cannot go below 2 / 2^n there (tests/test_compare_power.py)
-        assert np.isinf(min_detectable_difference(np.arange(1.0, n + 1), np.zeros(n), 0.05 / 3))
+    assert np.isnan(min_detectable_difference([1.0, 2.0], [0.0, 1.0]))  # the differences do not vary
+    assert np.isnan(min_detectable_difference([1.0], [0.0]))
+    for n in (2, 3, 4):  # few degrees of freedom: scipy's far tail is NaN there, the MDD is not
+        assert np.isfinite(min_detectable_difference(np.arange(1.0, n + 1), np.zeros(n), 0.05 / 3))
     cmp = compare_scores(_runs(), n_boot=200, n_resamples=999)
     pair = cmp.pairs[0]
     assert cmp.mdd_alpha["A"] == pytest.approx(0.05 / 3)

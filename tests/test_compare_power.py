@@ -92,14 +92,17 @@ def test_a_level_below_the_random_flips_floor_is_never_reached():
     assert queries_to_reach(1e-6, "permutation", EXACT_MAX_N, R) == 21  # exact up to 24 queries
 
 
-def test_the_mdd_is_inf_where_the_floor_is_not_below_its_level():
+def test_the_mdd_is_undetectable_where_the_floor_is_not_below_its_level():
     d = np.array([0.06, 0.05, 0.07, 0.08, 0.04])
-    assert math.isinf(min_detectable_difference(d, np.zeros(5)))  # before: 0.0185, a paired-t figure
-    assert math.isfinite(min_detectable_difference(d, np.zeros(5), method="t"))
-    assert math.isinf(min_detectable_difference(d, np.zeros(5), method="wilcoxon"))
+
+    def mdd(values: np.ndarray, **kw) -> float:
+        return compare_scores({"a": {"M": values}, "b": {"M": np.zeros(len(values))}}, n_boot=100, **kw).pairs[0].mdd
+
+    assert math.isinf(mdd(d))  # before: 0.0266, the paired-t figure, which stays the t-test's
+    assert mdd(d, test="t") == min_detectable_difference(d, np.zeros(5), method="t") == pytest.approx(0.0266, abs=1e-4)
+    assert math.isinf(mdd(d, test="wilcoxon"))
     six = np.r_[d, 0.05]
-    assert math.isfinite(min_detectable_difference(six, np.zeros(6)))
-    assert math.isinf(min_detectable_difference(six, np.zeros(6), 0.05 / 3))  # Holm's first step, family of 3
+    assert mdd(six) == min_detectable_difference(six, np.zeros(6))
 
 
 # ---------------------------------------------------------------- compare: toys at 5 and 6 queries

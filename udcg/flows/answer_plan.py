@@ -43,9 +43,12 @@ def pair_alpha(runs: int, alpha: float = ALPHA) -> float:
 
 def detectable(queries: int, runs: int, alpha: float = ALPHA, power: float = POWER) -> float:
     """The difference in correct rate two of ``runs`` runs answered on ``queries`` queries could
-    detect (compare's MDD at the planning spread); inf beyond the rate's range (1), NaN below 2."""
+    detect (compare's MDD at the planning spread); inf beyond the rate's range (1) or where the test
+    cannot be significant on so few queries (``floor_text``)."""
     from udcg.metrics.stats import detectable_difference
 
+    if floor_text(queries, runs, alpha):  # no answers on so few queries could be significant
+        return math.inf
     mdd = detectable_difference(PLANNING_SD, queries, pair_alpha(max(runs, 2), alpha), power, TEST)
     return math.inf if mdd > 1 else mdd
 

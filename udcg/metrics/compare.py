@@ -20,7 +20,9 @@ differences, Holm's correction over a chosen family, ranx-style reports.
   ``power`` (0.8) and the family's strictest Holm level alpha / m (m = comparisons in the pair's
   family; alpha with ``correction="none"``), so a true difference this large is detected with at
   least that power whatever the other p-values. An estimate from the spread of the paired
-  differences.
+  differences (the paired t-test's power). inf (undetectable) where the test's smallest p on the
+  pair's queries is not below that level (``p_floor``: 2 / 2^n for the exact sign-flip test, so
+  none on 5 queries, 2 / 2^5 = 0.0625; ``PairTest.reachable``, ``p_floor`` = m x that floor).
 - **Permutation test cost**: exact enumeration (n <= ``EXACT_MAX_N`` = 24 queries) unless the
   table's 2^n sums would exceed ``EXACT_BUDGET`` (a few seconds here); then every pair uses
   ``n_resamples`` (100,000) seeded random sign flips and the report says so, with the largest Monte
@@ -238,10 +240,10 @@ def _pair_tests(keys: list[tuple[str, str, str]], sides: Mapping[tuple[str, str,
     for (m, a, b), d, p, p_adj in zip(keys, diffs, pvalues, adjusted):
         decisive = p if correction == "none" else p_adj
         estimated = test == "permutation" and np.any(d) and is_estimated(len(d), exact_max_n)
-        mdd = min_detectable_difference(*sides[m, a, b], mdd_alpha[m], power, test, exact_max_n, n_resamples)
         family = sizes[m] if correction != "none" and sizes[m] > 1 else 1
         floor = min(1.0, family * smallest_p(len(d), test, exact_max_n, n_resamples)) if len(d) else math.nan
         reachable = not len(d) or can_reach(len(d), mdd_alpha[m], test, exact_max_n, n_resamples)
+        mdd = min_detectable_difference(*sides[m, a, b], mdd_alpha[m], power, test) if reachable else math.inf
         if m in ranges and mdd > ranges[m]:
             mdd = math.inf
         higher, lower = int(np.count_nonzero(d > EQUAL_WITHIN)), int(np.count_nonzero(d < -EQUAL_WITHIN))

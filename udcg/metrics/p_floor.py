@@ -3,7 +3,10 @@
 A test whose p cannot go below the level it is judged at detects nothing, whatever the data: with
 five queries the exact sign-flip test's smallest two-sided p is 2 / 2^5 = 0.0625 > 0.05, so five
 queries on which one run beats the other every time are not significant, and no minimum detectable
-difference exists (``stats.detectable_difference`` is then inf). The floors, for n differences
+difference exists: compare's MDD is then undetectable (inf), the answer plan's too, and planning
+starts at the queries that reach the level (``stats.min_detectable_difference`` itself stays the
+paired t-test's power formula, which validate's power tables use on hundreds of questions). The
+floors, for n differences
 (all non-zero, as a true shift makes them; the most extreme data the test can see):
 
 - sign-flip permutation test, exact (n <= ``exact_max_n``): 2 / 2^n two-sided, 1 / 2^n one-sided

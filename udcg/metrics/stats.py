@@ -29,7 +29,7 @@ Conventions (those of ``scipy.stats.permutation_test(..., permutation_type="samp
   shared flips (3,000 queries x 100,000 flips: about a second).
 - ``min_detectable_difference``: the true mean difference a paired test at level ``alpha`` would
   detect with the given power, from the spread of the observed differences (an estimate: the
-  noncentral t power of the paired t-test; inf where the test's p cannot go below alpha: ``p_floor``).
+  noncentral t power of the paired t-test; see ``min_detectable_difference``).
 
 Resampling is done in chunks of about ``_CHUNK_ELEMENTS`` numbers, so 20,000 queries x 100,000
 resamples stays within a few tens of MB; the random draws do not depend on the chunk size.
@@ -43,7 +43,6 @@ from functools import lru_cache
 import numpy as np
 
 from udcg.errors import InputError
-from udcg.metrics.p_floor import can_reach
 
 TESTS = ("permutation", "t", "wilcoxon")
 ALTERNATIVES = ("two-sided", "greater", "less")
@@ -359,8 +358,7 @@ def t_noncentrality(df: int, alpha: float, power: float) -> float:
 
 
 def min_detectable_difference(a: object, b: object, alpha: float = 0.05, power: float = 0.8,
-                              method: str = "permutation", exact_max_n: int = EXACT_MAX_N,
-                              n_resamples: int = DEFAULT_RESAMPLES) -> float:
+                              method: str = "permutation") -> float:
     """The smallest true mean difference of a - b that a two-sided paired test at level ``alpha``
     would detect with probability ``power`` on as many queries as here, given the spread of the
     observed differences d (pairs with a NaN dropped): MDD = delta * sd(d) / sqrt(n), delta the
@@ -368,24 +366,20 @@ def min_detectable_difference(a: object, b: object, alpha: float = 0.05, power: 
     (about (t_{1-alpha/2} + t_power) * sd / sqrt(n)). An estimate: sd(d) is estimated, and the
     differences are assumed to shift as a whole. The sign-flip permutation test on the mean is
     asymptotically the t-test, so it gets the same value; Wilcoxon's is divided by sqrt(3/pi), its
-    asymptotic relative efficiency under normal differences. inf when the test's p cannot go below
-    ``alpha`` on n queries at all (``p_floor``: the exact sign-flip test on 5, 2 / 2^5 = 0.0625);
-    else NaN with fewer than 2 pairs or when the differences do not vary."""
+    asymptotic relative efficiency under normal differences. NaN with fewer than 2 pairs or when
+    the differences do not vary."""
     d = _differences(a, b)
-    return detectable_difference(float(np.std(d, ddof=1)) if len(d) > 1 else math.nan, len(d), alpha, power, method,
-                                 exact_max_n, n_resamples)
+    return detectable_difference(float(np.std(d, ddof=1)) if len(d) > 1 else math.nan, len(d), alpha, power, method)
 
 
-def detectable_difference(sd: float, n: int, alpha: float = 0.05, power: float = 0.8, method: str = "permutation",
-                          exact_max_n: int = EXACT_MAX_N, n_resamples: int = DEFAULT_RESAMPLES) -> float:
+def detectable_difference(sd: float, n: int, alpha: float = 0.05, power: float = 0.8,
+                          method: str = "permutation") -> float:
     """``min_detectable_difference`` on ``n`` queries whose paired differences spread with standard
     deviation ``sd`` (observed there; assumed when planning a run: ``udcg answer --sample``)."""
     if method not in TESTS:
         raise InputError(f"paired test {method!r} is unknown: use one of {', '.join(TESTS)}")
     if not 0 < alpha < 1 or not 0 < power < 1:
         raise InputError(f"alpha = {alpha!r}, power = {power!r}: both must lie between 0 and 1 (e.g. 0.05 and 0.8)")
-    if n >= 1 and not can_reach(n, alpha, method, exact_max_n, n_resamples):
-        return math.inf  # no data on n queries is significant at alpha: no difference is detectable
     if n < 2 or not sd > 0:
         return float("nan")
     mdd = t_noncentrality(n - 1, float(alpha), float(power)) * sd / np.sqrt(n)
