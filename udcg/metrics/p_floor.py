@@ -21,7 +21,8 @@ A family corrected by Holm (or Bonferroni) rejects nothing unless its smallest p
 (Holm's first step), so a comparison's floor after the correction is min(1, m × floor);
 ``queries_to_reach`` is the smallest n whose floor is below a level (alpha / m: 6 queries for
 alpha 0.05 alone, 7 for a family of 3). The functions take the regime (``exact_max_n``,
-``n_resamples``) from their caller: ``udcg.metrics.stats`` (the tests) sits above this module.
+``n_resamples``) from their caller (compare, planning, the answer plan), which has it from
+``udcg.metrics.stats``.
 """
 
 from __future__ import annotations
