@@ -1,12 +1,14 @@
 """The package's shape: imports run one way through seven floors, metrics stay pure, modules stay small.
 
 Floors, from the bottom (a module may import only from floors below its own, or from its own unit;
-a unit, a "room" in docs/architecture.md, is a top-level module or package of udcg; 1b is a
-sublevel of floor 1, so FLOORS has eight entries for seven floors):
+a unit, a "room" in docs/architecture.md, is a top-level module or package of udcg; 1b and 1c are
+sublevels of floor 1, so FLOORS has nine entries for seven floors):
 
 1. base: records, errors, text, progress, redact, version
 1b. bounds (the allowed range of every numeric option and config value; raises errors' InputError) and
     extras (the optional IR libraries, imported on use; a missing one is an InputError naming the extra)
+1c. options (an operation's options declared once, the flags and the API's keywords made from them;
+    their ranges are bounds')
 2. io/ (files and data sets) and llm/ (the model backends), which do not import each other
 3. resumable (the one resumable, cached runner every model step uses)
 4. annotate/, grade/, metrics/ (metrics import only errors, besides numpy/scipy/scikit-learn/pandas;
@@ -43,6 +45,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "udcg"
 FLOORS = [
     {"udcg.records", "udcg.errors", "udcg.text", "udcg.progress", "udcg.redact", "udcg.version"},
     {"udcg.bounds", "udcg.extras"},
+    {"udcg.options"},
     {"udcg.io", "udcg.llm"},
     {"udcg.resumable"},
     {"udcg.annotate", "udcg.grade", "udcg.metrics"},
@@ -50,7 +53,7 @@ FLOORS = [
     {"udcg.experiment"},
     {"udcg", "udcg.__main__", "udcg.api", "udcg.api_args", "udcg.cli", "udcg.commands", "udcg.integrations"},
 ]
-FLOOR_NUMBERS = ["1", "1b", "2", "3", "4", "5", "6", "7"]  # of FLOORS, in order: seven floors, 1b a sublevel of 1
+FLOOR_NUMBERS = ["1", "1b", "1c", "2", "3", "4", "5", "6", "7"]  # of FLOORS, in order: seven floors, 1b and 1c sublevels of 1
 INTERFACE_ORDER = ["udcg.__main__", "udcg.cli", "udcg.commands", "udcg", "udcg.integrations", "udcg.api", "udcg.api_args"]  # may import rightwards
 DOMAIN_SHARED = {"udcg.metrics"}  # on the domain floor, the pure metrics serve annotate and grade
 MAX_LINES = 400
@@ -340,15 +343,15 @@ def test_the_architecture_doc_lists_the_floors_of_this_test():
     import re
 
     doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
-    rows = [line for line in doc.splitlines() if re.match(r"\| \d+b? [a-z]", line)]
+    rows = [line for line in doc.splitlines() if re.match(r"\| \d+[bc]? [a-z]", line)]
     listed = []
     for row in reversed(rows):  # the table lists the top floor first
         cell = row.split("|")[2]
         names = re.findall(r"`([a-z_]+(?:\.py|/)?)`", cell)
         listed.append({"udcg" if n == "udcg" else "udcg." + n.removesuffix(".py").removesuffix("/") for n in names})
     assert listed == FLOORS
-    assert [re.match(r"\| (\d+b?) ", row).group(1) for row in reversed(rows)] == FLOOR_NUMBERS
-    rooms, floors = len({_unit(m) for m in MODULES}), len({n.rstrip("b") for n in FLOOR_NUMBERS})
+    assert [re.match(r"\| (\d+[bc]?) ", row).group(1) for row in reversed(rows)] == FLOOR_NUMBERS
+    rooms, floors = len({_unit(m) for m in MODULES}), len({n.rstrip("bc") for n in FLOOR_NUMBERS})
     assert rooms == sum(map(len, FLOORS)), "a room on no floor, or on two"
     assert f"{rooms} rooms on {floors} floors" in doc, f"docs/architecture.md must say: {rooms} rooms on {floors} floors"
 

@@ -34,7 +34,7 @@ def test_counts_flags_and_the_block_by_hand():
     assert "implausible relevant counts: 1 of 6 queries (q6 30 = 30% of the corpus;" in lines[2]
     rows = check.to_dict()["per_query"]
     assert rows[5] == {"qid": "q6", "relevant": 30, "corpus_share": 0.3, "zero_relevant": False, "implausible": True,
-                       "unjudged": {"a": 0, "b": 1}}
+                       "short_answer": "", "short_loose": False, "unjudged": {"a": 0, "b": 1}}
 
 
 def test_clean_labels_print_one_line():

@@ -144,8 +144,8 @@ def test_half_the_relevant_labels_dropped(folders, capsys):
                                "pairs relabelled relevant")
     head, command = block[2].split("it hangs on the unjudged labels: judge them (45 pairs): ")
     assert command == (f"udcg annotate --corpus {dropped} --run {dropped}/runs/dense.trec --run "
-                       f"{dropped}/runs/hybrid.trec --depth 2 --model {MODEL} --unjudged judge --judge rules "
-                       f"-o {folders / 'utilities-dropped'}")
+                       f"{dropped}/runs/hybrid.trec --depth 2 --model {MODEL} -o {folders / 'utilities-dropped'} "
+                       "--unjudged judge --judge rules")  # flows.reader_check.judge_command, as the reader check's
     # the command works: the rules judge labels the 45 pairs (no model time) and the difference is gone
     assert main([*shlex.split(command)[1:], "--no-progress"]) == 0
     err = capsys.readouterr().err

@@ -19,6 +19,7 @@ from udcg.cli import main  # noqa: E402
 from udcg.flows.plots import comparison_figure, reader_check_figure  # noqa: E402
 from udcg.flows.reader_check import check_utilities  # noqa: E402
 from udcg.flows.run_compare import compare_runs  # noqa: E402
+from udcg.flows.run_options import CompareOptions  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +45,9 @@ def test_the_forest_plot_draws_the_tables_numbers(utilities, tmp_path, capsys):
     capsys.readouterr()
     assert (tmp_path / "forest.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = json.loads((tmp_path / "table.json").read_text())
-    cmp, _ = compare_runs({k: str(v) for k, v in RUNS.items()}, str(QRELS), utilities=str(utilities),
-                          metrics="UDCG@5,nDCG@5", n_boot=500, correction="none", alpha=0.3)
+    cmp, _ = compare_runs({k: str(v) for k, v in RUNS.items()},
+                          CompareOptions(qrels=str(QRELS), utilities=str(utilities), metrics="UDCG@5,nDCG@5", n_boot=500,
+                                         correction="none", alpha=0.3))
     assert [(p["measure"], p["run_a"], p["run_b"], p["diff"], p["low"], p["high"], p["mdd"]) for p in table["pairs"]] \
         == [(t.measure, t.run_a, t.run_b, t.diff, t.low, t.high, t.mdd) for t in cmp.pairs]
     fig = comparison_figure(cmp)

@@ -28,6 +28,7 @@ from udcg.metrics import reader_auc
 from udcg.metrics.reader_auc import auc, auc_interval, relabelled_aucs
 from udcg.metrics.reader_check import ReaderCheck, reader_check
 from udcg.metrics.reader_verdict import fragile_limit, verdicts
+from udcg.progress import duration
 from tests.test_own_runs import _annotate, beir  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -202,9 +203,11 @@ def test_a_verdict_that_one_relabelled_pair_flips_hangs_on_the_labels():
     fr = check.fragility
     assert fr is not None and fr.flips_at <= fragile_limit(check.n_unjudged) and check.hangs_on_labels, fr
     text = "\n".join(check.lines())
-    assert "the verdict hangs on the unjudged labels:" in text and f"{fr.flips_at} of the {check.n_unjudged}" in text
+    assert f"  labels: {fr.flips_at} pair" in text and f"would turn it to {fr.verdict_after}" in text
+    assert f"of the {check.n_unjudged} unjudged pairs taken as irrelevant" in text
+    assert "the verdict hangs on the unjudged labels; " in text
     assert f"{fr.pairs[0][0]} {fr.pairs[0][1]}" in text
-    assert "judge them: rerun the udcg annotate that wrote these utilities with --unjudged judge --judge rules" in text
+    assert "judge them: rerun the udcg annotate that wrote these utilities with --unjudged judge --judge MODEL" in text
     assert "  judged pairs only (" in text
     assert check.label_note().startswith(" It hangs on the unjudged labels:")
     back = ReaderCheck.from_dict(json.loads(json.dumps(check.to_dict())))
@@ -233,9 +236,9 @@ def test_a_folder_whose_verdict_hangs_on_the_labels_names_its_judge_command(tmp_
     assert check.hangs_on_labels and check.judge_command == command
     n = check.n_unjudged
     assert check.judge_estimate == (f"{n} pairs to judge: --judge rules (answer containment) runs no model; --judge "
-                                    f"MODEL generates a label a pair, at least {n * 5 / 60:.0f} min with a judge of the "
+                                    f"MODEL generates a label a pair, at least {duration(n * 5)} with a judge of the "
                                     "reader's size (this folder's reader: 0.20 pairs/s over 300 pairs, one forward pass "
-                                    "a pair)")
+                                    "a pair; a judge also generates its label)")
     assert f"judge them: {command} ({check.judge_estimate})" in "\n".join(check.lines())
     assert main(["reader-check", str(folder), "--n-boot", "200", "--json"]) == 0
     record = json.loads(capsys.readouterr().out)[str(folder)]
@@ -244,7 +247,7 @@ def test_a_folder_whose_verdict_hangs_on_the_labels_names_its_judge_command(tmp_
     # compare's footer, from the check recorded in meta.json, says that the verdict hangs on the labels
     (folder / "meta.json").write_text(json.dumps({**meta, "reader_check": record}))
     (note,) = reader_note(folder, ["UDCG@5"])
-    assert note.endswith(f"It hangs on the unjudged labels: {check.fragility.flips_at} of the {n} unjudged pairs, "
+    assert note.endswith(f"It hangs on the unjudged labels: {check.fragility.flips_at} of its {n} unjudged pairs, "
                          f"relabelled relevant, turn it to cannot (udcg reader-check names the command that judges "
                          "them).")
 
@@ -331,14 +334,17 @@ def test_the_largest_n_boot_finishes(tmp_path, capsys):
 def test_the_printed_command_judges_the_unjudged_pairs_without_the_reader(beir, tmp_path, tiny_model_dir,  # noqa: F811
                                                                           capsys):
     """The command the check names is the folder's own annotate with --unjudged judge --judge rules:
-    run as printed, it loads no model, judges every unjudged pair and leaves the p_abs alone."""
+    run as printed, it loads no model, judges every unjudged pair and leaves the p_abs alone. (No
+    unjudged pair of this toy holds an answer alias, so the check itself proposes the model judge.)"""
     folder, runs = beir
     out = tmp_path / "utilities"
     _annotate(folder, runs, ["a", "b"], out, tiny_model_dir, capsys)
     _annotate(folder, runs, ["c"], out, tiny_model_dir, capsys, depth=2)
     meta = json.loads((out / "meta.json").read_text())
     before = udcg.reader_check(out)
-    command = judge_command(out, meta)
+    assert meta["containment"]["unjudged_contained"] == 0 and judge_command(out, meta).endswith(
+        f"--unjudged judge --judge {tiny_model_dir}")
+    command = judge_command(out, meta, "rules")
     assert command.count("udcg annotate") == 2 and "--unjudged judge --judge rules" in command  # one per depth
     for part in command.split(" && "):
         argv = shlex.split(part)
@@ -429,9 +435,10 @@ def test_make_demos_verdict_says_it_hangs_on_the_unjudged_labels(demo, capsys):
     command = shlex.join(["udcg", *argv[:-1], "--unjudged", "judge", "--judge", "rules"])
     assert "\n".join(check.lines()) in err  # annotate printed the same check
     assert check.judge_command == command
-    assert lines[4] == ("  labels: the verdict hangs on the unjudged labels: 1 of the 151 unjudged pairs (0.7%), "
-                        "relabelled relevant (highest p_abs first: nq2 nq-gold:145), turn it to cannot (AUC 0.728, "
-                        f"answers from 31% of the irrelevant pairs); judge them: {command} (151 pairs to judge: "
+    assert lines[4] == ("  labels: 1 pair would turn it to cannot (AUC 0.728, answers from 31% of the irrelevant pairs), "
+                        "relabelled relevant (highest p_abs first: nq2 nq-gold:145), of the 151 unjudged pairs taken as "
+                        "irrelevant (0.7%); it hangs on them when at most max(3, 5% of them) = 7 do: the verdict hangs "
+                        f"on the unjudged labels; judge them: {command} (151 pairs to judge: "
                         "--judge rules (answer containment) runs no model; --judge MODEL generates a label a pair (no "
                         "reader rate recorded in this folder to time it))")
     assert lines[5] == ("  judged pairs only: none of the irrelevant pairs is judged (0 judged-irrelevant), so the "

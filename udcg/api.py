@@ -40,10 +40,10 @@ from udcg import api_args
 from udcg.api_args import checked, id_table, one_of, optional
 from udcg.errors import InputError
 from udcg.flows import run_scores as _scores
+from udcg.flows.correlate_options import CorrelateOptions
+from udcg.flows.run_options import CompareOptions, ScoringOptions
 from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores
 from udcg.llm.registry import ModelChoice
-from udcg.metrics.measures import Measure
-from udcg.metrics.stats import DEFAULT_RESAMPLES
 from udcg.metrics.udcg import GAMMA, udcg as _udcg_matrix
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
@@ -85,19 +85,16 @@ def udcg_many(utilities: Any, gamma: float = GAMMA) -> np.ndarray:
                                    "for one context use udcg.udcg"), gamma)
 
 
-@checked("score", run=id_table("score"), unannotated=one_of("udcg.metrics.evaluate:UNANNOTATED"), **_TABLES)
-def evaluate(run: Run | str | Path, qrels: Run | str | Path | None = None, *, utilities: Any = None,
-             metrics: Sequence[str | Measure] | str = DEFAULT_METRICS, gamma: float = GAMMA,
-             theta: UDCGTheta | str | Path | None = None, unannotated: str = "error", model: str | None = None,
-             prompt_version: str | None = None) -> RunScores:
+@checked("score", run=id_table("score"), **_TABLES)
+@ScoringOptions.door
+def evaluate(run: Run | str | Path, qrels: Run | str | Path | None = None, **options: Any) -> RunScores:
     """Score one run: a ``RunScores``, whatever the input. ``.means()``: ``{measure: mean over the
     queries}`` (ir_measures' calc_aggregate); ``.per_query()``: ``{qid: {measure: value}}``
     (pytrec_eval's shape); ``.to_frame()``: a pandas DataFrame, one row per query; ``.qids``,
     ``.values`` (``{measure: array}``), ``.coverage`` and ``.notes`` (also logged as warnings). Every
     result is keyed by ``Measure``, a ``str`` equal to the measure's canonical name (``"nDCG@5"``)."""
     name = next(iter(_scores.named_runs([run]))) if isinstance(run, (str, Path)) else _ranx_name(run) or "run"  # a file: its name
-    scores = _scores.score_runs({name: run}, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
-                                unannotated=unannotated, model=model, prompt_version=prompt_version)[name]
+    scores = _scores.scored_runs({name: run}, ScoringOptions.of("evaluate", qrels=qrels, **options))[name]
     _log_notes(scores)
     return scores
 
@@ -109,16 +106,10 @@ def _log_notes(scores: RunScores) -> None:
         log.warning("%s: %s", scores.name, note)
 
 
-@checked("compare", runs=api_args.run_set, answers=optional(api_args.path), test=one_of("udcg.metrics.stats:TESTS"),
-         correction=one_of("udcg.metrics.compare:CORRECTIONS"), unannotated=one_of("udcg.metrics.evaluate:UNANNOTATED"),
-         **_TABLES)
-def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: Run | str | Path | None = None, *,
-            utilities: Any = None, metrics: Sequence[str | Measure] | str = DEFAULT_METRICS, gamma: float = GAMMA,
-            theta: UDCGTheta | str | Path | None = None, unannotated: str = "error", test: str = "permutation",
-            alpha: float = 0.05, correction: str = "measure", power: float = 0.8, n_resamples: int = DEFAULT_RESAMPLES,
-            n_boot: int = 10_000, seed: int = 0, answers: str | Path | None = None, model: str | None = None,
-            prompt_version: str | None = None, judged_only: bool = False, ties: str | None = None,
-            equivalence: Any = None, baseline: str | int | None = None):
+@checked("compare", runs=api_args.run_set, answers=optional(api_args.path), **_TABLES)
+@CompareOptions.door
+def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: Run | str | Path | None = None,
+            **options: Any):
     """Every run's mean and 95% interval per measure; for every pair of runs the mean paired
     difference with its interval (the same resampled queries), its minimum detectable difference
     at ``power`` (inf, ``.undetectable``, where the test's p cannot go below alpha on these queries:
@@ -138,11 +129,7 @@ def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: 
 
     if not isinstance(runs, Mapping):
         runs = _ranx_runs(runs) or _scores.named_runs(runs)
-    cmp, scores = compare_runs(runs, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
-                               unannotated=unannotated, model=model, prompt_version=prompt_version, answers=answers,
-                               test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
-                               correction=correction, power=power, judged_only=judged_only, ties=ties,
-                               equivalence=equivalence, baseline=baseline)
+    cmp, scores = compare_runs(runs, CompareOptions.of("compare", qrels=qrels, **options))
     for s in scores.values():
         _log_notes(s)
     return cmp
@@ -259,7 +246,7 @@ def reader_check(utilities: str | Path, *, n_boot: int = 1000, seed: int = 0):
     queries, and the verdict (``.can_measure_distraction``, ``.borderline``, ``.conclusion``: the
     verdict line's word, ``to_dict()``'s ``verdict``; ``.lines()``, ``.to_dict()``);
     with unjudged pairs, ``.fragility`` (how many of them, relabelled relevant, flip the verdict;
-    ``.hangs_on_labels`` when that is at most 5% of them), ``.judged_only`` (the check of the judged
+    ``.hangs_on_labels`` when that is at most max(3, 5% of them)), ``.judged_only`` (the check of the judged
     pairs alone) and ``.judge_command`` (the annotate command that judges them); on which queries:
     ``.queries`` (one ``QueryCheck`` per query: counts, mean p_abs, irrelevant pairs answered from,
     relevant pairs abstained on) and ``.query_line()``. A qrels or other ``qid 0 docid value`` file is
@@ -269,20 +256,16 @@ def reader_check(utilities: str | Path, *, n_boot: int = 1000, seed: int = 0):
     return check_utilities(utilities, n_boot=n_boot, seed=seed)
 
 
-@checked("correlate", constant_metric=one_of("udcg.metrics.correlation:CONSTANT_METRIC"),
-         test=one_of("udcg.metrics.stats:TESTS"))
-def correlate(contexts: str | Path, *, metrics: str | None = None, baseline: str | None = None, gamma: float = GAMMA,
-              theta: str | Path | None = None, constant_metric: str = "zero", n_boot: int = 10_000, seed: int = 0,
-              test: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES, equivalence: float | None = None):
+@checked("correlate")
+@CorrelateOptions.door
+def correlate(contexts: str | Path, **options: Any):
     """``udcg correlate``: per question, Spearman's rho (and tau-b, pairwise accuracy) of each metric
     with the judged answer outcomes of ``contexts``, tested against ``baseline``; ``equivalence``: a
     margin for the rho difference, adding each metric's equivalence test and ``decision``. Returns the
     full table (a ``udcg.io.tables.Table``: ``.rows``, ``.markdown()``, ``.write(path)``)."""
     from udcg.flows.correlate import correlate_file
 
-    table, _, notes = correlate_file(str(contexts), metrics=metrics, baseline=baseline, gamma=gamma, theta=theta,
-                                     constant_metric=constant_metric, n_boot=n_boot, seed=seed, test=test,
-                                     n_resamples=n_resamples, equivalence=equivalence)
+    table, _, notes = correlate_file(str(contexts), CorrelateOptions.of("correlate", **options))
     for note in notes:
         log.info(note)
     return table

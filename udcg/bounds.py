@@ -156,7 +156,7 @@ MODEL: dict[str, Bound] = {
 PARAMETERS: dict[str, dict[str, Bound]] = {
     "score": {"k": CUTOFF, "gamma": WEIGHT},
     "compare": {"n_boot": BOOTSTRAP, "n_resamples": RESAMPLES, "seed": SEED, "alpha": LEVEL, "power": LEVEL,
-                "gamma": WEIGHT},
+                "gamma": WEIGHT, "digits": Bound(1, 12, why="decimals of the table's numbers; 0 would print every p as < 1")},
     "correlate": {"n_boot": BOOTSTRAP, "n_resamples": RESAMPLES, "seed": SEED, "gamma": WEIGHT,
                   "equivalence": Bound(0, 2, integer=False, low_open=True,  # a margin for a difference of two rhos
                                        why="a margin for a difference of two Spearman rhos, which lies in [-2, 2]")},

@@ -106,3 +106,18 @@ def _number_token(token: str) -> str:
         return _canonical(Decimal(token.replace(",", "")))
     except InvalidOperation:  # a digit Decimal does not read (a letter-digit run such as "2nd" stays as it is)
         return token
+
+
+SHORT_ANSWER_CHARS = 4  # a one-token answer of at most this many characters is short (``short_answer``)
+
+
+def short_answer(answers: Iterable[str]) -> str:
+    """The first alias that is a bare number or a single short token ("" when none is): one token as
+    ``answer_tokens`` makes it, a number ("2002", "3", "four", "1,000") or at most
+    ``SHORT_ANSWER_CHARS`` characters ("UK", "Mars"). Containment of such an alias matches wherever the
+    token occurs, not where the question is answered (``udcg.metrics.labels``)."""
+    for alias in answers:
+        tokens = answer_tokens(alias)
+        if len(tokens) == 1 and (is_number(tokens[0]) or len(tokens[0]) <= SHORT_ANSWER_CHARS):
+            return alias.strip()
+    return ""

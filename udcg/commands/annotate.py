@@ -74,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
         report = annotate_run_files(args.corpus, args.run, args.output, reader_, depth=args.depth, queries=args.queries,
                                     qrels=args.qrels, answers=args.answers, unjudged=args.unjudged, judge=args.judge,
                                     limit=args.limit, show_progress=not args.no_progress, say=lambda line: print(line, file=sys.stderr))
-        for line in report.lines(args.output):
+        for line in report.lines(args.output, verbose=args.verbose):
             print(line, file=sys.stderr)
         return 0
     follow_libraries(not args.no_progress)

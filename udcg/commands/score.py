@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from udcg.commands._parser import command
+from udcg.flows.run_options import ScoringOptions
 from udcg.flows.score import DEFAULT_CONTEXT_METRICS as DEFAULT_METRICS
 
 
@@ -25,20 +26,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", required=True, help="output file (.json = JSON list, else JSONL; TSV for --run)")
     p.add_argument("--label-rows", metavar="TSV", help="with --run and --qrels: write the label checks' per-query rows "
                    "(relevant count, flags, each run's unjudged top-k pairs) as TSV")
-    p.add_argument("--metrics", default=None, help=f"comma-separated (default {DEFAULT_METRICS}, + RA-nWG when grades exist)")
     p.add_argument("--k", type=int, default=None, help="cut every context to its first k passages")
-    p.add_argument("--gamma", type=float, default=1 / 3, help="weight of the negative part in UDCG (paper: 1/3; "
-                   "the authors' stored values use 0.333)")
-    p.add_argument("--model", default=None, help="which models_info[<model>] to use when several are present; with "
-                   "--utilities, refuse utilities made by another model")
-    p.add_argument("--theta", default=None, help="a fitted UDCG_theta model (JSON) for the UDCG_theta metric")
-    p.add_argument("--run", action="append", default=[], help="TREC run file (qid Q0 docid rank score tag); repeat "
-                   "for several runs (the TSV then starts with a run column)")
-    p.add_argument("--qrels", help="qrels: TREC (qid 0 docid rel), BEIR TSV (query-id corpus-id score, header optional) or irds:NAME")
-    p.add_argument("--utilities", help="utilities for UDCG@k on runs: the udcg annotate --run folder, or a file")
-    p.add_argument("--unannotated", default="error", choices=("error", "zero", "worst"),
-                   help="a top-k document without a utility: error (default), zero (u = 0) or worst (u = -1)")
-    p.add_argument("--prompt", default=None, help="with --utilities: refuse utilities made with another prompt version")
+    ScoringOptions.add_arguments(p, helps={  # the flags of runs' scoring (udcg.flows.run_options), here for contexts too
+        "runs": "TREC run file (qid Q0 docid rank score tag); repeat for several runs (the TSV then starts with a run "
+                "column)",
+        "metrics": f"comma-separated (default {DEFAULT_METRICS}, + RA-nWG when grades exist; with --run required)",
+        "gamma": "weight of the negative part in UDCG (paper: 1/3; the authors' stored values use 0.333)",
+        "model": "which models_info[<model>] to use when several are present; with --utilities, refuse utilities made "
+                 "by another model"})
     p.set_defaults(func=main)
 
 
@@ -63,9 +58,7 @@ def _score_runs(args: argparse.Namespace) -> int:
         raise InputError("--metrics is required with --run (e.g. --metrics UDCG@5,nDCG@5,P@5)")
     if args.label_rows and not args.qrels:
         raise InputError("--label-rows: the label checks read the qrels; give --qrels")
-    result = score_run_files(args.run, args.output, qrels=args.qrels, utilities=args.utilities, metrics=args.metrics,
-                             gamma=args.gamma, theta=args.theta, unannotated=args.unannotated, model=args.model,
-                             prompt_version=args.prompt)
+    result = score_run_files(ScoringOptions.from_args(args), args.output)
     for line in result.mean_lines():
         print(line)
     for line in alias_notes(args.metrics):
@@ -83,8 +76,8 @@ def _score_runs(args: argparse.Namespace) -> int:
 def _score_contexts(args: argparse.Namespace) -> int:
     from udcg.flows.score import score_context_file
 
-    result = score_context_file(args.input, args.output, metrics=args.metrics, k=args.k, gamma=args.gamma,
-                                model=args.model, theta=args.theta)
+    result = score_context_file(args.input, args.output, metrics=args.metrics, k=args.k,
+                                gamma=ScoringOptions.from_args(args).gamma, model=args.model, theta=args.theta)
     for note in result.notes:
         print(f"udcg score: {note}", file=sys.stderr)
     print(result.means.markdown(4))

@@ -29,6 +29,7 @@ from udcg.errors import InputError
 from udcg.experiment.paths import data_folder, dataset_ref, portable_path, run_folder
 from udcg.io.typed_yaml import build, read_yaml, set_override
 from udcg.llm.openai_wire import DEFAULT_CONCURRENCY
+from udcg.metrics.constants import CONSTANT_METRIC
 METRIC_CHOICES_NOTE = "e.g. UDCG, UDCG_theta, nDCG, RR, AP, P, Success, eRAG, ANSWER_PROB, RA-nWG"
 
 
@@ -160,7 +161,7 @@ CHOICES = {
     "grading.match": ("span", "contains", "exact", "f1"),  # validate's default stays contains (published runs)
     "metrics.n_relevant": ("pool", "context"),
     "metrics.erag_score": ("f1", "contains"),
-    "metrics.constant_metric": ("zero", "drop"),
+    "metrics.constant_metric": CONSTANT_METRIC,
     "contexts.order": ("pool", "shuffled"),
     "theta.cv_score": ("spearman", "pairwise"),
 }

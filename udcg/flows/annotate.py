@@ -93,6 +93,20 @@ def estimate_line(todo: int, pairs: int, depth: int, reader_: Reader) -> str:
     return f"{head}; {_how_long(todo, reader_.spec)}"
 
 
+def judge_line(n: int, judge_spec: ModelSpec | None) -> str:
+    """What ``annotate --unjudged judge`` says before it judges: the pairs, the judge, and for a model
+    judge how long at least (a reader's forward pass a pair at the measured rates: ``_how_long``;
+    a judge also generates its reply, so longer)."""
+    if judge_spec is None:
+        return f"judge relevance: {n} unjudged pairs, by --judge rules (answer containment; no model)"
+    from udcg.grade.judges import LLMJudge
+
+    tokens = LLMJudge.max_new_tokens
+    return (f"judge relevance: {n} unjudged pairs to label with {judge_spec.model} before the reader, a generated reply "
+            f"(up to {tokens} tokens) a pair, the first progress line after its first chunk of pairs; at least as long "
+            f"as reading them: {_how_long(n, judge_spec)}; generating the replies takes longer")
+
+
 def _how_long(todo: int, spec: ModelSpec) -> str:
     from udcg.llm import offline
 
@@ -192,8 +206,9 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
                   "run_files": {name: str(path) for name, path in paths.items()}}
         return annotate_runs(collection, runs, depth, output, reader_.config, reader_.spec.name, reader_.spec.load,
                              unjudged=unjudged, judge_factory=lambda: relevance_judge(judge_spec), progress=progress,
-                             inputs=inputs,
-                             before_model=lambda todo, pairs: say(estimate_line(todo, pairs, depth, reader_)))
+                             inputs=inputs, judge=judge,
+                             before_model=lambda todo, pairs: say(estimate_line(todo, pairs, depth, reader_)),
+                             before_judge=lambda n: say(judge_line(n, judge_spec)))
     finally:
         for b in bars:
             b.close()

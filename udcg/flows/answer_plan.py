@@ -24,10 +24,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from udcg.flows.run_options import CompareOptions
 from udcg.progress import duration
 
 PLANNING_SD = math.sqrt(0.5)
-ALPHA, POWER, TEST = 0.05, 0.8, "permutation"  # udcg compare's defaults (--alpha, --power, --test)
+ALPHA, POWER, TEST = CompareOptions.alpha, CompareOptions.power, CompareOptions.test  # udcg compare's defaults
 
 # Seconds per answered prompt (k = 5 documents, 32 new tokens) of the offline models on the project's
 # 2-core CPU shared with other jobs: qwen2.5-coder-0.5b answered 135 prompts of the packaged example in

@@ -1,40 +1,24 @@
 """``udcg compare --config FILE``: the command's options from a YAML file, one key per option.
 
 The keys are the options themselves, not a second declaration of them: the command hands over its
-parser's options (``Option``: a key, whether it repeats, is a switch, its type and choices), and a
-key is an option's name with ``_`` for ``-`` (``n_boot`` for ``--n-boot``; ``runs`` for the
-repeated ``--run``). Every value is checked as the command line checks it (type, choices, the
-bounds of ``udcg.bounds``), an error naming the file, the key and the fix; a flag on the command
-line overrides its key (the command's business: this module only reads the file)."""
+declared options (``udcg.options.Option``: a key, whether it repeats, is a switch, its type, choices
+and bound), and a key is an option's flag with ``_`` for ``-`` (``n_boot`` for ``--n-boot``; ``runs``
+for the repeated ``--run``). Every value is checked as the command line checks it (type, choices,
+the bounds of ``udcg.bounds``), an error naming the file, the key and the fix; a flag on the command
+line overrides its key (``Options.from_args``: this module only reads the file)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from udcg.errors import InputError
+from udcg.options import Option
 
 
-@dataclass(frozen=True)
-class Option:
-    """One option of the command as a config key: ``dest`` (the parsed name), ``repeated`` (a list),
-    ``switch`` (true/false), ``convert`` (the option's type, e.g. ``int``) and ``choices``."""
-
-    dest: str
-    repeated: bool = False
-    switch: bool = False
-    convert: Callable[[str], Any] | None = None
-    choices: Sequence[str] | None = None
-
-    @property
-    def key(self) -> str:
-        return f"{self.dest}s" if self.repeated else self.dest
-
-
-def read_options(path: str, options: Sequence[Option], command: str = "compare") -> dict[str, Any]:
+def read_options(path: str, options: Sequence[Option]) -> dict[str, Any]:
     """``{dest: value}`` of the keys the YAML file at ``path`` gives, each checked (module docstring)."""
-    from udcg.bounds import PARAMETERS, check_option
+    from udcg.bounds import check_option
     from udcg.io.typed_yaml import read_yaml
 
     by_key = {o.key: o for o in options}
@@ -46,9 +30,8 @@ def read_options(path: str, options: Sequence[Option], command: str = "compare")
             raise InputError(f"{path}: unknown key {key!r} (known keys: {', '.join(by_key)})")
         where = f"{path}: {key}"
         out[option.dest] = _value(option, value, where)
-        bound = PARAMETERS.get(command, {}).get(option.dest)
-        if bound is not None and out[option.dest] is not None:
-            check_option(where, out[option.dest], bound)
+        if option.bound is not None and out[option.dest] is not None:
+            check_option(where, out[option.dest], option.bound)
     return out
 
 
@@ -83,10 +66,3 @@ def _scalar(option: Option, value: Any, where: str) -> Any:
     if option.choices is not None and out not in option.choices:
         raise InputError(f"{where}: {text!r:.60}: choose one of {', '.join(map(str, option.choices))}")
     return out
-
-
-def merged(given: Mapping[str, Any], from_file: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
-    """Each option's value: the command line's where given (not None), else the file's, else the
-    option's default."""
-    return {dest: given[dest] if given.get(dest) is not None else from_file.get(dest, default)
-            for dest, default in defaults.items()}

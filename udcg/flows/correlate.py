@@ -32,6 +32,7 @@ from udcg.metrics.udcg import GAMMA
 from udcg.io.tables import Table
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
+    from udcg.flows.correlate_options import CorrelateOptions
     from udcg.metrics.udcg_theta import UDCGTheta
 
 # statistic -> (name in udcg.metrics.correlation, mean column, interval columns, raw p, Holm p, best column)
@@ -284,22 +285,15 @@ def _needed(row: dict) -> str:
             f"{row['questions_for_equivalence']} for equivalence")
 
 
-def correlate_file(path: str, *, metrics: str | None = None, baseline: str | None = None, gamma: float = GAMMA,
-                   theta: str | None = None, constant_metric: str = "zero", n_boot: int = 10_000, seed: int = 0,
-                   test: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES, equivalence: float | None = None
-                   ) -> tuple[Table, str | None, list[str]]:
-    """The correlation table of the judged contexts of ``path`` (every column), the baseline the
-    others were tested against (None: not among the metrics) and the notes for the user."""
+def correlate_file(path: str, options: CorrelateOptions) -> tuple[Table, str | None, list[str]]:
+    """The correlation table of the judged contexts of ``path`` (every column) with ``options``
+    (``CorrelateOptions``: checked when built, before any file is read), the baseline the others
+    were tested against (None: not among the metrics) and the notes for the user."""
     from udcg.flows.scoring import read_contexts
     from udcg.flows.theta import load_theta
 
-    for flag, value, low in (("--n-boot", n_boot, 1), ("--n-resamples", n_resamples, 1), ("--seed", seed, 0)):
-        if value < low:  # checked before any file is read
-            raise InputError(f"{flag} {value}: must be an integer >= {low}")
-    if equivalence is not None:  # the bound both doors check (udcg.bounds), for a caller of this flow too
-        from udcg.bounds import check_option, option_bound
-
-        equivalence = check_option("--equivalence", equivalence, option_bound("correlate", "equivalence"))
+    o = options
+    metrics, baseline, equivalence, test, n_resamples = o.metrics, o.baseline, o.equivalence, o.test, o.n_resamples
     chosen, note = choose_baseline(metrics, baseline)
     file = read_contexts(path)
     if metrics is None and baseline is not None:
@@ -307,8 +301,9 @@ def correlate_file(path: str, *, metrics: str | None = None, baseline: str | Non
     if equivalence is not None and note:
         raise InputError(f"--equivalence tests each metric's rho against the baseline's, and the baseline {chosen} is "
                          "not among --metrics (add it, or give --baseline)")
-    table = correlation_table(file, metrics, chosen, gamma, load_theta(theta) if theta else None, constant_metric,
-                              n_boot, seed, test=test, n_resamples=n_resamples, equivalence=equivalence)
+    table = correlation_table(file, metrics, chosen, o.gamma, load_theta(o.theta) if o.theta else None,
+                              o.constant_metric, o.n_boot, o.seed, test=test, n_resamples=n_resamples,
+                              equivalence=equivalence)
     notes = [note] if note else []
     usable = max((r["n_questions"] for r in table.rows), default=0)
     if test == "permutation" and usable > EXACT_MAX_N and chosen in {r["metric"] for r in table.rows}:

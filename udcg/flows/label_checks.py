@@ -11,11 +11,12 @@ from typing import Any
 import numpy as np
 
 from udcg.annotate.utilities import recorded_meta
+from udcg.flows.reader_check import judge_command, labels_caveat
 from udcg.metrics.comparison import ComparisonData, PairTest
 from udcg.metrics.evaluate import top_k_utilities
 from udcg.metrics.fragility import Fragility, relabel_bound
 from udcg.metrics.gains import GainTable
-from udcg.metrics.labels import LabelCheck
+from udcg.metrics.labels import ROW_COLUMNS, LabelCheck
 from udcg.metrics.measures import Measure
 from udcg.metrics.stats import EXACT_MAX_N, holm, paired_test, sign_flip_pvalues
 
@@ -78,28 +79,13 @@ def fragilities(cmp: ComparisonData, scores: Mapping[str, Any]) -> list[Fragilit
     return out
 
 
-def judge_command(runs: Sequence[str], k: int, utilities: Any) -> str:
-    """The command that judges the unjudged pairs of ``runs``' top ``k`` into the utilities folder
-    (the reader's p_abs are cached there: judge time only), from what its meta.json recorded."""
-    meta: dict = {}
-    folder: Any = "UTILITIES"
-    if isinstance(utilities, (str, Path)):
-        path = Path(utilities)
-        recorded = recorded_meta(path)
-        if recorded is not None:
-            meta, folder = recorded, utilities if path.is_dir() else path.parent
-    corpus = meta.get("collection") if isinstance(meta, dict) else None
-    model = meta.get("model") if isinstance(meta, dict) else None
-    return (f"udcg annotate --corpus {corpus or 'CORPUS'} " + " ".join(f"--run {r}" for r in runs)
-            + f" --depth {k} --model {model or 'MODEL'} --unjudged judge --judge rules -o {folder}")
-
-
 def fragility_lines(found: Sequence[Fragility], runs: Mapping[str, Any], utilities: Any, verbose: bool = False
                     ) -> list[str]:
     """One line for the most fragile significant UDCG difference (every one with ``verbose``)."""
     if not found:
         return []
     ranked = sorted(found, key=lambda f: (f.needed is None, (f.needed or 0) / max(f.candidates, 1)))
+    folder, meta = _folder(utilities)
     lines = []
     for f in ranked if verbose else ranked[:1]:
         what = f"{f.measure} {f.run_a} vs {f.run_b}"
@@ -117,12 +103,24 @@ def fragility_lines(found: Sequence[Fragility], runs: Mapping[str, Any], utiliti
         lines.append(f"  fragility: {what} ends (not significant) with {f.needed} of its {f.unjudged} unjudged pairs "
                      "relabelled relevant (those it rests on most first; a greedy bound: at most that many)"
                      + (f"; it hangs on the unjudged labels: judge them ({f.unjudged} pairs): "
-                        f"{judge_command([str(runs.get(f.run_a, f.run_a)), str(runs.get(f.run_b, f.run_b))], k, utilities)}"
+                        + judge_command(folder, meta, runs=[str(runs.get(f.run_a, f.run_a)),
+                                                            str(runs.get(f.run_b, f.run_b))], depth=k)
                         if hangs else ""))
     more = len(found) - len(lines)
     if more > 0:
         lines[-1] += f" ({more} more significant UDCG difference(s): udcg -v)"
     return lines
+
+
+def _folder(utilities: Any) -> tuple[Any, dict]:
+    """The utilities folder a command names and its recorded meta.json ("UTILITIES" and {} for
+    utilities held in memory or a folder without one)."""
+    if isinstance(utilities, (str, Path)):
+        path = Path(utilities)
+        recorded = recorded_meta(path)
+        if recorded is not None:
+            return (utilities if path.is_dir() else path.parent), recorded
+    return "UTILITIES", {}
 
 
 def label_block(check: LabelCheck | None, runs: Mapping[str, Any] | None = None, utilities: Any = None,
@@ -131,14 +129,20 @@ def label_block(check: LabelCheck | None, runs: Mapping[str, Any] | None = None,
     (``check.fragility``); with ``verbose`` every query flagged and every fragility."""
     if check is None:
         return []
-    return check.lines() + fragility_lines(check.fragility, runs or {}, utilities, verbose) + (
-        flagged_lines(check) if verbose else [])
+    lines = check.lines() + fragility_lines(check.fragility, runs or {}, utilities, verbose)
+    caveat = labels_caveat(_folder(utilities)[1]) if any(check.judge_labelled) else ""
+    lines += [f"  labels: {caveat}"] if caveat else []
+    return lines + (flagged_lines(check) if verbose else [])
 
 
 def flagged_lines(check: LabelCheck) -> list[str]:
-    """A line per query the label checks flag (no relevant document, or implausibly many)."""
-    return [f"  query {q.qid}: {q.n_relevant} relevant" + (" (none)" if q.zero_relevant else " (implausible)")
-            for q in check.queries if q.zero_relevant or q.implausible]
+    """A line per query the label checks flag (no relevant document, implausibly many, or a short or
+    numeric answer)."""
+    return [f"  query {q.qid}: {q.n_relevant} relevant" + (" (none)" if q.zero_relevant else " (implausible)"
+                                                             if q.implausible else "")
+            + (f" (short/numeric answer `{q.short_answer}`" + (": labels likely loose)" if q.short_loose else ")")
+               if q.short_answer else "")
+            for q in check.queries if q.zero_relevant or q.implausible or q.short_answer]
 
 
 def label_details(check: LabelCheck | None, runs: Mapping[str, Any] | None = None, utilities: Any = None
@@ -153,26 +157,28 @@ def label_details(check: LabelCheck | None, runs: Mapping[str, Any] | None = Non
 
 def write_label_rows(output: str | Path, check: LabelCheck | None) -> None:
     """The per-query rows of ``check`` as TSV (qid, relevant, corpus_share, zero_relevant,
-    implausible, then one unjudged column per run)."""
+    implausible, short_answer, short_loose, then one unjudged column per run)."""
     from udcg.errors import InputError
     from udcg.io.files import atomic_write_text
 
     if check is None:
         raise InputError("--label-rows: the label checks read the qrels; give --qrels")
-    lines = ["\t".join(("qid", "relevant", "corpus_share", "zero_relevant", "implausible",
-                        *(f"unjudged_{r}" for r in check.runs)))]
+    lines = ["\t".join((*ROW_COLUMNS, *(f"unjudged_{r}" for r in check.runs)))]
     lines += ["\t".join((q.qid, str(q.n_relevant), repr(q.corpus_share), str(q.zero_relevant).lower(),
-                         str(q.implausible).lower(), *map(str, q.unjudged))) for q in check.queries]
+                         str(q.implausible).lower(), " ".join(q.short_answer.split()), str(q.short_loose).lower(),
+                         *map(str, q.unjudged))) for q in check.queries]
     atomic_write_text(output, "\n".join(lines) + "\n")
 
 
 def run_label_check(runs: Mapping[str, Mapping[str, Mapping[str, float]]], qrels: Mapping[str, Mapping[str, float]],
                     depth: int, qids: Sequence[str], corpus_size: int | None = None,
-                    source: str = "qrels") -> LabelCheck:
+                    source: str = "qrels", answers: Mapping[str, Sequence[str]] | None = None) -> LabelCheck:
     """The label checks of runs given as dicts (``annotate --run``: the queries ``qids``, each run's
-    top ``depth``, the corpus size when known)."""
+    top ``depth``, the corpus size when known; ``answers``: {qid: answer aliases}, where at hand, for
+    the short-answer check)."""
     from udcg.metrics.gains import ranked_docids
     from udcg.metrics.labels import RELEVANT_AT, label_check
+    from udcg.text import short_answer
 
     unjudged, ranked = {}, {}
     for name, run in runs.items():
@@ -180,7 +186,29 @@ def run_label_check(runs: Mapping[str, Mapping[str, Mapping[str, float]]], qrels
         unjudged[name] = [sum(d not in qrels.get(q, {}) for d in top) for q, top in zip(qids, tops)]
         ranked[name] = [len(top) for top in tops]
     relevant = [sum(g >= RELEVANT_AT for g in qrels.get(q, {}).values()) for q in qids]
-    return label_check(list(qids), relevant, unjudged, ranked, k=depth, corpus_size=corpus_size, source=source)
+    short = None if answers is None else {q: short_answer(answers.get(q, ())) for q in qids}
+    return label_check(list(qids), relevant, unjudged, ranked, k=depth, corpus_size=corpus_size, source=source,
+                       short_answers=short)
+
+
+def containment_record(rel: Mapping[tuple[str, str], tuple[bool, str]], collection: Any,
+                       judge: str | None) -> dict | None:
+    """How the pairs' labels stand to answer containment (``udcg.text.contains_answer``, the rules
+    judge's rule), for meta.json's ``containment``: the pairs the qrels judge, how many of them say
+    what containment says and are relevant; the unjudged pairs (taken as irrelevant) and how many
+    hold an answer alias (those ``--judge rules`` would relabel); the judge of this call
+    (``--unjudged judge``) or None. None when a query lacks answers (containment cannot be applied)."""
+    from udcg.text import contains_answer
+
+    queries, corpus = collection.queries, collection.corpus
+    if not rel or any(not any(str(a).strip() for a in queries[q].answers) for q, _ in rel):
+        return None
+    contains = {pair: contains_answer(corpus[pair[1]].text, queries[pair[0]].answers) for pair in rel}
+    qrels = [pair for pair, (_, source) in rel.items() if source == "qrels"]
+    unjudged = [pair for pair, (_, source) in rel.items() if source == "unjudged-irrelevant"]
+    return {"qrels_pairs": len(qrels), "qrels_agree": sum(rel[p][0] == contains[p] for p in qrels),
+            "qrels_relevant": sum(rel[p][0] for p in qrels), "unjudged": len(unjudged),
+            "unjudged_contained": sum(contains[p] for p in unjudged), "judge": judge}
 
 
 def corpus_size(collection: Any) -> int | None:
@@ -194,7 +222,20 @@ def corpus_size(collection: Any) -> int | None:
 def label_meta(check: LabelCheck) -> dict:
     """The label checks as a utilities folder's meta.json records them: the figures, the flagged
     queries and the printed block (``recorded_labels``), without the per-query rows."""
-    return {**{k: v for k, v in check.to_dict().items() if k != "per_query"}, "lines": label_block(check)}
+    return {**{k: v for k, v in check.to_dict().items() if k != "per_query"}, "lines": label_block(check),
+            **({} if check.short_at is None else
+               {"short_answers": {q.qid: q.short_answer for q in check.queries if q.short_answer}})}
+
+
+def recorded_short_answers(utilities: Any) -> dict[str, str] | None:
+    """The short or numeric answers ``udcg annotate --run`` found among its queries' answers and
+    recorded in the utilities folder's meta.json (``label_meta``), for the label checks of score and
+    compare, which read no answers; None where nothing was recorded (no answers at hand)."""
+    if not isinstance(utilities, (str, Path)):
+        return None
+    labels = (recorded_meta(utilities) or {}).get("labels")
+    short = labels.get("short_answers") if isinstance(labels, dict) else None
+    return {str(q): str(a) for q, a in short.items()} if isinstance(short, dict) else None
 
 
 def recorded_labels(utilities: str | Path) -> list[str]:
@@ -203,3 +244,9 @@ def recorded_labels(utilities: str | Path) -> list[str]:
     labels = (recorded_meta(utilities) or {}).get("labels")
     lines = labels.get("lines", []) if isinstance(labels, dict) else []
     return [str(line) for line in lines] if isinstance(lines, list) else []
+
+
+def merged_containment(before: Any, now: dict) -> dict:
+    """A folder's ``containment`` record after another annotate call: this call's figures (its
+    pairs' texts are the ones at hand), with the judge of the latest call that judged."""
+    return {**now, "judge": now["judge"] or (before.get("judge") if isinstance(before, dict) else None)}

@@ -30,7 +30,8 @@ from udcg.io.files import read_json
 from udcg.resumable import StepStats, open_cache
 from udcg.records import Annotation, ContextRecord, Passage, Question, query_key
 from udcg.flows.reader_check import check_records, with_judge_command
-from udcg.flows.label_checks import corpus_size, label_block, label_meta, run_label_check
+from udcg.flows.label_checks import (containment_record, corpus_size, label_block, label_meta, merged_containment,
+                                    run_label_check)
 from udcg.metrics.labels import LabelCheck
 from udcg.metrics.reader_check import ReaderCheck
 from udcg.io.trec import ranked_docids
@@ -121,7 +122,7 @@ class AnnotateRunsReport:
     reader_check: ReaderCheck | None = None  # of every pair in the folder now, from the utilities (no model time)
     labels: LabelCheck | None = None  # the label checks of this call's runs (udcg.metrics.labels)
 
-    def lines(self, out: str | Path) -> list[str]:
+    def lines(self, out: str | Path, verbose: bool = False) -> list[str]:
         src = ", ".join(f"{k} {v}" for k, v in sorted(self.sources.items()))
         return [f"pairs in the runs' top-depth: {self.pairs}; new pairs annotated: {self.computed}; already in "
                 f"{out}: {self.reused}" + ("" if self.model_loaded else " (no model loaded)")
@@ -133,7 +134,7 @@ class AnnotateRunsReport:
                    if self.seconds > 0 else ""),
                 *([censored_warning(self.censored, self.total)] if self.censored else []),
                 *(self.reader_check.lines() + self.reader_check.query_lines() if self.reader_check else []),
-                *label_block(self.labels)]
+                *label_block(self.labels, verbose=verbose)]
 
 
 def _questions(pairs: Mapping[str, Sequence[str]], collection: Collection) -> list[Question]:
@@ -160,25 +161,35 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
                   judge_factory: Callable[[], object] | None = None,
                   progress: Callable[[int, str], Callable[[int], None]] | None = None,
                   inputs: Mapping[str, object] | None = None,
-                  before_model: Callable[[int, int], None] | None = None) -> AnnotateRunsReport:
+                  before_model: Callable[[int, int], None] | None = None,
+                  before_judge: Callable[[int], None] | None = None, judge: str | None = None) -> AnnotateRunsReport:
     """Annotate every pair of the runs' top-``depth`` not yet in ``out``; rewrite the utility file.
 
     ``load_backend`` is called only when some pair needs the model, after ``before_model(todo,
     pairs)`` (the pairs to compute, of all the runs' pairs: the command's estimate).
     ``progress(total, desc)`` returns an update function (the CLI's bar). ``inputs``: the command's
     inputs as given (corpus, queries, qrels, answers, limit, model, api, run_files by run name),
-    recorded in meta.json so that the reader check can name the command that judges the unjudged pairs."""
+    recorded in meta.json so that the reader check can name the command that judges the unjudged pairs.
+    With ``unjudged="judge"``, ``before_judge(n)`` is called with the pairs to judge before the judge
+    is made (the command's estimate); ``judge``: its name (``rules`` or a model), recorded in
+    meta.json's ``containment`` (``label_checks.containment_record``)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a folder (-o names the utilities folder)")
     _check_meta(out, cfg, model)  # before any work; read again when the folder is written
     pairs = run_pairs(runs, depth)
+    n_unjudged = sum(d not in collection.qrels.get(q, {}) for q, docids in pairs.items() for d in docids)
+    if unjudged == "judge" and n_unjudged and before_judge is not None:
+        before_judge(n_unjudged)
     rel = relevance(pairs, collection, unjudged, judge_factory=judge_factory, judge_cache=out / "judgements.jsonl",
-                    progress=progress(sum(map(len, pairs.values())), "judge relevance") if progress else None)
+                    progress=progress(n_unjudged, "judge relevance") if progress and n_unjudged else None)
     report = AnnotateRunsReport(pairs=len(rel), sources=dict(Counter(source for _, source in rel.values())))
+    with_answers = any(any(a.strip() for a in collection.queries[q].answers) for q in pairs)
     if collection.qrels:
         report.labels = run_label_check(runs, collection.qrels, depth, sorted(pairs, key=query_key),
-                                        corpus_size(collection))
+                                        corpus_size(collection), answers={q: collection.queries[q].answers
+                                                                          for q in pairs} if with_answers else None)
+    containment = containment_record(rel, collection, judge if unjudged == "judge" else None) if collection.qrels else None
     questions = _questions(pairs, collection)
     with open_cache(out / store.ANNOTATIONS, provenance(model, cfg)) as cache:
         todo = to_compute(cache, questions, cfg)
@@ -212,6 +223,7 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
             "model_time": _model_time(meta, report),
             **({"inputs": {k: v for k, v in inputs.items() if k != "run_files"}} if inputs else {}),
             **({"labels": label_meta(report.labels)} if report.labels else {}),
+            **({"containment": merged_containment(meta.get("containment"), containment)} if containment else {}),
             **({"server_notes": report.server_notes} if report.server_notes else {})}
         report.reader_check = with_judge_command(check_records(records.values(), model, cfg.estimator), out, new_meta)
         store.write_utilities(out, records, {**new_meta, "reader_check": report.reader_check.to_dict()})

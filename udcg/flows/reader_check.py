@@ -3,7 +3,9 @@ distraction, and on which queries? Computed from the p_abs already there (no mod
 ``metrics.reader_check``; ``udcg annotate --run`` prints it at its end and writes it to the folder's
 ``meta.json``. When the verdict hangs on the unjudged labels, the check names the ``udcg annotate``
 command that judges them (``judge_command``: the folder's own annotate command, from the inputs its
-meta.json records, with ``--unjudged judge --judge rules``) and how long that takes."""
+meta.json records, with ``--unjudged judge --judge rules``, or ``--judge MODEL`` where answer
+containment would relabel none of the unjudged pairs: ``suggested_judge``) and how long that takes;
+pairs judged by the rule the qrels agree with carry ``labels_caveat``."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from udcg.annotate.utilities import UtilityRecord, load_utilities, recorded_meta
 from udcg.errors import InputError
 from udcg.io.files import atomic_write_text
 from udcg.metrics.reader_check import ReaderCheck, reader_check
+from udcg.progress import duration
 from udcg.records import query_key
 
 UNJUDGED = "unjudged-irrelevant"  # the relevance source of a pair the qrels do not judge
@@ -64,51 +67,114 @@ def reader_flags(api: bool, estimator: str, prompt: str, sampling: Mapping[str, 
     return flags
 
 
-def judge_command(folder: str | Path, meta: Mapping, judge: str = "rules") -> str:
-    """The ``udcg annotate`` command(s) that judge the folder's unjudged pairs (one per run depth),
-    or "" when its meta.json does not record its inputs (written by an earlier version, or by the
-    Python API on runs held in memory)."""
-    inputs, runs = meta.get("inputs"), meta.get("runs")
-    if not isinstance(inputs, dict) or not isinstance(runs, dict) or not inputs.get("corpus") or not inputs.get("model") \
-            or not runs or not all(isinstance(r, dict) and r.get("file") for r in runs.values()):
+def judge_command(folder: str | Path, meta: Mapping, judge: str = "", *, runs: Sequence[str] | None = None,
+                  depth: int | None = None) -> str:
+    """The ``udcg annotate`` command(s) that judge the folder's unjudged pairs (one per run depth), from
+    the inputs its meta.json records; ``runs`` and ``depth``: those of these run files' top ``depth``
+    only (compare's pair of runs; the corpus and model then, where the folder does not record its
+    inputs, from what it records of them, else CORPUS and MODEL). ``judge``: ``suggested_judge``
+    where not given. "" when the folder records no run files and none are given (written by an
+    earlier version, or by the Python API on runs held in memory)."""
+    inputs = meta.get("inputs") if isinstance(meta.get("inputs"), dict) else {}
+    recorded = meta.get("runs")
+    if runs is not None:
+        by_depth = {int(depth or 10): [str(r) for r in runs]}
+    elif isinstance(recorded, dict) and recorded and all(isinstance(r, dict) and r.get("file") for r in recorded.values()) \
+            and inputs.get("corpus") and inputs.get("model"):
+        by_depth: dict[int, list[str]] = {}
+        for run in recorded.values():
+            by_depth.setdefault(int(run["depth"]), []).append(str(run["file"]))
+    else:
         return ""
-    by_depth: dict[int, list[str]] = {}
-    for run in runs.values():
-        by_depth.setdefault(int(run["depth"]), []).append(str(run["file"]))
+    corpus = inputs.get("corpus") or meta.get("collection") or "CORPUS"
+    model = inputs.get("model") or meta.get("model") or "MODEL"
     commands = []
-    for depth, files in sorted(by_depth.items()):
-        argv = ["udcg", "annotate", "--corpus", str(inputs["corpus"]), *[a for f in files for a in ("--run", f)],
-                "--depth", str(depth)]
+    for k, files in sorted(by_depth.items()):
+        argv = ["udcg", "annotate", "--corpus", str(corpus), *[a for f in files for a in ("--run", f)], "--depth", str(k)]
         for name in ("queries", "qrels", "answers", "limit"):
             if inputs.get(name) is not None:
                 argv += [f"--{name}", str(inputs[name])]
-        argv += ["--model", str(inputs["model"]), *(["--api-base", "URL"] if inputs.get("api") else []),
-                 *[str(f) for f in inputs.get("flags", [])], "-o", str(folder), "--unjudged", "judge", "--judge", judge]
+        argv += ["--model", str(model), *(["--api-base", "URL"] if inputs.get("api") else []),
+                 *[str(f) for f in inputs.get("flags", [])], "-o", str(folder), "--unjudged", "judge",
+                 "--judge", judge or suggested_judge(meta)]
         commands.append(shlex.join(argv))
     return " && ".join(commands)
+
+
+def _containment(meta: Mapping) -> dict:
+    """What annotate recorded of answer containment on its pairs (``label_checks.containment_record``)."""
+    record = meta.get("containment")
+    return record if isinstance(record, dict) else {}
+
+
+def rules_add_nothing(meta: Mapping) -> bool:
+    """Whether ``--judge rules`` (answer containment) would relabel none of the unjudged pairs: no
+    unjudged pair of the folder's last annotate holds an answer alias."""
+    record = _containment(meta)
+    return bool(record.get("unjudged")) and record.get("unjudged_contained") == 0
+
+
+def qrels_agree_with_containment(meta: Mapping) -> bool:
+    """Whether the qrels agree with answer containment on every pair they judge (at least one of
+    them relevant): qrels made by containment, or indistinguishable from it on these pairs."""
+    record = _containment(meta)
+    return bool(record.get("qrels_relevant")) and record.get("qrels_agree") == record.get("qrels_pairs")
+
+
+def suggested_judge(meta: Mapping) -> str:
+    """``rules``, unless answer containment would relabel none of the unjudged pairs (qrels made by
+    containment: the rule that made them, applied again): then a model, the folder's reader."""
+    if not rules_add_nothing(meta):
+        return "rules"
+    inputs = meta.get("inputs") if isinstance(meta.get("inputs"), dict) else {}
+    return str(inputs.get("model") or meta.get("model") or "MODEL")
 
 
 def judge_estimate(n_pairs: int, meta: Mapping) -> str:
     """How long judging ``n_pairs`` takes: by rules, no model; by a model, one generation a pair,
     each at least the one forward pass a reader's p_abs costs, so at least ``n_pairs`` at the rate the
-    folder's reader was measured at (its meta.json's model time, load included)."""
+    folder's reader was measured at (its meta.json's model time, load included). Where containment
+    would relabel none of them (``rules_add_nothing``), says so instead of offering the rules."""
     timed = meta.get("model_time") if isinstance(meta.get("model_time"), dict) else {}
     pairs, seconds = timed.get("pairs") or 0, timed.get("seconds") or 0.0
-    rules = f"{n_pairs} pairs to judge: --judge rules (answer containment) runs no model"
+    if rules_add_nothing(meta):
+        head = (f"{n_pairs} pairs to judge with --judge {suggested_judge(meta)}, a generated label a pair; not --judge "
+                "rules: answer containment relabels none of them (none holds an answer alias)"
+                + (", and the qrels agree with containment on every pair they judge: the rule that made them"
+                   if qrels_agree_with_containment(meta) else ""))
+    else:
+        head = (f"{n_pairs} pairs to judge: --judge rules (answer containment) runs no model; --judge MODEL generates "
+                "a label a pair")
     if not (pairs and seconds > 0):
-        return f"{rules}; --judge MODEL generates a label a pair (no reader rate recorded in this folder to time it)"
+        return f"{head} (no reader rate recorded in this folder to time it)"
     rate = pairs / seconds
-    return (f"{rules}; --judge MODEL generates a label a pair, at least {_duration(n_pairs / rate)} with a judge of "
-            f"the reader's size (this folder's reader: {rate:.2f} pairs/s over {pairs} pairs, one forward pass a pair)")
+    return (f"{head}{'; that takes' if rules_add_nothing(meta) else ','} at least {duration(n_pairs / rate)} with a "
+            "judge of the reader's size (this folder's reader: "
+            f"{rate:.2f} pairs/s over {pairs} pairs, one forward pass a pair; a judge also generates its label)")
 
 
-def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+def labels_caveat(meta: Mapping, sources: Mapping | None = None) -> str:
+    """Where pairs were judged by ``--judge rules`` and the qrels agree with answer containment on
+    every pair they judge: that those labels are the qrels' own rule applied again, not an
+    independent judgment, with the model judge's command; else ""."""
+    sources = sources if sources is not None else meta.get("relevance_sources") or {}
+    judged = int(sources.get("judge", 0)) if isinstance(sources, Mapping) else 0
+    if not judged or _containment(meta).get("judge") != "rules" or not qrels_agree_with_containment(meta):
+        return ""
+    inputs = meta.get("inputs") if isinstance(meta.get("inputs"), dict) else {}
+    model = str(inputs.get("model") or meta.get("model") or "MODEL")
+    record = _containment(meta)
+    return (f"the {judged} pairs labelled by annotate's judge were judged by --judge rules, answer containment, and "
+            f"the qrels agree with containment on all {record.get('qrels_pairs')} pairs they judge in the last annotate "
+            "call (made by it, or "
+            "indistinguishable from it): the same rule applied again, not an independent judgment (0 unjudged does not "
+            f"mean judged); a model judges them: rerun with --judge {model}")
 
 
 def with_judge_command(check: ReaderCheck, folder: str | Path, meta: Mapping) -> ReaderCheck:
     """``check`` with the command that judges its unjudged pairs and its time, when its verdict
-    hangs on them (``ReaderCheck.hangs_on_labels``)."""
+    hangs on them (``ReaderCheck.hangs_on_labels``), and ``labels_caveat``."""
+    check = replace(check, labels_caveat=labels_caveat(meta))
     if not check.hangs_on_labels:
         return check
     return replace(check, judge_command=judge_command(folder, meta), judge_estimate=judge_estimate(check.n_unjudged, meta))

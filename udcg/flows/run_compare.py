@@ -22,27 +22,24 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from udcg.errors import InputError
 from udcg.flows.reader_check import reader_note
 from udcg.flows.label_checks import fragilities, label_block
-from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores, scored_runs
+from udcg.flows.run_options import CompareOptions
+from udcg.flows.run_scores import Run, RunScores, scored_runs
 from udcg.io.files import read_records
 from udcg.metrics.compare import Comparison, compare_scores
 from udcg.metrics.measures import Measure
-from udcg.metrics.stats import DEFAULT_RESAMPLES
-from udcg.metrics.udcg import GAMMA
 from udcg.records import OUTCOME_LABELS
-
-if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
-    from udcg.metrics.udcg_theta import UDCGTheta
 
 # The answer-outcome rows are rates this flow makes, not measures of the registry: their direction is
 # declared here; a measure's direction is its definition's (``Measure.direction``, read by compare_scores).
 OUTCOME_DIRECTION = {"correct": 1, "abstained": 0, "wrong": -1}  # more correct, fewer wrong; abstaining: neither
+EXTENSIONS = {".md": "markdown", ".csv": "csv", ".json": "json", ".tex": "latex"}  # -o's, when --format is not given
 FIX = "give the output of `udcg judge answer` on `udcg answer`'s contexts of these runs"
 
 
@@ -134,49 +131,43 @@ def _judged_only(values: dict[str, dict[str, np.ndarray]], qids: Sequence[str]) 
     return {r: {m: v[keep] for m, v in by_m.items()} for r, by_m in values.items()}, note, kept
 
 
-def compare_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | None = None, *,
-                 utilities: Any = None, metrics: Sequence[str | Measure] | str = DEFAULT_METRICS,
-                 gamma: float = GAMMA, theta: UDCGTheta | str | Path | None = None, unannotated: str = "error",
-                 model: str | None = None, prompt_version: str | None = None, answers: str | Path | None = None,
-                 test: str = "permutation", alpha: float = 0.05, n_resamples: int = DEFAULT_RESAMPLES,
-                 n_boot: int = 10_000, seed: int = 0, correction: str = "measure", power: float = 0.8,
-                 judged_only: bool = False, ties: str | None = None,
-                 equivalence: float | str | Mapping[str, float] | None = None,
-                 baseline: str | int | Path | None = None) -> tuple[Comparison, dict[str, RunScores]]:
-    """The comparison of ``runs`` (``{name: run}``, two or more) and the scores behind it. With
+def compare_runs(runs: Mapping[str, Run | str | Path], options: CompareOptions
+                 ) -> tuple[Comparison, dict[str, RunScores]]:
+    """The comparison of ``runs`` (``{name: run}``, two or more) and the scores behind it, with
+    ``options`` (``CompareOptions``; its ``runs`` and outputs are the command's). With
     ``judged_only`` (needs ``answers``) every row is on the queries every run has a judged answer for;
     ``ties`` (one of ``metrics``, e.g. nDCG@5) adds every other row on each run pair's queries where
     the two runs tie on it (``compare_scores``); ``equivalence`` (a margin for every row, a {row: margin}
     dict or its text ``"UDCG@5=0.005,nDCG@5=0.02"``) adds each pair's equivalence test and decision;
     ``baseline`` (a run's name, its file as given, or its index) compares only each other run with it."""
+    o = options
     if len(runs) < 2:
         raise InputError(f"compare needs at least two runs, got {len(runs)} (use score for one)")
-    against = None if baseline is None else baseline_of(baseline, runs)
-    if judged_only and answers is None:
+    against = None if o.baseline is None else baseline_of(o.baseline, runs)
+    if o.judged_only and o.answers is None:
         raise InputError("--judged-only restricts the table to the queries with judged answers: give --answers too")
-    scores = scored_runs(runs, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
-                         unannotated=unannotated, model=model, prompt_version=prompt_version, keep_pairs=True)
+    scores = scored_runs(runs, o, keep_pairs=True)
     values = {name: dict(s.values) for name, s in scores.items()}
     notes: tuple[str, ...] = ()
     qids = next(iter(scores.values())).qids
-    if answers is not None:
-        rates, note = answer_rates(answers, list(scores), qids)
+    if o.answers is not None:
+        rates, note = answer_rates(o.answers, list(scores), qids)
         for name, by_measure in values.items():
             by_measure.update(rates[name])
         notes = (note,)
-        if judged_only:
+        if o.judged_only:
             values, only, qids = _judged_only(values, qids)
             notes = (*notes, only)
     rows = list(next(iter(values.values())))
-    notes = (*notes, *reader_note(utilities, rows))
-    tied_on = None if ties is None else _tie_measure(ties, rows)
-    margins = None if equivalence is None else margins_of(equivalence, rows)
-    cmp = compare_scores(values, test=test, alpha=alpha, n_resamples=n_resamples, n_boot=n_boot, seed=seed,
-                         correction=correction, power=power, notes=notes, direction=OUTCOME_DIRECTION,
-                         ranges=_ranges(rows), ties=tied_on, equivalence=margins, baseline=against)
+    notes = (*notes, *reader_note(o.utilities, rows))
+    tied_on = None if o.ties is None else _tie_measure(o.ties, rows)
+    margins = None if o.equivalence is None else margins_of(o.equivalence, rows)
+    cmp = compare_scores(values, **o.keywords("test", "alpha", "n_resamples", "n_boot", "seed", "correction", "power"),
+                         notes=notes, direction=OUTCOME_DIRECTION, ranges=_ranges(rows), ties=tied_on,
+                         equivalence=margins, baseline=against)
     cmp = replace(cmp, qids=tuple(qids), per_query=values)
     files = {name: run for name, run in runs.items() if isinstance(run, (str, Path))}
-    return with_label_checks(cmp, scores, files, utilities, fragile=not judged_only), scores
+    return with_label_checks(cmp, scores, files, o.utilities, fragile=not o.judged_only), scores
 
 
 def with_label_checks(cmp: Comparison, scores: dict[str, RunScores], runs: Mapping[str, Any], utilities: Any, *,
@@ -269,36 +260,36 @@ def _tie_measure(text: str, measures: list) -> Measure:
     return measure
 
 
-def compare_run_files(run_paths: Sequence[str | Path], output: str | Path | None = None, fmt: str = "markdown",
-                      plot: str | Path | None = None, per_query: str | Path | None = None,
-                      **options) -> tuple[str, dict[str, RunScores]]:
-    """``udcg compare``: the run files (named by file name) compared with ``compare_runs(**options)``,
-    the table rendered in ``fmt`` and written to ``output`` when given, its forest plot to ``plot``
+def compare_run_files(options: CompareOptions) -> tuple[str, dict[str, RunScores]]:
+    """``udcg compare``: the run files of ``options.runs`` (named by file name) compared with
+    ``compare_runs``, the table rendered in ``options.format`` (else by ``output``'s extension, else
+    Markdown) and written to ``output`` when given, its forest plot to ``plot``
     (``flows.plots.comparison_figure``, from the same comparison), its per-query rows to ``per_query``
     (TSV with a header, ``Comparison.query_rows``); (the text, the scores)."""
     from udcg.flows.run_scores import named_runs
     from udcg.io.files import atomic_write_text
     from udcg.metrics.compare import format_comparison
 
-    if plot is not None or per_query is not None:
+    o = options
+    if o.plot is not None or o.per_query is not None:
         from udcg.io.writing import check_outputs
 
-        given = [("--plot", plot), ("--per-query", per_query), ("-o", output)]
+        given = [("--plot", o.plot), ("--per-query", o.per_query), ("-o", o.output)]
         check_outputs([(flag, path, False) for flag, path in given if path is not None],
-                      [("--run", r) for r in run_paths])
-    if plot is not None:
+                      [("--run", r) for r in o.runs])
+    if o.plot is not None:
         from udcg.flows.plots import comparison_figure, figure_path, save_figure
 
-        figure_path(plot)
-    cmp, scores = compare_runs(named_runs(run_paths), **options)
-    text = format_comparison(cmp, fmt)
-    if output:
-        atomic_write_text(output, text)
-    if per_query is not None:
+        figure_path(o.plot)
+    cmp, scores = compare_runs(named_runs(o.runs), o)
+    text = format_comparison(cmp, o.format or EXTENSIONS.get(Path(o.output or "").suffix.lower(), "markdown"), o.digits)
+    if o.output:
+        atomic_write_text(o.output, text)
+    if o.per_query is not None:
         header, rows = cmp.query_rows()
-        atomic_write_text(per_query, "".join("\t".join(map(str, row)) + "\n" for row in [header, *rows]))
-    if plot is not None:
-        save_figure(comparison_figure(cmp), plot)
+        atomic_write_text(o.per_query, "".join("\t".join(map(str, row)) + "\n" for row in [header, *rows]))
+    if o.plot is not None:
+        save_figure(comparison_figure(cmp), o.plot)
     return text, scores
 
 

@@ -21,11 +21,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Real
 from pathlib import Path
-from typing import Any, TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from udcg.errors import InputError
+from udcg.flows.run_options import ScoringOptions
 from udcg.flows.run_tables import columns_table, run_queries
 from udcg.flows.theta import load_theta
 from udcg.io.frames import as_dict, check_nested
@@ -35,15 +36,11 @@ from udcg.metrics.labels import RELEVANT_AT, LabelCheck, label_check, top_k_coun
 from udcg.metrics.evaluate import (UtilityOptions, as_measures, check_inputs, evaluate_table, reads_utilities, run_table,
                                    utility_coverage, utility_depth)
 from udcg.metrics.measures import Measure, alias_notes  # noqa: F401  (alias_notes: the commands')
-from udcg.metrics.udcg import GAMMA
 from udcg.records import query_key
-
-if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
-    from udcg.metrics.udcg_theta import UDCGTheta
 
 log = logging.getLogger(__name__)
 Run = Mapping[str, Mapping[str, float]]
-DEFAULT_METRICS = ("UDCG@5", "nDCG@5", "P@5", "RR@5")
+DEFAULT_METRICS = ScoringOptions.metrics  # udcg.DEFAULT_METRICS: the measures of a run scored without --metrics
 
 
 def _read_run(run: Run | str | Path, what: str = "run") -> Run:
@@ -217,15 +214,15 @@ class RunScores:
         return [(qid, m, float(v[i])) for i, qid in enumerate(self.qids) for m, v in self.values.items()]
 
 
-def score_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | None = None, *,
-               utilities: Any = None, metrics: Sequence[str | Measure] | str = DEFAULT_METRICS,
-               gamma: float = GAMMA, theta: UDCGTheta | str | Path | None = None, unannotated: str = "error",
-               model: str | None = None, prompt_version: str | None = None) -> dict[str, RunScores]:
+@ScoringOptions.door
+def score_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | None = None,
+               **options: Any) -> dict[str, RunScores]:
     """Per-query values of every run on one query set (see the module doc), with the notes a user
     should see (queries skipped, short rankings, coverage) and, with qrels, the label checks of
-    the runs' top-k (``RunScores.labels``: ``udcg.metrics.labels``)."""
-    return scored_runs(runs, qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
-                       unannotated=unannotated, model=model, prompt_version=prompt_version)
+    the runs' top-k (``RunScores.labels``: ``udcg.metrics.labels``). ``options``: those of
+    ``ScoringOptions`` (``utilities``, ``metrics``, ``gamma``, ``theta``, ``unannotated``, ``model``,
+    ``prompt_version``)."""
+    return scored_runs(runs, ScoringOptions.of("score_runs", qrels=qrels, **options))
 
 
 def label_depth(measures: Sequence[Measure]) -> int:
@@ -247,24 +244,25 @@ def pair_index(utilities: Run, judged: set[tuple[str, str]] = frozenset()) -> Ru
     return out
 
 
-def scored_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | None = None, *,
-                utilities: Any = None, metrics: Sequence[str | Measure] | str = DEFAULT_METRICS,
-                gamma: float = GAMMA, theta: UDCGTheta | str | Path | None = None, unannotated: str = "error",
-                model: str | None = None, prompt_version: str | None = None,
+def scored_runs(runs: Mapping[str, Run | str | Path], options: ScoringOptions,
                 keep_pairs: bool = False) -> dict[str, RunScores]:
-    """``score_runs``; with ``keep_pairs`` each run's ``RunScores.top`` holds its top-k pairs."""
-    wanted = _measures(metrics)
+    """``score_runs`` with ``options``; with ``keep_pairs`` each run's ``RunScores.top`` holds its top-k pairs."""
+    utilities, theta = options.utilities, options.theta
+    wanted = _measures(options.metrics)
     if not runs:
         raise InputError("no runs given")
-    qrels_d = _read_qrels(qrels)
+    qrels_d = _read_qrels(options.qrels)
     needs_utility = any(map(reads_utilities, wanted))
+    from udcg.flows.label_checks import recorded_short_answers
+
+    short = recorded_short_answers(utilities)  # the answers annotate had at hand, for the label checks
     judged_by_judge: set = set()
     if keep_pairs and isinstance(utilities, (str, Path)):  # its records say which pairs a judge labelled
         from udcg.annotate.utilities import load_utilities
 
         utilities = load_utilities(utilities)
         judged_by_judge = {key for key, r in utilities.records.items() if r.relevance_source.startswith("judge")}
-    util = read_utilities(utilities, model, prompt_version) if needs_utility or utilities is not None else None
+    util = read_utilities(utilities, options.model, options.prompt_version) if needs_utility or utilities is not None else None
     check_inputs(wanted, qrels_d, util)
     if isinstance(theta, (str, Path)):
         theta = load_theta(theta)
@@ -279,7 +277,7 @@ def scored_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | 
     counts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     by_judge: dict[str, np.ndarray] = {}
     for name, run in loaded.items():
-        opts = UtilityOptions(gamma=gamma, theta=theta, unannotated=unannotated, where=f"run {name!r}")
+        opts = UtilityOptions(gamma=options.gamma, theta=theta, unannotated=options.unannotated, where=f"run {name!r}")
         make = columns_table if isinstance(run, RunColumns) else run_table
         table = make(run, queries, util if needs_utility else None, depth, judged=qrels_d is not None, pairs=pairs)
         values = evaluate_table(table, wanted, opts)
@@ -301,7 +299,7 @@ def scored_runs(runs: Mapping[str, Run | str | Path], qrels: Run | str | Path | 
         first = next(iter(out.values()))
         check = label_check(first.qids, n_relevant,
                             {r: c[0] for r, c in counts.items()}, {r: c[1] for r, c in counts.items()}, k=k,
-                            judge_labelled=by_judge or None)
+                            judge_labelled=by_judge or None, short_answers=short)
         for scores in out.values():
             scores.labels = check
     return out

@@ -3,12 +3,12 @@ per-query values of TREC runs against qrels and utilities, written as TSV."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from udcg.flows.run_options import ScoringOptions
     from udcg.io.tables import Table
 
 # Light at import (the command's help names the defaults): numpy and the metrics load when a flow runs.
@@ -53,28 +53,21 @@ class RunFileScores:
         return f"wrote {n} per-query values of {len(self.scores)} run(s) to {self.output}"
 
 
-def score_run_files(run_paths: Sequence[str], output: str | Path, *, qrels: str | None = None,
-                    utilities: str | None = None, metrics: str, gamma: float | None = None, theta: str | None = None,
-                    unannotated: str = "error", model: str | None = None,
-                    prompt_version: str | None = None) -> RunFileScores:
-    """Per-query values of every run, as ``qid<TAB>measure<TAB>value`` (with several runs a leading
-    run column), written atomically to ``output``."""
+def score_run_files(options: ScoringOptions, output: str | Path) -> RunFileScores:
+    """Per-query values of every run of ``options.runs``, as ``qid<TAB>measure<TAB>value`` (with several
+    runs a leading run column), written atomically to ``output``."""
     from udcg.flows.reader_check import reader_note
-    from udcg.flows.run_scores import named_runs, score_runs
+    from udcg.flows.run_scores import named_runs, scored_runs
     from udcg.io.files import atomic_write_text
     from udcg.metrics.evaluate import format_tsv
 
-    from udcg.metrics.udcg import GAMMA
-
-    gamma = GAMMA if gamma is None else gamma
-    scores = score_runs(named_runs(run_paths), qrels, utilities=utilities, metrics=metrics, gamma=gamma, theta=theta,
-                        unannotated=unannotated, model=model, prompt_version=prompt_version)
+    scores = scored_runs(named_runs(options.runs), options)
     several = len(scores) > 1
     text = "".join(("".join(f"{name}\t{line}" for line in format_tsv(s.rows()).splitlines(keepends=True))
                     if several else format_tsv(s.rows())) for name, s in scores.items())
     atomic_write_text(output, text)
     rows = list(next(iter(scores.values())).values) if scores else []
-    return RunFileScores(scores, Path(output), reader_note(utilities, rows))
+    return RunFileScores(scores, Path(output), reader_note(options.utilities, rows))
 
 
 @dataclass

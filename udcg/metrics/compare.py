@@ -68,6 +68,7 @@ from udcg.errors import InputError
 from udcg.metrics.compare_report import CSV_COLUMNS, FORMATS, footer_lines, format_comparison, label_of_test
 from udcg.metrics.comparison import EQUAL_WITHIN, Cell, ComparisonData, PairTest, run_pairs
 from udcg.metrics.comparison_intervals import intervals
+from udcg.metrics.constants import CORRECTIONS
 from udcg.metrics.equivalence import equivalence_pvalues
 from udcg.metrics.measure_types import Measure
 from udcg.metrics.p_floor import can_reach, smallest_p
@@ -78,7 +79,6 @@ from udcg.metrics.stats import (DEFAULT_RESAMPLES, EXACT_MAX_N, TESTS, bootstrap
 __all__ = ["CORRECTIONS", "CSV_COLUMNS", "EXACT_BUDGET", "FORMATS", "Cell", "Comparison", "ComparisonData", "PairTest",
            "compare_scores", "format_comparison"]
 
-CORRECTIONS = ("measure", "table", "none")
 EXACT_BUDGET = 1 << 28  # sign-flip sums of the exact tests of one table: 16 pairs at n = 24, a few seconds
 
 

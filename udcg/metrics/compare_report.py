@@ -19,10 +19,10 @@ import math
 from udcg.errors import InputError
 from udcg.metrics.compare_power import per_measure, floor_lines, mdd_line
 from udcg.metrics.comparison import EQUAL_WITHIN, ComparisonData, labels_of
+from udcg.metrics.constants import FORMATS
 from udcg.metrics.planning import count_of
 from udcg.metrics.stats import EXACT_MAX_N
 
-FORMATS = ("markdown", "csv", "json", "latex")
 CSV_COLUMNS = ("kind", "measure", "run", "run_b", "mean", "low", "high", "n", "beats", "diff", "a_higher", "equal",
                "b_higher", "mdd", "p", "p_holm", "significant", "test", "correction", "family_size", "mdd_alpha",
                "tied_on", "margin", "p_tost", "p_tost_holm", "equivalent", "decision", "queries_to_detect",

@@ -36,9 +36,9 @@ import numpy as np
 from scipy.stats import rankdata, spearmanr
 
 from udcg.errors import InputError
+from udcg.metrics.constants import CONSTANT_METRIC
 from udcg.metrics.stats import bootstrap_ci
 
-CONSTANT_METRIC = ("zero", "drop")  # a metric constant over a usable question: rho 0, or the question left out
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ import numpy as np
 
 from udcg.errors import InputError
 from udcg.metrics import registry
+from udcg.metrics.constants import UNANNOTATED
 from udcg.metrics.gains import GainTable, gain_table
 from udcg.metrics.measures import Measure, parse_measure, parse_measures
 from udcg.metrics.signals import Signals
@@ -41,7 +42,6 @@ if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
     from udcg.metrics.udcg_theta import UDCGTheta
 
 
-UNANNOTATED = ("error", "zero", "worst")
 
 
 @dataclass(frozen=True)

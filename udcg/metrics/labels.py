@@ -15,7 +15,20 @@ qrels file is taken on faith. From per-query counts (no document ids, no model):
   question is answered by the passages of one or a few documents, and 5% of a corpus of 3,572
   passages cut from 98 papers is every passage of five whole papers. The share of the *pool* (the
   runs' top-k) does not separate them: a good run's top-k is all relevant on a loose query and on an
-  easy one alike.
+  easy one alike;
+- **containment of a short/numeric answer** (where the answers are at hand: ``annotate``): a query
+  whose answers include a bare number or a single token of at most 4 characters (``udcg.text.
+  short_answer``: ``2002``, ``3``, ``four``, ``UK``) with at least ``SHORT_MIN`` relevant documents
+  and ``SHORT_FACTOR`` times the median count: labels likely loose. Containment of such an answer
+  matches wherever the token occurs, not where the question is answered, so the answer itself says
+  why the count is suspect and a lower multiple than the blind rule's 10 is evidence enough. The
+  two trials: the biomedical qrels' ``3`` matched 708 of 3,572 passages (``four`` 118, ``2003`` 65,
+  against a median of a few), which the blind rule catches; the DPR trial's (docs/trial-dpr.md)
+  ``2002`` matched 15 passages, 9 of them wrong (a birthday, a baseball season, a comic series), at
+  3.75 times its five queries' median of 4 (2% of 751 passages), which it does not. Twice the
+  median flags dpr4 down to 8 relevant; a minimum of 5 keeps quiet a short answer that sits in
+  the passages of one or two documents. The blind rule's flags are unchanged (the line names the
+  answer of a flagged short-answer query; the short line names the others).
 
 ``LabelCheck.lines()`` is the short block the commands print (at most three lines);
 ``LabelCheck.rows()`` the per-query rows (``-v``, ``to_dict``).
@@ -35,8 +48,10 @@ RELEVANT_AT = 1.0  # a qrels grade at or above this is relevant (trec_eval's rel
 LOOSE_MIN = 10  # fewer relevant documents than this are never implausible
 LOOSE_FACTOR = 10  # ... at least this many times the median count of the queries with any
 LOOSE_CORPUS_SHARE = 0.05  # ... or at least this share of the corpus (when its size is known)
+SHORT_MIN = 5  # a query with a short or numeric answer (udcg.text.short_answer) and this many relevant documents
+SHORT_FACTOR = 2  # ... and this many times the median count: labels likely loose (module docstring)
 SHOWN = 5  # query ids named in a line
-ROW_COLUMNS = ("qid", "relevant", "corpus_share", "zero_relevant", "implausible")
+ROW_COLUMNS = ("qid", "relevant", "corpus_share", "zero_relevant", "implausible", "short_answer", "short_loose")
 
 
 @dataclass(frozen=True)
@@ -50,11 +65,14 @@ class QueryLabels:
     unjudged: tuple[int, ...]
     zero_relevant: bool
     implausible: bool
+    short_answer: str = ""  # a bare-number or short-token answer alias ("" when none, or answers not at hand)
+    short_loose: bool = False  # with it, relevant count at or above ``LabelCheck.short_at``: labels likely loose
 
     def to_dict(self, runs: Sequence[str] = ()) -> dict:
         return {"qid": self.qid, "relevant": self.n_relevant,
                 "corpus_share": None if math.isnan(self.corpus_share) else self.corpus_share,
                 "zero_relevant": self.zero_relevant, "implausible": self.implausible,
+                "short_answer": self.short_answer, "short_loose": self.short_loose,
                 "unjudged": dict(zip(runs, self.unjudged))}
 
 
@@ -72,6 +90,8 @@ class LabelCheck:
     source: str = "qrels"
     judge_labelled: tuple[int, ...] = ()  # per run: of its unjudged pairs, those annotate's judge labelled (compare)
     fragility: tuple = ()  # compare's relabelling bounds (``udcg.metrics.fragility.Fragility``), one per UDCG pair
+    short_at: float | None = None  # the count at or above which a short-answer query is likely loose (None: no answers)
+    median: float = math.nan  # the median relevant count of the queries with any
 
     @property
     def zero_relevant(self) -> tuple[QueryLabels, ...]:
@@ -80,6 +100,11 @@ class LabelCheck:
     @property
     def implausible(self) -> tuple[QueryLabels, ...]:
         return tuple(q for q in self.queries if q.implausible)
+
+    @property
+    def short_loose(self) -> tuple[QueryLabels, ...]:
+        """Queries whose labels rest on a short or numeric answer and look loose (module docstring)."""
+        return tuple(q for q in self.queries if q.short_loose)
 
     def share(self, run: str) -> float:
         """The share of ``run``'s top-k pairs that are unjudged (NaN without pairs)."""
@@ -104,10 +129,20 @@ class LabelCheck:
         if loose:
             shown = ", ".join(f"{q.qid} {q.n_relevant}" + ("" if math.isnan(q.corpus_share) else
                                                             f" = {_pct(q.corpus_share)} of the corpus")
+                              + (f", answer `{q.short_answer}`" if q.short_answer else "")
                               for q in sorted(loose, key=lambda q: -q.n_relevant)[:SHOWN])
             out.append(f"  implausible relevant counts: {len(loose)} of {n} queries ({shown}{_more(loose)}; "
                        f"flagged at >= {self.loose_at:g} relevant): loose qrels, e.g. answer containment of a short "
                        "answer; check them before reading any measure")
+        short = [q for q in self.short_loose if not q.implausible]
+        if short:
+            shown = ", ".join(f"{q.qid} `{q.short_answer}` {q.n_relevant} relevant"
+                              for q in sorted(short, key=lambda q: -q.n_relevant)[:SHOWN])
+            out.append(f"  containment of a short/numeric answer: labels likely loose: {len(short)} of {n} queries "
+                       f"({shown}{_more(short)}; flagged at >= {self.short_at:g} relevant, {SHORT_FACTOR}x the median "
+                       f"{self.median:g} and at least {SHORT_MIN}, for an answer that is a bare number or one token of "
+                       "<= 4 characters): made by answer containment, such qrels mark every passage where the token "
+                       "occurs; check them before reading any measure")
         return out
 
     def rows(self) -> list[dict]:
@@ -120,8 +155,10 @@ class LabelCheck:
                                                             if self.judge_labelled else {})}
                          for i, (r, u, n) in enumerate(zip(self.runs, self.unjudged, self.ranked))},
                 "zero_relevant": [q.qid for q in self.zero_relevant], "implausible": [q.qid for q in self.implausible],
+                "short_loose": [q.qid for q in self.short_loose], "short_at": self.short_at,
                 "thresholds": {"relevant_at": RELEVANT_AT, "loose_min": LOOSE_MIN, "loose_factor": LOOSE_FACTOR,
-                               "loose_corpus_share": LOOSE_CORPUS_SHARE},
+                               "loose_corpus_share": LOOSE_CORPUS_SHARE, "short_min": SHORT_MIN,
+                               "short_factor": SHORT_FACTOR},
                 "fragility": [f.to_dict() for f in self.fragility], "per_query": self.rows()}
 
 
@@ -136,11 +173,13 @@ def loose_threshold(n_relevant: np.ndarray, corpus_size: int | None = None) -> f
 
 def label_check(qids: Sequence[str], n_relevant: object, unjudged: Mapping[str, object], ranked: Mapping[str, object],
                 *, k: int | None, corpus_size: int | None = None, source: str = "qrels",
-                judge_labelled: Mapping[str, object] | None = None) -> LabelCheck:
+                judge_labelled: Mapping[str, object] | None = None,
+                short_answers: Mapping[str, str] | None = None) -> LabelCheck:
     """The label checks from per-query counts: ``n_relevant[i]`` relevant documents of query
     ``qids[i]`` in the qrels; ``unjudged[run][i]`` / ``ranked[run][i]`` its top-k pairs without a
     qrels entry / in all, for each run; ``corpus_size`` when known; ``judge_labelled[run][i]``: of
-    the unjudged ones, those a relevance judge labelled in the utilities."""
+    the unjudged ones, those a relevance judge labelled in the utilities; ``short_answers``: where
+    the answers are at hand, {qid: its short or numeric answer alias} ("" or absent: none)."""
     rel = np.asarray(n_relevant, dtype=np.int64)
     runs = tuple(unjudged)
     un = {r: np.asarray(unjudged[r], dtype=np.int64) for r in runs}
@@ -153,12 +192,18 @@ def label_check(qids: Sequence[str], n_relevant: object, unjudged: Mapping[str, 
     at = loose_threshold(rel, corpus_size)
     share = rel / corpus_size if corpus_size else np.full(len(rel), math.nan)
     zero, loose = rel == 0, rel >= at
+    with_any = rel[rel > 0]
+    median = float(np.median(with_any)) if len(with_any) else math.nan
+    short_at = None if short_answers is None else max(float(SHORT_MIN), SHORT_FACTOR * (median if len(with_any) else 0))
+    short = [str((short_answers or {}).get(str(q)) or "") for q in qids]
     per_run = np.stack([un[r] for r in runs], axis=1) if runs else np.zeros((len(rel), 0), np.int64)
     queries = tuple(QueryLabels(str(q), int(rel[i]), float(share[i]), tuple(int(x) for x in per_run[i]),
-                                bool(zero[i]), bool(loose[i])) for i, q in enumerate(qids))
+                                bool(zero[i]), bool(loose[i]), short[i],
+                                bool(short[i]) and short_at is not None and bool(rel[i] >= short_at))
+                    for i, q in enumerate(qids))
     judge = tuple(int(np.sum(judge_labelled[r])) for r in runs) if judge_labelled else ()
     return LabelCheck(k, runs, tuple(int(un[r].sum()) for r in runs), tuple(int(top[r].sum()) for r in runs),
-                      corpus_size, at, queries, source, judge)
+                      corpus_size, at, queries, source, judge, short_at=short_at, median=median)
 
 
 def top_k_counts(judged: np.ndarray, depth: np.ndarray, k: int | None) -> tuple[np.ndarray, np.ndarray]:

@@ -51,7 +51,8 @@ from udcg.metrics.reader_auc import auc as _auc
 from udcg.metrics.reader_auc import auc_interval
 from udcg.metrics.reader_queries import by_query  # noqa: F401  (re-exported: the per-query view of the check)
 from udcg.metrics.reader_queries import QueryCheck, check_p, json_ready, query_checks, query_counts, query_index
-from udcg.metrics.reader_verdict import ABSTAINS_AT, ANSWERED_MAX, AUC_MIN, MIN_PAIRS, Fragility, fragility, verdicts
+from udcg.metrics.reader_verdict import (ABSTAINS_AT, ANSWERED_MAX, AUC_MIN, MIN_PAIRS, Fragility, fragile_limit,
+                                         fragility, verdicts)
 
 BASIS = "set on six published readings of one model family: docs/reliability.md#reader-check"
 PRODUCTION = "the check of the LLM your RAG system uses in production is the evidence that counts"
@@ -81,6 +82,7 @@ class ReaderCheck:
     judged_only: ReaderCheck | None = None  # the check of the judged pairs alone (with a judged irrelevant pair)
     judge_command: str = ""  # the command that judges the unjudged pairs (set by the flow that knows the folder)
     judge_estimate: str = ""  # how long it takes (pairs, measured rate)
+    labels_caveat: str = ""  # what the labels rest on, where the flow knows it (pairs judged by the qrels' own rule)
 
     @property
     def can_measure_distraction(self) -> bool:
@@ -102,7 +104,7 @@ class ReaderCheck:
 
     @property
     def hangs_on_labels(self) -> bool:
-        """The verdict flips when at most 5% of the unjudged pairs are relabelled relevant."""
+        """The verdict flips when at most max(3, 5%) of the unjudged pairs are relabelled relevant."""
         return self.fragility is not None and self.fragility.fragile
 
     def __repr__(self) -> str:
@@ -231,31 +233,35 @@ class ReaderCheck:
                 f"production instead (--model NAME --api-base URL){other}")
 
     def label_lines(self) -> list[str]:
-        """With unjudged pairs and a verdict: how many of them, relabelled relevant, flip it; when that
-        is few (``hangs_on_labels``) the command that judges them and, when the verdicts differ or it
-        hangs on the labels, the check of the judged pairs alone."""
+        """``labels_caveat``; with unjudged pairs and a verdict, how many of them, relabelled relevant, flip
+        it (count first); when few (``hangs_on_labels``) the command that judges them; when the verdicts
+        differ or it hangs on the labels, the check of the judged pairs alone."""
         fr = self.fragility
+        caveat = [f"  labels: {self.labels_caveat}"] if self.labels_caveat else []
         if fr is None:
-            return []
-        share = f"{fr.flips_at / fr.n_unjudged:.1%}" if fr.flips_at is not None else ""
+            return caveat
         if fr.flips_at is None:
             out = [f"  labels: {fr.n_unjudged} unjudged pairs taken as irrelevant; no number of them relabelled relevant "
                    f"({fr.order}) turns the verdict"]
-        elif fr.fragile:
-            named = ", ".join(" ".join(filter(None, p)) for p in fr.pairs[:3]) + (", ..." if fr.flips_at > 3 else "")
-            judge = (f"judge them: {self.judge_command}" + (f" ({self.judge_estimate})" if self.judge_estimate else "")
-                     if self.judge_command else "judge them: rerun the udcg annotate that wrote these utilities with "
-                     "--unjudged judge --judge rules (or --judge MODEL)")
-            out = [f"  labels: the verdict hangs on the unjudged labels: {fr.flips_at} of the {fr.n_unjudged} unjudged "
-                   f"pairs ({share}), relabelled relevant ({fr.order}: {named}), turn it to {fr.verdict_after} (AUC "
-                   f"{_f(fr.auc_after)}, answers from {_pct(fr.answered_after)} of the irrelevant pairs); {judge}"]
         else:
-            out = [f"  labels: {fr.n_unjudged} unjudged pairs taken as irrelevant; {fr.flips_at} of them ({share}, more "
-                   f"than 5%), relabelled relevant ({fr.order}), would turn the verdict to {fr.verdict_after}"]
+            few = f"{fr.flips_at} pair{'s' if fr.flips_at != 1 else ''} would turn it to {fr.verdict_after}"
+            of = (f"of the {fr.n_unjudged} unjudged pairs taken as irrelevant ({fr.flips_at / fr.n_unjudged:.1%}); "
+                  f"it hangs on them when at most max(3, 5% of them) = {fragile_limit(fr.n_unjudged)} do")
+            if fr.fragile:
+                named = ", ".join(" ".join(filter(None, p)) for p in fr.pairs[:3]) + (", ..." if fr.flips_at > 3 else "")
+                judge = (f"judge them: {self.judge_command}" + (f" ({self.judge_estimate})" if self.judge_estimate else "")
+                         if self.judge_command else "judge them: rerun the udcg annotate that wrote these utilities with "
+                         "--unjudged judge --judge MODEL (or --judge rules, where the qrels were not made by answer "
+                         "containment)")
+                out = [f"  labels: {few} (AUC {_f(fr.auc_after)}, answers from {_pct(fr.answered_after)} of the "
+                       f"irrelevant pairs), relabelled relevant ({fr.order}: {named}), {of}: the verdict hangs on the "
+                       f"unjudged labels; {judge}"]
+            else:
+                out = [f"  labels: {few}, relabelled relevant ({fr.order}), {of}"]
         judged = self.judged_only
         if fr.fragile or (judged is not None and judged.verdict != self.verdict):
             out.append(self.judged_line())
-        return out
+        return caveat + out
 
     def judged_line(self) -> str:
         """The check recomputed on the judged pairs alone, or why it cannot be."""
@@ -273,12 +279,12 @@ class ReaderCheck:
         fr = self.fragility
         if not self.hangs_on_labels:
             return ""
-        return (f" It hangs on the unjudged labels: {fr.flips_at} of the {fr.n_unjudged} unjudged pairs, relabelled "
+        return (f" It hangs on the unjudged labels: {fr.flips_at} of its {fr.n_unjudged} unjudged pairs, relabelled "
                 f"relevant, turn it to {fr.verdict_after} (udcg reader-check names the command that judges them).")
 
 
 _NESTED = ("queries", "fragility", "judged_only")
-_ADDED = ("judge_command", "judge_estimate")  # fields a record of an earlier version lacks
+_ADDED = ("judge_command", "judge_estimate", "labels_caveat")  # fields a record of an earlier version lacks
 
 
 def _brief(data: dict) -> dict:
@@ -295,7 +301,7 @@ def _pct(x: float) -> str:
 
 
 def _mean(v: np.ndarray) -> float:
-    return float(v.mean()) if len(v) else float("nan")
+    return float(v.mean()) if len(v) else math.nan
 
 
 def reader_check(p_abs: object, relevant: object, judged: object, queries: object, *, model: str = "",

@@ -18,10 +18,20 @@ smallest number that turns it into the other verdict:
 
 Each order is the one that moves the AUC and the answered share fastest towards the other verdict,
 so no smaller number of relabelled unjudged pairs flips it. The verdict *hangs on the unjudged
-labels* when that number is at most ``FRAGILE_SHARE`` (5%) of the unjudged pairs (at least one
-pair): a share of missing relevant labels that shallow qrels reach easily (one judged passage per
-query: on the packaged example 1 of its 151 unjudged pairs is relevant). "too few pairs" has no
-fragility.
+labels* when that number is at most ``fragile_limit(n)`` = max(``FRAGILE_MIN``, 5% of the ``n``
+unjudged pairs), absolute as well as relative:
+
+- relative, ``FRAGILE_SHARE`` (5%): a share of missing relevant labels that shallow qrels reach
+  easily (one judged passage per query: on the packaged example 1 of its 151 unjudged pairs is
+  relevant);
+- absolute, ``FRAGILE_MIN`` (3 pairs): on a small folder 5% is a single pair, so a share alone says
+  "hangs" only when one pair flips the verdict. The DPR trial (docs/trial-dpr.md: 35 unjudged pairs,
+  5% = 1.75) had 2 flipping pairs, both passages a lenient judge calls relevant and answer
+  containment cannot (a surname for the full name; the Seaway for the River), and the share rule
+  said nothing. Three pairs are read by hand in a minute and judged by a model in a few; a
+  verdict that three labels turn is not settled by the labels, whatever their share.
+
+"too few pairs" has no fragility.
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ ANSWERED_MAX = 0.5  # the largest share of irrelevant pairs it may answer from
 MIN_PAIRS = 10  # fewer relevant or irrelevant pairs than this: no verdict
 ABSTAINS_AT = 0.5  # p_abs at or above this: the reader abstains rather than answers
 FRAGILE_SHARE = 0.05  # a verdict that this share of the unjudged pairs, relabelled relevant, flips hangs on them
+FRAGILE_MIN = 3  # ... and one that this many flip, whatever their share (module docstring)
 LISTED = 10  # pairs of a flip kept by name
 
 
@@ -51,8 +62,9 @@ def verdicts(n_relevant: np.ndarray, n_irrelevant: np.ndarray, answered: np.ndar
 
 
 def fragile_limit(n_unjudged: int) -> int:
-    """The most relabelled pairs a verdict may need to flip and still hang on the unjudged labels."""
-    return max(1, math.floor(FRAGILE_SHARE * n_unjudged))
+    """The most relabelled pairs a verdict may need to flip and still hang on the unjudged labels:
+    max(``FRAGILE_MIN``, 5% of them)."""
+    return max(FRAGILE_MIN, math.floor(FRAGILE_SHARE * n_unjudged))
 
 
 @dataclass(frozen=True)
@@ -69,12 +81,13 @@ class Fragility:
 
     @property
     def fragile(self) -> bool:
-        """The verdict hangs on the unjudged labels: at most 5% of them (at least one) flip it."""
+        """The verdict hangs on the unjudged labels: at most ``fragile_limit`` of them flip it."""
         return self.flips_at is not None and self.flips_at <= fragile_limit(self.n_unjudged)
 
     def to_dict(self) -> dict:
         return {"n_unjudged": self.n_unjudged, "order": self.order, "flips_at": self.flips_at,
                 "verdict_after": self.verdict_after, "fragile": self.fragile, "share_max": FRAGILE_SHARE,
+                "min_pairs": FRAGILE_MIN, "limit": fragile_limit(self.n_unjudged),
                 "auc_after": None if math.isnan(self.auc_after) else self.auc_after,
                 "answered_after": None if math.isnan(self.answered_after) else self.answered_after,
                 "pairs": [list(p) for p in self.pairs]}

@@ -43,11 +43,10 @@ from functools import lru_cache
 import numpy as np
 
 from udcg.errors import InputError
+from udcg.metrics.constants import DEFAULT_RESAMPLES, TESTS
 
-TESTS = ("permutation", "t", "wilcoxon")
 ALTERNATIVES = ("two-sided", "greater", "less")
 EXACT_MAX_N = 24  # exact enumeration up to here: 2^24 sign vectors, about 0.2 s (docs/reliability.md)
-DEFAULT_RESAMPLES = 100_000  # random sign flips beyond EXACT_MAX_N
 _EXACT_BLOCK = 20  # sign vectors of the first 20 differences enumerated at once (2^20 sums, 8 MB)
 _CHUNK_ELEMENTS = 1 << 21  # float64 numbers per chunk: 16 MB
 _EPS = np.finfo(np.float64).eps * 100  # scipy.stats.permutation_test's relative tolerance

@@ -16,8 +16,8 @@ import numpy as np
 from scipy.special import expit
 
 from udcg.errors import InputError
+from udcg.metrics.constants import GAMMA
 
-GAMMA = 1.0 / 3.0
 # The largest weight of the distracting passages: the score (sum u+ + gamma sum u-) / k then stays in
 # [-MAX_GAMMA, 1], where the sigmoid neither overflows nor rounds to 0 (1e308 gave UDCG = 0 everywhere).
 MAX_GAMMA = 100.0

@@ -1,0 +1,277 @@
+"""Issue #52: each option declared once (``udcg.options``). The mechanism (flags, config keys and API
+keywords made from one declaration, one check for both doors), and a scan of ``udcg/`` that fails on
+a second declaration of a converted operation's option: a choice tuple written again, a default
+written again in a signature of the flows, commands or API above the metrics, or a flag added by
+hand beside the generated ones."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+import udcg
+from udcg import bounds
+from udcg.cli import build_parser, main
+from udcg.errors import InputError
+from udcg.flows.correlate_options import CorrelateOptions
+from udcg.flows.run_options import CompareOptions, ScoringOptions
+from udcg.io.sources import example_path
+from udcg.options import declared
+
+PACKAGE = Path(udcg.__file__).parent
+CONVERTED = (ScoringOptions, CompareOptions, CorrelateOptions)  # the operations whose options are declared once
+# Where the converted operations' options are read: a literal default of a declared name in a
+# signature here is a second declaration (udcg.metrics is below: its kernels' keywords are their own).
+# (flows/correlate.py's correlation_table and correlation_table_of, which validate's config calls too, are not
+# converted: their keyword defaults are still their own.)
+READERS = ("commands/compare.py", "commands/score.py", "commands/correlate.py", "flows/run_compare.py",
+           "flows/run_scores.py", "flows/score.py", "flows/compare_config.py", "flows/answer_plan.py")
+API_DOORS = ("compare", "evaluate", "score_runs", "correlate")  # udcg/api.py's functions of the converted operations
+CHOICES_HOME = "metrics/constants.py"  # each choice tuple's one definition
+EX = example_path()
+RUNS = [str(EX / "runs" / "bm25.trec"), str(EX / "runs" / "dense.trec")]
+QRELS = str(EX / "qrels" / "test.tsv")
+
+
+def _options() -> dict[str, object]:
+    return {o.name: o for cls in CONVERTED for o in declared(cls)}
+
+
+def _trees():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text())
+
+
+def _literal(node: ast.AST):
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return _missing
+
+
+_missing = object()
+
+
+# ---------------------------------------------------------------- the scan: a second declaration fails
+
+
+def test_every_choice_tuple_is_written_once():
+    """A tuple (or list) of the words of a declared choice list anywhere in udcg/ but its home: a
+    second declaration (``choices=("error", "zero", "worst")`` in a command)."""
+    wanted = {tuple(o.choices) for o in _options().values() if o.choices}
+    assert len(wanted) >= 4
+    found = []
+    for where, tree in _trees():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Tuple, ast.List)) and node.elts and all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+                words = tuple(e.value for e in node.elts)
+                if words in wanted:
+                    found.append((where, node.lineno, words))
+    homes = [f for f in found if f[0] == CHOICES_HOME]
+    assert {words for _, _, words in homes} == wanted, homes
+    assert [f for f in found if f[0] != CHOICES_HOME] == []
+
+
+def _signatures(where: str, tree: ast.Module):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if where == "api.py" and node.name not in API_DOORS:
+                continue
+            a = node.args
+            positional = a.posonlyargs + a.args
+            pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults))
+            pairs += [(arg, d) for arg, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+            for arg, default in pairs:
+                yield node.name, arg.arg, default
+
+
+def _second(default: ast.AST) -> bool:
+    """A literal default other than None (None: "not given", the declared default then applies)."""
+    value = _literal(default)
+    return value is not _missing and value is not None
+
+
+def test_no_default_of_a_declared_option_is_written_again():
+    """A parameter named as a declared option with a literal default (``unannotated: str =
+    "error"``) where the converted operations are read: a second declaration of that default."""
+    options = _options()
+    second = []
+    for where, tree in _trees():
+        if where not in READERS and where != "api.py":
+            continue
+        for function, name, default in _signatures(where, tree):
+            if name in options and _second(default):
+                second.append(f"{where}: {function}({name}={ast.unparse(default)})")
+    assert second == []
+
+
+def test_no_flag_of_a_declared_option_is_added_by_hand():
+    """The commands of the converted operations add no flag the declaration makes."""
+    commands = {"commands/compare.py": CompareOptions, "commands/score.py": ScoringOptions,
+                "commands/correlate.py": CorrelateOptions}
+    by_hand = []
+    for where, tree in _trees():
+        if where not in commands:
+            continue
+        flags = {name for o in declared(commands[where]) for name in (o.flag, o.short) if name}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+                names = {_literal(a) for a in node.args}
+                if names & flags:
+                    by_hand.append(f"{where}:{node.lineno}: {sorted(names & flags)}")
+    assert by_hand == []
+
+
+def test_the_scan_finds_a_second_declaration(tmp_path):
+    """The scans are not vacuous: each finds the declarations the converted code once had."""
+    tree = ast.parse('def compare_runs(runs, *, unannotated: str = "error", n_boot=10_000, qrels=None):\n'
+                     '    p.add_argument("--test", choices=("permutation", "t", "wilcoxon"))\n')
+    options = _options()
+    seconds = [name for _, name, d in _signatures("flows/run_compare.py", tree) if name in options and _second(d)]
+    assert seconds == ["unannotated", "n_boot"]
+    tuples = [tuple(e.value for e in n.elts) for n in ast.walk(tree) if isinstance(n, ast.Tuple)]
+    assert CompareOptions.__dataclass_fields__["test"].metadata["option"].choices in tuples
+
+
+# ---------------------------------------------------------------- the mechanism
+
+
+def _compare_parser() -> argparse.ArgumentParser:
+    return next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["compare"]
+
+
+def test_the_flags_are_made_from_the_declaration():
+    parser = _compare_parser()
+    actions = {a.dest: a for a in parser._actions}
+    for o in declared(CompareOptions):
+        action = actions[o.dest]
+        assert o.flag in action.option_strings and action.default is None  # None: not given
+        assert (tuple(action.choices) if action.choices else None) == o.choices
+        assert action.type is o.convert
+    assert actions["n_boot"].help == "bootstrap resamples for the intervals (default 10000)"
+    assert actions["metrics"].help == "measures (default UDCG@5,nDCG@5,P@5,RR@5)"
+    assert isinstance(actions["run"], argparse._AppendAction) and isinstance(actions["judged_only"],
+                                                                             argparse._StoreTrueAction)
+
+
+def test_from_args_takes_a_flag_given_then_the_file_then_the_default():
+    args = build_parser().parse_args(["compare", "--run", "a", "--run", "b", "--test", "t", "--n-boot", "500"])
+    options = CompareOptions.from_args(args, {"test": "wilcoxon", "seed": 7})
+    assert options.runs == ("a", "b") and options.test == "t" and options.n_boot == 500  # the flags
+    assert options.seed == 7  # the file's key
+    assert options.alpha == CompareOptions.alpha == 0.05 and options.metrics == ScoringOptions.metrics  # defaults
+    assert options.prompt_version is None and options.judged_only is False
+
+
+@pytest.mark.parametrize("keywords, message", [
+    ({"n_boot": 50}, "n_boot = 50: must be an integer >= 100"),
+    ({"test": "anova"}, "test = 'anova': choose one of permutation, t, wilcoxon"),
+    ({"correction": 1}, "correction = 1: choose one of measure, table, none"),
+    ({"alpha": "a"}, "alpha: give a number, got a str ('a')"),
+    ({"judged_only": 1}, "judged_only: give True or False, got an int (1)"),
+    ({"model": 3}, "model: give a str or None, got an int (3)"),
+    ({"gamma": True}, "gamma: give a number, got a bool (True)"),
+    ({"answers": ""}, "answers: give a path (str or pathlib.Path) or None, got a str ('')"),
+])
+def test_an_object_built_in_python_refuses_what_the_doors_refuse(keywords, message):
+    with pytest.raises(InputError) as e:
+        CompareOptions(**keywords)
+    assert str(e.value).startswith(message), str(e.value)
+
+
+def test_a_number_is_made_the_type_its_bound_says():
+    import numpy as np
+
+    options = CompareOptions(n_boot=np.int64(1000), alpha=np.float32(0.25))
+    assert type(options.n_boot) is int and type(options.alpha) is float and options.alpha == 0.25
+
+
+def test_the_api_door_refuses_an_unknown_keyword_and_the_command_lines_own():
+    for name in ("nboot", "output", "label_rows", "format"):
+        with pytest.raises(InputError, match=rf"^compare\(\): got an unexpected keyword argument '{name}'$"):
+            udcg.compare(RUNS, QRELS, **{name: 1})
+
+
+def test_the_api_signature_is_the_declaration():
+    """``help(udcg.compare)`` shows every keyword with its default, from the declaration."""
+    parameters = inspect.signature(udcg.compare).parameters
+    api = [o for o in declared(CompareOptions) if o.api]
+    assert list(parameters) == ["runs", "qrels", *[o.name for o in api if o.name != "qrels"]]
+    assert all(parameters[o.name].default == o.default for o in api)
+    assert list(inspect.signature(udcg.evaluate).parameters)[2:] == [o.name for o in declared(ScoringOptions)
+                                                                     if o.api and o.name != "qrels"]
+
+
+@pytest.mark.parametrize("name, value", [("n_boot", 50), ("alpha", 1.5), ("power", 0.0), ("seed", -1), ("gamma", -1.0),
+                                         ("n_resamples", 0)])
+def test_one_check_for_both_doors(name, value, capsys):
+    """The command line (``--n-boot 50``) and the API (``n_boot=50``) give one line with the same rule."""
+    flag = f"--{name.replace('_', '-')}"
+    assert main(["compare", "--run", RUNS[0], "--run", RUNS[1], "--qrels", QRELS, flag, str(value)]) == 2
+    err = capsys.readouterr().err.strip()
+    with pytest.raises(InputError) as e:
+        udcg.compare(RUNS, QRELS, **{name: value})
+    rule = bounds.PARAMETERS["compare"][name].describe()
+    assert err == f"udcg compare: error: {flag} {bounds.short(value)}: must be {rule}"
+    assert str(e.value) == f"{name} = {bounds.short(value)}: must be {rule}"
+
+
+# ---------------------------------------------------------------- adding an option: --digits, and the recipe
+
+DOC = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+
+
+def _section(title: str) -> str:
+    start = DOC.index(f"\n## {title}\n")
+    end = DOC.find("\n## ", start + 1)
+    return DOC[start:end if end != -1 else len(DOC)]
+
+
+def test_the_adding_an_option_recipe_of_the_architecture_page_runs():
+    import re
+
+    block = re.search(r"<!-- option -->\n```python\n(.*?)```", _section("Adding an option"), flags=re.DOTALL).group(1)
+    exec(compile(block, "docs/architecture.md (option)", "exec"), {})
+
+
+def test_the_steps_the_recipe_names_are_where_it_says():
+    """The three places of the recipe: the field, its range, the code that reads it (``--digits``)."""
+    section = _section("Adding an option")
+    for where in ("flows/run_options.py", 'bounds.PARAMETERS["compare"]', "flows/run_compare.py"):
+        assert where in section, where
+    assert "digits" in CompareOptions.__dataclass_fields__ and "digits" in bounds.PARAMETERS["compare"]
+    source = (PACKAGE / "flows" / "run_compare.py").read_text()
+    assert "o.digits" in source
+
+
+def _markdown(capsys, *extra: str) -> str:
+    assert main(["compare", "--run", RUNS[0], "--run", RUNS[1], "--qrels", QRELS, "--metrics", "nDCG@5,P@5",
+                 "--n-boot", "200", *extra]) == 0
+    return capsys.readouterr().out
+
+
+def test_digits_sets_the_decimals_of_the_markdown_and_latex_tables(capsys, tmp_path):
+    default, four, two = _markdown(capsys), _markdown(capsys, "--digits", "4"), _markdown(capsys, "--digits", "2")
+    assert default == four and two != four
+    row = next(line for line in two.splitlines() if line.startswith("| a | bm25 |"))
+    assert row == "| a | bm25 | 0.90 [0.75, 1.00] | 0.18 [0.15, 0.20] |", row  # means 2 decimals, intervals at least 2
+    six = next(line for line in _markdown(capsys, "--digits", "6").splitlines() if line.startswith("| a | bm25 |"))
+    assert six.startswith("| a | bm25 | 0.900000 [0.7500, 1.0000] |"), six
+    latex = _markdown(capsys, "--digits", "3", "--format", "latex")
+    assert "0.900" in latex and "0.9000" not in latex
+    assert _markdown(capsys, "--format", "json", "--digits", "2") == _markdown(capsys, "--format", "json")  # every digit
+    (tmp_path / "c.yaml").write_text("digits: 3\n")  # a --config key as every option is
+    assert _markdown(capsys, "--config", str(tmp_path / "c.yaml")) == _markdown(capsys, "--digits", "3")
+
+
+@pytest.mark.parametrize("value", ["0", "13"])
+def test_digits_out_of_range_is_one_line(value, capsys):
+    assert main(["compare", "--run", RUNS[0], "--run", RUNS[1], "--qrels", QRELS, "--digits", value]) == 2
+    out, err = capsys.readouterr()
+    assert not out and err == (f"udcg compare: error: --digits {value}: must be an integer >= 1 and <= 12 (1..12, a "
+                               "positive integer) (decimals of the table's numbers; 0 would print every p as < 1)\n")

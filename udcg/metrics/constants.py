@@ -1,0 +1,11 @@
+"""The metrics' choice lists and defaults that the command line's parsers read
+(``udcg.flows.run_options``): plain values in a module that imports nothing, so that building a
+parser (``udcg --help``) loads no numpy. The modules that use them import them from here."""
+
+TESTS = ("permutation", "t", "wilcoxon")  # the paired tests (metrics.stats)
+DEFAULT_RESAMPLES = 100_000  # random sign flips beyond EXACT_MAX_N (metrics.stats)
+CORRECTIONS = ("measure", "table", "none")  # Holm's families (metrics.compare)
+FORMATS = ("markdown", "csv", "json", "latex")  # a comparison's report (metrics.compare_report)
+UNANNOTATED = ("error", "zero", "worst")  # a top-k document without a utility (metrics.evaluate)
+CONSTANT_METRIC = ("zero", "drop")  # a metric constant over a usable question: rho 0, or left out (metrics.correlation)
+GAMMA = 1.0 / 3.0  # UDCG's weight of the distracting passages (the paper's)
