@@ -91,3 +91,14 @@ def test_the_judged_only_line_and_record_agree():
     record = check.to_dict()["judged_only"]
     assert record["verdict"] == "borderline" and record["leans"] == "cannot"
     assert check.judged_line().endswith("verdict: borderline (leans cannot)")
+
+
+def test_the_trials_own_folder_says_borderline_in_both(capsys):
+    """The DPR trial's utilities (tests/data/dpr-trial-qwen0.5b, 5 queries, 45 pairs): the text said
+    "borderline" and the JSON "cannot" (docs/trial-dpr.md)."""
+    folder = str(Path(__file__).parent / "data" / "dpr-trial-qwen0.5b")
+    assert main(["reader-check", folder]) == 0
+    assert "  verdict: borderline: the AUC 0.666 is below 0.75" in capsys.readouterr().out
+    assert main(["reader-check", folder, "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)[folder]
+    assert (record["verdict"], record["leans"], record["borderline"]) == ("borderline", "cannot", True)
