@@ -20,6 +20,7 @@ from scipy import stats as ss
 
 from udcg.cli import main
 from udcg.flows import answer_plan
+from udcg.io.sources import example_path
 from udcg.metrics.compare import compare_scores
 from udcg.metrics.compare_power import SMALL_N
 from udcg.metrics.p_floor import can_reach, queries_to_reach, smallest_p
@@ -287,3 +288,17 @@ def test_compare_on_five_queries_says_nothing_can_be_significant(five_queries, c
     record = json.loads(capsys.readouterr().out)
     assert all(p["mdd"] is None and p["undetectable"] and p["p_floor"] == 0.0625 and p["undetectable_reason"]
                for p in record["pairs"])
+
+
+def test_an_alpha_no_p_can_reach_is_said_not_computed(capsys):
+    """--alpha 5e-324: the t-test's MDD has no critical value (a one-line error, exit 2); the sign-flip
+    test's p cannot go below 2 / 2^20 on the example's 20 queries, so its MDD is undetectable."""
+    ex = example_path()  # the packaged example
+    argv = ["compare", "--run", str(ex / "runs" / "bm25.trec"), "--run", str(ex / "runs" / "dense.trec"),
+            "--qrels", str(ex / "qrels" / "test.tsv"), "--metrics", "P@5", "--n-boot", "100", "--alpha", "5e-324"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "| undetectable |" in out and ("With n = 20 queries the exact sign-flip test's smallest p is 1.907e-06 > "
+                                           "4.94066e-324: no difference can be significant (MDD: undetectable); no "
+                                           "number of queries lets it reach that level.") in out
+    assert main([*argv, "--test", "t"]) == 2
