@@ -27,8 +27,11 @@ def test_the_detectable_difference_by_hand():
     # 3 runs: compare's default Holm family is the 3 run pairs of the row: alpha 0.05 / 3 for the MDD
     assert answer_plan.pair_alpha(3) == pytest.approx(0.05 / 3)
     assert answer_plan.detectable(10, 3) > answer_plan.detectable(10, 2)
-    assert math.isinf(answer_plan.detectable(3, 2))  # beyond the rate's range: nothing is detectable
-    assert math.isnan(answer_plan.detectable(1, 2))
+    assert math.isinf(answer_plan.detectable(3, 2))  # the exact test's p is at least 2 / 2^3: nothing is detectable
+    assert math.isinf(answer_plan.detectable(1, 2))
+    # 5 queries: no answers could be significant; 6 could, but no difference in [0, 1] has 80% power
+    assert "smallest p is 0.0625" in answer_plan.floor_text(5, 2) and answer_plan.floor_text(6, 2) == ""
+    assert math.isinf(answer_plan.detectable(6, 2)) and math.isfinite(answer_plan.detectable(7, 2))
 
 
 def test_the_plan_uses_compares_test_power_and_mdd():

@@ -28,7 +28,7 @@ def _spread(n: int, sd: float) -> np.ndarray:
                                                       (0.3, 0.1, 0.01, 0.9), (0.05, 0.04, 0.05 / 3, 0.8),
                                                       (1.0, 2.0, 0.05, 0.8)])
 def test_detection_is_statsmodels_power_solution_rounded_up(sd, margin, alpha, power):
-    n = queries_to_detect(sd, margin, alpha, power)
+    n = queries_to_detect(sd, margin, alpha, power, method="t")  # the sign-flip test's floor: test_compare_power.py
     exact = TTestPower().solve_power(effect_size=margin / sd, alpha=alpha, power=power, alternative="two-sided")
     assert n == max(2, math.ceil(exact - 1e-9))
 
@@ -92,7 +92,9 @@ def test_compare_prints_and_writes_what_an_inconclusive_pair_needs():
     assert "Queries needed (inconclusive pairs)" in text
     assert by["N", "a", "b"].decision == "different" and "different (queries" not in text
     small = float(np.std(scores["a"]["N"] - scores["c"]["N"], ddof=1))  # 0.01 against a margin of 0.2: a few
-    assert by["N", "a", "c"].queries_to_detect == queries_to_detect(small, 0.2, 0.05 / 3) <= 3
+    assert queries_to_detect(small, 0.2, 0.05 / 3, method="t") <= 3
+    # but the exact sign-flip test's p cannot go below 0.05 / 3 on fewer than 7 queries (2 / 2^7 < 0.0167)
+    assert by["N", "a", "c"].queries_to_detect == queries_to_detect(small, 0.2, 0.05 / 3) == 7
     record = next(p for p in json.loads(cmp.format("json"))["pairs"] if (p["measure"], p["run_a"]) == ("M", "a")
                   and p["run_b"] == "b")
     assert record["queries_to_detect"] == int(t.queries_to_detect)

@@ -243,7 +243,7 @@ def test_a_folder_whose_verdict_hangs_on_the_labels_names_its_judge_command(tmp_
     assert main(["reader-check", str(folder), "--n-boot", "200", "--json"]) == 0
     record = json.loads(capsys.readouterr().out)[str(folder)]
     assert record["judge_command"] == command and record["fragility"]["fragile"] is True
-    assert record["judged_only"]["verdict"] == check.judged_only.verdict
+    assert record["judged_only"]["verdict"] == check.judged_only.conclusion
     # compare's footer, from the check recorded in meta.json, says that the verdict hangs on the labels
     (folder / "meta.json").write_text(json.dumps({**meta, "reader_check": record}))
     (note,) = reader_note(folder, ["UDCG@5"])

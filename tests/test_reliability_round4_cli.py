@@ -317,7 +317,8 @@ def test_the_api_refuses_an_output_folder_that_holds_a_run(tmp_path, no_model):
 
 
 @pytest.mark.parametrize("option, words", [
-    (["--alpha", "5e-324"], "is too small for a t-test on 20 queries"),  # ran past 120 s (critical value inf)
+    # ran past 120 s (critical value inf); the sign-flip test's own floor says no p reaches it (test_compare_power.py)
+    (["--alpha", "5e-324", "--test", "t"], "is too small for a t-test on 20 queries"),
     (["--power", "1e-300"], "power = 1e-300 is not above the test's level"),  # ValueError traceback from brentq
 ])
 def test_extreme_alpha_and_power_are_one_line(option, words, capsys):

@@ -112,7 +112,8 @@ def compare(runs: Mapping[str, Run | str | Path] | Sequence[str | Path], qrels: 
             **options: Any):
     """Every run's mean and 95% interval per measure; for every pair of runs the mean paired
     difference with its interval (the same resampled queries), its minimum detectable difference
-    at ``power`` and a paired test, Holm-corrected within each measure (``correction="measure"``;
+    at ``power`` (inf, ``.undetectable``, where the test's p cannot go below alpha on these queries:
+    ``.reachable``, ``.p_floor``) and a paired test, Holm-corrected within each measure (``correction="measure"``;
     ``"table"``: over every pair x measure; ``"none"``). ``answers``: a judged answers file
     (``udcg answer`` + ``udcg judge answer``) adds correct / abstained / wrong rows for the runs;
     ``judged_only`` puts every row on the queries every run has a judged answer for; ``ties`` (one of
@@ -242,7 +243,8 @@ def reader_check(utilities: str | Path, *, n_boot: int = 1000, seed: int = 0):
     measure distraction? A ``udcg.metrics.reader_check.ReaderCheck`` computed from the p_abs already
     there (no model time): pair counts, mean p_abs, the share of irrelevant pairs the reader answers
     from, the AUC of p_abs separating irrelevant from relevant pairs with a bootstrap interval over
-    queries, and the verdict (``.can_measure_distraction``, ``.borderline``, ``.lines()``, ``.to_dict()``);
+    queries, and the verdict (``.can_measure_distraction``, ``.borderline``, ``.conclusion``: the
+    verdict line's word, ``to_dict()``'s ``verdict``; ``.lines()``, ``.to_dict()``);
     with unjudged pairs, ``.fragility`` (how many of them, relabelled relevant, flip the verdict;
     ``.hangs_on_labels`` when that is at most max(3, 5% of them)), ``.judged_only`` (the check of the judged
     pairs alone) and ``.judge_command`` (the annotate command that judges them); on which queries:

@@ -43,7 +43,7 @@ def main(args: argparse.Namespace) -> int:
     from udcg.errors import InputError
     from udcg.flows.compare_config import read_options
     from udcg.flows.run_compare import compare_run_files
-    from udcg.flows.label_checks import label_block, write_label_rows
+    from udcg.flows.label_checks import label_details, write_label_rows
     from udcg.flows.run_scores import alias_notes, named_runs
     from udcg.flows.score import score_notes
 
@@ -57,9 +57,8 @@ def main(args: argparse.Namespace) -> int:
     text, scores = compare_run_files(options)
     print(text)
     labels = next(iter(scores.values())).labels
-    if args.verbose:
-        for line in label_block(labels, dict(zip(named_runs(options.runs), options.runs)), options.utilities,
-                                verbose=True):
+    if args.verbose:  # the footer holds the label block: only what -v adds to it, when there is any
+        for line in label_details(labels, dict(zip(named_runs(options.runs), options.runs)), options.utilities):
             print(line, file=sys.stderr)
     if options.label_rows:
         write_label_rows(options.label_rows, labels)

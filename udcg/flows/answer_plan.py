@@ -44,11 +44,30 @@ def pair_alpha(runs: int, alpha: float = ALPHA) -> float:
 
 def detectable(queries: int, runs: int, alpha: float = ALPHA, power: float = POWER) -> float:
     """The difference in correct rate two of ``runs`` runs answered on ``queries`` queries could
-    detect (compare's MDD at the planning spread); inf beyond the rate's range (1), NaN below 2."""
+    detect (compare's MDD at the planning spread); inf beyond the rate's range (1) or where the test
+    cannot be significant on so few queries (``floor_text``)."""
     from udcg.metrics.stats import detectable_difference
 
+    if floor_text(queries, runs, alpha):  # no answers on so few queries could be significant
+        return math.inf
     mdd = detectable_difference(PLANNING_SD, queries, pair_alpha(max(runs, 2), alpha), power, TEST)
     return math.inf if mdd > 1 else mdd
+
+
+def floor_text(queries: int, runs: int, alpha: float = ALPHA) -> str:
+    """Where compare's test cannot be significant on ``queries`` at all (``metrics.p_floor``): why, and
+    the queries it needs; else ""."""
+    from udcg.metrics.p_floor import can_reach, queries_to_reach, smallest_p
+    from udcg.metrics.stats import DEFAULT_RESAMPLES, EXACT_MAX_N
+
+    level = pair_alpha(max(runs, 2), alpha)
+    if queries < 1 or can_reach(queries, level, TEST, EXACT_MAX_N, DEFAULT_RESAMPLES):
+        return ""
+    floor = smallest_p(queries, TEST, EXACT_MAX_N, DEFAULT_RESAMPLES)
+    needed = int(queries_to_reach(level, TEST, EXACT_MAX_N, DEFAULT_RESAMPLES))
+    return (f"no difference in correct rate between two runs: on {queries} queries the exact sign-flip test's smallest "
+            f"p is {floor:.4g}, not below alpha {level:.3g} per run pair, whatever the answers (at least {needed} "
+            "queries needed)")
 
 
 def queries_for(difference: float, runs: int, alpha: float = ALPHA, power: float = POWER) -> float:
@@ -82,7 +101,8 @@ class AnswerPlan:
                  "no model call (every answer is in the cache)" if not self.prompts else
                  f"unknown until the first prompts (no measured rate for {self.model})")
         runs = f"{self.runs} runs" if self.runs > 1 else "1 run (compare needs two)"
-        detect = ("no difference in correct rate between two runs (its MDD exceeds 1)" if math.isinf(self.mdd) else
+        detect = (floor_text(self.queries, self.runs) or "no difference in correct rate between two runs (its MDD "
+                  "exceeds 1)" if math.isinf(self.mdd) else
                   "no difference (fewer than 2 queries)" if math.isnan(self.mdd) else
                   f"a difference in correct rate of {self.mdd:.2f} between two runs, no smaller")
         return [f"plan: {self.prompts} prompts to send ({self.queries} queries, {runs}; {self.cached} in the cache); "

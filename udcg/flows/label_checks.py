@@ -132,13 +132,27 @@ def label_block(check: LabelCheck | None, runs: Mapping[str, Any] | None = None,
     lines = check.lines() + fragility_lines(check.fragility, runs or {}, utilities, verbose)
     caveat = labels_caveat(_folder(utilities)[1]) if any(check.judge_labelled) else ""
     lines += [f"  labels: {caveat}"] if caveat else []
-    if verbose:
-        lines += [f"  query {q.qid}: {q.n_relevant} relevant" + (" (none)" if q.zero_relevant else " (implausible)"
-                                                                 if q.implausible else "")
-                  + (f" (short/numeric answer `{q.short_answer}`" + (": labels likely loose)" if q.short_loose else ")")
-                     if q.short_answer else "")
-                  for q in check.queries if q.zero_relevant or q.implausible or q.short_answer]
-    return lines
+    return lines + (flagged_lines(check) if verbose else [])
+
+
+def flagged_lines(check: LabelCheck) -> list[str]:
+    """A line per query the label checks flag (no relevant document, implausibly many, or a short or
+    numeric answer)."""
+    return [f"  query {q.qid}: {q.n_relevant} relevant" + (" (none)" if q.zero_relevant else " (implausible)"
+                                                             if q.implausible else "")
+            + (f" (short/numeric answer `{q.short_answer}`" + (": labels likely loose)" if q.short_loose else ")")
+               if q.short_answer else "")
+            for q in check.queries if q.zero_relevant or q.implausible or q.short_answer]
+
+
+def label_details(check: LabelCheck | None, runs: Mapping[str, Any] | None = None, utilities: Any = None
+                  ) -> list[str]:
+    """What ``verbose`` adds to a block already printed (compare's footer holds ``label_block``):
+    the significant UDCG differences' fragility lines after the first, and the flagged queries;
+    nothing when there are none."""
+    if check is None:
+        return []
+    return fragility_lines(check.fragility, runs or {}, utilities, True)[1:] + flagged_lines(check)
 
 
 def write_label_rows(output: str | Path, check: LabelCheck | None) -> None:

@@ -132,7 +132,7 @@ def reader_check_figure(checks: Mapping[str, ReaderCheck], pairs: Mapping[str, S
         ax.axvline(0.5, color="0.3", linewidth=0.8, linestyle="--", label="p_abs = 0.5")
         auc = "NA" if math.isnan(check.auc) else (f"{check.auc:.3f} [{check.auc_low:.3f}, {check.auc_high:.3f}]")
         ax.set_title(f"{folder}: AUC {auc}: this reader {check.verdict} measure distraction"
-                     if check.verdict in ("can", "cannot") else f"{folder}: AUC {auc}; {check.verdict}",
+                     if check.conclusion in ("can", "cannot") else f"{folder}: AUC {auc}; {check.conclusion}",
                      fontsize=10, loc="left")
         ax.set_xlim(0, 1)
         ax.set_ylabel("share of the group's pairs")

@@ -20,7 +20,9 @@ differences, Holm's correction over a chosen family, ranx-style reports.
   ``power`` (0.8) and the family's strictest Holm level alpha / m (m = comparisons in the pair's
   family; alpha with ``correction="none"``), so a true difference this large is detected with at
   least that power whatever the other p-values. An estimate from the spread of the paired
-  differences.
+  differences (the paired t-test's power). inf (undetectable) where the test's smallest p on the
+  pair's queries is not below that level (``p_floor``: 2 / 2^n for the exact sign-flip test, so
+  none on 5 queries, 2 / 2^5 = 0.0625; ``PairTest.reachable``, ``p_floor`` = m x that floor).
 - **Permutation test cost**: exact enumeration (n <= ``EXACT_MAX_N`` = 24 queries) unless the
   table's 2^n sums would exceed ``EXACT_BUDGET`` (a few seconds here); then every pair uses
   ``n_resamples`` (100,000) seeded random sign flips and the report says so, with the largest Monte
@@ -69,6 +71,7 @@ from udcg.metrics.comparison_intervals import intervals
 from udcg.metrics.constants import CORRECTIONS
 from udcg.metrics.equivalence import equivalence_pvalues
 from udcg.metrics.measure_types import Measure
+from udcg.metrics.p_floor import can_reach, smallest_p
 from udcg.metrics.planning import count_of, queries_needed
 from udcg.metrics.stats import (DEFAULT_RESAMPLES, EXACT_MAX_N, TESTS, bootstrap_ci, holm, is_estimated,
                                 min_detectable_difference, monte_carlo_se, paired_test, sign_flip_pvalues)
@@ -105,7 +108,8 @@ class Comparison(ComparisonData):
     def _pair_dict(self, t: PairTest, sizes: Mapping[str, int] | None = None) -> dict:
         return {"measure": t.measure, "run_a": t.run_a, "run_b": t.run_b, "diff": _none(t.diff),
                 "low": _none(t.low), "high": _none(t.high), "n": t.n, "mdd": _none(t.mdd),
-                "undetectable": t.undetectable, "p": _none(t.p),
+                "undetectable": t.undetectable, "undetectable_reason": t.undetectable_reason or None,
+                "p_floor": _none(t.p_floor), "p": _none(t.p),
                 "p_holm": _none(t.p_holm), "p_se": _none(t.p_se), "significant": t.significant,
                 "family_size": (self.family_sizes if sizes is None else sizes).get(t.measure, 0),
                 "a_higher": t.a_higher, "equal": t.equal,
@@ -121,7 +125,8 @@ class Comparison(ComparisonData):
     def to_frame(self, kind: str = "runs"):
         """A pandas DataFrame (needs pandas). ``"runs"``: one row per (run, measure): mean, low, high,
         n, beats. ``"pairs"``: one row per (measure, run_a, run_b): diff, its interval low/high, n,
-        a_higher / equal / b_higher (queries), mdd, p, p_holm, significant, family_size. ``"ties"``:
+        a_higher / equal / b_higher (queries), mdd (NaN where undetectable), p, p_holm, significant,
+        family_size, p_floor (the test's smallest p on n queries after the correction). ``"ties"``:
         the same for the tie table (``compare(ties=...)``; n = the pair's tied queries). ``"queries"``:
         one row per (measure, qid): each run's value and each pair's difference A - B on the query
         (``query_rows``), to find the queries that drive a gap."""
@@ -136,7 +141,7 @@ class Comparison(ComparisonData):
         if kind in ("pairs", "ties"):
             columns = ["measure", "run_a", "run_b", "diff", "low", "high", "n", "a_higher", "equal", "b_higher", "mdd",
                        "p", "p_holm", "significant", "family_size", "margin", "p_tost", "p_tost_holm", "equivalent",
-                       "decision", "queries_to_detect", "queries_for_equivalence"]
+                       "decision", "queries_to_detect", "queries_for_equivalence", "p_floor"]
             dicts = ([self._pair_dict(t) for t in self.pairs] if kind == "pairs" else
                      [self._pair_dict(t, self.tie_family_sizes) for t in self.tie_pairs])
             rows = [{k: (float("nan") if v is None else v) for k, v in d.items()} for d in dicts]
@@ -226,21 +231,26 @@ def _families(keys: list[str], pvalues: list[float], correction: str) -> tuple[n
 def _pair_tests(keys: list[tuple[str, str, str]], sides: Mapping[tuple[str, str, str], tuple[np.ndarray, np.ndarray]],
                 diffs: list[np.ndarray], pvalues: list[float], adjusted: np.ndarray, pair_ci: dict, *, test: str,
                 exact: bool, alpha: float, correction: str, mdd_alpha: dict[str, float], power: float,
-                n_resamples: int, ranges: Mapping[str, float]) -> list[PairTest]:
+                n_resamples: int, ranges: Mapping[str, float], sizes: Mapping[str, int]) -> list[PairTest]:
     """One ``PairTest`` per (measure, run a, run b), ``sides[key]`` the two runs' values compared;
-    an MDD beyond the measure's range is inf."""
+    an MDD beyond the measure's range, or of a test whose p cannot go below the MDD's level on
+    these queries (``p_floor``), is inf."""
     pairs = []
+    exact_max_n = EXACT_MAX_N if exact else 0
     for (m, a, b), d, p, p_adj in zip(keys, diffs, pvalues, adjusted):
         decisive = p if correction == "none" else p_adj
-        estimated = test == "permutation" and np.any(d) and is_estimated(len(d), EXACT_MAX_N if exact else 0)
-        mdd = min_detectable_difference(*sides[m, a, b], mdd_alpha[m], power, test)
+        estimated = test == "permutation" and np.any(d) and is_estimated(len(d), exact_max_n)
+        family = sizes[m] if correction != "none" and sizes[m] > 1 else 1
+        floor = min(1.0, family * smallest_p(len(d), test, exact_max_n, n_resamples)) if len(d) else math.nan
+        reachable = not len(d) or can_reach(len(d), mdd_alpha[m], test, exact_max_n, n_resamples)
+        mdd = min_detectable_difference(*sides[m, a, b], mdd_alpha[m], power, test) if reachable else math.inf
         if m in ranges and mdd > ranges[m]:
             mdd = math.inf
         higher, lower = int(np.count_nonzero(d > EQUAL_WITHIN)), int(np.count_nonzero(d < -EQUAL_WITHIN))
         pairs.append(PairTest(m, a, b, float(d.mean()) if len(d) else float("nan"), p, float(p_adj),
                               bool(decisive < alpha), *pair_ci[m, a, b], len(d), mdd,
                               monte_carlo_se(p, n_resamples) if estimated else float("nan"),
-                              higher, len(d) - higher - lower, lower))
+                              higher, len(d) - higher - lower, lower, p_floor=floor, reachable=reachable))
     return pairs
 
 
@@ -331,7 +341,7 @@ def _tested(sides: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]], me
     mdd_alpha = {m: alpha / sizes[m] if correction != "none" and sizes[m] > 1 else alpha for m in measures}
     pairs = _pair_tests(keys, sides, diffs, pvalues, adjusted, pair_ci, test=test, exact=exact, alpha=alpha,
                         correction=correction, mdd_alpha=mdd_alpha, power=power, n_resamples=n_resamples,
-                        ranges=ranges)
+                        ranges=ranges, sizes=sizes)
     if margins:
         pairs = _equivalence(pairs, diffs, margins, test=test, exact=exact, alpha=alpha, correction=correction,
                              n_resamples=n_resamples, seed=seed, levels=mdd_alpha, power=power)

@@ -17,6 +17,7 @@ import json
 import math
 
 from udcg.errors import InputError
+from udcg.metrics.compare_power import per_measure, floor_lines, mdd_line
 from udcg.metrics.comparison import EQUAL_WITHIN, ComparisonData, labels_of
 from udcg.metrics.constants import FORMATS
 from udcg.metrics.planning import count_of
@@ -125,19 +126,12 @@ def _test_text(cmp: ComparisonData) -> str:
             + _mc_error(cmp))
 
 
-def _per_measure(values: dict[str, object], fmt) -> str:
-    distinct = set(values.values())
-    if len(distinct) == 1:
-        return fmt(next(iter(distinct)))
-    return ", ".join(f"{m}: {fmt(v)}" for m, v in values.items())
-
-
 def family_text(cmp: ComparisonData) -> str:
     """The correction, its family and the number of comparisons per family, in words."""
     sizes = cmp.family_sizes
     against = f"the other runs' comparisons with the baseline {cmp.baseline}" if cmp.baseline else ""
     if cmp.correction == "measure":
-        count = _per_measure(sizes, lambda k: f"{k} comparison{'s' * (k != 1)}")
+        count = per_measure(sizes, lambda k: f"{k} comparison{'s' * (k != 1)}")
         return (f"Holm within each measure (family = {against or 'the run pairs compared'} on one measure; "
                 f"{len(sizes)} famil{'ies' if len(sizes) != 1 else 'y'}): {count} per family")
     if cmp.correction == "table":
@@ -164,29 +158,17 @@ def _population(cmp: ComparisonData) -> str:
             "the run's value, or both runs' values, are defined)")
 
 
-def _undetectable(cmp: ComparisonData) -> str:
-    if not any(t.undetectable for t in cmp.pairs):
-        return ""
-    return (" undetectable: the detectable difference exceeds the measure's whole range (" +
-            ", ".join(f"{m}: {w:g}" for m, w in cmp.ranges.items()) + "): no true difference can be shown with "
-            "this many queries.")
-
-
 def footer_lines(cmp: ComparisonData) -> list[str]:
-    level = _per_measure(cmp.mdd_alpha, lambda a: f"{a:.4g}")
-    at = ("alpha" if cmp.correction == "none" else
-          "alpha/m (m = comparisons in the pair's family: Holm's strictest step)")
-    spread = "paired-t power" + (", / √(3/π) for Wilcoxon" if cmp.test == "wilcoxon" else "")
     return [f"Test: {_test_text(cmp)}. Correction: {family_text(cmp)}; alpha = {cmp.alpha:g}.",
             f"Intervals: {cmp.level:.0%} percentile bootstrap over queries ({cmp.n_boot:,} resamples; the same "
             "resampled queries for the run means and the paired differences).",
             f"Queries A > / = / < B: of the queries where both are defined, those where A's value is higher, equal "
             f"(within {EQUAL_WITHIN:g}) or lower than B's.",
-            f"MDD: the smallest true mean difference this test would detect with {cmp.power:.0%} power at {at} = "
-            f"{level}; an estimate from the spread of the paired differences ({spread})." + _undetectable(cmp),
+            mdd_line(cmp), *floor_lines(cmp, cmp.pairs, cmp.family_sizes, cmp.mdd_alpha),
             f"{_population(cmp)}. Letters: the runs a run significantly beats; bold: the best mean"
             + _directions(cmp) + _unbolded(cmp) + ".",
             *([tie_footer(cmp)] if cmp.ties_of else []),
+            *floor_lines(cmp, cmp.tie_pairs, cmp.tie_family_sizes, cmp.tie_mdd_alpha, f"Where {cmp.ties_of} ties"),
             *([equivalence_footer(cmp)] if _equivalence(cmp) else []),
             *cmp.notes]
 
@@ -258,7 +240,7 @@ def equivalence_footer(cmp: ComparisonData) -> str:
     margins = {t.measure: t.margin for t in cmp.pairs if not math.isnan(t.margin)}
     family = {"measure": "Holm over the equivalence tests of each measure", "table": "Holm over every equivalence test "
               "of the table", "none": "no correction"}[cmp.correction]
-    return (f"Equivalence: margins {_per_measure(margins, lambda m: f'±{m:g}')}; two one-sided tests (TOST, the same "
+    return (f"Equivalence: margins {per_measure(margins, lambda m: f'±{m:g}')}; two one-sided tests (TOST, the same "
             f"paired test) of H0 mean difference <= -margin and of H0 >= +margin, p_TOST the larger p, {family}. "
             "Decision: different (significant), equivalent (p_TOST < alpha), different within the margin (both), "
             "inconclusive (neither). A margin is the smallest difference that matters to you, chosen before the data. "
@@ -279,7 +261,7 @@ def tie_footer(cmp: ComparisonData) -> str:
         p = "p exact" if cmp.test == "permutation" else _test_text(cmp)
     sizes = cmp.tie_family_sizes
     family = ("no correction" if cmp.correction == "none" else
-              f"Holm over the run pairs of each measure in this table ({_per_measure(sizes, str)} per family)"
+              f"Holm over the run pairs of each measure in this table ({per_measure(sizes, str)} per family)"
               if cmp.correction == "measure" else
               f"Holm over this whole table ({next(iter(sizes.values()), 0)} comparisons)")
     return (f"Where {cmp.ties_of} ties: per run pair, the queries where both runs' {cmp.ties_of} are equal (within "

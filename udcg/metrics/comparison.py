@@ -65,6 +65,8 @@ class PairTest:
     equivalent: bool = False  # the decisive p_TOST is below alpha
     queries_to_detect: float = float("nan")  # with a margin: queries to detect ±margin (``planning``), inf beyond reach
     queries_for_equivalence: float = float("nan")  # queries for the TOST to show equivalence if the difference were 0
+    p_floor: float = float("nan")  # the smallest p the test can give on n queries, after the family's correction
+    reachable: bool = True  # p_floor < alpha: some data on n queries would be significant (``metrics.p_floor``)
 
     @property
     def decision(self) -> str:
@@ -73,8 +75,17 @@ class PairTest:
 
     @property
     def undetectable(self) -> bool:
-        """The MDD exceeds the measure's range (``mdd`` is inf): no true difference is detectable."""
+        """No true difference is detectable (``mdd`` is inf): the test's p cannot go below alpha on
+        these queries (``reachable`` False), or the MDD exceeds the measure's range."""
         return math.isinf(self.mdd)
+
+    @property
+    def undetectable_reason(self) -> str:
+        """Why there is no MDD, in words ("" when there is one)."""
+        if self.reachable:
+            return "the detectable difference exceeds the measure's whole range" if self.undetectable else ""
+        return (f"the test's smallest p on {self.n} quer{'y' if self.n == 1 else 'ies'} is {self.p_floor:.4g} after the "
+                "family's correction, not below alpha: no difference can be significant")
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,9 @@ Wilcoxon's signed-rank test at its asymptotic relative efficiency 3/π (the marg
   within ±margin with probability ``power`` when the true difference is 0: (t_{1-alpha} +
   t_{(1+power)/2}) · sd / √n <= margin with n - 1 degrees of freedom (the normal-theory
   approximation of the TOST's power; a true difference nearer the margin needs more queries).
+- Neither is below the fewest queries on which the test's p can go below alpha at all
+  (``p_floor.queries_to_reach``; one-sided for the TOST): the exact sign-flip test needs 6 queries
+  at alpha 0.05 (2 / 2^6 < 0.05), 5 for each one-sided test of the TOST (1 / 2^5).
 
 ``queries_needed`` gives both from a vector of paired differences (compare's pairs, correlate's
 rho differences); ``count_of`` is how the outputs show one. Each is found from the normal
@@ -25,7 +28,8 @@ from collections.abc import Callable
 import numpy as np
 
 from udcg.errors import InputError
-from udcg.metrics.stats import TESTS, t_noncentrality
+from udcg.metrics.p_floor import can_reach, queries_to_reach
+from udcg.metrics.stats import DEFAULT_RESAMPLES, EXACT_MAX_N, TESTS, t_noncentrality
 
 MAX_QUERIES = 10**9
 
@@ -75,7 +79,14 @@ def queries_to_detect(sd: float, margin: float, alpha: float = 0.05, power: floa
         except InputError:  # alpha too small for a t-test on so few queries
             return False
 
-    return _smallest(enough, max(2, math.ceil(normal ** 2)))
+    return _smallest(enough, max(2, math.ceil(normal ** 2), _floor_n(alpha, method, "two-sided")))
+
+
+def _floor_n(alpha: float, method: str, alternative: str) -> float:
+    """The fewest queries on which the test's p can go below ``alpha`` at all (``p_floor``); the
+    search starts there (inf: never)."""
+    n = queries_to_reach(alpha, method, EXACT_MAX_N, DEFAULT_RESAMPLES, alternative)
+    return MAX_QUERIES + 1 if math.isinf(n) else int(n)
 
 
 def queries_to_show_equivalence(sd: float, margin: float, alpha: float = 0.05, power: float = 0.8,
@@ -93,7 +104,7 @@ def queries_to_show_equivalence(sd: float, margin: float, alpha: float = 0.05, p
         quantiles = scipy_stats.t.isf(alpha, n - 1) + scipy_stats.t.ppf((1 + power) / 2, n - 1) if n >= 2 else math.inf
         return quantiles * sd / math.sqrt(n) <= margin
 
-    return _smallest(enough, max(2, math.ceil(normal ** 2)))
+    return _smallest(enough, max(2, math.ceil(normal ** 2), _floor_n(alpha, method, "greater")))
 
 
 def queries_needed(differences: object, margin: float, alpha: float = 0.05, power: float = 0.8,

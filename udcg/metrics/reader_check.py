@@ -42,88 +42,21 @@ pre-registered statistic was inconclusive); the check of the LLM a RAG system us
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
 from udcg.errors import InputError
 from udcg.metrics.reader_auc import auc as _auc
 from udcg.metrics.reader_auc import auc_interval
+from udcg.metrics.reader_queries import by_query  # noqa: F401  (re-exported: the per-query view of the check)
+from udcg.metrics.reader_queries import QueryCheck, check_p, json_ready, query_checks, query_counts, query_index
 from udcg.metrics.reader_verdict import (ABSTAINS_AT, ANSWERED_MAX, AUC_MIN, MIN_PAIRS, Fragility, fragile_limit,
                                          fragility, verdicts)
 
 BASIS = "set on six published readings of one model family: docs/reliability.md#reader-check"
 PRODUCTION = "the check of the LLM your RAG system uses in production is the evidence that counts"
 OFFLINE_PASSED = "qwen2.5-coder-1.5b"  # the offline reader that passed on the published NQ annotations
-
-
-def _json_ready(values: dict) -> dict:
-    """NaN becomes None."""
-    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in values.items()}
-
-
-@dataclass(frozen=True)
-class QueryCheck:
-    """One query's pairs in the reader check (module docstring); a mean is NaN without such pairs."""
-
-    qid: str
-    n_relevant: int
-    n_irrelevant: int
-    mean_p_relevant: float
-    mean_p_irrelevant: float
-    answered_irrelevant: int  # irrelevant pairs with p_abs < 0.5: the reader answers from them
-    abstained_relevant: int  # relevant pairs with p_abs >= 0.5: the reader abstains on them
-
-    def to_dict(self) -> dict:
-        return _json_ready(asdict(self))
-
-
-def by_query(p_abs: object, relevant: object, queries: object) -> list[QueryCheck]:
-    """Each query's ``QueryCheck``, in the order of the queries' first pairs."""
-    p = np.asarray(p_abs, dtype=float)
-    rel = np.asarray(relevant, dtype=bool)
-    q_ids = np.asarray([str(x) for x in queries], dtype=object)
-    if not (p.ndim == 1 and len(p) == len(rel) == len(q_ids)):
-        raise InputError(f"reader check: p_abs, relevant and queries must be one value per pair, got {len(p)}, "
-                         f"{len(rel)} and {len(q_ids)}")
-    _check_p(p)
-    return _query_checks(p, rel, *_queries(q_ids))
-
-
-def _check_p(p: np.ndarray) -> None:
-    if len(p) and (np.isnan(p).any() or p.min() < 0 or p.max() > 1):
-        raise InputError("reader check: every p_abs must be a number in [0, 1]")
-
-
-def _queries(q_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The distinct query ids, each one's first pair and every pair's query index (``np.unique``)."""
-    if not len(q_ids):
-        return np.zeros(0, dtype=object), np.zeros(0, dtype=int), np.zeros(0, dtype=int)
-    return np.unique(q_ids, return_index=True, return_inverse=True)
-
-
-def _query_checks(p: np.ndarray, rel: np.ndarray, names: np.ndarray, first: np.ndarray, index: np.ndarray
-                  ) -> list[QueryCheck]:
-    n = len(names)
-
-    def count(mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-        return np.bincount(index[mask], weights=None if weights is None else weights[mask], minlength=n)
-
-    n_rel, n_irr = count(rel), count(~rel)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean_rel, mean_irr = count(rel, p) / n_rel, count(~rel, p) / n_irr
-    answered, abstained = count(~rel & (p < ABSTAINS_AT)), count(rel & (p >= ABSTAINS_AT))
-    return [QueryCheck(str(names[i]), int(n_rel[i]), int(n_irr[i]), float(mean_rel[i]), float(mean_irr[i]),
-                       int(answered[i]), int(abstained[i])) for i in np.argsort(first, kind="stable")]
-
-
-def query_counts(checks: tuple[QueryCheck, ...] | list[QueryCheck]) -> dict[str, int]:
-    """Queries with an irrelevant pair, those where the reader answers from one; queries with a
-    relevant pair, those where it abstains on one."""
-    return {"with_irrelevant": sum(1 for c in checks if c.n_irrelevant),
-            "answered_irrelevant": sum(1 for c in checks if c.answered_irrelevant),
-            "with_relevant": sum(1 for c in checks if c.n_relevant),
-            "abstained_relevant": sum(1 for c in checks if c.abstained_relevant)}
 
 
 @dataclass(frozen=True)
@@ -164,6 +97,12 @@ class ReaderCheck:
         return by_auc and self.auc_high >= AUC_MIN
 
     @property
+    def conclusion(self) -> str:
+        """What the verdict line says: "can", "cannot", "borderline" or "too few pairs" (``to_dict``'s
+        ``verdict``; ``verdict`` is the thresholds' side, ``to_dict``'s ``leans`` when borderline)."""
+        return "borderline" if self.borderline else self.verdict
+
+    @property
     def hangs_on_labels(self) -> bool:
         """The verdict flips when at most max(3, 5%) of the unjudged pairs are relabelled relevant."""
         return self.fragility is not None and self.fragility.fragile
@@ -194,16 +133,21 @@ class ReaderCheck:
             raise InputError(f"a reader check without {', '.join(missing)} (written by another udcg version?)")
         values = {n: ("" if t == "str" else math.nan) if data.get(n) is None else data[n] for n, t in types.items()
                   if n in data}
+        if values.get("verdict") == "borderline":  # the record says what the text says; the side is its leans
+            values["verdict"] = str(data.get("leans") or ("can" if (data.get("auc") or 0) >= AUC_MIN else "cannot"))
         nested = {"fragility": Fragility.from_dict(data["fragility"]) if data.get("fragility") else None,
                   "judged_only": cls.from_dict(data["judged_only"]) if data.get("judged_only") else None}
         return cls(**values, **nested)
 
     def to_dict(self) -> dict:
-        """JSON-ready (NaN becomes None), with the thresholds the verdict used; the per-query counts
-        as ``per_query`` (``query_line``), not the queries themselves; ``fragility`` and
-        ``judged_only`` (None where they do not apply)."""
-        out = _json_ready({f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NESTED})
-        return {**out, "borderline": self.borderline, "per_query": query_counts(self.queries),
+        """JSON-ready (NaN becomes None), with the thresholds the verdict used; ``verdict`` what the
+        verdict line says (``conclusion``: "borderline" included), ``leans`` the thresholds' side of a
+        borderline verdict ("can" or "cannot"; None otherwise); the per-query counts as ``per_query``
+        (``query_line``), not the queries themselves; ``fragility`` and ``judged_only`` (None where
+        they do not apply)."""
+        out = json_ready({f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NESTED})
+        return {**out, "verdict": self.conclusion, "leans": self.verdict if self.borderline else None,
+                "borderline": self.borderline, "per_query": query_counts(self.queries),
                 "fragility": self.fragility.to_dict() if self.fragility else None,
                 "judged_only": _brief(self.judged_only.to_dict()) if self.judged_only else None,
                 "thresholds": {"auc_min": AUC_MIN, "answered_irrelevant_max": ANSWERED_MAX, "min_pairs": MIN_PAIRS}}
@@ -325,7 +269,7 @@ class ReaderCheck:
         if j is None:
             return (f"  judged pairs only: none of the irrelevant pairs is judged ({self.n_judged_irrelevant} "
                     "judged-irrelevant), so the check cannot be recomputed without the unjudged labels")
-        word = f"{j.verdict} (borderline)" if j.borderline else j.verdict
+        word = f"borderline (leans {j.verdict})" if j.borderline else j.verdict
         return (f"  judged pairs only ({j.n_relevant} relevant, {j.n_judged_irrelevant} judged-irrelevant): AUC "
                 f"{_f(j.auc)} [{_f(j.auc_low)}, {_f(j.auc_high)}], answers from {_pct(j.answered_irrelevant)} of the "
                 f"irrelevant pairs; verdict: {word}")
@@ -373,7 +317,7 @@ def reader_check(p_abs: object, relevant: object, judged: object, queries: objec
     if not (p.ndim == 1 and len(p) == len(rel) == len(jud) == len(q_ids)) or (d_ids is not None and len(d_ids) != len(p)):
         raise InputError(f"reader check: p_abs, relevant, judged and queries must be one value per pair, got "
                          f"{len(p)}, {len(rel)}, {len(jud)} and {len(q_ids)}")
-    _check_p(p)
+    check_p(p)
     check = _check(p, rel, jud, q_ids, model, estimator, n_boot, seed)
     if not check.n_unjudged:
         return check
@@ -386,7 +330,7 @@ def reader_check(p_abs: object, relevant: object, judged: object, queries: objec
 def _check(p: np.ndarray, rel: np.ndarray, jud: np.ndarray, q_ids: np.ndarray, model: str, estimator: str,
            n_boot: int, seed: int) -> ReaderCheck:
     irr = ~rel
-    names, first, query = _queries(q_ids)
+    names, first, query = query_index(q_ids)
     n_rel, n_irr = int(rel.sum()), int(irr.sum())
     answered = _mean((p[irr] < ABSTAINS_AT).astype(float))
     if n_rel and n_irr:
@@ -397,4 +341,4 @@ def _check(p: np.ndarray, rel: np.ndarray, jud: np.ndarray, q_ids: np.ndarray, m
     verdict = str(verdicts(n_rel, n_irr, answered, auc))
     return ReaderCheck(model, estimator, n_rel, int((irr & jud).sum()), int((irr & ~jud).sum()), _mean(p[rel]),
                        _mean(p[irr & jud]), _mean(p[irr & ~jud]), answered, auc, low, high,
-                       len(names), verdict, tuple(_query_checks(p, rel, names, first, query)))
+                       len(names), verdict, tuple(query_checks(p, rel, names, first, query)))
