@@ -161,3 +161,16 @@ def test_pairs_a_judge_labelled_are_not_candidates():
 
     index = pair_index({"q1": {"a": -0.5, "b": -0.2}, "q2": {"c": 0.3}}, {("q1", "a")})
     assert index == {"q1": {"b": 1.0}, "q2": {"c": 2.0}}
+
+
+@pytest.mark.parametrize("needed, unjudged, hangs", [(3, 20, True), (4, 20, False), (4, 45, True), (5, 45, False)])
+def test_a_difference_hangs_on_its_unjudged_labels_at_max_3_or_10_percent(needed, unjudged, hangs):
+    """The reader check's absolute floor holds for compare's differences too: 3 of 20 unjudged pairs
+    (15%) ending a difference is few in any absolute sense, as the DPR trial's 2 of 35 was."""
+    from udcg.flows.label_checks import fragility_lines
+    from udcg.metrics.fragility import Fragility
+
+    found = [Fragility("UDCG@5", "a", "b", unjudged=unjudged, candidates=unjudged, needed=needed)]
+    line = fragility_lines(found, {"a": "a.trec", "b": "b.trec"}, None)[0]
+    assert f"with {needed} of its {unjudged} unjudged pairs" in line
+    assert ("it hangs on the unjudged labels" in line) is hangs, line

@@ -17,7 +17,8 @@ from sklearn.metrics import roc_auc_score
 
 import udcg
 from udcg.cli import main
-from udcg.metrics.reader_check import AUC_MIN, by_query, reader_check
+from udcg.metrics.reader_check import AUC_MIN, reader_check
+from udcg.metrics.reader_queries import by_query
 from tests.test_own_runs import _annotate, beir  # noqa: F401  (the fixture)
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"

@@ -18,9 +18,13 @@ from udcg.metrics.fragility import Fragility, relabel_bound
 from udcg.metrics.gains import GainTable
 from udcg.metrics.labels import ROW_COLUMNS, LabelCheck
 from udcg.metrics.measures import Measure
+from udcg.metrics.reader_verdict import FRAGILE_MIN
 from udcg.metrics.stats import EXACT_MAX_N, holm, paired_test, sign_flip_pvalues
 
-FRAGILE_SHARE = 0.1  # a difference ended by relabelling at most this share of its unjudged pairs hangs on them
+# A difference ended by relabelling at most max(FRAGILE_MIN, this share) of its unjudged pairs hangs on them:
+# the reader check's absolute floor (3 pairs can be checked by hand in a minute), a wider share (a difference
+# rests on two runs' top k, so on fewer pairs than a whole folder's check)
+DIFFERENCE_FRAGILE_SHARE = 0.1
 
 
 def keeps_verdict(cmp: ComparisonData, pair: PairTest) -> Any:
@@ -98,7 +102,7 @@ def fragility_lines(found: Sequence[Fragility], runs: Mapping[str, Any], utiliti
                          "pairs that move it towards 0 relabelled relevant at once: it does not hang on the unjudged "
                          "labels")
             continue
-        hangs = f.needed <= FRAGILE_SHARE * f.unjudged
+        hangs = f.needed <= max(FRAGILE_MIN, DIFFERENCE_FRAGILE_SHARE * f.unjudged)
         k = int(f.measure.rsplit("@", 1)[1])
         lines.append(f"  fragility: {what} ends (not significant) with {f.needed} of its {f.unjudged} unjudged pairs "
                      "relabelled relevant (those it rests on most first; a greedy bound: at most that many)"

@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from udcg.errors import InputError
-from udcg.metrics.p_floor import can_reach, queries_to_reach
+from udcg.metrics.p_floor import queries_to_reach
 from udcg.metrics.stats import DEFAULT_RESAMPLES, EXACT_MAX_N, TESTS, t_noncentrality
 
 MAX_QUERIES = 10**9

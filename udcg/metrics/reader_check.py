@@ -49,7 +49,6 @@ import numpy as np
 from udcg.errors import InputError
 from udcg.metrics.reader_auc import auc as _auc
 from udcg.metrics.reader_auc import auc_interval
-from udcg.metrics.reader_queries import by_query  # noqa: F401  (re-exported: the per-query view of the check)
 from udcg.metrics.reader_queries import QueryCheck, check_p, json_ready, query_checks, query_counts, query_index
 from udcg.metrics.reader_verdict import (ABSTAINS_AT, ANSWERED_MAX, AUC_MIN, MIN_PAIRS, Fragility, fragile_limit,
                                          fragility, verdicts)
