@@ -66,8 +66,9 @@ XDIST  := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --maxprocesse
 test: models
 	$(PY) -m pytest -q -p no:cacheprovider $(XDIST)
 
-# The unit tier (docs/testing.md): the tests that start no process or server, load no model and read no
-# shared data, marked `unit` by tests/tiers.py; `make test` runs every tier. test-fast is the same loop.
+# The unit tier (docs/testing.md): the tests that start no process or server, load no model, read no
+# shared data and are not listed as long, marked `unit` by tests/tiers.py; `make test` runs every tier.
+# test-fast is the same loop (it was -m "not slow", 98% of the suite).
 test-unit: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider $(XDIST) -m unit
 

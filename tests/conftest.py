@@ -69,6 +69,7 @@ def pytest_runtest_call(item):
     with guard_unit(item):
         yield
 
+
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 
