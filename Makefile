@@ -16,7 +16,7 @@ QS     ?= runs/quickstart
 EX     := $(QS)/nq-example
 READER ?= qwen2.5-coder-0.5b
 
-.PHONY: setup models quickstart demo validate-demo demo-validate test test-fast bench clean
+.PHONY: setup models quickstart demo validate-demo demo-validate test test-unit test-fast bench clean
 
 $(STAMP): pyproject.toml udcg/metrics/_walk.c
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -66,8 +66,13 @@ XDIST  := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --maxprocesse
 test: models
 	$(PY) -m pytest -q -p no:cacheprovider $(XDIST)
 
-test-fast: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider $(XDIST) -m "not slow"
+# The unit tier (docs/testing.md): the tests that start no process or server, load no model, read no
+# shared data and are not listed as long, marked `unit` by tests/tiers.py; `make test` runs every tier.
+# test-fast is the same loop (it was -m "not slow", 98% of the suite).
+test-unit: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider $(XDIST) -m unit
+
+test-fast: test-unit
 
 bench: models
 	$(PY) scripts/bench_metrics.py

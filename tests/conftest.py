@@ -32,6 +32,7 @@ from typing import Any
 
 import pytest
 
+from tests.tiers import guard_unit, mark_by_need
 from udcg.llm.base import BaseBackend, Capabilities, Chat, GenerationParams, Reading
 from udcg.redact import SECRET_NAME
 
@@ -47,6 +48,28 @@ if os.path.isdir(_SHARED_DATA):
     os.environ.setdefault("UDCG_DATA_DIR", _SHARED_DATA)
 
 TINY_SERVED_NAME = "tiny-llama"
+
+
+# ---------------------------------------------------------------- the tiers (tests/tiers.py, docs/testing.md)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects on the marks
+def pytest_collection_modifyitems(items):
+    mark_by_need(items)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    with guard_unit(item):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    with guard_unit(item):
+        yield
+
+
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 

@@ -11,7 +11,7 @@ it (exact scoring, the ``auto`` probe, chat logprobs, sampling) and sorted:
 - ``wrong``: other numbers, silently; ``traceback``: any other exception; ``leak``: the key shown.
 
 A case is clean when its result is one its kind allows (a benign case must be ``same``). Run alone
-(``python -m tests.served_faults``) it prints the count; tests/test_reliability_round5_served.py
+(``python -m tests.served_faults``) it prints the count; tests/test_served_echo_faults.py
 runs every case as a test.
 """
 

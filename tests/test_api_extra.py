@@ -1,6 +1,6 @@
 """Issue #50 item 6: an API reader needs the ``api`` extra only (openai, aiohttp), not torch. In a
 real process where torch, transformers and accelerate are not installed (the import hook of
-``test_reliability_round4_extras``), ``annotate --run`` and ``answer`` with an API model run to
+``test_core_install``), ``annotate --run`` and ``answer`` with an API model run to
 the end against a real server on 127.0.0.1, and neither loads torch nor transformers."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 
 from tests.conftest import load_script
-from tests.test_reliability_round4_extras import LOCAL, SITECUSTOMIZE
+from tests.test_core_install import LOCAL, SITECUSTOMIZE
 
 from udcg.io.sources import example_path
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import lazy
 from tests.conftest import load_script
 from udcg.io.beir import Collection, check_run, read_collection
 from udcg.errors import InputError
@@ -16,7 +17,7 @@ from udcg.records import Passage, Question
 from udcg.io.sources import default_data_dir, example_path
 from udcg.io.trec import read_run
 
-datasets = pytest.importorskip("datasets")
+datasets = lazy.importorskip("datasets")
 
 CORPUS = [{"_id": "d1", "title": "Paris", "text": "Paris is the capital of France."},
           {"_id": "d2", "title": "", "text": "Berlin is the capital of Germany."},

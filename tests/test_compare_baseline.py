@@ -6,15 +6,18 @@ Checked by hand on a toy, against the all-pairs table's own numbers, and against
 import json
 
 import numpy as np
-import pyterrier as pt
 import pytest
 from ir_measures import P, nDCG
 
 import udcg
+from tests import lazy
 from udcg.cli import main
 from udcg.errors import InputError
 from udcg.io.sources import example_path
 from udcg.metrics.compare import compare_scores
+
+# imported on first use (tests/lazy.py): collecting the suite does not load them
+pt = lazy.LazyModule("pyterrier")
 
 EX = example_path()
 RUNS = {name: str(EX / "runs" / f"{name}.trec") for name in ("bm25", "dense", "hybrid")}

@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from tests import lazy
 from udcg.cli import main
 from udcg.errors import InputError
 from udcg.io import files
 from udcg.io.beir import check_run, read_collection
 from udcg.io.files import JsonlScan, read_records, stream_lines
 
-datasets = pytest.importorskip("datasets")
+datasets = lazy.importorskip("datasets")
 
 QUERIES = [{"_id": "q1", "text": "who wrote hamlet", "metadata": {"answers": ["Shakespeare"]}},
            {"_id": "q2", "text": "capital of france", "metadata": {"answers": ["Paris"]}}]

@@ -14,6 +14,7 @@ from udcg.annotate import estimators
 from udcg.annotate.estimators import Estimate, abstention_estimates, abstention_probs, register_estimator
 from udcg.annotate.prompt import reader_chat
 from udcg.errors import BackendError, InputError
+from tests import lazy
 from tests.conftest import Call, ScriptedBackend
 
 
@@ -103,7 +104,7 @@ def test_errors():
 
 # ---------------------------------------------------------------- on a real (tiny) model
 
-torch = pytest.importorskip("torch")
+torch = lazy.importorskip("torch")
 from tests.test_hf_backend import CHATS, authors_first_token, naive_continuation, smol_dir, tiny, tiny_dir  # noqa: E402,F401
 
 

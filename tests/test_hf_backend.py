@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from tests import lazy
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = lazy.importorskip("torch")
+transformers = lazy.importorskip("transformers")
 
 from udcg.annotate.prompt import reader_chat  # noqa: E402
 from udcg.errors import BackendError, InputError  # noqa: E402

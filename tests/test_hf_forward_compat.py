@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from tests import lazy
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+lazy.importorskip("torch")
+lazy.importorskip("transformers")
 
 from udcg.annotate.prompt import reader_chat
 from udcg.llm.base import GenerationParams

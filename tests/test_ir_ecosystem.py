@@ -21,17 +21,20 @@ import ir_measures
 import numpy as np
 import pandas as pd
 import pytest
-import pyterrier as pt
-import ranx
 from ir_measures import nDCG
 from scipy import stats
 
 import udcg
+from tests import lazy
 from tests.conftest import load_script
 from udcg.cli import main
 from udcg.errors import InputError
 from udcg.flows.run_scores import read_qrels, read_run
 from udcg.io.sources import example_path
+
+# imported on first use (tests/lazy.py): collecting the suite does not load them
+pt = lazy.LazyModule("pyterrier")
+ranx = lazy.LazyModule("ranx")
 
 EX = example_path()
 RUNS = {name: EX / "runs" / f"{name}.trec" for name in ("bm25", "dense")}

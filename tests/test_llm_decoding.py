@@ -7,6 +7,8 @@ import math
 
 import pytest
 
+from tests import lazy
+
 from udcg.errors import InputError
 from udcg.llm.base import GenerationParams
 from udcg.llm.decoding import answer_seed, check_params, cut_at_stop, pick_tokens
@@ -43,7 +45,7 @@ def test_answer_seeds_are_fixed_and_independent_of_the_batch():
 
 # ---------------------------------------------------------------- the next-token draw (torch)
 
-torch = pytest.importorskip("torch")
+torch = lazy.importorskip("torch")
 
 
 def _gens(seed: int, n: int) -> list:

@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("matplotlib", reason="the figures need matplotlib (the experiment extra)")
+from tests import lazy
+
+lazy.importorskip("matplotlib", reason="the figures need matplotlib (the experiment extra)")
 
 from tests.example_utilities import QRELS, RUNS, smollm2_utilities  # noqa: E402
 from udcg.cli import main  # noqa: E402

@@ -14,7 +14,7 @@ import math
 import pytest
 
 import udcg
-from tests.test_reliability_round4_api import one_error_line, qa_file
+from tests.test_api_client_faults import one_error_line, qa_file
 from udcg.cli import main
 from udcg.errors import BackendError, InputError
 from udcg.io.sources import example_path

@@ -1,7 +1,7 @@
 """Round four (issue 36), the commands and the Python API: ``annotate --run --limit``, integer ids
 and wrong types at the Python API's door (``udcg.api_args``), ``--gamma 1e308``, two annotate
 commands on one folder, an output folder that holds an input. ``udcg serve`` and a core install
-without the extras are in ``test_reliability_round4_serve.py`` and ``test_reliability_round4_extras.py``."""
+without the extras are in ``test_serve_abandoned_requests.py`` and ``test_core_install.py``."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.served_faults import ECHO, KEY, Pass, cases, clean
-from tests.test_reliability_round4_api import one_error_line, qa_file
+from tests.test_api_client_faults import one_error_line, qa_file
 from tests.test_validate_api import TINY
 from udcg.cli import main
 from udcg.errors import BackendError

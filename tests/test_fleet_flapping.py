@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.conftest import free_port
-from tests.test_reliability_round4_api import one_error_line, qa_file
+from tests.test_api_client_faults import one_error_line, qa_file
 from udcg.cli import main
 
 

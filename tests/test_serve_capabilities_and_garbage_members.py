@@ -12,10 +12,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.conftest import ScriptedBackend
-from tests.test_reliability_round4_api import one_error_line
-from tests.test_reliability_round4_fleet import _answer as fleet_answer
-from tests.test_reliability_round4_fleet import annotate as fleet_annotate
-from tests.test_reliability_round4_fleet import values as fleet_values
+from tests.test_api_client_faults import one_error_line
+from tests.test_fleet_flapping import _answer as fleet_answer
+from tests.test_fleet_flapping import annotate as fleet_annotate
+from tests.test_fleet_flapping import values as fleet_values
 from udcg.cli import main
 from udcg.errors import InputError
 from udcg.llm import registry
