@@ -31,7 +31,7 @@ class ChatOnly(BaseBackend):
     """A plugin backend that answers chats (with an ``encode`` and a ``tokenizer`` of its own, which
     the server used to take for an HF backend's) but does not declare that it can be served."""
 
-    capabilities = Capabilities(logprobs=False)
+    capabilities = Capabilities()  # serve=False: not declared servable
 
     def __init__(self, model: str, **options: object) -> None:
         self.name, self.tokenizer = model, None
