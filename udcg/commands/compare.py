@@ -44,7 +44,7 @@ def main(args: argparse.Namespace) -> int:
     from udcg.flows.compare_config import read_options
     from udcg.flows.run_compare import compare_run_files
     from udcg.flows.label_checks import label_details, write_label_rows
-    from udcg.flows.run_scores import alias_notes, named_runs
+    from udcg.flows.run_scores import named_runs
     from udcg.flows.score import score_notes
 
     from_file = read_options(args.config, args.config_options) if args.config else {}
@@ -62,8 +62,6 @@ def main(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
     if options.label_rows:
         write_label_rows(options.label_rows, labels)
-    for line in alias_notes(options.metrics):
-        print(line, file=sys.stderr)
-    for line in score_notes(scores):
+    for line in score_notes(scores, options.metrics):
         print(line, file=sys.stderr)
     return 0

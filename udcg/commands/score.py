@@ -51,7 +51,6 @@ def main(args: argparse.Namespace) -> int:
 
 def _score_runs(args: argparse.Namespace) -> int:
     from udcg.errors import InputError
-    from udcg.flows.run_scores import alias_notes
     from udcg.flows.score import score_run_files
 
     if args.metrics is None:
@@ -61,8 +60,6 @@ def _score_runs(args: argparse.Namespace) -> int:
     result = score_run_files(ScoringOptions.from_args(args), args.output)
     for line in result.mean_lines():
         print(line)
-    for line in alias_notes(args.metrics):
-        print(line, file=sys.stderr)
     for line in result.note_lines(verbose=args.verbose):
         print(line, file=sys.stderr)
     if args.label_rows:

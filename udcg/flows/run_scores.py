@@ -35,7 +35,7 @@ from udcg.metrics.gains import plain_numbers
 from udcg.metrics.labels import RELEVANT_AT, LabelCheck, label_check, top_k_counts
 from udcg.metrics.evaluate import (UtilityOptions, as_measures, check_inputs, evaluate_table, reads_utilities, run_table,
                                    utility_coverage, utility_depth)
-from udcg.metrics.measures import Measure, alias_notes  # noqa: F401  (alias_notes: the commands')
+from udcg.metrics.measures import Measure
 from udcg.records import query_key
 
 log = logging.getLogger(__name__)

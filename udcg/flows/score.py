@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from udcg.flows.run_options import ScoringOptions
@@ -15,9 +15,12 @@ if TYPE_CHECKING:
 DEFAULT_CONTEXT_METRICS = "UDCG,nDCG,P,Success,RR,AP"
 
 
-def score_notes(scores: dict) -> list[str]:
-    """Per run (``{name: RunScores}``): the share of top-k documents annotated, then its notes."""
-    out = []
+def score_notes(scores: dict, metrics: Any = None) -> list[str]:
+    """The measures of ``metrics`` (a ``--metrics`` text) spelled as an alias (``MRR@5`` is ``RR@5``);
+    then per run (``{name: RunScores}``): the share of top-k documents annotated, then its notes."""
+    from udcg.metrics.measures import alias_notes
+
+    out = alias_notes(metrics)
     for name, s in scores.items():
         out += [f"{name}: annotated@{k if k is not None else 'all'} = {annotated}/{total}"
                 for k, (annotated, total) in s.coverage.items()]
@@ -33,6 +36,7 @@ class RunFileScores:
     scores: dict
     output: Path
     reader: tuple[str, ...] = ()  # the reader check recorded with the utilities (``reader_check.reader_note``)
+    metrics: Any = None  # the --metrics as given (its aliases get a note)
 
     def mean_lines(self) -> list[str]:
         """Each mean rounded to 12 decimals for display: 0.18, not 0.18000000000000005 (float noise), and
@@ -46,7 +50,7 @@ class RunFileScores:
         from udcg.flows.label_checks import label_block
 
         labels = next(iter(self.scores.values())).labels if self.scores else None
-        return score_notes(self.scores) + list(self.reader) + label_block(labels, verbose=verbose)
+        return score_notes(self.scores, self.metrics) + list(self.reader) + label_block(labels, verbose=verbose)
 
     def summary(self) -> str:
         n = sum(len(s.qids) * len(s.values) for s in self.scores.values())
@@ -67,7 +71,7 @@ def score_run_files(options: ScoringOptions, output: str | Path) -> RunFileScore
                     if several else format_tsv(s.rows())) for name, s in scores.items())
     atomic_write_text(output, text)
     rows = list(next(iter(scores.values())).values) if scores else []
-    return RunFileScores(scores, Path(output), reader_note(options.utilities, rows))
+    return RunFileScores(scores, Path(output), reader_note(options.utilities, rows), options.metrics)
 
 
 @dataclass
