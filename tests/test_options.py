@@ -17,20 +17,23 @@ import udcg
 from udcg import bounds
 from udcg.cli import build_parser, main
 from udcg.errors import InputError
+from udcg.flows.answer_options import AnswerOptions
 from udcg.flows.correlate_options import CorrelateOptions
 from udcg.flows.run_options import CompareOptions, ScoringOptions
 from udcg.io.sources import example_path
 from udcg.options import declared
 
 PACKAGE = Path(udcg.__file__).parent
-CONVERTED = (ScoringOptions, CompareOptions, CorrelateOptions)  # the operations whose options are declared once
+CONVERTED = (ScoringOptions, CompareOptions, CorrelateOptions, AnswerOptions)  # the operations whose options are declared once
 # Where the converted operations' options are read: a literal default of a declared name in a
 # signature here is a second declaration (udcg.metrics is below: its kernels' keywords are their own).
 # (flows/correlate.py's correlation_table and correlation_table_of, which validate's config calls too, are not
-# converted: their keyword defaults are still their own.)
+# converted: their keyword defaults are still their own; nor are flows/own_runs.py's select_queries and
+# run_contexts, which annotate and the tests call too: answer passes them every option it declares.)
 READERS = ("commands/compare.py", "commands/score.py", "commands/correlate.py", "flows/run_compare.py",
-           "flows/run_scores.py", "flows/score.py", "flows/compare_config.py", "flows/answer_plan.py")
-API_DOORS = ("compare", "evaluate", "score_runs", "correlate")  # udcg/api.py's functions of the converted operations
+           "flows/run_scores.py", "flows/score.py", "flows/compare_config.py", "flows/answer_plan.py",
+           "commands/answer.py", "flows/answer.py")
+API_DOORS = ("compare", "evaluate", "score_runs", "correlate", "answer_runs")  # udcg/api.py's functions of the converted operations
 CHOICES_HOME = "metrics/constants.py"  # each choice tuple's one definition
 EX = example_path()
 RUNS = [str(EX / "runs" / "bm25.trec"), str(EX / "runs" / "dense.trec")]
@@ -113,7 +116,7 @@ def test_no_default_of_a_declared_option_is_written_again():
 def test_no_flag_of_a_declared_option_is_added_by_hand():
     """The commands of the converted operations add no flag the declaration makes."""
     commands = {"commands/compare.py": CompareOptions, "commands/score.py": ScoringOptions,
-                "commands/correlate.py": CorrelateOptions}
+                "commands/correlate.py": CorrelateOptions, "commands/answer.py": AnswerOptions}
     by_hand = []
     for where, tree in _trees():
         if where not in commands:

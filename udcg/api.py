@@ -30,7 +30,7 @@ empty ranking); without qrels (UDCG only), the union of the runs' queries.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TYPE_CHECKING
 
@@ -40,6 +40,7 @@ from udcg import api_args
 from udcg.api_args import checked, id_table, one_of, optional
 from udcg.errors import InputError
 from udcg.flows import run_scores as _scores
+from udcg.flows.answer_options import AnswerOptions
 from udcg.flows.correlate_options import CorrelateOptions
 from udcg.flows.run_options import CompareOptions, ScoringOptions
 from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores
@@ -194,18 +195,26 @@ def annotate_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | 
                               judge=judge, limit=limit, show_progress=show_progress)
 
 
-@checked("answer", options_of="udcg.flows.answer:answer_runs", runs=api_args.paths, model=_model)
-def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Path, model: str | ModelChoice, *, k: int = 5, **options):
+@checked("answer", runs=api_args.paths, model=_model)
+@AnswerOptions.door
+def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Path, model: str | ModelChoice, *,
+                batch_size: int | None = None, device: str | None = None, dtype: str | None = None,
+                api: dict | None = None, show_progress: bool = True, say: Callable[[str], None] | None = None,
+                **options: Any):
     """``udcg answer``: the reader's greedy answer to each run's top-``k`` context, written to
-    ``output`` as a contexts JSONL (resumable). ``options``: those of ``udcg.flows.answer.answer_runs``
-    (``utilities``, ``samples``, ``limit``, ``prompt``, ``max_new_tokens`` …). Returns an
-    ``AnswerResult`` (``.contexts``, ``.computed``, ``.output``)."""
+    ``output`` as a contexts JSONL (resumable). ``options``: those of ``udcg answer``
+    (``udcg.flows.answer_options.AnswerOptions``: ``utilities``, ``samples``, ``limit``, ``prompt``,
+    ``max_new_tokens`` …); ``batch_size``, ``device``, ``dtype`` and ``api`` (keywords of a
+    ``ModelChoice``: api_base, concurrency, timeout, rpm, max_retries, ...) are added to ``model``'s.
+    Returns an ``AnswerResult`` (``.contexts``, ``.computed``, ``.output``)."""
     from udcg.flows.answer import answer_runs as flow
 
-    _outputs_not_inputs({"output": output, "cache": options.get("cache")},
-                        {"corpus": corpus, "runs": runs, **{n: options.get(n) for n in ("queries", "qrels", "answers",
-                                                                                         "utilities")}})
-    return flow(str(corpus), [str(r) for r in runs], output, model, k=k, **options)
+    o = AnswerOptions.of("answer_runs", **options)
+    _outputs_not_inputs({"output": output, "cache": o.cache},
+                        {"corpus": corpus, "runs": runs, **o.keywords("queries", "qrels", "answers", "utilities")})
+    choice = ModelChoice.of(model, device=device, dtype=dtype, batch_size=batch_size, **(api or {}))
+    return flow(str(corpus), [str(r) for r in runs], output, choice, o, show_progress=show_progress,
+                **({"say": say} if say else {}))
 
 
 @checked("judge", options_of="udcg.flows.judge:judge_file", judge=_model, match=one_of("udcg.grade.judges:MATCHES"))

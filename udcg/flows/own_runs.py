@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from udcg.version import __version__
 from udcg.annotate import utilities as store
@@ -35,6 +36,9 @@ from udcg.flows.label_checks import (containment_record, corpus_size, label_bloc
 from udcg.metrics.labels import LabelCheck
 from udcg.metrics.reader_check import ReaderCheck
 from udcg.io.trec import ranked_docids
+
+if TYPE_CHECKING:
+    from udcg.flows.answer_options import AnswerOptions
 
 log = logging.getLogger(__name__)
 
@@ -345,23 +349,25 @@ def run_context_record(ctx: RunContext, collection: Collection,
 
 
 def answer_contexts(contexts: Sequence[RunContext], collection: Collection, model: str,
-                    load_backend: Callable[[], object], cache_path: Path, *, prompt_version: str,
-                    max_new_tokens: int = 32, chunk_size: int = 16, progress=None) -> tuple[dict[str, str], dict]:
+                    load_backend: Callable[[], object], cache_path: Path, options: AnswerOptions,
+                    progress=None) -> tuple[dict[str, str], dict]:
     """The reader's greedy answer to every context (the project's reader prompt, k numbered
     documents), resumable: finished chunks live in ``cache_path``; a context already answered (by
     any run: same query, same documents in the same order) is not asked again, and when every
-    answer is cached no model is loaded. Returns ({context key: answer}, timing stats)."""
+    answer is cached no model is loaded; ``options``: the prompt version, the answer length and the
+    chunk size of ``udcg answer``. Returns ({context key: answer}, timing stats)."""
     from udcg.annotate.prompt import reader_chat
     from udcg.flows.reading import answer_expect, context_key, generate_cached
 
     requests = [(context_key(c.qid, c.docids),
                  reader_chat(collection.queries[c.qid].text, [collection.corpus[d].text for d in c.docids],
-                             prompt_version)) for c in contexts]
-    with open_cache(cache_path, answer_expect(model, prompt_version, max_new_tokens)) as cache:
+                             options.prompt)) for c in contexts]
+    with open_cache(cache_path, answer_expect(model, options.prompt, options.max_new_tokens)) as cache:
         if all(key in cache for key, _ in requests):
             return {key: cache.get(key)["answer"] for key, _ in requests}, StepStats(len(dict(requests))).summary()
     backend = load_backend()
     if backend.name != model:
         raise InputError(f"the backend is named {backend.name!r}, not {model!r}")
-    return generate_cached(backend, requests, Path(cache_path), max_new_tokens, prompt_version, chunk_size, progress,
+    return generate_cached(backend, requests, Path(cache_path), options.max_new_tokens, options.prompt,
+                           options.chunk_size, progress,
                            "answer contexts")
