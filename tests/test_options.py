@@ -278,3 +278,49 @@ def test_digits_out_of_range_is_one_line(value, capsys):
     out, err = capsys.readouterr()
     assert not out and err == (f"udcg compare: error: --digits {value}: must be an integer >= 1 and <= 12 (1..12, a "
                                "positive integer) (decimals of the table's numbers; 0 would print every p as < 1)\n")
+
+
+# ---------------------------------------------------------------- answer: the same declaration
+
+
+def _answer_parser() -> argparse.ArgumentParser:
+    return next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["answer"]
+
+
+def test_answer_flags_and_api_keywords_are_made_from_the_declaration():
+    actions = {flag: a for a in _answer_parser()._actions for flag in a.option_strings}
+    for o in declared(AnswerOptions):
+        assert actions[o.flag].dest == o.dest and actions[o.flag].default is None
+    assert actions["--subsets"].dest == actions["--samples"].dest == "samples"  # the API's keyword; --samples: old
+    assert actions["--k"].help == "documents per context (default 5)"
+    args = build_parser().parse_args(["answer", "--corpus", "c", "--run", "r", "--model", "m", "-o", "o",
+                                      "--subsets", "3", "--k", "2"])
+    options = AnswerOptions.from_args(args)
+    assert (options.samples, options.k, options.depth, options.prompt) == (3, 2, 20, "udcg-code-v1")
+    parameters = inspect.signature(udcg.answer_runs).parameters
+    api = [o for o in declared(AnswerOptions) if o.api]
+    assert [o.name for o in declared(AnswerOptions) if not o.api] == ["detect"]
+    assert list(parameters)[-len(api):] == [o.name for o in api]
+    assert all(parameters[o.name].default == o.default for o in api)
+
+
+@pytest.mark.parametrize("name", ["nope", "detect", "prompt_version"])
+def test_the_answer_door_refuses_an_unknown_keyword_and_the_command_lines_own(name, tmp_path):
+    with pytest.raises(InputError, match=rf"^answer_runs\(\): got an unexpected keyword argument '{name}'$"):
+        udcg.answer_runs(EX, RUNS, tmp_path / "a.jsonl", "smollm2-135m", **{name: 1})
+    assert not (tmp_path / "a.jsonl").exists()
+
+
+@pytest.mark.parametrize("name, flag, value", [("k", "--k", 0), ("samples", "--subsets", -1), ("depth", "--depth", 0),
+                                               ("seed", "--seed", -1), ("max_new_tokens", "--max-new-tokens", 0),
+                                               ("chunk_size", "--chunk-size", 0)])
+def test_one_check_for_both_answer_doors(name, flag, value, capsys, tmp_path):
+    out = tmp_path / "a.jsonl"
+    assert main(["answer", "--corpus", str(EX), "--run", RUNS[0], "--model", "smollm2-135m", "-o", str(out),
+                 flag, str(value)]) == 2
+    err = capsys.readouterr().err.strip()
+    with pytest.raises(InputError) as e:
+        udcg.answer_runs(EX, RUNS, out, "smollm2-135m", **{name: value})
+    rule = bounds.PARAMETERS["answer"][name].describe()
+    assert err == f"udcg answer: error: {flag} {bounds.short(value)}: must be {rule}"
+    assert str(e.value) == f"{name} = {bounds.short(value)}: must be {rule}" and not out.exists()

@@ -44,8 +44,9 @@ class Option:
     default), ``flag`` (the command line's spelling; "": ``--`` and the field's name with dashes),
     ``short`` (``-o``), ``kind`` (int, float, str, bool: a switch, Path; None: checked by its reader),
     ``choices``, ``repeated`` (a flag given several times: a tuple), ``metavar``, ``api`` (False:
-    the command line's own, as ``-o``, not a keyword of the API). ``name``, ``default`` and ``bound``
-    are the field's, filled by ``declared``."""
+    the command line's own, as ``-o``, not a keyword of the API), ``parsed`` (the parsed name where
+    it is not the flag's: answer's ``--subsets`` is ``args.samples``). ``name``, ``default`` and
+    ``bound`` are the field's, filled by ``declared``."""
 
     help: str
     flag: str = ""
@@ -55,6 +56,7 @@ class Option:
     repeated: bool = False
     metavar: str | None = None
     api: bool = True
+    parsed: str = ""
     name: str = ""
     default: Any = None
     bound: bounds.Bound | None = None
@@ -62,7 +64,7 @@ class Option:
     @property
     def dest(self) -> str:
         """The parsed name (``args.prompt`` for ``--prompt``)."""
-        return self.flag.lstrip("-").replace("-", "_")
+        return self.parsed or self.flag.lstrip("-").replace("-", "_")
 
     @property
     def key(self) -> str:
@@ -158,6 +160,8 @@ class Options:
                 kw["action"] = "append"
             if o.convert is not None:
                 kw["type"] = o.convert
+            if o.parsed:
+                kw["dest"] = o.parsed
             for key in ("choices", "metavar"):
                 if getattr(o, key) is not None:
                     kw[key] = getattr(o, key)

@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", action="append", default=[], required=True, help="TREC run file (repeatable)")
     p.add_argument("--corpus", required=True, help="BEIR folder, corpus JSONL/Parquet, a datasets folder, hf:NAME, or irds:NAME")
     AnswerOptions.add_arguments(p)
-    p.add_argument("--samples", dest="subsets", type=int, action=Deprecated, new="--subsets")
+    p.add_argument("--samples", dest="samples", type=int, action=Deprecated, new="--subsets")
     add_model_options(p, role="reader", help="the reader: an offline alias, a model folder or hub id, openai:MODEL, "
                       "SCHEME:MODEL of an installed backend (udcg models), or the API's model name with --api-base")
     p.add_argument("-o", "--output", required=True, help="contexts JSONL with the answers")

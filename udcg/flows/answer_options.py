@@ -18,8 +18,8 @@ class AnswerOptions(Options):
 
     operation = "answer"
 
-    queries: str | Path | None = option(None, "queries file or irds:NAME (default: the BEIR folder's or irds "
-                                        "dataset's)", kind=Path)
+    queries: str | None = option(None, "queries file or irds:NAME (default: the BEIR folder's or irds "
+                                        "dataset's)", kind=str)
     sample: int | None = option(None, "answer N queries drawn at random (--seed), the same N for every run: the cheap "
                                 "way to check UDCG against real answers (then compare --answers ... --judged-only)",
                                 kind=int, metavar="N")
@@ -28,15 +28,15 @@ class AnswerOptions(Options):
                                   "stop before any model call", kind=float, metavar="D", api=False)
     limit: int | None = option(None, "only the first N queries of the queries file (file order, as annotate --limit; "
                                "--sample draws them at random instead); the runs' other queries are left out", kind=int)
-    qrels: str | Path | None = option(None, "qrels or irds:NAME (default: the BEIR folder's qrels/test.tsv); relevance "
-                                      "of each position", kind=Path)
-    answers: str | Path | None = option(None, "JSONL of {_id, answers} (default: queries' metadata.answers)", kind=Path)
-    utilities: str | Path | None = option(None, "the udcg annotate --run folder: adds each position's utility",
-                                          kind=Path)
+    qrels: str | None = option(None, "qrels or irds:NAME (default: the BEIR folder's qrels/test.tsv); relevance of "
+                               "each position", kind=str)
+    answers: str | None = option(None, "JSONL of {_id, answers} (default: queries' metadata.answers)", kind=str)
+    utilities: str | None = option(None, "the udcg annotate --run folder: adds each position's utility", kind=str)
     k: int = option(5, "documents per context (default {default})", kind=int)
     samples: int = option(0, "also N random k-subsets per query of the runs' top --depth (rank order kept), so "
                           "contexts differ within a query (for fit-theta and correlate; was --samples, which still "
-                          "works)", flag="--subsets", kind=int, metavar="N")
+                          "works)", flag="--subsets", parsed="samples", kind=int,
+                          metavar="N")
     depth: int = option(20, "with --subsets: the pool depth per run (default {default})", kind=int)
     seed: int = option(0, "the seed of --sample and --subsets (default {default})", kind=int)
     prompt: str = option("udcg-code-v1", "reader prompt version (udcg-code-v1, paper-fig4-v1)", kind=str)
