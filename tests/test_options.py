@@ -18,20 +18,23 @@ from udcg import bounds
 from udcg.cli import build_parser, main
 from udcg.errors import InputError
 from udcg.flows.correlate_options import CorrelateOptions
+from udcg.flows.judge_options import JudgeOptions
 from udcg.flows.run_options import CompareOptions, ScoringOptions
 from udcg.io.sources import example_path
 from udcg.options import declared
 
 PACKAGE = Path(udcg.__file__).parent
-CONVERTED = (ScoringOptions, CompareOptions, CorrelateOptions)  # the operations whose options are declared once
+CONVERTED = (ScoringOptions, CompareOptions, CorrelateOptions, JudgeOptions)  # the operations whose options are declared once
 # Where the converted operations' options are read: a literal default of a declared name in a
 # signature here is a second declaration (udcg.metrics is below: its kernels' keywords are their own).
 # (flows/correlate.py's correlation_table and correlation_table_of, which validate's config calls too, are not
 # converted: their keyword defaults are still their own.)
 READERS = ("commands/compare.py", "commands/score.py", "commands/correlate.py", "flows/run_compare.py",
-           "flows/run_scores.py", "flows/score.py", "flows/compare_config.py", "flows/answer_plan.py")
-API_DOORS = ("compare", "evaluate", "score_runs", "correlate")  # udcg/api.py's functions of the converted operations
-CHOICES_HOME = "metrics/constants.py"  # each choice tuple's one definition
+           "flows/run_scores.py", "flows/score.py", "flows/compare_config.py", "flows/answer_plan.py",
+           "commands/judge.py", "flows/judge.py")
+API_DOORS = ("compare", "evaluate", "score_runs", "correlate", "judge")  # udcg/api.py's functions of the converted operations
+# each choice tuple's one definition: the metrics' constants, the answer rules' (MATCHES) beside the rules
+CHOICES_HOME = {"metrics/constants.py", "grade/rules.py"}
 EX = example_path()
 RUNS = [str(EX / "runs" / "bm25.trec"), str(EX / "runs" / "dense.trec")]
 QRELS = str(EX / "qrels" / "test.tsv")
@@ -72,9 +75,9 @@ def test_every_choice_tuple_is_written_once():
                 words = tuple(e.value for e in node.elts)
                 if words in wanted:
                     found.append((where, node.lineno, words))
-    homes = [f for f in found if f[0] == CHOICES_HOME]
+    homes = [f for f in found if f[0] in CHOICES_HOME]
     assert {words for _, _, words in homes} == wanted, homes
-    assert [f for f in found if f[0] != CHOICES_HOME] == []
+    assert [f for f in found if f[0] not in CHOICES_HOME] == []
 
 
 def _signatures(where: str, tree: ast.Module):
@@ -113,7 +116,7 @@ def test_no_default_of_a_declared_option_is_written_again():
 def test_no_flag_of_a_declared_option_is_added_by_hand():
     """The commands of the converted operations add no flag the declaration makes."""
     commands = {"commands/compare.py": CompareOptions, "commands/score.py": ScoringOptions,
-                "commands/correlate.py": CorrelateOptions}
+                "commands/correlate.py": CorrelateOptions, "commands/judge.py": JudgeOptions}
     by_hand = []
     for where, tree in _trees():
         if where not in commands:
