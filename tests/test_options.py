@@ -20,6 +20,7 @@ from udcg.errors import InputError
 from udcg.flows.correlate_options import CorrelateOptions
 from udcg.flows.judge_options import JudgeOptions
 from udcg.flows.run_options import CompareOptions, ScoringOptions
+from udcg.grade.rules import MATCHES
 from udcg.io.sources import example_path
 from udcg.options import declared
 
@@ -278,3 +279,41 @@ def test_digits_out_of_range_is_one_line(value, capsys):
     out, err = capsys.readouterr()
     assert not out and err == (f"udcg compare: error: --digits {value}: must be an integer >= 1 and <= 12 (1..12, a "
                                "positive integer) (decimals of the table's numbers; 0 would print every p as < 1)\n")
+
+
+# ---------------------------------------------------------------- judge: the same declaration, both doors
+
+ANSWERS = Path(__file__).parent / "badinput" / "answer_items_duplicate.jsonl"  # refused later: the options first
+
+
+def test_the_judge_api_signature_is_the_declaration():
+    parameters = inspect.signature(udcg.judge).parameters
+    api = [o.name for o in declared(JudgeOptions) if o.api]
+    assert list(parameters)[-len(api):] == api
+    assert all(parameters[o.name].default == o.default for o in declared(JudgeOptions))
+    with pytest.raises(InputError, match=r"^judge\(\): got an unexpected keyword argument 'max_new_token'$"):
+        udcg.judge("answer", ANSWERS, "o.jsonl", max_new_token=8)
+
+
+@pytest.mark.parametrize("name, value", [("max_new_tokens", 0), ("retries", -1), ("chunk_size", 0),
+                                         ("f1_threshold", 1.5)])
+def test_one_check_for_both_judge_doors(name, value, capsys, tmp_path):
+    flag = f"--{name.replace('_', '-')}"
+    assert main(["judge", "answer", str(ANSWERS), "-o", str(tmp_path / "o.jsonl"), flag, str(value)]) == 2
+    err = capsys.readouterr().err.strip()
+    with pytest.raises(InputError) as e:
+        udcg.judge("answer", ANSWERS, tmp_path / "o.jsonl", **{name: value})
+    rule = bounds.PARAMETERS["judge"][name].describe()
+    assert err == f"udcg judge: error: {flag} {bounds.short(value)}: must be {rule}"
+    assert str(e.value) == f"{name} = {bounds.short(value)}: must be {rule}"
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_the_judge_flags_are_made_from_the_declaration():
+    parser = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["judge"]
+    actions = {a.dest: a for a in parser._actions}
+    for o in declared(JudgeOptions):
+        assert o.flag in actions[o.dest].option_strings and actions[o.dest].default is None
+    assert actions["match"].help.startswith("answer rule: span (default") and actions["match"].choices is MATCHES
+    options = JudgeOptions.from_args(parser.parse_args(["answer", "x", "-o", "y", "--match", "f1", "--keep-raw"]))
+    assert options == JudgeOptions(match="f1", keep_raw=True) and options.max_new_tokens == 128
