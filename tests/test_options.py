@@ -25,7 +25,8 @@ from udcg.io.sources import example_path
 from udcg.options import declared
 
 PACKAGE = Path(udcg.__file__).parent
-CONVERTED = (ScoringOptions, CompareOptions, CorrelateOptions, JudgeOptions)  # the operations whose options are declared once
+# the operations whose options are declared once
+CONVERTED = (ScoringOptions, CompareOptions, CorrelateOptions, JudgeOptions)
 # Where the converted operations' options are read: a literal default of a declared name in a
 # signature here is a second declaration (udcg.metrics is below: its kernels' keywords are their own).
 # (flows/correlate.py's correlation_table and correlation_table_of, which validate's config calls too, are not
@@ -33,7 +34,8 @@ CONVERTED = (ScoringOptions, CompareOptions, CorrelateOptions, JudgeOptions)  # 
 READERS = ("commands/compare.py", "commands/score.py", "commands/correlate.py", "flows/run_compare.py",
            "flows/run_scores.py", "flows/score.py", "flows/compare_config.py", "flows/answer_plan.py",
            "commands/judge.py", "flows/judge.py")
-API_DOORS = ("compare", "evaluate", "score_runs", "correlate", "judge")  # udcg/api.py's functions of the converted operations
+# udcg/api.py's functions of the converted operations
+API_DOORS = ("compare", "evaluate", "score_runs", "correlate", "judge")
 # each choice tuple's one definition: the metrics' constants, the answer rules' (MATCHES) beside the rules
 CHOICES_HOME = {"metrics/constants.py", "grade/rules.py"}
 EX = example_path()

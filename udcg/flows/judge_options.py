@@ -30,8 +30,8 @@ class JudgeOptions(Options):
     f1_threshold: float = option(0.5, "token F1 that counts as correct (default {default})", kind=float)
     require_relevant_context: bool = option(False, "count an answer correct only if its context held a relevant "
                                             "passage (paper §6.2)", kind=bool)
-    write_authors: str | Path | None = option(None, "also write INPUT with is_relevant (relevance) or grade (grade) set "
-                                              "from the judgements", kind=Path, metavar="PATH")
+    write_authors: str | Path | None = option(None, "also write INPUT with is_relevant (relevance) or grade (grade) "
+                                              "set from the judgements", kind=Path, metavar="PATH")
     cache: str | Path | None = option(None, "resume cache (default OUTPUT.cache.jsonl)", kind=Path)
     keep_raw: bool = option(False, "keep every raw model reply in the output (for auditing)", kind=bool)
     retry_unparseable: bool = option(False, "on resume, judge again the items whose earlier reply could not be parsed",
