@@ -19,12 +19,15 @@ from udcg.cli import build_parser, main
 from udcg.errors import InputError
 from udcg.flows.answer_options import AnswerOptions
 from udcg.flows.correlate_options import CorrelateOptions
+from udcg.flows.judge_options import JudgeOptions
 from udcg.flows.run_options import CompareOptions, ScoringOptions
+from udcg.grade.rules import MATCHES
 from udcg.io.sources import example_path
 from udcg.options import declared
 
 PACKAGE = Path(udcg.__file__).parent
-CONVERTED = (ScoringOptions, CompareOptions, CorrelateOptions, AnswerOptions)  # the operations whose options are declared once
+# the operations whose options are declared once
+CONVERTED = (ScoringOptions, CompareOptions, CorrelateOptions, AnswerOptions, JudgeOptions)
 # Where the converted operations' options are read: a literal default of a declared name in a
 # signature here is a second declaration (udcg.metrics is below: its kernels' keywords are their own).
 # (flows/correlate.py's correlation_table and correlation_table_of, which validate's config calls too, are not
@@ -32,9 +35,11 @@ CONVERTED = (ScoringOptions, CompareOptions, CorrelateOptions, AnswerOptions)  #
 # run_contexts, which annotate and the tests call too: answer passes them every option it declares.)
 READERS = ("commands/compare.py", "commands/score.py", "commands/correlate.py", "flows/run_compare.py",
            "flows/run_scores.py", "flows/score.py", "flows/compare_config.py", "flows/answer_plan.py",
-           "commands/answer.py", "flows/answer.py")
-API_DOORS = ("compare", "evaluate", "score_runs", "correlate", "answer_runs")  # udcg/api.py's functions of the converted operations
-CHOICES_HOME = "metrics/constants.py"  # each choice tuple's one definition
+           "commands/answer.py", "flows/answer.py", "commands/judge.py", "flows/judge.py")
+# udcg/api.py's functions of the converted operations
+API_DOORS = ("compare", "evaluate", "score_runs", "correlate", "answer_runs", "judge")
+# each choice tuple's one definition: the metrics' constants, the answer rules' (MATCHES) beside the rules
+CHOICES_HOME = {"metrics/constants.py", "grade/rules.py"}
 EX = example_path()
 RUNS = [str(EX / "runs" / "bm25.trec"), str(EX / "runs" / "dense.trec")]
 QRELS = str(EX / "qrels" / "test.tsv")
@@ -75,9 +80,9 @@ def test_every_choice_tuple_is_written_once():
                 words = tuple(e.value for e in node.elts)
                 if words in wanted:
                     found.append((where, node.lineno, words))
-    homes = [f for f in found if f[0] == CHOICES_HOME]
+    homes = [f for f in found if f[0] in CHOICES_HOME]
     assert {words for _, _, words in homes} == wanted, homes
-    assert [f for f in found if f[0] != CHOICES_HOME] == []
+    assert [f for f in found if f[0] not in CHOICES_HOME] == []
 
 
 def _signatures(where: str, tree: ast.Module):
@@ -116,7 +121,8 @@ def test_no_default_of_a_declared_option_is_written_again():
 def test_no_flag_of_a_declared_option_is_added_by_hand():
     """The commands of the converted operations add no flag the declaration makes."""
     commands = {"commands/compare.py": CompareOptions, "commands/score.py": ScoringOptions,
-                "commands/correlate.py": CorrelateOptions, "commands/answer.py": AnswerOptions}
+                "commands/correlate.py": CorrelateOptions, "commands/answer.py": AnswerOptions,
+                "commands/judge.py": JudgeOptions}
     by_hand = []
     for where, tree in _trees():
         if where not in commands:
@@ -324,3 +330,41 @@ def test_one_check_for_both_answer_doors(name, flag, value, capsys, tmp_path):
     rule = bounds.PARAMETERS["answer"][name].describe()
     assert err == f"udcg answer: error: {flag} {bounds.short(value)}: must be {rule}"
     assert str(e.value) == f"{name} = {bounds.short(value)}: must be {rule}" and not out.exists()
+
+
+# ---------------------------------------------------------------- judge: the same declaration, both doors
+
+ANSWERS = Path(__file__).parent / "badinput" / "answer_items_duplicate.jsonl"  # refused later: the options first
+
+
+def test_the_judge_api_signature_is_the_declaration():
+    parameters = inspect.signature(udcg.judge).parameters
+    api = [o.name for o in declared(JudgeOptions) if o.api]
+    assert list(parameters)[-len(api):] == api
+    assert all(parameters[o.name].default == o.default for o in declared(JudgeOptions))
+    with pytest.raises(InputError, match=r"^judge\(\): got an unexpected keyword argument 'max_new_token'$"):
+        udcg.judge("answer", ANSWERS, "o.jsonl", max_new_token=8)
+
+
+@pytest.mark.parametrize("name, value", [("max_new_tokens", 0), ("retries", -1), ("chunk_size", 0),
+                                         ("f1_threshold", 1.5)])
+def test_one_check_for_both_judge_doors(name, value, capsys, tmp_path):
+    flag = f"--{name.replace('_', '-')}"
+    assert main(["judge", "answer", str(ANSWERS), "-o", str(tmp_path / "o.jsonl"), flag, str(value)]) == 2
+    err = capsys.readouterr().err.strip()
+    with pytest.raises(InputError) as e:
+        udcg.judge("answer", ANSWERS, tmp_path / "o.jsonl", **{name: value})
+    rule = bounds.PARAMETERS["judge"][name].describe()
+    assert err == f"udcg judge: error: {flag} {bounds.short(value)}: must be {rule}"
+    assert str(e.value) == f"{name} = {bounds.short(value)}: must be {rule}"
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_the_judge_flags_are_made_from_the_declaration():
+    parser = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["judge"]
+    actions = {a.dest: a for a in parser._actions}
+    for o in declared(JudgeOptions):
+        assert o.flag in actions[o.dest].option_strings and actions[o.dest].default is None
+    assert actions["match"].help.startswith("answer rule: span (default") and actions["match"].choices is MATCHES
+    options = JudgeOptions.from_args(parser.parse_args(["answer", "x", "-o", "y", "--match", "f1", "--keep-raw"]))
+    assert options == JudgeOptions(match="f1", keep_raw=True) and options.max_new_tokens == 128

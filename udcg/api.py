@@ -42,6 +42,7 @@ from udcg.errors import InputError
 from udcg.flows import run_scores as _scores
 from udcg.flows.answer_options import AnswerOptions
 from udcg.flows.correlate_options import CorrelateOptions
+from udcg.flows.judge_options import JudgeOptions
 from udcg.flows.run_options import CompareOptions, ScoringOptions
 from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores
 from udcg.llm.registry import ModelChoice
@@ -217,17 +218,21 @@ def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Pa
                 **({"say": say} if say else {}))
 
 
-@checked("judge", options_of="udcg.flows.judge:judge_file", judge=_model, match=one_of("udcg.grade.judges:MATCHES"))
-def judge(task: str, path: str | Path, output: str | Path, *, judge: str | ModelChoice = "rules", **options):
+@checked("judge", judge=_model)
+@JudgeOptions.door
+def judge(task: str, path: str | Path, output: str | Path, *, judge: str | ModelChoice = "rules",
+          batch_size: int | None = None, api: dict | None = None, show_progress: bool = True, say=None, **options: Any):
     """``udcg judge TASK``: relevance, grade or answer outcomes of ``path`` by rules or an LLM judge,
-    written to ``output`` (resumable). ``options``: those of ``udcg.flows.judge.judge_file``
-    (``require_relevant_context``, ``match``, ``batch_size`` …). Returns a ``JudgeResult``
-    (``.summary``: counts per label and unparseable replies)."""
+    written to ``output`` (resumable). ``options``: those of ``udcg.flows.judge_options.JudgeOptions``
+    (``require_relevant_context``, ``match``, ``write_authors`` …); ``batch_size`` and ``api`` (a
+    ``ModelChoice``'s keywords) go with ``judge``; ``say``: a line for the user (an API judge's
+    server). Returns a ``JudgeResult`` (``.summary``: counts per label and unparseable replies)."""
     from udcg.flows.judge import judge_file
 
-    _outputs_not_inputs({"output": output, "cache": options.get("cache"), "write_authors": options.get("write_authors")},
-                        {"path": path})
-    return judge_file(task, path, output, judge=judge, **options)
+    o = JudgeOptions.of("judge", **options)
+    _outputs_not_inputs({"output": output, "cache": o.cache, "write_authors": o.write_authors}, {"path": path})
+    return judge_file(task, path, output, o, judge=judge, batch_size=batch_size, api=api, show_progress=show_progress,
+                      **({"say": say} if say is not None else {}))
 
 
 @checked("fit-theta", variant=one_of("udcg.metrics.udcg:VARIANTS"), cv_score=one_of("udcg.metrics.udcg_theta:CV_SCORES"))

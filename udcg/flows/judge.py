@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from udcg.errors import InputError
-from udcg.grade.rules import MATCHES  # the answer rules, the default first (the command's --match choices)
+from udcg.flows.judge_options import JudgeOptions
 from udcg.llm.registry import ModelChoice, ModelSpec
 from udcg.progress import bar
 
@@ -31,30 +31,27 @@ class JudgeResult:
         return out
 
 
-def _make_judge(task, spec: ModelSpec | None, *, match: str, f1_threshold: float, require_relevant_context: bool,
-                prompt_version: str, max_new_tokens: int, retries: int, keep_raw: bool, say=lambda line: None):
+def _make_judge(task, spec: ModelSpec | None, options: JudgeOptions, say=lambda line: None):
     from udcg.grade.judges import LLMJudge, RuleJudge
     from udcg.llm.registry import where_it_goes
 
     if spec is None:
-        return RuleJudge(task, match=match, f1_threshold=f1_threshold, require_relevant_context=require_relevant_context)
+        return RuleJudge(task, **options.keywords("match", "f1_threshold", "require_relevant_context"))
     spec = spec.settled()  # an openai: model's server, settled once (the line and the backend read it)
     if spec.api:  # names the server (an openai: model without one refuses without a key)
         say(where_it_goes(spec).replace("reader ", "judge ", 1))
     backend = spec.load()
-    return LLMJudge(backend, task, prompt_version=prompt_version, max_new_tokens=max_new_tokens, retries=retries,
-                    require_relevant_context=require_relevant_context, keep_raw=keep_raw)
+    return LLMJudge(backend, task, **options.keywords("prompt_version", "max_new_tokens", "retries",
+                                                      "require_relevant_context", "keep_raw"))
 
 
-def judge_file(task_name: str, path: str | Path, output: str | Path, *, judge: str | ModelChoice = "rules",
-               prompt_version: str = "v1", batch_size: int | None = None, chunk_size: int | None = None,
-               max_new_tokens: int = 128, retries: int = 1, match: str = MATCHES[0], f1_threshold: float = 0.5,
-               require_relevant_context: bool = False, write_authors: str | Path | None = None,
-               cache: str | Path | None = None, keep_raw: bool = False, retry_unparseable: bool = False,
-               api: dict | None = None, show_progress: bool = True, say=lambda line: None) -> JudgeResult:
+def judge_file(task_name: str, path: str | Path, output: str | Path, options: JudgeOptions | None = None, *,
+               judge: str | ModelChoice = "rules", batch_size: int | None = None, api: dict | None = None,
+               show_progress: bool = True, say=lambda line: None) -> JudgeResult:
     """Judge every item of ``path`` (the authors' format for relevance and grade, a contexts JSONL
     with answers for answer) and write the judgements to ``output``; a bad file fails before a model
-    loads. ``write_authors``: also the input with is_relevant or grade set from the judgements.
+    loads. ``options``: how (``JudgeOptions``; its ``write_authors``: also the input with is_relevant
+    or grade set from the judgements).
     ``judge``: ``rules`` or a model (a name or a ``ModelChoice``, resolved once; ``batch_size`` and
     ``api``, keywords of a ``ModelChoice``, are added to it); ``say``: a line for the user (an API
     judge's server)."""
@@ -64,15 +61,14 @@ def judge_file(task_name: str, path: str | Path, output: str | Path, *, judge: s
     from udcg.io.contexts import judged_lines
     from udcg.io.files import atomic_write_jsonl
 
+    o = options or JudgeOptions()
     task = get_task(task_name)
     path, output = Path(path), Path(output)
     choice = ModelChoice.of(judge, batch_size=batch_size, **(api or {}))  # "rules": no model
     batch_size = choice.batch_size  # also the default --chunk-size
-    for flag, value, low in (("--batch-size", batch_size, 1), ("--chunk-size", chunk_size, 1),
-                             ("--max-new-tokens", max_new_tokens, 1), ("--retries", retries, 0)):
-        if value is not None and value < low:  # checked before any file is read or model loaded
-            raise InputError(f"{flag} {value}: must be an integer >= {low}")
-    if write_authors and task.name == "answer":
+    if batch_size is not None and batch_size < 1:  # checked before any file is read (the options: by JudgeOptions)
+        raise InputError(f"--batch-size {batch_size}: must be an integer >= 1")
+    if o.write_authors and task.name == "answer":
         raise InputError("--write-authors works for relevance and grade (answers have no authors' format)")
     if output.resolve() == path.resolve():
         raise InputError(f"{output}: the output would overwrite the input (choose another -o)")
@@ -87,18 +83,17 @@ def judge_file(task_name: str, path: str | Path, output: str | Path, *, judge: s
         items = runner.passage_items(questions)
     runner.check_answers(items, task, str(path))
     # after the input checks: a bad file fails before a model loads
-    judge_ = _make_judge(task, spec, match=match, f1_threshold=f1_threshold,
-                         require_relevant_context=require_relevant_context, prompt_version=prompt_version,
-                         max_new_tokens=max_new_tokens, retries=retries, keep_raw=keep_raw, say=say)
-    cache = Path(cache) if cache else output.with_name(output.name + ".cache.jsonl")
+    judge_ = _make_judge(task, spec, o, say=say)
+    cache = Path(o.cache) if o.cache else output.with_name(output.name + ".cache.jsonl")
     with bar(total=len(items), desc=f"judge {task.name}", unit="item", enabled=show_progress) as progress:
-        records = runner.judge_items(judge_, items, cache, chunk_size=chunk_size or batch_size or 8,
-                                     progress=progress.update, redo_unparseable=retry_unparseable)
+        records = runner.judge_items(judge_, items, cache, chunk_size=o.chunk_size or batch_size or 8,
+                                     progress=progress.update, redo_unparseable=o.retry_unparseable)
     # each input line kept (a context: relevant, utilities, ...) with its outcome added
     atomic_write_jsonl(output, judged_lines(path, records) if task.name == "answer" else records)
-    if write_authors:
+    if o.write_authors:
         out, skipped = runner.write_back(raw_items, records, task)
-        write_authors_file(write_authors, out)
+        write_authors_file(o.write_authors, out)
         if skipped:
-            log.warning("%d passage(s) left unchanged in %s: their judgement could not be parsed", skipped, write_authors)
+            log.warning("%d passage(s) left unchanged in %s: their judgement could not be parsed", skipped,
+                        o.write_authors)
     return JudgeResult(task.name, runner.summarize(records), output)
