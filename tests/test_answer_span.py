@@ -87,12 +87,20 @@ words = st.lists(st.sampled_from(["red", "dog", "the", "of", "Sasha", "1998", "7
 @settings(deadline=None)  # no timing: the suite runs at any machine load
 @given(words, st.lists(words, min_size=1, max_size=3))
 def test_span_properties(pred, answers):
-    """no content word => never correct; else contains => span; span is a property of each alias alone."""
+    """no content word => never correct; else contains => span (but where contains' normalisation drops a
+    '%' of the alias: "1998 %" is contained in "red 1998", a percentage the span rule keeps apart from the
+    year); span is a property of each alias alone."""
     if all(t in {"the", "of", "%"} for t in answer_tokens(pred)):
         assert not span_match(pred, answers)
-    elif answer_outcome(pred, answers, "contains") == "correct":
+    elif answer_outcome(pred, [a for a in answers if "%" not in a], "contains") == "correct":
         assert span_match(pred, answers)
     assert span_match(pred, answers) == any(span_match(pred, [a]) for a in answers)
+
+
+def test_a_percentage_is_not_the_bare_number():
+    """Hypothesis found it: contains drops the '%' and calls "red 1998" correct for "1998 %"; span does not."""
+    assert answer_outcome("red 1998", ["1998 %"], "contains") == "correct"
+    assert not span_match("red 1998", ["1998 %"]) and span_match("red 1998 %", ["1998 %"])
 
 
 @settings(deadline=None)  # no timing: the suite runs at any machine load
