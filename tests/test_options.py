@@ -23,11 +23,12 @@ from udcg.flows.judge_options import JudgeOptions
 from udcg.flows.run_options import CompareOptions, ScoringOptions
 from udcg.grade.rules import MATCHES
 from udcg.io.sources import example_path
+from udcg.llm.serve_options import ServeOptions
 from udcg.options import declared
 
 PACKAGE = Path(udcg.__file__).parent
 # the operations whose options are declared once
-CONVERTED = (ScoringOptions, CompareOptions, CorrelateOptions, AnswerOptions, JudgeOptions)
+CONVERTED = (ScoringOptions, CompareOptions, CorrelateOptions, AnswerOptions, JudgeOptions, ServeOptions)
 # Where the converted operations' options are read: a literal default of a declared name in a
 # signature here is a second declaration (udcg.metrics is below: its kernels' keywords are their own).
 # (flows/correlate.py's correlation_table and correlation_table_of, which validate's config calls too, are not
@@ -35,7 +36,8 @@ CONVERTED = (ScoringOptions, CompareOptions, CorrelateOptions, AnswerOptions, Ju
 # run_contexts, which annotate and the tests call too: answer passes them every option it declares.)
 READERS = ("commands/compare.py", "commands/score.py", "commands/correlate.py", "flows/run_compare.py",
            "flows/run_scores.py", "flows/score.py", "flows/compare_config.py", "flows/answer_plan.py",
-           "commands/answer.py", "flows/answer.py", "commands/judge.py", "flows/judge.py")
+           "commands/answer.py", "flows/answer.py", "commands/judge.py", "flows/judge.py", "commands/serve.py",
+           "llm/server.py")
 # udcg/api.py's functions of the converted operations
 API_DOORS = ("compare", "evaluate", "score_runs", "correlate", "answer_runs", "judge")
 # each choice tuple's one definition: the metrics' constants, the answer rules' (MATCHES) beside the rules
@@ -122,7 +124,7 @@ def test_no_flag_of_a_declared_option_is_added_by_hand():
     """The commands of the converted operations add no flag the declaration makes."""
     commands = {"commands/compare.py": CompareOptions, "commands/score.py": ScoringOptions,
                 "commands/correlate.py": CorrelateOptions, "commands/answer.py": AnswerOptions,
-                "commands/judge.py": JudgeOptions}
+                "commands/judge.py": JudgeOptions, "commands/serve.py": ServeOptions}
     by_hand = []
     for where, tree in _trees():
         if where not in commands:

@@ -87,7 +87,10 @@ def option(default: Any, help: str, **declared: Any) -> Any:
 
 
 def _shown(value: Any) -> str:
-    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+    """A default as the help says it: 60 for 60.0, a tuple's items joined by commas."""
+    if isinstance(value, tuple):
+        return ",".join(map(_shown, value))
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
 def _fits(kind: type, value: Any) -> bool:

@@ -42,10 +42,10 @@ from udcg.errors import InputError
 from udcg.llm.base import Backend
 from udcg.llm.server_completions import parse_completion_request
 from udcg.llm.server_model import ModelService
+from udcg.llm.serve_options import ServeOptions
 from udcg.llm.server_stream import DONE, sse
-from udcg.llm.server_watch import MAX_REQUEST_SECONDS, ClientGone, Watch
+from udcg.llm.server_watch import ClientGone, Watch
 from udcg.llm.server_wire import (
-    MAX_REQUEST_TOKENS,
     ChatRequest,
     RequestError,
     error_body,
@@ -87,9 +87,11 @@ class ChatCompletionServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128  # clients of a fleet connect at once; the default 5 makes the rest wait seconds
 
-    def __init__(self, backend: Backend, host: str = "127.0.0.1", port: int = 8000, model_name: str | None = None,
-                 api_key: str | None = None, timeout: float = REQUEST_TIMEOUT, max_request_tokens: int = MAX_REQUEST_TOKENS,
-                 max_request_seconds: float = MAX_REQUEST_SECONDS):
+    def __init__(self, backend: Backend, host: str = ServeOptions.host, port: int = ServeOptions.port,
+                 model_name: str | None = None,
+                 api_key: str | None = None, timeout: float = REQUEST_TIMEOUT,
+                 max_request_tokens: int = ServeOptions.max_request_tokens,
+                 max_request_seconds: float = ServeOptions.max_request_seconds):
         self.backend = backend
         self.timeout = timeout  # idle connections, request bodies and stalled stream readers (see _Handler)
         self._api_key = api_key  # when set, requests need "Authorization: Bearer <api_key>"
@@ -278,12 +280,12 @@ class _Handler(BaseHTTPRequestHandler):
         return None
 
 
-def serve(backend: Backend, host: str = "127.0.0.1", port: int = 8000, model_name: str | None = None,
-          api_key: str | None = None, max_request_tokens: int = MAX_REQUEST_TOKENS,
-          max_request_seconds: float = MAX_REQUEST_SECONDS) -> None:
-    """Serve until interrupted (Ctrl-C)."""
-    server = ChatCompletionServer(backend, host, port, model_name, api_key, max_request_tokens=max_request_tokens,
-                                  max_request_seconds=max_request_seconds)
+def serve(backend: Backend, options: ServeOptions, api_key: str | None = None) -> None:
+    """Serve until interrupted (Ctrl-C), where and as ``options`` say; with ``api_key``, requests
+    need it (``options.api_key_env`` names the variable it was read from)."""
+    server = ChatCompletionServer(backend, options.host, options.port, options.served_name, api_key,
+                                  max_request_tokens=options.max_request_tokens,
+                                  max_request_seconds=options.max_request_seconds)
     log.info("serving %r at %s (Ctrl-C to stop)", server.model_name, server.url)
     try:
         server.serve_forever()
