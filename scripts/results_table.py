@@ -102,6 +102,11 @@ def _num(v: object) -> str:
     return "NA" if v is None or math.isnan(v) else f"{v:.3f}"
 
 
+def _mdd(v: float) -> str:
+    """A smallest detectable difference: inf where the sign-flip test cannot reach alpha on so few questions."""
+    return "undetectable" if v == math.inf else _num(v)
+
+
 def _signed(v: float) -> str:
     return "NA" if math.isnan(v) else f"{v:+.3f}"
 
@@ -109,7 +114,7 @@ def _signed(v: float) -> str:
 def power_cell(folder: Path) -> str:
     """The smallest gap in mean per-question rho between UDCG and nDCG (all questions) detected with
     80% power by the paired test, two-sided alpha 0.05."""
-    return _num(paired.difference_spread(*paired.aligned(read_per_question(folder, "table3-all"), "UDCG", "nDCG"))
+    return _mdd(paired.difference_spread(*paired.aligned(read_per_question(folder, "table3-all"), "UDCG", "nDCG"))
                 .min_detectable)
 
 
@@ -188,7 +193,7 @@ def reading(d: paired.PairedDifference, n: int, plan: Preregistered | None, fold
     if d.p < 0.05:
         return head + ("UDCG predicts this reader's outcomes better than nDCG" if d.mean > 0 else
                        "nDCG predicts this reader's outcomes better than UDCG")
-    return head + f"no difference detected (smallest difference detectable with 80% power: {_num(d.min_detectable)})"
+    return head + f"no difference detected (smallest difference detectable with 80% power: {_mdd(d.min_detectable)})"
 
 
 def margins_reading(d: paired.PairedDifference, dataset: str) -> str:
@@ -239,7 +244,7 @@ def _line(line: Line, p_holm: float | None) -> str:
     inside = ("yes" if d.ci_low <= m <= d.ci_high else "no") if known else "—"
     return (f"| {line.label} | {line.what} | {line.questions} | {d.n} | {_signed(d.mean)} | "
             f"[{_signed(d.ci_low)}, {_signed(d.ci_high)}] | {_pv(d.p)} | {'—' if p_holm is None else _pv(p_holm)} | "
-            f"{'—' if math.isnan(m) else _signed(m)} | {inside} | {_num(d.min_detectable)} |")
+            f"{'—' if math.isnan(m) else _signed(m)} | {inside} | {_mdd(d.min_detectable)} |")
 
 
 def primary_table(specs: list[tuple[Path, str]], margin: float | None, new_after: int) -> list[str]:

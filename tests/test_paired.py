@@ -13,7 +13,7 @@ from scipy import stats as scipy_stats
 
 from udcg.errors import InputError
 from udcg.experiment import paired, reporting
-from udcg.metrics.stats import bootstrap_ci
+from udcg.metrics.stats import bootstrap_ci, min_detectable_difference
 
 RUN = Path(__file__).resolve().parents[1] / "docs" / "results" / "nq-qwen0.5b"  # stays at 50 questions (pre-registration)
 
@@ -36,6 +36,10 @@ def test_aligned_reads_values_on_the_given_questions_with_nan_where_undefined():
         paired.aligned(rows, "UDCG", "nDCG", "spearman")
 
 
+def mdd_at(a, b, alpha):
+    return min_detectable_difference(np.array(a), np.array(b), alpha, 0.8)
+
+
 def test_difference_spread_by_hand():
     # a - b = 0.1, 0.3, 0.2, 0.4 on the usable questions (the NaN one left out of both)
     a = [0.6, 0.5, 0.4, 0.9, np.nan]
@@ -43,12 +47,20 @@ def test_difference_spread_by_hand():
     s = paired.difference_spread(a, b)
     assert s.n == 4 and s.mean == pytest.approx(0.25)
     assert s.sd == pytest.approx(math.sqrt((0.15**2 + 0.05**2 + 0.05**2 + 0.15**2) / 3))
-    # at that shift the paired t-test (3 df) rejects at two-sided 0.05 with probability 0.8: checked
-    # with scipy's noncentral t, and it is above the normal approximation (z_0.975 + z_0.8) sd / sqrt(n)
-    nc = s.min_detectable / (s.sd / 2)
+    # the paired t formula's shift: the paired t-test (3 df) rejects at two-sided 0.05 with probability
+    # 0.8 there (scipy's noncentral t), above the normal approximation (z_0.975 + z_0.8) sd / sqrt(n)
+    mdd = min_detectable_difference(np.array(a), np.array(b), 0.05, 0.8)
+    nc = mdd / (s.sd / 2)
     crit = scipy_stats.t.ppf(0.975, 3)
     assert scipy_stats.nct.sf(crit, 3, nc) + scipy_stats.nct.cdf(-crit, 3, nc) == pytest.approx(0.8, abs=1e-6)
-    assert s.min_detectable > (1.959964 + 0.841621) * s.sd / 2
+    assert mdd > (1.959964 + 0.841621) * s.sd / 2
+    # but the tables' sign-flip test cannot go below 2 / 2^4 = 0.125 on 4 questions: nothing is detectable
+    assert s.min_detectable == math.inf
+    six = paired.difference_spread(a[:4] + [0.7, 0.3], b[:4] + [0.2, 0.1])  # 2 / 2^6 = 0.031 < 0.05: the t formula
+    assert six.n == 6 and six.min_detectable == min_detectable_difference(np.array(a[:4] + [0.7, 0.3]),
+                                                                          np.array(b[:4] + [0.2, 0.1]), 0.05, 0.8)
+    assert math.isfinite(six.min_detectable) and paired.difference_spread(a, b, alpha=0.2).min_detectable == mdd_at(
+        a, b, 0.2)
     assert math.isnan(s.ci_low) and math.isnan(s.p)  # no test asked
     one = paired.difference_spread([1.0, np.nan], [0.0, 0.0])
     assert one.n == 1 and one.mean == 1.0 and math.isnan(one.sd) and math.isnan(one.min_detectable)
@@ -76,8 +88,12 @@ def test_power_table_is_each_metric_minus_the_baseline_without_the_baseline():
     assert (p["n_usable"], p["diff_vs_baseline"], p["sd_diff"]) == (3, 0.0, 0.0)
     assert math.isnan(p["min_detectable_diff"])  # the differences do not vary
     assert ndcg["n_usable"] == 4 and ndcg["diff_vs_baseline"] == pytest.approx(-0.25)
-    spread = paired.difference_spread([0.6, 0.5, 0.4, 0.9], [0.5, 0.2, 0.2, 0.5])
-    assert ndcg["min_detectable_diff"] == spread.min_detectable
+    assert ndcg["min_detectable_diff"] == "undetectable"  # 4 questions: no sign-flip p below 0.05
+    more = _rows({"UDCG": [0.6, 0.5, 0.4, 0.9, 0.7, 0.3], "nDCG": [0.5, 0.2, 0.2, 0.5, 0.2, 0.1]},
+                 ["q1", "q2", "q3", "q4", "q5", "q6"])
+    six = paired.power_table(more, "UDCG", ["nDCG"]).rows[0]
+    spread = paired.difference_spread([0.5, 0.2, 0.2, 0.5, 0.2, 0.1], [0.6, 0.5, 0.4, 0.9, 0.7, 0.3])
+    assert six["min_detectable_diff"] == spread.min_detectable and math.isfinite(spread.min_detectable)
     flagged = paired.power_table(rows, "UDCG", ["P", "nDCG"], circular=["P"])
     assert flagged.columns[:2] == ["metric", "circular"] and [r["circular"] for r in flagged.rows] == ["yes", ""]
 

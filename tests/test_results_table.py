@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -67,17 +68,21 @@ def test_summary_row_reads_outcome_shares_and_the_best_classical_metric(tmp_path
     # 3/8 correct = 38%, 2/8 abstained = 25%; eRAG is not classical; nDCG beats P on rho; NA rho skipped.
     assert module.summary_row(run, "Toy") == (
         f"| [Toy]({run.as_posix()}/report.md) | 10 | 38% / 25% | 0.500 / 0.400 / 0.750 | "
-        "nDCG 0.610 / 0.500 / 0.800 | 0.060 / 0.012 / 1.00 | 0.275 |")
+        "nDCG 0.610 / 0.500 / 0.800 | 0.060 / 0.012 / 1.00 | undetectable |")  # 4 questions: sign-flip p >= 0.125
 
 
 def test_the_power_column_is_the_smallest_rho_gap_detectable_between_udcg_and_ndcg(tmp_path):
     from scipy import stats as scipy_stats
 
-    _per_question(tmp_path, {"UDCG": [0.6, 0.5, 0.4, 0.9, None], "nDCG": [0.5, 0.2, 0.2, 0.5, None]})
+    _per_question(tmp_path, {"UDCG": [0.6, 0.5, 0.4, 0.9, 0.7, 0.3, None], "nDCG": [0.5, 0.2, 0.2, 0.5, 0.2, 0.1, None]})
     mdd = float(load_script("results_table").power_cell(tmp_path))
-    sd = (0.05 / 3) ** 0.5  # of 0.1, 0.3, 0.2, 0.4
-    crit = scipy_stats.t.ppf(0.975, 3)  # the paired t-test on 4 questions has 80% power at that shift
-    assert scipy_stats.nct.sf(crit, 3, mdd / (sd / 2)) == pytest.approx(0.8, abs=0.002)
+    d = [0.1, 0.3, 0.2, 0.4, 0.5, 0.2]
+    sd = statistics.stdev(d)
+    crit = scipy_stats.t.ppf(0.975, 5)  # the paired t-test on 6 questions has 80% power at that shift
+    assert scipy_stats.nct.sf(crit, 5, mdd / (sd / 6**0.5)) == pytest.approx(0.8, abs=0.002)
+    # on 4 questions the sign-flip test's p is at least 2 / 2^4 = 0.125: no difference is detectable
+    _per_question(tmp_path, {"UDCG": [0.6, 0.5, 0.4, 0.9, None], "nDCG": [0.5, 0.2, 0.2, 0.5, None]})
+    assert load_script("results_table").power_cell(tmp_path) == "undetectable"
 
 
 def _per_question(run: Path, values: dict[str, list], pair_acc: dict[str, list] | None = None,

@@ -4,11 +4,14 @@
 - ``aligned``: the values of two metrics on the same questions, NaN where a value is undefined.
 - ``difference_spread``: the usable questions (both values defined), the mean and sd of the
   paired differences and the smallest true mean difference the paired test would detect
-  (``stats.min_detectable_difference``: 80% power, two-sided alpha 0.05 by default).
+  (``stats.min_detectable_difference``: 80% power, two-sided alpha 0.05 by default); none (inf)
+  where the sign-flip test the correlation tables use cannot give a p below alpha on so few
+  questions (``p_floor.can_reach``: fewer than 6 at 0.05), whatever the data.
 - ``paired_difference``: the same with the pre-registered test (docs/results/README.md): the 95%
   percentile bootstrap interval of the mean difference over resampled questions and the two-sided
   paired sign-flip permutation p.
-- ``power_table``: ``difference_spread`` of every metric of a correlation table against its baseline.
+- ``power_table``: ``difference_spread`` of every metric of a correlation table against its baseline
+  (an unreachable one reads ``undetectable``).
 
 Differences are a - b. A question where either value is undefined (its outcomes are all equal, or
 a metric is NA there) is left out of both, as the correlation tables leave it out of their tests.
@@ -24,12 +27,15 @@ import numpy as np
 
 from udcg.errors import InputError
 from udcg.io.tables import Table
+from udcg.metrics.constants import DEFAULT_RESAMPLES
 from udcg.metrics.correlation import bootstrap_mean_ci
-from udcg.metrics.stats import min_detectable_difference, paired_permutation_test
+from udcg.metrics.p_floor import can_reach
+from udcg.metrics.stats import EXACT_MAX_N, min_detectable_difference, paired_permutation_test
 
 STATISTICS = ("rho", "tau_b", "pair_acc")
 ALPHA, POWER = 0.05, 0.8
 POWER_COLUMNS = ["metric", "n_usable", "diff_vs_baseline", "sd_diff", "min_detectable_diff"]
+UNDETECTABLE = "undetectable"  # the power table's cell where no p can beat alpha on the usable questions
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +46,7 @@ class PairedDifference:
     n: int  # usable questions: both values defined
     mean: float
     sd: float  # sample sd (ddof 1) of the per-question differences
-    min_detectable: float  # the smallest true mean difference detected with probability POWER at ALPHA
+    min_detectable: float  # the smallest true mean difference detected with probability POWER at ALPHA (inf: none)
     ci_low: float = math.nan
     ci_high: float = math.nan
     p: float = math.nan
@@ -67,12 +73,16 @@ def aligned(rows: Iterable[dict], a: str, b: str, statistic: str = "rho",
 
 
 def difference_spread(a: object, b: object, alpha: float = ALPHA, power: float = POWER) -> PairedDifference:
-    """The usable questions, mean and sd of a - b, and the smallest detectable mean difference."""
+    """The usable questions, mean and sd of a - b, and the smallest detectable mean difference: inf
+    where the sign-flip test cannot reach ``alpha`` on the usable questions (module docstring)."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     d = (x - y)[np.isfinite(x) & np.isfinite(y)]
+    mdd = min_detectable_difference(x, y, alpha, power)
+    if len(d) > 1 and not math.isnan(mdd) and not can_reach(len(d), alpha, "permutation", EXACT_MAX_N,
+                                                             DEFAULT_RESAMPLES):
+        mdd = math.inf
     return PairedDifference(n=len(d), mean=float(d.mean()) if len(d) else math.nan,
-                            sd=float(np.std(d, ddof=1)) if len(d) > 1 else math.nan,
-                            min_detectable=min_detectable_difference(x, y, alpha, power))
+                            sd=float(np.std(d, ddof=1)) if len(d) > 1 else math.nan, min_detectable=mdd)
 
 
 def paired_difference(a: object, b: object, n_boot: int = 10_000, n_resamples: int = 10_000, seed: int = 0,
@@ -101,5 +111,5 @@ def power_table(rows: Sequence[dict], baseline: str, metrics: Sequence[str], tit
         s = difference_spread(*aligned(rows, name, baseline))
         flag = {"circular": "yes" if name in circular else ""} if circular else {}
         table.add(metric=name, **flag, n_usable=s.n, diff_vs_baseline=s.mean, sd_diff=s.sd,
-                  min_detectable_diff=s.min_detectable)
+                  min_detectable_diff=UNDETECTABLE if math.isinf(s.min_detectable) else s.min_detectable)
     return table
