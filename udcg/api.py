@@ -44,6 +44,7 @@ from udcg.flows.answer_options import AnswerOptions
 from udcg.flows.correlate_options import CorrelateOptions
 from udcg.flows.judge_options import JudgeOptions
 from udcg.flows.run_options import CompareOptions, ScoringOptions
+from udcg.flows.theta_options import FitThetaOptions
 from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores
 from udcg.llm.registry import ModelChoice
 from udcg.metrics.udcg import GAMMA, udcg as _udcg_matrix
@@ -235,17 +236,18 @@ def judge(task: str, path: str | Path, output: str | Path, *, judge: str | Model
                       **({"say": say} if say is not None else {}))
 
 
-@checked("fit-theta", variant=one_of("udcg.metrics.udcg:VARIANTS"), cv_score=one_of("udcg.metrics.udcg_theta:CV_SCORES"))
-def fit_theta(contexts: str | Path, output: str | Path, *, k: int | None = None, variant: str = "full",
-              C: float | str = 0.01, cv_folds: int = 5, cv_score: str = "spearman", seed: int = 0) -> UDCGTheta:
+@checked("fit-theta")
+@FitThetaOptions.door
+def fit_theta(contexts: str | Path, output: str | Path, **options: Any) -> UDCGTheta:
     """``udcg fit-theta``: UDCG_theta fitted on the judged contexts of ``contexts`` (one k) and saved
-    to ``output``; returns the fitted estimator. Its warnings (too few questions, a saturated fit)
-    are logged."""
+    to ``output``; returns the fitted estimator. ``options``: those of ``udcg fit-theta``
+    (``udcg.flows.theta_options.FitThetaOptions``: ``k``, ``variant``, ``C``, ``cv_score``,
+    ``cv_folds``, ``seed``). Its warnings (too few questions, a saturated fit) are logged."""
     from udcg.flows.theta import fit_theta_file
 
+    o = FitThetaOptions.of("fit_theta", **options)
     _outputs_not_inputs({"output": output}, {"contexts": contexts})
-    model, warnings = fit_theta_file(str(contexts), output, k=k, variant=variant, C=C, cv_folds=cv_folds,
-                                     cv_score=cv_score, seed=seed)
+    model, warnings = fit_theta_file(str(contexts), output, o)
     for warning in warnings:
         log.warning(warning)
     return model
