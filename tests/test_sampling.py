@@ -128,7 +128,7 @@ def test_last_round_is_trimmed_to_n():
 
 def test_same_arguments_same_estimates():
     a = sample_abstention(abstainer(), _chats(0.3, 0.6), SamplingPlan(n=50, temperature=1.0, seed=9, batch=7))
-    b = sample_abstention(abstainer(), _chats(0.3, 0.6), n=50, temperature=1.0, seed=9, batch=7)
+    b = sample_abstention(abstainer(), _chats(0.3, 0.6), SamplingPlan(n=50, temperature=1.0, seed=9, batch=7))
     assert a == b and all(isinstance(e, SampledEstimate) for e in a)
 
 
