@@ -21,7 +21,7 @@ upstream reply, returning the reply to send, or None for the upstream's as it is
 JSON replies: a server whose answers are well-formed HTTP but wrong in content. Everything is recorded in ``events``: (arrival time, fault or None, Authorization header seen).
 
     with FaultProxy(server_url, rates={"503": 0.2, "drop": 0.1}) as proxy:
-        OpenAIBackend(model, proxy.url, ...)
+        OpenAIBackend(model, ClientSettings(proxy.url, ...))
 """
 
 from __future__ import annotations

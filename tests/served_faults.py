@@ -373,9 +373,10 @@ def _close(a, b) -> bool:
 
 def _backend(url: str, tokenizer: str, model: str, scoring: str):
     from udcg.llm.openai_backend import OpenAIBackend
+    from udcg.llm.openai_settings import ClientSettings, ReadSettings
 
-    return OpenAIBackend(model, url, tokenizer=tokenizer, scoring=scoring, max_retries=0, timeout=60,
-                         api_key_env="SERVED_FAULTS_KEY")
+    return OpenAIBackend(model, ClientSettings(url, max_retries=0, timeout=60, api_key_env="SERVED_FAULTS_KEY"),
+                         ReadSettings(tokenizer=tokenizer, scoring=scoring))
 
 
 def call(mode: str, url: str, tokenizer: str, model: str):

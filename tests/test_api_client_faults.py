@@ -389,13 +389,14 @@ def test_the_largest_concurrency_starts_what_the_work_needs(client, instant_serv
     import time
 
     from udcg.llm.openai_backend import OpenAIBackend
+    from udcg.llm.openai_settings import ClientSettings
 
     argv = ["annotate", str(qa_file(tmp_path, 10, 2)), "-o", str(tmp_path / "o.json"), "--model", "m", "--api-base",
             instant_server.url, "--estimator", "api-logprobs", "--concurrency", "10000", "--no-progress"]
     t0 = time.perf_counter()
     assert main(argv) == 0
     assert time.perf_counter() - t0 < 8.0
-    backend = OpenAIBackend("m", instant_server.url, max_concurrency=10_000)
+    backend = OpenAIBackend("m", ClientSettings(instant_server.url, max_concurrency=10_000))
     try:
         assert len(backend.first_token_logprobs([CHAT] * 20, ["NO-RESPONSE"])) == 20
         assert len(backend._workers) <= 20 and len(backend._transport._clients) == 1
@@ -410,6 +411,7 @@ def test_a_pace_that_could_never_finish_is_refused_with_its_bound(rpm, tmp_path,
     """--rpm 1e-9 was accepted: one request every 114 years."""
     from udcg.errors import InputError
     from udcg.llm.openai_backend import OpenAIBackend
+    from udcg.llm.openai_settings import ClientSettings
 
     argv = ["annotate", str(qa_file(tmp_path)), "-o", str(tmp_path / "o.json"), "--model", "m", "--api-base",
             "http://127.0.0.1:9/v1", "--rpm", rpm]
@@ -417,5 +419,5 @@ def test_a_pace_that_could_never_finish_is_refused_with_its_bound(rpm, tmp_path,
     line = one_error_line(capsys.readouterr().err, "annotate")
     assert "must be a number in [0.01, 1000000000]" in line and "one request every 100 minutes" in line, line
     with pytest.raises(InputError, match=r"requests_per_minute = .*\[0.01, "):
-        OpenAIBackend("m", "http://127.0.0.1:9/v1", requests_per_minute=float(rpm))
-    OpenAIBackend("m", "http://127.0.0.1:9/v1", requests_per_minute=0.01).close()
+        OpenAIBackend("m", ClientSettings("http://127.0.0.1:9/v1", requests_per_minute=float(rpm)))
+    OpenAIBackend("m", ClientSettings("http://127.0.0.1:9/v1", requests_per_minute=0.01)).close()

@@ -13,6 +13,7 @@ import pytest
 from udcg.cli import main
 from udcg.errors import InputError
 from udcg.llm.openai_backend import OpenAIBackend
+from udcg.llm.openai_settings import ClientSettings
 from udcg.redact import redact
 
 
@@ -52,7 +53,7 @@ def trickling_server():
 
 
 def test_timeout_bounds_the_whole_request_not_each_read(trickling_server):
-    backend = OpenAIBackend("m", trickling_server, timeout=2, max_retries=1, backoff_base=0.05)
+    backend = OpenAIBackend("m", ClientSettings(trickling_server, timeout=2, max_retries=1, backoff_base=0.05))
     t0 = time.monotonic()
     try:
         [result] = backend.generate_each([[{"role": "user", "content": "hi"}]])
@@ -66,7 +67,7 @@ def test_timeout_bounds_the_whole_request_not_each_read(trickling_server):
                                       ("http:///v1", "no host"), ("http://h:0/v1", "port 0"), ("http://h:1/v1#x", "fragment")])
 def test_a_base_url_that_cannot_work_is_refused_before_any_request(url, why, tmp_path, capsys):
     with pytest.raises(InputError, match=why):
-        OpenAIBackend("m", url)
+        OpenAIBackend("m", ClientSettings(url))
     rc = main(["annotate", "udcg/data/popqa-sample.jsonl", "--limit", "1", "-o", str(tmp_path / "o.jsonl"),
                "--model", "m", "--api-base", url])
     err = capsys.readouterr().err.strip().splitlines()
@@ -75,7 +76,7 @@ def test_a_base_url_that_cannot_work_is_refused_before_any_request(url, why, tmp
 
 def test_a_key_in_a_query_string_goes_after_the_endpoint_and_is_never_printed(tmp_path, capsys):
     key = "qs-secret-0123456789abcdef"
-    backend = OpenAIBackend("m", f"http://127.0.0.1:9/v1?key={key}", timeout=1, max_retries=0)
+    backend = OpenAIBackend("m", ClientSettings(f"http://127.0.0.1:9/v1?key={key}", timeout=1, max_retries=0))
     assert backend._endpoints[0] == f"http://127.0.0.1:9/v1/chat/completions?key={key}"  # where the server reads it
     try:
         [result] = backend.generate_each([[{"role": "user", "content": "hi"}]])

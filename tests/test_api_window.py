@@ -34,12 +34,13 @@ def _stats(url: str) -> dict:
 def test_the_window_stays_full_across_chunks_on_one_set_of_connections(latency_server, tmp_path):
     from udcg.annotate.runner import AnnotateConfig, annotate
     from udcg.llm.openai_backend import OpenAIBackend
+    from udcg.llm.openai_settings import ClientSettings
     from udcg.records import Passage, Question
 
     questions = [Question(qid=f"q{i}", text=f"question {i}?", answers=("a",),
                           passages=tuple(Passage(pid=f"d{j}", text=f"passage {i} {j}") for j in range(10)))
                  for i in range(30)]
-    backend = OpenAIBackend("bench", latency_server, max_concurrency=16)
+    backend = OpenAIBackend("bench", ClientSettings(latency_server, max_concurrency=16))
     try:
         # chunks of 4: a runner with a barrier per chunk would never have more than 4 requests in flight
         done, stats = annotate(questions, backend, AnnotateConfig(estimator="api-logprobs", chunk_size=4),

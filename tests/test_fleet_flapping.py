@@ -289,11 +289,12 @@ def test_every_member_down_stops_in_one_line_and_the_rerun_completes(client, ref
 def test_a_member_that_comes_back_is_used_again(client, monkeypatch):
     from udcg.llm import openai_fleet
     from udcg.llm.openai_backend import OpenAIBackend
+    from udcg.llm.openai_settings import ClientSettings
 
     monkeypatch.setattr(openai_fleet, "DOWN_SECONDS", 0.3)
     back, live = Member(), Member()
     back.down()
-    backend = OpenAIBackend("m", [back.url, live.url], max_concurrency=4, api_key_env="UDCG_NO_SUCH_KEY")
+    backend = OpenAIBackend("m", ClientSettings([back.url, live.url], max_concurrency=4, api_key_env="UDCG_NO_SUCH_KEY"))
     chat = [{"role": "user", "content": "q"}]
     try:
         assert len(backend.first_token_logprobs([chat] * 20, ["NO-RESPONSE"])) == 20

@@ -259,9 +259,10 @@ def http_server():
 
 def _backend(base: str):
     from udcg.llm.openai_backend import OpenAIBackend
+    from udcg.llm.openai_settings import ClientSettings, ReadSettings
 
-    return OpenAIBackend("m", base_urls=f"{base}/v1", max_retries=1, timeout=20, backoff_base=0.01,
-                         api_key_env="UDCG_NO_SUCH_KEY")
+    return OpenAIBackend("m", ClientSettings(f"{base}/v1", max_retries=1, timeout=20, backoff_base=0.01,
+                                             api_key_env="UDCG_NO_SUCH_KEY"))
 
 
 CHAT = [{"role": "user", "content": "q"}]
@@ -316,9 +317,10 @@ def test_the_api_estimator_censors_and_notes_when_only_n_is_listed(http_server):
     finally:
         backend.close()
     from udcg.llm.openai_backend import OpenAIBackend
+    from udcg.llm.openai_settings import ClientSettings, ReadSettings
 
-    told = OpenAIBackend("m", base_urls=f"{http_server}/ok/v1", candidate_tokens={"NO-RESPONSE": "N"},
-                         api_key_env="UDCG_NO_SUCH_KEY")
+    told = OpenAIBackend("m", ClientSettings(f"{http_server}/ok/v1", api_key_env="UDCG_NO_SUCH_KEY"),
+                         ReadSettings(candidate_tokens={"NO-RESPONSE": "N"}))
     try:  # the first token named by the caller is read as it is
         assert told.first_token_logprobs([CHAT], ["NO-RESPONSE"])[0].logprobs["NO-RESPONSE"] == -0.01
     finally:

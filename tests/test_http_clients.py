@@ -16,6 +16,7 @@ import pytest
 from udcg.cli import main
 from udcg.errors import InputError
 from udcg.llm.openai_backend import OpenAIBackend
+from udcg.llm.openai_settings import ClientSettings
 from udcg.llm.openai_transport import CLIENT_ENV, client_kind, env_proxy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
@@ -57,7 +58,7 @@ def _raw_server(reply: bytes):
 def test_the_client_is_the_one_asked_for(name, monkeypatch):
     monkeypatch.setenv(CLIENT_ENV, name)
     assert client_kind() == name
-    backend = OpenAIBackend("m", "http://127.0.0.1:9/v1")
+    backend = OpenAIBackend("m", ClientSettings("http://127.0.0.1:9/v1"))
     assert backend._transport.kind == name
     backend.close()
 
@@ -71,7 +72,7 @@ def test_aiohttp_is_the_default_where_it_is_installed(monkeypatch):
 def test_an_unknown_client_is_refused_in_one_line(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv(CLIENT_ENV, "requests")
     with pytest.raises(InputError, match="UDCG_HTTP_CLIENT='requests': use one of aiohttp, httpx"):
-        OpenAIBackend("m", "http://127.0.0.1:9/v1")
+        OpenAIBackend("m", ClientSettings("http://127.0.0.1:9/v1"))
     rc = main(["annotate", "udcg/data/popqa-sample.jsonl", "--limit", "1", "-o", str(tmp_path / "o.jsonl"),
                "--model", "m", "--api-base", "http://127.0.0.1:9/v1"])
     err = capsys.readouterr().err.strip().splitlines()
@@ -83,7 +84,7 @@ def test_both_clients_read_the_same_log_probabilities(instant, monkeypatch):
     got = []
     for name in CLIENTS:
         monkeypatch.setenv(CLIENT_ENV, name)
-        backend = OpenAIBackend("bench", instant, max_concurrency=4)
+        backend = OpenAIBackend("bench", ClientSettings(instant, max_concurrency=4))
         try:
             got.append(backend.next_token_logprobs(CHATS, ["NO-RESPONSE", "Paris"]))
         finally:
@@ -97,7 +98,7 @@ def test_both_clients_read_the_same_log_probabilities(instant, monkeypatch):
 def test_a_misbehaving_server_is_a_failed_connection_not_a_timeout(name, reply, what, monkeypatch):
     monkeypatch.setenv(CLIENT_ENV, name)
     server, url = _raw_server(reply)
-    backend = OpenAIBackend("m", url, timeout=20, max_retries=1, backoff_base=0.01)
+    backend = OpenAIBackend("m", ClientSettings(url, timeout=20, max_retries=1, backoff_base=0.01))
     try:
         [result] = backend.generate_each([[{"role": "user", "content": "hi"}]])
     finally:
@@ -129,7 +130,7 @@ def test_a_proxy_named_in_the_environment_carries_the_request(name, monkeypatch)
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.getsockname()[1]}")
     monkeypatch.setenv(CLIENT_ENV, name)
     env_proxy.cache_clear()
-    backend = OpenAIBackend("m", "http://api.example.invalid/v1", timeout=10, max_retries=0)
+    backend = OpenAIBackend("m", ClientSettings("http://api.example.invalid/v1", timeout=10, max_retries=0))
     try:
         [result] = backend.generate_each([[{"role": "user", "content": "hi"}]])
     finally:

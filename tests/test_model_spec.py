@@ -248,3 +248,38 @@ def test_a_model_choice_built_in_python_refuses_what_the_command_line_refuses(op
     with pytest.raises(InputError) as got:
         udcg.ModelChoice("qwen2.5-coder-0.5b", **{option: value})
     assert str(got.value) == str(refused.value)
+
+
+MODEL_OPTIONS = "device, dtype, batch_size, api_base, api_key_env, concurrency, rpm, timeout, max_retries, tokenizer, scoring"
+
+
+@pytest.mark.parametrize("api, message", [
+    (3, "api: give a dict of the model's options ({'api_base': ..., 'timeout': ...}) or None, got an int (3)"),
+    ("http://h/v1", "api: give a dict of the model's options ({'api_base': ..., 'timeout': ...}) or None, got a str"),
+    ({"x": 1}, f"api: unknown option 'x' (a model's options: {MODEL_OPTIONS})"),
+    ({1: 2}, f"api: unknown option 1 (a model's options: {MODEL_OPTIONS})"),
+    ({"batch_size": 2}, "api: 'batch_size' is given twice (as the keyword batch_size and in api); give it once"),
+])
+def test_model_choice_of_refuses_a_bad_api_in_one_line(api, message, tmp_path):
+    """``api`` was unpacked as ``**api``: a raw TypeError (``argument after ** must be a mapping``,
+    ``unexpected keyword argument 'x'``); now one InputError naming it, from ``ModelChoice.of`` and
+    from the API functions that pass it on, before any file is read."""
+    import udcg
+    from udcg.errors import InputError
+    from udcg.io.sources import example_path
+
+    calls = [lambda: ModelChoice.of("m", batch_size=4, api=api),
+             lambda: udcg.judge("answer", tmp_path / "in.jsonl", tmp_path / "o.jsonl", judge="m", batch_size=4, api=api),
+             lambda: udcg.answer_runs(example_path(), ["r.trec"], tmp_path / "a.jsonl", "m", batch_size=4, api=api)]
+    for call in calls:
+        with pytest.raises(InputError) as e:
+            call()
+        assert str(e.value).startswith(message) and "\n" not in str(e.value), str(e.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_model_choice_of_takes_the_api_dict_beside_the_keywords():
+    choice = ModelChoice.of("m", batch_size=None, api={"api_base": "http://127.0.0.1:9/v1", "timeout": 3.0, "rpm": None})
+    assert choice == ModelChoice("m", api_base="http://127.0.0.1:9/v1", timeout=3.0)
+    assert ModelChoice.of(choice, api={"max_retries": 2}) == ModelChoice("m", api_base="http://127.0.0.1:9/v1",
+                                                                          timeout=3.0, max_retries=2)

@@ -18,6 +18,7 @@ from tests.faultproxy import FaultProxy
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import GenerationParams
 from udcg.llm.openai_backend import OpenAIBackend
+from udcg.llm.openai_settings import ClientSettings, ReadSettings, from_options
 from udcg.llm.openai_results import BatchError
 from udcg.llm.openai_transport import Pacer as _Pacer
 from udcg.llm.openai_wire import (
@@ -113,14 +114,15 @@ def test_backoff_delay_is_jittered_exponential_and_capped(attempt, base, cap, u)
 )
 def test_constructor_rejects_bad_settings(kw):
     with pytest.raises(InputError):
-        OpenAIBackend("m", **{"base_urls": "http://127.0.0.1:1/v1", **kw})
+        OpenAIBackend("m", *from_options({"base_urls": "http://127.0.0.1:1/v1", **kw})[:2])
 
 
 def test_continuation_logprobs_need_a_server_that_scores_text():
     with pytest.raises(BackendError, match=r"need a server that scores text .*no tokenizer for 'm'.*--tokenizer, reader.tokenizer"):
-        OpenAIBackend("m", "http://127.0.0.1:1/v1").continuation_logprobs([(CHAT, "Paris")])
+        OpenAIBackend("m", ClientSettings("http://127.0.0.1:1/v1")).continuation_logprobs([(CHAT, "Paris")])
     with pytest.raises(BackendError, match=r"scores text .*scoring: top-logprobs"):
-        OpenAIBackend("m", "http://127.0.0.1:1/v1", scoring="top-logprobs").continuation_logprobs([(CHAT, "Paris")])
+        OpenAIBackend("m", ClientSettings("http://127.0.0.1:1/v1"), ReadSettings(scoring="top-logprobs")).continuation_logprobs(
+            [(CHAT, "Paris")])
 
 
 # ---------------------------------------------------------------- against the real local server
@@ -131,7 +133,9 @@ GREEDY = GenerationParams(max_new_tokens=6, temperature=0.0)
 
 
 def _client(url, **kw) -> OpenAIBackend:
-    return OpenAIBackend(TINY_SERVED_NAME, url, api_key_env="UDCG_TEST_API_KEY", **{"backoff_base": 0.01, "timeout": 30.0, **kw})
+    client, read, _ = from_options({"base_urls": url, "api_key_env": "UDCG_TEST_API_KEY", "backoff_base": 0.01, "timeout": 30.0,
+                                    **kw})
+    return OpenAIBackend(TINY_SERVED_NAME, client, read)
 
 
 @pytest.fixture(scope="module")
@@ -220,7 +224,7 @@ def test_client_errors_are_not_retried(tiny_server):
             _client(proxy.url, max_retries=5).generate(CHATS[:1], GREEDY)
     assert len(proxy.events) == 1
     with pytest.raises(BatchError, match=r"HTTP 404: model 'nope' is not served.*check the base URL"):
-        OpenAIBackend("nope", tiny_server.url).generate(CHATS[:1], GREEDY)
+        OpenAIBackend("nope", ClientSettings(tiny_server.url)).generate(CHATS[:1], GREEDY)
 
 
 def test_a_retry_after_beyond_the_limit_fails_fast(tiny_server):

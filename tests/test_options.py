@@ -21,6 +21,7 @@ from udcg.flows.answer_options import AnswerOptions
 from udcg.flows.correlate_options import CorrelateOptions
 from udcg.flows.judge_options import JudgeOptions
 from udcg.flows.run_options import CompareOptions, ScoringOptions
+from udcg.flows.theta_options import FitThetaOptions
 from udcg.grade.rules import MATCHES
 from udcg.io.sources import example_path
 from udcg.llm.serve_options import ServeOptions
@@ -28,7 +29,8 @@ from udcg.options import declared
 
 PACKAGE = Path(udcg.__file__).parent
 # the operations whose options are declared once
-CONVERTED = (ScoringOptions, CompareOptions, CorrelateOptions, AnswerOptions, JudgeOptions, ServeOptions)
+CONVERTED = (ScoringOptions, CompareOptions, CorrelateOptions, AnswerOptions, JudgeOptions, ServeOptions,
+             FitThetaOptions)
 # Where the converted operations' options are read: a literal default of a declared name in a
 # signature here is a second declaration (udcg.metrics is below: its kernels' keywords are their own).
 # (flows/correlate.py's correlation_table and correlation_table_of, which validate's config calls too, are not
@@ -37,9 +39,9 @@ CONVERTED = (ScoringOptions, CompareOptions, CorrelateOptions, AnswerOptions, Ju
 READERS = ("commands/compare.py", "commands/score.py", "commands/correlate.py", "flows/run_compare.py",
            "flows/run_scores.py", "flows/score.py", "flows/compare_config.py", "flows/answer_plan.py",
            "commands/answer.py", "flows/answer.py", "commands/judge.py", "flows/judge.py", "commands/serve.py",
-           "llm/server.py")
+           "llm/server.py", "commands/fit_theta.py", "flows/theta.py")
 # udcg/api.py's functions of the converted operations
-API_DOORS = ("compare", "evaluate", "score_runs", "correlate", "answer_runs", "judge")
+API_DOORS = ("compare", "evaluate", "score_runs", "correlate", "answer_runs", "judge", "fit_theta")
 # each choice tuple's one definition: the metrics' constants, the answer rules' (MATCHES) beside the rules
 CHOICES_HOME = {"metrics/constants.py", "grade/rules.py"}
 EX = example_path()
@@ -124,7 +126,8 @@ def test_no_flag_of_a_declared_option_is_added_by_hand():
     """The commands of the converted operations add no flag the declaration makes."""
     commands = {"commands/compare.py": CompareOptions, "commands/score.py": ScoringOptions,
                 "commands/correlate.py": CorrelateOptions, "commands/answer.py": AnswerOptions,
-                "commands/judge.py": JudgeOptions, "commands/serve.py": ServeOptions}
+                "commands/judge.py": JudgeOptions, "commands/serve.py": ServeOptions,
+                "commands/fit_theta.py": FitThetaOptions}
     by_hand = []
     for where, tree in _trees():
         if where not in commands:
@@ -370,3 +373,57 @@ def test_the_judge_flags_are_made_from_the_declaration():
     assert actions["match"].help.startswith("answer rule: span (default") and actions["match"].choices is MATCHES
     options = JudgeOptions.from_args(parser.parse_args(["answer", "x", "-o", "y", "--match", "f1", "--keep-raw"]))
     assert options == JudgeOptions(match="f1", keep_raw=True) and options.max_new_tokens == 128
+
+
+# ---------------------------------------------------------------- fit-theta: the same declaration, UDCGTheta's defaults
+
+THETA_CONTEXTS = Path(__file__).parent / "badinput" / "contexts_k3.jsonl"
+
+
+def test_the_fit_theta_flags_and_api_keywords_are_made_from_the_declaration():
+    from udcg.metrics.udcg_theta import UDCGTheta
+
+    parser = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["fit-theta"]
+    actions = {a.dest: a for a in parser._actions}
+    for o in declared(FitThetaOptions):
+        assert o.flag in actions[o.dest].option_strings and actions[o.dest].default is None
+    assert actions["C"].help.startswith("SVM-rank's C (default 0.01, its default)")
+    options = FitThetaOptions.from_args(parser.parse_args(["x", "-o", "y", "--C", "auto", "--cv-folds", "3"]))
+    assert options == FitThetaOptions(C="auto", cv_folds=3) and FitThetaOptions.from_args(
+        parser.parse_args(["x", "-o", "y", "--C", "2"])).C == 2.0
+    parameters = inspect.signature(udcg.fit_theta).parameters
+    assert list(parameters) == ["contexts", "output", *[o.name for o in declared(FitThetaOptions)]]
+    assert all(parameters[o.name].default == o.default for o in declared(FitThetaOptions))
+    # the estimator's defaults are the declaration's (one home: udcg.metrics.constants)
+    theta = UDCGTheta().get_params()
+    assert (theta["variant"], theta["C"], theta["cv"], theta["cv_score"], theta["random_state"]) == (
+        FitThetaOptions.variant, FitThetaOptions.C, FitThetaOptions.cv_folds, FitThetaOptions.cv_score,
+        FitThetaOptions.seed)
+    assert declared(FitThetaOptions)[1].choices == ("full", "rel-only", "binary")
+
+
+@pytest.mark.parametrize("name, value", [("k", 0), ("cv_folds", 1), ("seed", -1), ("C", 0.0)])
+def test_one_check_for_both_fit_theta_doors(name, value, capsys, tmp_path):
+    flag = f"--{name.replace('_', '-')}"
+    out = tmp_path / "t.json"
+    assert main(["fit-theta", str(THETA_CONTEXTS), "-o", str(out), flag, str(value)]) == 2
+    err = capsys.readouterr().err.strip()
+    with pytest.raises(InputError) as e:
+        udcg.fit_theta(THETA_CONTEXTS, out, **{name: value})
+    rule = bounds.PARAMETERS["fit-theta"][name].describe()
+    assert err == f"udcg fit-theta: error: {flag} {bounds.short(value)}: must be {rule}"
+    assert str(e.value) == f"{name} = {bounds.short(value)}: must be {rule}" and not out.exists()
+
+
+@pytest.mark.parametrize("keywords, message", [
+    ({"C": "big"}, "C = 'big': must be a finite number > 0 or 'auto'"),
+    ({"C": [1]}, "C: give a number or 'auto', got a list ([1])"),
+    ({"variant": "x"}, "variant = 'x': choose one of full, rel-only, binary"),
+    ({"cv_score": 3}, "cv_score = 3: choose one of spearman, pairwise"),
+    ({"cv_folds": True}, "cv_folds: give an integer, got a bool (True)"),
+    ({"cv_fold": 3}, "fit_theta(): got an unexpected keyword argument 'cv_fold'"),
+])
+def test_the_fit_theta_door_refuses_in_one_line(keywords, message, tmp_path):
+    with pytest.raises(InputError) as e:
+        udcg.fit_theta(THETA_CONTEXTS, tmp_path / "t.json", **keywords)
+    assert str(e.value).startswith(message), str(e.value)

@@ -68,10 +68,10 @@ def test_the_concurrency_default_is_declared_once_and_read_by_every_door():
     from udcg.cli import build_parser
     from udcg.experiment.config import ReaderConfig
     from udcg.llm import openai_wire
-    from udcg.llm.openai_backend import OpenAIBackend
+    from udcg.llm.openai_settings import ClientSettings
 
     parsed = build_parser().parse_args(["annotate", "data.json", "-o", "out.json", "--model", "openai:m"])
-    backend = inspect.signature(OpenAIBackend.__init__).parameters["max_concurrency"].default
+    backend = ClientSettings.max_concurrency  # the HTTP client's settings of OpenAIBackend
     assert parsed.concurrency == backend == ReaderConfig().concurrency == bounds.DEFAULT_CONCURRENCY == 64
     assert bounds.CONCURRENCY.low <= bounds.DEFAULT_CONCURRENCY <= bounds.CONCURRENCY.high
     assert not hasattr(openai_wire, "DEFAULT_CONCURRENCY")  # not declared a second time below

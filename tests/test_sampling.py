@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy.stats import binomtest, norm
 
-from udcg.annotate.sampling import SampledEstimate, sample_abstention, starts_with_no_response, wilson_interval
+from udcg.annotate.sampling import SampledEstimate, SamplingPlan, sample_abstention, starts_with_no_response, wilson_interval
 from tests.conftest import ScriptedBackend
 from udcg.llm.base import GenerationParams
 
@@ -98,7 +98,7 @@ def _chats(*probs):
 
 def test_one_round_counts_and_order():
     backend = abstainer()
-    est = sample_abstention(backend, _chats(1.0, 0.0, 0.5), n=40, temperature=0.7, seed=3)
+    est = sample_abstention(backend, _chats(1.0, 0.0, 0.5), SamplingPlan(n=40, temperature=0.7, seed=3))
     assert [e.n for e in est] == [40, 40, 40]
     assert est[0].p == 1.0 and est[1].p == 0.0 and est[0].k == 40 and est[1].k == 0
     assert (est[0].low, est[0].high) == pytest.approx(wilson_interval(40, 40))
@@ -110,7 +110,8 @@ def test_one_round_counts_and_order():
 
 def test_early_stop_drops_decided_chats_and_caps_at_n():
     backend = abstainer()
-    est = sample_abstention(backend, _chats(1.0, 0.5, 0.0), n=100, temperature=1.0, seed=0, target_width=0.2, batch=10)
+    est = sample_abstention(backend, _chats(1.0, 0.5, 0.0),
+                            SamplingPlan(n=100, temperature=1.0, seed=0, target_width=0.2, batch=10))
     # all-abstain / never-abstain chats: Wilson width at k=0 of m is 3.8416/(m+3.8416) < 0.2 from m = 16
     assert est[0].n == est[2].n == 20 and est[0].width < 0.2 and est[2].width < 0.2
     assert est[1].n == 100 or est[1].width < 0.2
@@ -121,18 +122,19 @@ def test_early_stop_drops_decided_chats_and_caps_at_n():
 
 def test_last_round_is_trimmed_to_n():
     backend = abstainer()
-    est = sample_abstention(backend, _chats(0.5), n=25, temperature=1.0, seed=0, batch=10)
+    est = sample_abstention(backend, _chats(0.5), SamplingPlan(n=25, temperature=1.0, seed=0, batch=10))
     assert [c.params.n for c in backend.calls] == [10, 10, 5] and est[0].n == 25
 
 
 def test_same_arguments_same_estimates():
-    a = sample_abstention(abstainer(), _chats(0.3, 0.6), n=50, temperature=1.0, seed=9, batch=7)
-    b = sample_abstention(abstainer(), _chats(0.3, 0.6), n=50, temperature=1.0, seed=9, batch=7)
+    a = sample_abstention(abstainer(), _chats(0.3, 0.6), SamplingPlan(n=50, temperature=1.0, seed=9, batch=7))
+    b = sample_abstention(abstainer(), _chats(0.3, 0.6), SamplingPlan(n=50, temperature=1.0, seed=9, batch=7))
     assert a == b and all(isinstance(e, SampledEstimate) for e in a)
 
 
 def test_custom_judge_is_used():
-    est = sample_abstention(abstainer(), _chats(0.0), n=5, temperature=1.0, seed=0, is_abstention=lambda a: a == "Paris")
+    est = sample_abstention(abstainer(), _chats(0.0), SamplingPlan(n=5, temperature=1.0, seed=0),
+                            is_abstention=lambda a: a == "Paris")
     assert est[0].p == 1.0
 
 
@@ -140,12 +142,12 @@ def test_custom_judge_is_used():
 def test_bad_arguments_raise(kw):
     args = {"n": 10, "temperature": 1.0, "seed": 0, **kw}
     with pytest.raises(ValueError):
-        sample_abstention(abstainer(), _chats(0.5), **args)
+        sample_abstention(abstainer(), _chats(0.5), SamplingPlan(**args))
 
 
 def test_no_chats_no_calls():
     backend = abstainer()
-    assert sample_abstention(backend, [], n=10, temperature=1.0, seed=0) == [] and backend.calls == []
+    assert sample_abstention(backend, [], SamplingPlan(n=10, temperature=1.0, seed=0)) == [] and backend.calls == []
 
 
 # ---------------------------------------------------------------- agreement with the exact probability
@@ -173,16 +175,17 @@ def exact_share(backend, chat, temperature: float, text: str) -> float:
 
 def _via_api(server, backend, **kw):
     from udcg.llm.openai_backend import OpenAIBackend
+    from udcg.llm.openai_settings import ClientSettings, ReadSettings
 
-    return OpenAIBackend(backend.name, server.url, max_concurrency=2, **kw)
+    return OpenAIBackend(backend.name, ClientSettings(server.url, max_concurrency=2), ReadSettings(**kw))
 
 
 def test_api_sampling_equals_local_sampling(tiny_server, tiny_backend):
     chats = [[{"role": "user", "content": q}] for q in ("Capital of France?", "Who wrote Hamlet?", "2+2?")]
     judge = lambda a: len(a) % 2 == 0  # noqa: E731 (the tiny model's answers are random text)
-    args = dict(n=24, temperature=1.0, seed=5, is_abstention=judge, target_width=0.3, batch=8, max_new_tokens=3)
-    local = sample_abstention(tiny_backend, chats, **args)
-    assert sample_abstention(_via_api(tiny_server, tiny_backend), chats, **args) == local
+    plan = SamplingPlan(n=24, temperature=1.0, seed=5, target_width=0.3, batch=8, max_new_tokens=3)
+    local = sample_abstention(tiny_backend, chats, plan, judge)
+    assert sample_abstention(_via_api(tiny_server, tiny_backend), chats, plan, judge) == local
     assert len({e.n for e in local} | {e.k for e in local}) > 1
 
 
@@ -192,8 +195,8 @@ def test_sampled_share_agrees_with_exact_probability_tiny(tiny_backend):
     temperature = 0.7
     exact = exact_share(tiny_backend, chat, temperature, first)
     assert 0.2 < exact < 0.8
-    est = sample_abstention(tiny_backend, [chat], n=1000, temperature=temperature, seed=0,
-                            is_abstention=lambda a: a == first, max_new_tokens=1, batch=250, z=2.576)[0]
+    est = sample_abstention(tiny_backend, [chat], SamplingPlan(n=1000, temperature=temperature, seed=0, max_new_tokens=1,
+                                                               batch=250, z=2.576), is_abstention=lambda a: a == first)[0]
     assert est.low <= exact <= est.high
 
 
@@ -225,8 +228,8 @@ def test_sampled_no_response_share_agrees_with_exact_probability_smollm2(smollm2
     exact = exact_share(smollm2_backend, chat, temperature, first)
     assert 0.2 < exact < 0.8
     api = _via_api(smollm2_server, smollm2_backend, max_n_per_request=300)  # the local server allows n up to 1024
-    est = sample_abstention(api, [chat], n=300, temperature=temperature, seed=0,
-                            is_abstention=lambda a: a == first, max_new_tokens=1, z=2.576)[0]
+    est = sample_abstention(api, [chat], SamplingPlan(n=300, temperature=temperature, seed=0, max_new_tokens=1, z=2.576),
+                            is_abstention=lambda a: a == first)[0]
     print(f"agreement: exact={exact:.4f} sampled={est.p:.4f} [{est.low:.4f}, {est.high:.4f}] n={est.n}")
     assert est.low <= exact <= est.high
 
@@ -249,7 +252,7 @@ def test_sampled_no_response_share_agrees_with_exact_probability_qwen_popqa():
             {"role": "user", "content": f"Document: {FEILDEN}\nQuestion: What is Henry Feilden's occupation?\nAnswer:"}]
     exact = exact_share(backend, chat, 1.0, "NO")
     assert 0.2 < exact < 0.8
-    est = sample_abstention(backend, [chat], n=400, temperature=1.0, seed=0, is_abstention=lambda a: a == "NO",
-                            max_new_tokens=1, z=2.576)[0]
+    est = sample_abstention(backend, [chat], SamplingPlan(n=400, temperature=1.0, seed=0, max_new_tokens=1, z=2.576),
+                            is_abstention=lambda a: a == "NO")[0]
     print(f"agreement (qwen, PopQA): exact={exact:.4f} sampled={est.p:.4f} [{est.low:.4f}, {est.high:.4f}] n={est.n}")
     assert est.low <= exact <= est.high

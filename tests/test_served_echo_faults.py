@@ -88,9 +88,10 @@ def test_a_fleet_member_with_a_shifted_echo_is_passed_over_for_one_that_scores_r
 
 def _backend_pair(served):
     from udcg.llm.openai_backend import OpenAIBackend
+    from udcg.llm.openai_settings import ClientSettings, ReadSettings
 
-    return OpenAIBackend(MODEL, [served.proxy.url, served.server_url], tokenizer=MODEL, scoring="completions",
-                         max_retries=1, timeout=60)
+    return OpenAIBackend(MODEL, ClientSettings([served.proxy.url, served.server_url], max_retries=1, timeout=60),
+                         ReadSettings(tokenizer=MODEL, scoring="completions"))
 
 
 def _annotate_fails(served, name, tmp_path, capsys) -> str:

@@ -211,8 +211,9 @@ def test_udcg_serve_command_starts_a_working_server(tmp_path):
                 time.sleep(0.5)
         assert conn_ok, (tmp_path / "serve.log").read_text()
         from udcg.llm.openai_backend import OpenAIBackend
+        from udcg.llm.openai_settings import ClientSettings
 
-        answers = OpenAIBackend("smollm2-135m", f"http://127.0.0.1:{port}/v1").generate([CHAT], GenerationParams(max_new_tokens=4))
+        answers = OpenAIBackend("smollm2-135m", ClientSettings(f"http://127.0.0.1:{port}/v1")).generate([CHAT], GenerationParams(max_new_tokens=4))
         assert len(answers) == 1 and answers[0][0].strip()
     finally:
         proc.terminate()

@@ -237,6 +237,7 @@ def test_validate_through_udcg_serve_equals_the_local_run(tmp_path, capsys, one_
         from udcg.annotate.estimators import abstention_estimates
         from udcg.annotate.prompt import ABSTAIN, reader_chat
         from udcg.llm.openai_backend import OpenAIBackend
+        from udcg.llm.openai_settings import ClientSettings
 
         pools = {q["example_id"]: q for q in (json.loads(x) for x in (api / "pools.jsonl").read_text().splitlines())}
         keys = sorted(an)
@@ -245,7 +246,7 @@ def test_validate_through_udcg_serve_equals_the_local_run(tmp_path, capsys, one_
             q = pools[qid]
             text = next(p["text"] for p in q["passages"] if str(p["doc_id"]) == pid)
             chats.append(reader_chat(q["question"], [text], "udcg-code-v1"))
-        backend = OpenAIBackend("smollm2-135m", f"http://127.0.0.1:{port}/v1", max_concurrency=2, timeout=600)
+        backend = OpenAIBackend("smollm2-135m", ClientSettings(f"http://127.0.0.1:{port}/v1", max_concurrency=2, timeout=600))
         try:
             listed = backend.first_token_logprobs(chats, [ABSTAIN])
             outside = [i for i, r in enumerate(listed) if r.logprobs[ABSTAIN] == -math.inf]

@@ -29,8 +29,10 @@ empty ranking); without qrels (UDCG only), the union of the runs' queries.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, TYPE_CHECKING
 
@@ -44,6 +46,7 @@ from udcg.flows.answer_options import AnswerOptions
 from udcg.flows.correlate_options import CorrelateOptions
 from udcg.flows.judge_options import JudgeOptions
 from udcg.flows.run_options import CompareOptions, ScoringOptions
+from udcg.flows.theta_options import FitThetaOptions
 from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores
 from udcg.llm.registry import ModelChoice
 from udcg.metrics.udcg import GAMMA, udcg as _udcg_matrix
@@ -162,6 +165,33 @@ def _model(name: str, value: Any) -> str | ModelChoice:
     return value if isinstance(value, ModelChoice) else api_args.model(name, value)
 
 
+# A model's keywords in the API beside it (``_model_keywords``), with their annotations: a ``ModelChoice``'s
+# options, and ``api``, a dict of more of them.
+_MODEL_KEYWORDS = {**{f.name: f.type for f in fields(ModelChoice) if f.name != "model"}, "api": "dict | None"}
+
+
+def _model_keywords(model: str, *names: str) -> Callable:
+    """``func(..., **options)`` given, right after its parameter ``model``, the keyword-only
+    ``names`` (of ``_MODEL_KEYWORDS``) with default None and their annotations (what ``help`` shows
+    and ``api_args.checked`` binds and checks); the function takes them out of ``options``
+    (``_model_options``) for ``ModelChoice.of``. An options class's door adds its own after them."""
+    def wrap(func: Callable) -> Callable:
+        signature = inspect.signature(func)
+        own = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        at = next(i for i, p in enumerate(own) if p.name == model) + 1
+        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=_MODEL_KEYWORDS[name])
+                 for name in names]
+        func.__signature__ = signature.replace(parameters=[*own[:at], *added, *own[at:]])
+        return func
+    return wrap
+
+
+def _model_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The model's keywords (``_model_keywords``: those the function's signature let through) taken
+    out of its ``options``."""
+    return {name: options.pop(name) for name in _MODEL_KEYWORDS if name in options}
+
+
 def _outputs_not_inputs(outputs: dict[str, Any], inputs: dict[str, Any], folder: str = "") -> None:
     """As the command line does before any work (``udcg.io.writing.check_outputs``): each output may
     be written, no two are one file, none replaces an input. ``folder``: the output that is a folder."""
@@ -198,10 +228,9 @@ def annotate_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | 
 
 @checked("answer", runs=api_args.paths, model=_model)
 @AnswerOptions.door
+@_model_keywords("model", "batch_size", "device", "dtype", "api")
 def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Path, model: str | ModelChoice, *,
-                batch_size: int | None = None, device: str | None = None, dtype: str | None = None,
-                api: dict | None = None, show_progress: bool = True, say: Callable[[str], None] | None = None,
-                **options: Any):
+                show_progress: bool = True, say: Callable[[str], None] | None = None, **options: Any):
     """``udcg answer``: the reader's greedy answer to each run's top-``k`` context, written to
     ``output`` as a contexts JSONL (resumable). ``options``: those of ``udcg answer``
     (``udcg.flows.answer_options.AnswerOptions``: ``utilities``, ``samples``, ``limit``, ``prompt``,
@@ -210,18 +239,20 @@ def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Pa
     Returns an ``AnswerResult`` (``.contexts``, ``.computed``, ``.output``)."""
     from udcg.flows.answer import answer_runs as flow
 
+    model_options = _model_options(options)
     o = AnswerOptions.of("answer_runs", **options)
     _outputs_not_inputs({"output": output, "cache": o.cache},
                         {"corpus": corpus, "runs": runs, **o.keywords("queries", "qrels", "answers", "utilities")})
-    choice = ModelChoice.of(model, device=device, dtype=dtype, batch_size=batch_size, **(api or {}))
+    choice = ModelChoice.of(model, **model_options)
     return flow(str(corpus), [str(r) for r in runs], output, choice, o, show_progress=show_progress,
                 **({"say": say} if say else {}))
 
 
 @checked("judge", judge=_model)
 @JudgeOptions.door
+@_model_keywords("judge", "batch_size", "api")
 def judge(task: str, path: str | Path, output: str | Path, *, judge: str | ModelChoice = "rules",
-          batch_size: int | None = None, api: dict | None = None, show_progress: bool = True, say=None, **options: Any):
+          show_progress: bool = True, say=None, **options: Any):
     """``udcg judge TASK``: relevance, grade or answer outcomes of ``path`` by rules or an LLM judge,
     written to ``output`` (resumable). ``options``: those of ``udcg.flows.judge_options.JudgeOptions``
     (``require_relevant_context``, ``match``, ``write_authors`` …); ``batch_size`` and ``api`` (a
@@ -229,23 +260,25 @@ def judge(task: str, path: str | Path, output: str | Path, *, judge: str | Model
     server). Returns a ``JudgeResult`` (``.summary``: counts per label and unparseable replies)."""
     from udcg.flows.judge import judge_file
 
+    model_options = _model_options(options)
     o = JudgeOptions.of("judge", **options)
     _outputs_not_inputs({"output": output, "cache": o.cache, "write_authors": o.write_authors}, {"path": path})
-    return judge_file(task, path, output, o, judge=judge, batch_size=batch_size, api=api, show_progress=show_progress,
+    return judge_file(task, path, output, o, judge=ModelChoice.of(judge, **model_options), show_progress=show_progress,
                       **({"say": say} if say is not None else {}))
 
 
-@checked("fit-theta", variant=one_of("udcg.metrics.udcg:VARIANTS"), cv_score=one_of("udcg.metrics.udcg_theta:CV_SCORES"))
-def fit_theta(contexts: str | Path, output: str | Path, *, k: int | None = None, variant: str = "full",
-              C: float | str = 0.01, cv_folds: int = 5, cv_score: str = "spearman", seed: int = 0) -> UDCGTheta:
+@checked("fit-theta")
+@FitThetaOptions.door
+def fit_theta(contexts: str | Path, output: str | Path, **options: Any) -> UDCGTheta:
     """``udcg fit-theta``: UDCG_theta fitted on the judged contexts of ``contexts`` (one k) and saved
-    to ``output``; returns the fitted estimator. Its warnings (too few questions, a saturated fit)
-    are logged."""
+    to ``output``; returns the fitted estimator. ``options``: those of ``udcg fit-theta``
+    (``udcg.flows.theta_options.FitThetaOptions``: ``k``, ``variant``, ``C``, ``cv_score``,
+    ``cv_folds``, ``seed``). Its warnings (too few questions, a saturated fit) are logged."""
     from udcg.flows.theta import fit_theta_file
 
+    o = FitThetaOptions.of("fit_theta", **options)
     _outputs_not_inputs({"output": output}, {"contexts": contexts})
-    model, warnings = fit_theta_file(str(contexts), output, k=k, variant=variant, C=C, cv_folds=cv_folds,
-                                     cv_score=cv_score, seed=seed)
+    model, warnings = fit_theta_file(str(contexts), output, o)
     for warning in warnings:
         log.warning(warning)
     return model

@@ -45,8 +45,9 @@ class Option:
     ``short`` (``-o``), ``kind`` (int, float, str, bool: a switch, Path; None: checked by its reader),
     ``choices``, ``repeated`` (a flag given several times: a tuple), ``metavar``, ``api`` (False:
     the command line's own, as ``-o``, not a keyword of the API), ``parsed`` (the parsed name where
-    it is not the flag's: answer's ``--subsets`` is ``args.samples``). ``name``, ``default`` and
-    ``bound`` are the field's, filled by ``declared``."""
+    it is not the flag's: answer's ``--subsets`` is ``args.samples``), ``parse`` (what turns the
+    flag's text into the value where ``kind`` does not: fit-theta's ``--C``, a number or ``auto``).
+    ``name``, ``default`` and ``bound`` are the field's, filled by ``declared``."""
 
     help: str
     flag: str = ""
@@ -57,6 +58,7 @@ class Option:
     metavar: str | None = None
     api: bool = True
     parsed: str = ""
+    parse: Callable[[str], Any] | None = None
     name: str = ""
     default: Any = None
     bound: bounds.Bound | None = None
@@ -76,9 +78,9 @@ class Option:
         return self.kind is bool
 
     @property
-    def convert(self) -> type | None:
-        """What turns the flag's text into the value (int, float), None: the text itself."""
-        return self.kind if self.kind in (int, float) else None
+    def convert(self) -> Callable[[str], Any] | None:
+        """What turns the flag's text into the value (``parse``, else int, float), None: the text itself."""
+        return self.parse or (self.kind if self.kind in (int, float) else None)
 
 
 def option(default: Any, help: str, **declared: Any) -> Any:
@@ -118,10 +120,12 @@ def check(o: Option, value: Any, name: str, shown: str) -> Any:
         if not isinstance(value, str) or value not in o.choices:
             raise InputError(f"{shown}: choose one of {', '.join(o.choices)}")
         return value
-    if o.bound is not None and isinstance(value, numbers.Real) and not isinstance(value, bool):
+    if o.bound is not None and (isinstance(value, numbers.Real) and not isinstance(value, bool)
+                                or isinstance(value, str) and o.bound.words):  # C: a number or 'auto'
         return bounds.check(value, o.bound, shown)
     if o.kind is not None and not _fits(o.kind, value):
-        expected = _EXPECTED[o.kind] + (" or None" if o.default is None else "")
+        words = "".join(f" or {word!r}" for word in (o.bound.words if o.bound else ()))
+        expected = _EXPECTED[o.kind] + words + (" or None" if o.default is None else "")
         given = "" if value is None else f" ({bounds.short(value)})"
         raise InputError(f"{name}: give {expected}, got {bounds.kind(value)}{given}")
     return value
@@ -193,11 +197,12 @@ class Options:
         API option of ``cls`` keyword-only with its default (what ``inspect.signature`` and ``help``
         show, and what ``udcg.api_args.checked`` binds: an unknown keyword is refused as Python
         refuses it)."""
-        own = [p for p in inspect.signature(func).parameters.values() if p.kind is not p.VAR_KEYWORD]
+        signature = inspect.signature(func)
+        own = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
         names = {p.name for p in own}
-        func.__signature__ = inspect.Signature([*own, *(inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY,
-                                                                            default=o.default)
-                                                          for o in declared(cls) if o.api and o.name not in names)])
+        func.__signature__ = signature.replace(parameters=[*own, *(inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY,
+                                                                                      default=o.default)
+                                                                    for o in declared(cls) if o.api and o.name not in names)])
         return func
 
     def keywords(self, *names: str) -> dict[str, Any]:

@@ -132,9 +132,10 @@ def _from_api(backend: Backend, chats: Sequence[Chat], rows: Sequence[Any], targ
 
 def sampling(backend: Backend, chats: Sequence[Chat], *, n: int = 20, temperature: float = 1.0, seed: int = 0,
              **options: Any) -> list[Any]:
-    from udcg.annotate.sampling import sample_abstention
+    from udcg.annotate.sampling import SamplingPlan, sample_abstention, starts_with_no_response
 
-    return sample_abstention(backend, chats, n=n, temperature=temperature, seed=seed, **options)
+    judge = options.pop("is_abstention", starts_with_no_response)
+    return sample_abstention(backend, chats, SamplingPlan(n=n, temperature=temperature, seed=seed, **options), judge)
 
 
 register_estimator("first-token", first_token)

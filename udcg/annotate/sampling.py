@@ -84,47 +84,52 @@ def estimate(k: int, n: int, z: float = 1.96) -> SampledEstimate:
     return SampledEstimate(p=k / n, low=low, high=high, n=n, k=k)
 
 
-def _check_args(n: int, temperature: float, batch: int, target_width: float | None) -> None:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive integer (answers per chat), got {n!r}")
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be a positive integer (answers per chat per round), got {batch!r}")
-    if not (math.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"temperature must be > 0 for sampling (0 is greedy: one answer, no spread), got {temperature!r}")
-    if target_width is not None and not (0 < target_width <= 1):
-        raise ValueError(f"target_width must be in (0, 1] or None, got {target_width!r}")
+@dataclass(frozen=True, slots=True)
+class SamplingPlan:
+    """How the answers are drawn: up to ``n`` per chat at ``temperature`` and ``top_p``, in rounds of
+    ``batch`` (None: all ``n`` in one round, i.e. no early stop), round r seeded ``seed + r``; a chat
+    stops once its Wilson interval (at ``z``) is narrower than ``target_width`` (None: never early).
+    ``max_new_tokens`` only needs to cover what the judge of an answer looks at (NO-RESPONSE is a few
+    tokens); a judge reading the whole answer needs more. Checked when made (``ValueError``)."""
+
+    n: int
+    temperature: float
+    seed: int
+    target_width: float | None = None
+    batch: int | None = None
+    z: float = 1.96
+    max_new_tokens: int = 16
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        n, batch, temperature, target_width = self.n, self.batch, self.temperature, self.target_width
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"n must be a positive integer (answers per chat), got {n!r}")
+        if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+            raise ValueError(f"batch must be a positive integer (answers per chat per round), got {batch!r}")
+        if not (math.isfinite(temperature) and temperature > 0):
+            raise ValueError(f"temperature must be > 0 for sampling (0 is greedy: one answer, no spread), got {temperature!r}")
+        if target_width is not None and not (0 < target_width <= 1):
+            raise ValueError(f"target_width must be in (0, 1] or None, got {target_width!r}")
+
+    @property
+    def round_size(self) -> int:
+        """Answers per chat per round."""
+        return self.n if self.batch is None else self.batch
 
 
-def sample_abstention(
-    backend: Backend,
-    chats: Sequence[Chat],
-    n: int,
-    temperature: float,
-    seed: int,
-    is_abstention: Callable[[str], bool] = starts_with_no_response,
-    target_width: float | None = None,
-    batch: int | None = None,
-    *,
-    z: float = 1.96,
-    max_new_tokens: int = 16,
-    top_p: float = 1.0,
-) -> list[SampledEstimate]:
-    """Estimate, per chat, the probability that the model's answer is an abstention.
-
-    Draws up to ``n`` answers per chat at ``temperature`` in rounds of ``batch`` answers (default:
-    all ``n`` in one round, i.e. no early stop). After each round a chat whose Wilson interval
-    (at ``z``) is narrower than ``target_width`` stops. Results are in input order.
-    ``max_new_tokens`` only needs to cover what ``is_abstention`` looks at (NO-RESPONSE is a few
-    tokens); a judge reading the whole answer needs more.
-    """
-    batch = n if batch is None else batch
-    _check_args(n, temperature, batch, target_width)
+def sample_abstention(backend: Backend, chats: Sequence[Chat], plan: SamplingPlan,
+                      is_abstention: Callable[[str], bool] = starts_with_no_response) -> list[SampledEstimate]:
+    """Estimate, per chat, the probability that the model's answer is an abstention (judged by
+    ``is_abstention``), drawing answers as ``plan`` says. Results are in input order."""
+    n, batch, z, target_width = plan.n, plan.round_size, plan.z, plan.target_width
     counts = [[0, 0] for _ in chats]  # [abstentions, answers] per chat
     active = list(range(len(chats)))
     round_no = 0
     while active:
         size = min(batch, n - counts[active[0]][1])  # every active chat has the same count
-        params = GenerationParams(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, n=size, seed=seed + round_no)
+        params = GenerationParams(max_new_tokens=plan.max_new_tokens, temperature=plan.temperature, top_p=plan.top_p,
+                                  n=size, seed=plan.seed + round_no)
         answers = backend.generate([chats[i] for i in active], params)
         if len(answers) != len(active):
             raise ValueError(f"backend {backend.name!r} returned {len(answers)} answer lists for {len(active)} chats")

@@ -30,7 +30,7 @@ from udcg.experiment.paths import data_folder, dataset_ref, portable_path, run_f
 from udcg.grade.rules import MATCHES
 from udcg.io.typed_yaml import build, read_yaml, set_override
 from udcg.llm.openai_target import SCORING
-from udcg.metrics.constants import CONSTANT_METRIC
+from udcg.metrics.constants import CONSTANT_METRIC, CV_SCORES
 METRIC_CHOICES_NOTE = "e.g. UDCG, UDCG_theta, nDCG, RR, AP, P, Success, eRAG, ANSWER_PROB, RA-nWG"
 
 
@@ -164,7 +164,7 @@ CHOICES = {
     "metrics.erag_score": ("f1", "contains"),
     "metrics.constant_metric": CONSTANT_METRIC,
     "contexts.order": ("pool", "shuffled"),
-    "theta.cv_score": ("spearman", "pairwise"),
+    "theta.cv_score": CV_SCORES,  # UDCG_theta's
 }
 
 

@@ -136,12 +136,16 @@ def fit_theta(records: Sequence[ContextRecord], variant: str, C: float | str, se
 def fit_theta_why(records: Sequence[ContextRecord], variant: str, C: float | str, seed: int,
                   C_grid: Sequence[float] | None = None, cv: int = 5, cv_score: str = "spearman") -> tuple[UDCGTheta | None, str]:
     """``fit_theta``, and when it gives None, why."""
+    from udcg.metrics.udcg_theta import UDCGTheta
+
     graded = _graded_only(records)
     if not graded:
         return None, f"no graded training contexts ({len({r.qid for r in records})} training questions)"
+    model = UDCGTheta(variant=variant, C=C, C_grid=None if C_grid is None else tuple(C_grid), cv=cv, cv_score=cv_score,
+                      random_state=seed)
     try:
         return fit_model(field_matrix(graded, "utilities", float), outcome_array(graded), np.array([r.qid for r in graded]),
-                         field_matrix(graded, "relevant", bool), variant, C, C_grid, cv, cv_score, random_state=seed), ""
+                         field_matrix(graded, "relevant", bool), model), ""
     except InputError as e:
         return None, f"{len({r.qid for r in graded})} training questions: {e}"
 

@@ -50,6 +50,7 @@ from udcg.io import contexts
 from udcg.io.files import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from udcg.llm.lazy import LazyBackend
 from udcg.llm.registry import API_ONLY, ModelChoice, ModelSpec, where_it_goes
+from udcg.metrics.constants import VARIANTS
 from udcg.records import ContextRecord, Question
 from udcg.io.tables import Table
 
@@ -353,7 +354,7 @@ def _metrics(cfg: Config, groups: dict[str, list[ContextRecord]], run_dir: Path,
     thetas: dict[int, dict[str, UDCGTheta]] = {}
     unfitted: dict[str, str] = {}
     for k, group in sorted(train_group.items()):
-        variants = ("full", "rel-only", "binary") if group == "main" else ("full",)
+        variants = VARIANTS if group == "main" else ("full",)
         thetas[k] = {}
         for v in variants:
             path = run_dir / "theta" / f"{v}-k{k}.json"

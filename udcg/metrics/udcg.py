@@ -17,10 +17,9 @@ from scipy.special import expit
 
 from udcg.bounds import MAX_GAMMA  # the largest weight of the distracting passages (why: udcg.bounds)
 from udcg.errors import InputError
-from udcg.metrics.constants import GAMMA
+from udcg.metrics.constants import GAMMA, VARIANTS
 
 AUTHORS_GAMMA = 0.333  # the weight the authors' pipeline script passes (their stored values use it)
-VARIANTS = ("full", "rel-only", "binary")
 
 
 def udcg_rows(u: np.ndarray, gamma: float, length: np.ndarray | None = None) -> np.ndarray:

@@ -12,11 +12,11 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator
 
 from udcg.errors import InputError
-from udcg.metrics.udcg import VARIANTS, check_utilities, pairwise_differences, theta_features
+from udcg.metrics.constants import CV_SCORES, THETA_C, THETA_FOLDS, THETA_SEED, VARIANTS
+from udcg.metrics.udcg import check_utilities, pairwise_differences, theta_features
 
 
 C_GRID = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)  # SVM-rank units (divided by the training questions)
-CV_SCORES = ("spearman", "pairwise")
 CV_RULES = ("one-se", "best")  # one-se: the smallest C within one standard error of the best mean; best: the best mean
 SATURATED_SHARE = 0.99  # a fit with this share of its training pairs inside the margin is saturated
 
@@ -120,11 +120,16 @@ class UDCGTheta(BaseEstimator):
     intercept (a mean shift does not change any within-question ranking). ``random_state`` seeds
     liblinear's coordinate order (numpy's global generator is never touched).
     The scale of the weights is not identified by ranking; only their direction and ratios are.
+
+    ``__init__``'s keywords are its declared options, as scikit-learn's convention wants (``get_params``,
+    ``clone`` and ``from_dict`` read every hyperparameter from that signature), so it keeps all ten
+    rather than one options object; ``udcg fit-theta``'s options (``udcg.flows.theta_options.FitThetaOptions``)
+    and these defaults read the choice lists and values they share from ``udcg.metrics.constants``.
     """
 
-    def __init__(self, variant: str = "full", C: float | str = 0.01, max_iter: int = 100_000, tol: float = 1e-6,
-                 standardize: bool = True, C_grid: tuple[float, ...] | None = None, cv: int = 5,
-                 cv_score: str = "spearman", cv_rule: str = "one-se", random_state: int | None = 0):
+    def __init__(self, variant: str = VARIANTS[0], C: float | str = THETA_C, max_iter: int = 100_000, tol: float = 1e-6,
+                 standardize: bool = True, C_grid: tuple[float, ...] | None = None, cv: int = THETA_FOLDS,
+                 cv_score: str = CV_SCORES[0], cv_rule: str = "one-se", random_state: int | None = THETA_SEED):
         self.variant = variant
         self.C = C
         self.max_iter = max_iter
