@@ -37,7 +37,7 @@ def popqa_items(path: Path, n_questions: int, n_passages: int) -> list[PassageIt
         qid = str(row["id"])
         for j, ctx in enumerate(row["ctxs"][:n_passages]):
             # some passages (the added gold-support ones) carry no id: name them by rank
-            items.append(PassageItem(qid=qid, pid=str(ctx.get("id", f"{qid}#{j}")), question=row["question"],
+            items.append(PassageItem(qid=qid, docid=str(ctx.get("id", f"{qid}#{j}")), question=row["question"],
                                      answers=tuple(row["answers"]), text=ctx["text"].strip(), title=ctx.get("title", "")))
     return items
 

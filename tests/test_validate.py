@@ -146,8 +146,8 @@ def test_context_record_holds_the_per_position_fields():
 
 
 def test_score_records_by_hand():
-    recs = [context_records.context_record("q", f"q:{i}", "main", "test", pids, toy_scores(), 2, [0, 2, 0, 0, 1])
-            for i, pids in enumerate((["a", "b"], ["b", "c"], ["a", "d"]))]
+    recs = [context_records.context_record("q", f"q:{i}", "main", "test", docids, toy_scores(), 2, [0, 2, 0, 0, 1])
+            for i, docids in enumerate((["a", "b"], ["b", "c"], ["a", "d"]))]
     scored = studies.score_records(recs, ["UDCG", "P", "RR", "nDCG", "eRAG", "ANSWER_PROB", "RA-nWG"], gamma=1 / 3,
                                    ablations=True)
     assert all(r.metrics is None for r in recs)  # the input records are left as they were
@@ -279,7 +279,7 @@ def test_bm25_pools_over_the_shared_nq_gold_passages(tmp_path):
     assert len(pooled) == 5 and all(len(q.passages) == 10 for q in pooled)
     assert stats["corpus_size"] > 2000 and 0 <= stats["labelled_hit"] <= 1
     for q in pooled:  # the question's own gold passage is relevant wherever BM25 ranks it
-        gold = [p for p in q.passages if p.pid == f"nq-gold:{q.qid[2:]}"]
+        gold = [p for p in q.passages if p.docid == f"nq-gold:{q.qid[2:]}"]
         assert all(p.relevant for p in gold)
         assert [p.score for p in q.passages] == sorted((p.score for p in q.passages), reverse=True)
     again, _ = questions.cached_pools(cfg, tmp_path)  # from the cache, scores included

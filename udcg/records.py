@@ -37,7 +37,7 @@ OUTCOME_SCORE: dict[str, float] = {"correct": 2.0, "abstained": 1.0, "wrong": 0.
 
 @dataclass(frozen=True, slots=True)
 class Passage:
-    pid: str
+    docid: str
     text: str
     title: str = ""
     relevant: bool | None = None  # None = not judged yet
@@ -54,17 +54,17 @@ class Question:
     answers: tuple[str, ...] = ()
     passages: tuple[Passage, ...] = ()
 
-    def passage(self, pid: str) -> Passage:
+    def passage(self, docid: str) -> Passage:
         for p in self.passages:
-            if p.pid == pid:
+            if p.docid == docid:
                 return p
-        raise KeyError(pid)
+        raise KeyError(docid)
 
 
 @dataclass(frozen=True, slots=True)
 class Annotation:
     qid: str
-    pid: str
+    docid: str
     model: str
     estimator: str  # first-token | sequence | sampling | api-logprobs
     p_abs: float
@@ -85,7 +85,7 @@ class Annotation:
 class Context:
     qid: str
     cid: str
-    pids: tuple[str, ...]
+    docids: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +102,8 @@ class Outcome:
 @dataclass(frozen=True, slots=True)
 class ContextRecord:
     """One context with what is known about it, one line of a contexts file (``udcg.io.contexts``
-    reads and writes it, and nothing else does): per position, in prompt order, ``relevant``,
+    reads and writes it, and nothing else does): per position, in prompt order, ``docids`` (the
+    line's "pids"; ``pids`` is an alias), ``relevant``,
     ``p_abs`` and ``utilities`` (Eq. 2), answer containment ``contains``, and where known the 1..5
     ``grades``, single-passage ``erag`` scores and ``answer_ll``; ``n_relevant``,
     ``corpus_grades`` and ``pool_grades`` count the question's labelled pool and retrieval pool.
@@ -114,7 +115,7 @@ class ContextRecord:
     qid: str
     cid: str
     relevant: tuple[bool, ...]
-    pids: tuple[str, ...] = ()
+    docids: tuple[str, ...] = ()
     study: str | None = None
     split: str | None = None
     p_abs: tuple[float, ...] | None = None  # None = not known (then the metrics that need it are NA)
@@ -134,6 +135,11 @@ class ContextRecord:
     @property
     def k(self) -> int:
         return len(self.relevant)
+
+    @property
+    def pids(self) -> tuple[str, ...]:
+        """An alias of ``docids`` (read-only), the name of the contexts file's key ("pids")."""
+        return self.docids
 
     @property
     def label(self) -> OutcomeLabel | None:

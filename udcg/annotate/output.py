@@ -40,13 +40,13 @@ def write_annotated(output: str, questions: Sequence[Question], raw: Sequence[di
         out = dict(item)
         passages = []
         for p, praw in zip(q.passages, item["passages"], strict=True):
-            a = annotations[annotation_key(q.qid, p.pid)]
+            a = annotations[annotation_key(q.qid, p.docid)]
             d = dict(praw)
             if "is_relevant" not in praw:
                 d["is_relevant"] = p.relevant
                 d["relevance_source"] = "containment"
             info = dict(praw.get("models_info", {}))
-            record = {k: v for k, v in asdict(a).items() if k not in ("qid", "pid", "model") and v not in (None, "")}
+            record = {k: v for k, v in asdict(a).items() if k not in ("qid", "docid", "model") and v not in (None, "")}
             record["utility"] = utility(bool(p.relevant), a.p_abs)
             info[model] = {"no_res_prob": a.p_abs, "udcg": record}
             d["models_info"] = info

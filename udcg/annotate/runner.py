@@ -20,7 +20,9 @@ from udcg.llm.base import Backend, BaseBackend, Capabilities
 from udcg.records import Annotation, Question
 
 log = logging.getLogger(__name__)
-_ANNOTATION_FIELDS = tuple(f.name for f in fields(Annotation))
+# The cache record's keys, in the order written: the Annotation's fields, its docid under the key "pid".
+_KEY_OF = {"docid": "pid"}
+_ANNOTATION_KEYS = tuple((f.name, _KEY_OF.get(f.name, f.name)) for f in fields(Annotation))  # (attribute, key)
 
 
 @dataclass(frozen=True)
@@ -49,9 +51,9 @@ class AnnotateStats:
         return self.n_computed / self.seconds if self.seconds > 0 else float("nan")
 
 
-def annotation_key(qid: str, pid: str) -> str:
+def annotation_key(qid: str, docid: str) -> str:
     """The cache key of one (question, passage) annotation."""
-    return resumable.key(qid, pid)
+    return resumable.key(qid, docid)
 
 
 def cached_annotations(cache: AppendCache) -> dict[str, Annotation]:
@@ -65,7 +67,7 @@ def cached_annotations(cache: AppendCache) -> dict[str, Annotation]:
             raise InputError(f"{cache.path}{f':{line}' if line else ''}: cache record {resumable.shown_key(k)!r}: {problem} (the "
                              "file was edited or damaged: delete this line to compute the pair again, or the cache file "
                              "to start over)")
-        out[k] = Annotation(**{f: rec.get(f) for f in _ANNOTATION_FIELDS if f in rec})
+        out[k] = Annotation(**{name: rec.get(key) for name, key in _ANNOTATION_KEYS if key in rec})
     return out
 
 
@@ -148,12 +150,12 @@ def _sampling(cfg: AnnotateConfig) -> dict:
 
 def annotation_body(q: Question, p, model: str, cfg: AnnotateConfig, estimate) -> dict:
     """The cache record of one finished annotation, without its key (the runner adds it)."""
-    a = Annotation(qid=q.qid, pid=p.pid, model=model, estimator=cfg.estimator, p_abs=estimate.p_abs,
+    a = Annotation(qid=q.qid, docid=p.docid, model=model, estimator=cfg.estimator, p_abs=estimate.p_abs,
                    prompt_version=cfg.prompt_version, ci_low=estimate.ci_low, ci_high=estimate.ci_high,
                    n_samples=estimate.n_samples, note=estimate.note,
                    estimator_used=getattr(estimate, "estimator_used", "") or cfg.estimator,
                    censored=True if getattr(estimate, "censored", False) else None)
-    return {**{name: getattr(a, name) for name in _ANNOTATION_FIELDS}, **_sampling(cfg)}  # flat: no deep copy as asdict
+    return {**{key: getattr(a, name) for name, key in _ANNOTATION_KEYS}, **_sampling(cfg)}  # flat: no deep copy as asdict
 
 
 def shown(q: Question, p, prompt_version: str) -> str:
@@ -168,14 +170,14 @@ def to_compute(cache: AppendCache, questions: Sequence[Question], cfg: AnnotateC
     count = 0
     for q in questions:
         for p in q.passages:
-            rec = cache.get(annotation_key(q.qid, p.pid))
+            rec = cache.get(annotation_key(q.qid, p.docid))
             count += rec is None or resumable.is_stale(rec, shown(q, p, cfg.prompt_version))
     return count
 
 
 def annotate(questions: Sequence[Question], backend: BaseBackend, cfg: AnnotateConfig, cache_path: str | Path,
              progress: Callable[[int], None] | None = None) -> tuple[dict[str, Annotation], AnnotateStats]:
-    """Annotate every passage; returns {qid<TAB>pid: Annotation} and run statistics."""
+    """Annotate every passage; returns {qid<TAB>docid: Annotation} and run statistics."""
     from udcg.annotate.estimators import estimator_names
     from udcg.annotate.prompt import reader_chat
 
@@ -197,7 +199,7 @@ def annotate(questions: Sequence[Question], backend: BaseBackend, cfg: AnnotateC
         return bodies
 
     with resumable.open_cache(cache_path, provenance(backend.name, cfg)) as cache:
-        ran = resumable.fill(cache, [(annotation_key(q.qid, p.pid), (q, p)) for q, p in items], compute,
+        ran = resumable.fill(cache, [(annotation_key(q.qid, p.docid), (q, p)) for q, p in items], compute,
                              cfg.chunk_size or (lambda: backend.chunk_size),
                              progress=progress, parallel=resumable.parallelism(backend), fingerprint=seen)
         done = cached_annotations(cache)

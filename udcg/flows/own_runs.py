@@ -72,7 +72,7 @@ def _judge_unjudged(missing: list[tuple[str, str]], collection: Collection, judg
     from udcg.grade.judges import PassageItem
     from udcg.grade.runner import check_answers, judge_items
 
-    items = [PassageItem(qid=q, pid=d, question=collection.queries[q].text, answers=collection.queries[q].answers,
+    items = [PassageItem(qid=q, docid=d, question=collection.queries[q].text, answers=collection.queries[q].answers,
                          text=collection.corpus[d].text, title=collection.corpus[d].title) for q, d in missing]
     check_answers(items, judge.task, collection.source)
     records = judge_items(judge, items, cache_path, progress=progress)
@@ -143,7 +143,7 @@ class AnnotateRunsReport:
 
 def _questions(pairs: Mapping[str, Sequence[str]], collection: Collection) -> list[Question]:
     return [Question(qid=qid, text=collection.queries[qid].text, answers=collection.queries[qid].answers,
-                     passages=tuple(Passage(pid=d, text=collection.corpus[d].text, title=collection.corpus[d].title)
+                     passages=tuple(Passage(docid=d, text=collection.corpus[d].text, title=collection.corpus[d].title)
                                     for d in docids))
             for qid, docids in pairs.items()]
 
@@ -342,7 +342,7 @@ def run_context_record(ctx: RunContext, collection: Collection,
             raise InputError(f"query {ctx.qid!r}, context {ctx.cid!r}: document {missing[0]!r} has no utility "
                              "(annotate these runs first: udcg annotate --run ... --depth K)")
         u = tuple(known[d] for d in ctx.docids)
-    return ContextRecord(qid=ctx.qid, cid=ctx.cid, relevant=relevant, pids=tuple(ctx.docids), utilities=u,
+    return ContextRecord(qid=ctx.qid, cid=ctx.cid, relevant=relevant, docids=tuple(ctx.docids), utilities=u,
                          n_relevant=max(sum(v > 0 for v in judged.values()), sum(relevant)),
                          extra={"run": ctx.run, "question": q.text, "answers": list(q.answers),
                                 "context_has_relevant": any(relevant)})

@@ -138,7 +138,7 @@ class Utility(pt.Transformer):
         ranked = frame if "score" in frame.columns else frame.assign(score=-_column(frame, "rank", "the ranking"))
         run = frame_to_dict(ranked, "score", "udcg.pyterrier.Utility's input")
         qids, docnos = frame["qid"].astype(str).tolist(), frame["docno"].astype(str).tolist()
-        corpus = {d: Passage(pid=d, text=str(t), title=title) for d, t, title in zip(docnos, texts, titles)}
+        corpus = {d: Passage(docid=d, text=str(t), title=title) for d, t, title in zip(docnos, texts, titles)}
         answers = frame["answers"].tolist() if "answers" in frame.columns else [()] * len(frame)
         queries = {q: Question(qid=q, text=str(text), answers=tuple(a) if isinstance(a, (list, tuple)) else ())
                    for q, text, a in zip(qids, _column(frame, "query", "the query text").tolist(), answers)}

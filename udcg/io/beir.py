@@ -85,7 +85,7 @@ class CorpusScan:
 
 @dataclass(frozen=True)
 class Collection:
-    corpus: Mapping[str, Passage]  # docid -> Passage(pid=docid, text, title); with docids: the needed ones
+    corpus: Mapping[str, Passage]  # docid -> Passage(docid=docid, text, title); with docids: the needed ones
     queries: Mapping[str, Question]  # qid -> Question(qid, text, answers, passages=())
     qrels: Mapping[str, Mapping[str, float]]  # qid -> {docid: relevance}; may be empty
     source: str  # what was read, for provenance and messages
@@ -180,7 +180,7 @@ def _passage(obj: dict, where: str) -> tuple[str, str, Passage]:
     if len(text) > MAX_PASSAGE_CHARS:
         raise InputError(f"{where}: field 'text' of {docid!r} holds {len(text):,} characters, over the "
                          f"{MAX_PASSAGE_CHARS:,} limit (split the document into passages of a few hundred words)")
-    return where, docid, Passage(pid=docid, text=text, title=title)
+    return where, docid, Passage(docid=docid, text=text, title=title)
 
 
 def _question(obj: dict, where: str) -> tuple[str, str, Question]:

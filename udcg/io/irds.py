@@ -164,7 +164,7 @@ def read_docs(source: str, docids: Set[str] | None) -> tuple[dict[str, Passage],
             found = {_id(doc.doc_id, source, "a document's doc_id"): doc for doc in ds.docs_iter()}
         else:
             found = ds.docs_store().get_many(sorted(docids))
-        docs = {_id(d, source, "a document's doc_id"): Passage(pid=str(d), text=_text(doc, source, f"document {d!r}"),
+        docs = {_id(d, source, "a document's doc_id"): Passage(docid=str(d), text=_text(doc, source, f"document {d!r}"),
                                                                 title=str(getattr(doc, "title", "") or ""))
                 for d, doc in found.items()}
     return docs, len(found) if docids is None else len(docids), time.perf_counter() - t0
@@ -228,6 +228,6 @@ def load_questions(source: str, limit: int | None = None) -> list[Question]:
     chosen = [q for q in queries if q in judged][:limit]
     docs, _, _ = read_docs(source, {d for q in chosen for d in judged[q]})
     return [Question(qid=q, text=queries[q].text, answers=queries[q].answers,
-                     passages=tuple(Passage(pid=d, text=docs[d].text, title=docs[d].title, relevant=rel > 0)
+                     passages=tuple(Passage(docid=d, text=docs[d].text, title=docs[d].title, relevant=rel > 0)
                                     for d, rel in judged[q].items() if d in docs))
             for q in chosen]
