@@ -84,3 +84,24 @@ def test_annotate_of_the_authors_format_writes_its_record_keys_in_the_pinned_ord
     for info in records:
         assert list(info) == ["no_res_prob", "udcg"]
         assert list(info["udcg"]) == want, list(info["udcg"])
+
+
+def test_records_of_older_files_still_read(tmp_path):
+    """A cache record from before estimator_used and censored, and a utilities.jsonl line with only
+    the keys a reader needs, read as before: the later fields take their defaults."""
+    from udcg.annotate.runner import annotation_from, annotation_record
+    from udcg.annotate.utilities import load_utilities
+    from udcg.records import Annotation, Estimate
+
+    old = {"qid": "q1", "pid": "d1", "model": "m", "estimator": "first-token", "p_abs": 0.25,
+           "prompt_version": "udcg-code-v1", "ci_low": None, "ci_high": None, "n_samples": None, "note": ""}
+    a = annotation_from(old)
+    assert isinstance(a, Estimate) and (a.docid, a.p_abs, a.estimator_used, a.censored) == ("d1", 0.25, "", False)
+    assert annotation_record(a) == {**old, "estimator_used": "", "censored": None}
+    assert annotation_from({**old, "censored": True}).censored is True
+    assert list(annotation_record(Annotation(qid="q", docid="d", model="m", estimator="e", p_abs=0.5,
+                                             prompt_version="p", censored=True))) == CACHE_KEYS
+    (tmp_path / "u.jsonl").write_text(json.dumps({"qid": "q1", "docid": "d1", "p_abs": 0.25, "relevant": True}) + "\n")
+    rec = load_utilities(tmp_path / "u.jsonl").records["q1", "d1"]
+    assert (rec.p_abs, rec.utility, rec.ci_low, rec.note, rec.relevance_source) == (0.25, 0.75, None, "", "given")
+    assert list(rec.to_dict()) == UTILITY_KEYS

@@ -2,7 +2,8 @@
 
 - ``Passage``: one candidate passage of a question's pool.
 - ``Question``: a question, its reference answers and its pool of passages (rank order).
-- ``Annotation``: the abstention probability of one (question, passage) for one model.
+- ``Estimate``: the abstention probability p_abs of one (question, passage), with its interval.
+- ``Annotation``: that estimate for one model, estimator and prompt.
 - ``Context``: the passages shown to the reader for one question, in prompt order.
 - ``Outcome``: the graded answer the reader gave for one context.
 - ``ContextRecord``: one context of an experiment with its per-position fields, outcome and metrics.
@@ -62,19 +63,30 @@ class Question:
 
 
 @dataclass(frozen=True, slots=True)
-class Annotation:
-    qid: str
-    docid: str
-    model: str
-    estimator: str  # first-token | sequence | sampling | api-logprobs
+class Estimate:
+    """The abstention probability p_abs of one (question, passage), as an estimator gave it: the one
+    declaration of its fields, on which ``Annotation`` and the utility file's
+    ``udcg.annotate.utilities.UtilityRecord`` are built. ``ci_low``/``ci_high``: its interval (a
+    sampled share's, or [0, bound] when censored); ``n_samples``: the answers sampled."""
+
     p_abs: float
-    prompt_version: str
     ci_low: float | None = None
     ci_high: float | None = None
     n_samples: int | None = None
     note: str = ""
-    estimator_used: str = ""  # the estimator that gave this p_abs (e.g. api-logprobs-censored; "": as estimator)
-    censored: bool | None = None  # True: the abstention token was outside a top-k list (p_abs in [0, ci_high])
+    estimator_used: str = ""  # the estimator that gave this p_abs (e.g. api-logprobs-censored; "": the one asked for)
+    censored: bool = False  # True: the abstention token was outside a top-k list (p_abs in [0, ci_high])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Annotation(Estimate):
+    """The p_abs ``Estimate`` of one (question, passage) for one model, estimator and prompt."""
+
+    qid: str
+    docid: str
+    model: str
+    estimator: str  # first-token | sequence | sampling | api-logprobs
+    prompt_version: str
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.p_abs) and 0.0 <= self.p_abs <= 1.0):

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from udcg.version import __version__
-from udcg.annotate.runner import AnnotateConfig, AnnotateStats, annotation_key
+from udcg.annotate.runner import AnnotateConfig, AnnotateStats, annotation_key, annotation_record
 from udcg.io.authors import question_to_authors, read_authors, write_authors
 from udcg.io.files import atomic_write_json, read_records
 from udcg.metrics.reader_check import reader_check
@@ -46,7 +46,7 @@ def write_annotated(output: str, questions: Sequence[Question], raw: Sequence[di
                 d["is_relevant"] = p.relevant
                 d["relevance_source"] = "containment"
             info = dict(praw.get("models_info", {}))
-            record = {k: v for k, v in asdict(a).items() if k not in ("qid", "docid", "model") and v not in (None, "")}
+            record = {k: v for k, v in annotation_record(a).items() if k not in ("qid", "pid", "model") and v not in (None, "")}
             record["utility"] = utility(bool(p.relevant), a.p_abs)
             info[model] = {"no_res_prob": a.p_abs, "udcg": record}
             d["models_info"] = info

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from udcg import resumable
@@ -20,9 +20,11 @@ from udcg.llm.base import Backend, BaseBackend, Capabilities
 from udcg.records import Annotation, Question
 
 log = logging.getLogger(__name__)
-# The cache record's keys, in the order written: the Annotation's fields, its docid under the key "pid".
-_KEY_OF = {"docid": "pid"}
-_ANNOTATION_KEYS = tuple((f.name, _KEY_OF.get(f.name, f.name)) for f in fields(Annotation))  # (attribute, key)
+# An annotation cache record's keys, in the order written (the file's format, whatever the order of
+# the Annotation's fields): its docid under the key "pid"; censored true, else null.
+CACHE_KEYS = ("qid", "pid", "model", "estimator", "p_abs", "prompt_version", "ci_low", "ci_high", "n_samples", "note",
+              "estimator_used", "censored")
+_ATTRIBUTE = {"pid": "docid"}
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,23 @@ def cached_annotations(cache: AppendCache) -> dict[str, Annotation]:
             raise InputError(f"{cache.path}{f':{line}' if line else ''}: cache record {resumable.shown_key(k)!r}: {problem} (the "
                              "file was edited or damaged: delete this line to compute the pair again, or the cache file "
                              "to start over)")
-        out[k] = Annotation(**{name: rec.get(key) for name, key in _ANNOTATION_KEYS if key in rec})
+        out[k] = annotation_from(rec)
     return out
+
+
+def annotation_record(a: Annotation) -> dict:
+    """An annotation as a cache record's fields, ``CACHE_KEYS`` in order."""
+    record = {key: getattr(a, _ATTRIBUTE.get(key, key)) for key in CACHE_KEYS}
+    record["censored"] = True if a.censored else None
+    return record
+
+
+def annotation_from(record: dict) -> Annotation:
+    """The Annotation of a checked cache record (``annotation_record``'s inverse); a record of an
+    older version, without the later keys, takes their defaults."""
+    values = {_ATTRIBUTE.get(key, key): record[key] for key in CACHE_KEYS if key in record}
+    values["censored"] = bool(values.get("censored"))
+    return Annotation(**values)
 
 
 def _record_problem(rec: dict) -> str:
@@ -154,8 +171,8 @@ def annotation_body(q: Question, p, model: str, cfg: AnnotateConfig, estimate) -
                    prompt_version=cfg.prompt_version, ci_low=estimate.ci_low, ci_high=estimate.ci_high,
                    n_samples=estimate.n_samples, note=estimate.note,
                    estimator_used=getattr(estimate, "estimator_used", "") or cfg.estimator,
-                   censored=True if getattr(estimate, "censored", False) else None)
-    return {**{key: getattr(a, name) for name, key in _ANNOTATION_KEYS}, **_sampling(cfg)}  # flat: no deep copy as asdict
+                   censored=bool(getattr(estimate, "censored", False)))
+    return {**annotation_record(a), **_sampling(cfg)}
 
 
 def shown(q: Question, p, prompt_version: str) -> str:
