@@ -82,9 +82,9 @@ class Utilities:
     def __len__(self) -> int:
         return len(self.records)
 
-    def check_for(self, model: str | None = None, prompt_version: str | None = None) -> None:
-        """Refuse utilities made for another model or prompt than the one asked for."""
-        for field, want in (("model", model), ("prompt_version", prompt_version)):
+    def check_for(self, reader: str | None = None, prompt_version: str | None = None) -> None:
+        """Refuse utilities made for another reader model or prompt than the one asked for."""
+        for field, want in (("model", reader), ("prompt_version", prompt_version)):
             have = getattr(self, field)
             if want and have and have != want:
                 raise InputError(f"{self.source}: utilities were made with {field} {have!r}, but {want!r} was asked "

@@ -40,12 +40,12 @@ def _C(text: str) -> float | str:
 def main(args: argparse.Namespace) -> int:
     from udcg.flows.theta import fit_theta_file, validation_curve_table, weights_table
 
-    model, warnings = fit_theta_file(args.input, args.output, k=args.k, variant=args.variant, C=args.C,
+    theta, warnings = fit_theta_file(args.input, args.output, k=args.k, variant=args.variant, C=args.C,
                                      cv_folds=args.cv_folds, cv_score=args.cv_score, seed=args.seed)
-    print(weights_table(model).markdown(4))
+    print(weights_table(theta).markdown(4))
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    curve = validation_curve_table(model)
+    curve = validation_curve_table(theta)
     if curve is not None:
         print(curve.markdown(4))
     print(f"saved to {args.output}", file=sys.stderr)

@@ -228,7 +228,7 @@ def _cut(record: ContextRecord, k_cut: int | None, where: str = "") -> ContextRe
     return dataclasses.replace(record, **cut)
 
 
-def _from_authors(obj: dict, where: str, model: str | None, k_cut: int | None,
+def _from_authors(obj: dict, where: str, reader: str | None, k_cut: int | None,
                   make: Utilities | None = None) -> ContextRecord:
     q = question_from_authors(obj, where)
     checked: dict = {}
@@ -236,7 +236,7 @@ def _from_authors(obj: dict, where: str, model: str | None, k_cut: int | None,
     if all(r is not None for r in rels):
         checked["relevant"] = rels
     models = set.intersection(*(set(p.p_abs) for p in q.passages))
-    chosen = model or (next(iter(models)) if len(models) == 1 else None)
+    chosen = reader or (next(iter(models)) if len(models) == 1 else None)
     if chosen is not None:
         missing = [p.docid for p in q.passages if chosen not in p.p_abs]
         if missing:
@@ -256,10 +256,10 @@ def _from_authors(obj: dict, where: str, model: str | None, k_cut: int | None,
     return _cut(_record(q.qid, "", checked, line, where, {}), k_cut, where)
 
 
-def read_context_file(path: str | Path, model: str | None = None, k: int | None = None,
+def read_context_file(path: str | Path, reader: str | None = None, k: int | None = None,
                        utilities: Utilities | None = None) -> ContextFile:
     """The contexts of a file (a contexts JSONL, or the authors' format: one context per item), every
-    field checked. ``model``: whose p_abs to read from the authors' ``models_info`` (needed when
+    field checked. ``reader``: the model whose p_abs to read from the authors' ``models_info`` (needed when
     several are present); ``k``: keep the first k passages of every context; ``utilities``: the
     utility formula, to make each context's utilities from 'relevant' and 'p_abs' (the flows pass
     ``udcg.metrics.udcg.utilities_from``: ``udcg.flows.scoring.read_contexts``)."""
@@ -277,7 +277,7 @@ def read_context_file(path: str | Path, model: str | None = None, k: int | None 
                 raise InputError(f"{where}: field {name!r} must be an object {{name: value}}, got "
                                  f"{type(obj[name]).__name__} (remove it; udcg score writes it)")
         authors = "passages" in obj
-        record = _from_authors(obj, where, model, k, utilities) if authors else _from_context(obj, where, k, utilities)
+        record = _from_authors(obj, where, reader, k, utilities) if authors else _from_context(obj, where, k, utilities)
         if authors or obj.get("cid") is not None:
             key = (record.qid, record.cid)
             if key in seen:

@@ -274,30 +274,30 @@ class UDCGTheta(BaseEstimator):
         if isinstance(params.get("C_grid"), list):
             params["C_grid"] = tuple(params["C_grid"])
         params.setdefault("cv_rule", "best")  # saved before the one-SE rule: a C by CV was the best mean
-        model = cls(**params)
-        model.coef_ = np.asarray(d["coef"], dtype=float)
-        model.coef_standardized_ = np.asarray(d.get("coef_standardized", d["coef"]), dtype=float)
-        model.scaler_ = None
+        theta = cls(**params)
+        theta.coef_ = np.asarray(d["coef"], dtype=float)
+        theta.coef_standardized_ = np.asarray(d.get("coef_standardized", d["coef"]), dtype=float)
+        theta.scaler_ = None
         if d.get("scaler"):
             from sklearn.preprocessing import StandardScaler
 
             sc = d["scaler"]
-            model.scaler_ = StandardScaler()
-            model.scaler_.mean_ = np.asarray(sc["mean"], dtype=float)
-            model.scaler_.scale_ = np.asarray(sc["scale"], dtype=float)
-            model.scaler_.var_ = model.scaler_.scale_ ** 2
-            model.scaler_.n_features_in_ = len(model.scaler_.mean_)
-            model.scaler_.n_samples_seen_ = int(sc.get("n_samples", 0))
-        model.C_ = d.get("C", params.get("C"))
-        model.cv_results_ = d.get("cv")
-        model.converged_ = d.get("converged")
-        model.k_ = int(d["k"])
-        model.n_features_in_ = model.k_
-        model.n_pairs_ = int(d.get("n_pairs", 0))
-        model.n_queries_ = int(d.get("n_queries", 0))
-        model.margin_share_, model.cosine_mean_difference_ = (  # unknown (NaN) in a model saved before they were
+            theta.scaler_ = StandardScaler()
+            theta.scaler_.mean_ = np.asarray(sc["mean"], dtype=float)
+            theta.scaler_.scale_ = np.asarray(sc["scale"], dtype=float)
+            theta.scaler_.var_ = theta.scaler_.scale_ ** 2
+            theta.scaler_.n_features_in_ = len(theta.scaler_.mean_)
+            theta.scaler_.n_samples_seen_ = int(sc.get("n_samples", 0))
+        theta.C_ = d.get("C", params.get("C"))
+        theta.cv_results_ = d.get("cv")
+        theta.converged_ = d.get("converged")
+        theta.k_ = int(d["k"])
+        theta.n_features_in_ = theta.k_
+        theta.n_pairs_ = int(d.get("n_pairs", 0))
+        theta.n_queries_ = int(d.get("n_queries", 0))
+        theta.margin_share_, theta.cosine_mean_difference_ = (  # unknown (NaN) in a model saved before they were
             float("nan") if d.get(f) is None else float(d[f]) for f in ("margin_share", "cosine_mean_difference"))
-        return model
+        return theta
 
 
 def _mean_and_se(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
