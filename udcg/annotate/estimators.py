@@ -19,7 +19,7 @@ Every estimate records ``estimator_used``: the estimator that actually gave it (
 ``sequence``, ``sampling``, ``api-logprobs`` for a value read from a top list, ``api-logprobs-censored``).
 
 More estimators plug in with ``register_estimator(name, fn)``; ``fn(backend, chats, **options)``
-returns, per chat in order, a float or an ``Estimate`` (or any object with ``p``/``p_abs`` and
+returns, per chat in order, a float or a ``udcg.records.Estimate`` (or any object with ``p``/``p_abs`` and
 optionally ``low``/``high``/``n``).
 """
 
@@ -33,7 +33,7 @@ from typing import Any
 from udcg.annotate.prompt import ABSTAIN
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import Backend, Chat
-from udcg.records import Estimate  # noqa: F401 (the p_abs record estimators return, declared in udcg.records)
+from udcg.records import Estimate
 
 
 CENSORED_NOTE = ("censored: NO-RESPONSE was outside the server's top log-probabilities; p_abs is below ci_high "

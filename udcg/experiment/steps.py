@@ -21,7 +21,7 @@ from pathlib import Path
 
 from udcg import resumable
 from udcg.experiment.config import Config
-from udcg.flows.reading import Progress, answer_expect, context_key, loglik_expect, split_key
+from udcg.flows.reading import Progress, answer_expect, context_key, loglik_expect, split_context_key
 from udcg.io.cache import AppendCache
 from udcg.llm.base import Chat
 from udcg.records import Question
@@ -32,7 +32,7 @@ def context_requests(by_qid: dict[str, Question], keys: Sequence[str], cfg: Conf
     """(key, reader chat) for context keys: the question and its passages' texts in prompt order."""
     out = []
     for key in keys:
-        qid, docids = split_key(key)
+        qid, docids = split_context_key(key)
         q = by_qid[qid]
         out.append((key, passage_chat(q, [q.passage(docid).text for docid in docids], cfg)))
     return out
@@ -91,7 +91,8 @@ def read_passages(pooled: list[Question], backend, cfg: Config, run_dir: Path, p
 
     Chunks are cut from the whole pool list, as in the annotation step (``udcg.resumable``); a passage
     is read when any of its records is missing, and only its missing records are appended."""
-    from udcg.annotate.estimators import Estimate, probability
+    from udcg.annotate.estimators import probability
+    from udcg.records import Estimate
     from udcg.annotate.prompt import ABSTAIN
     from udcg.annotate.runner import annotation_body, provenance
 
