@@ -82,7 +82,7 @@ def test_correlate_on_records_equals_the_contexts_file_route(tmp_path):
             for i, (u, o, m, n) in enumerate(zip([0.9, -0.4, 0.2, 0.5, -0.9, 0.1], outcomes,
                                                  [0.9, 0.1, 0.5, 0.7, 0.2, 0.4], [0.3, 0.6, 0.1, 0.2, 0.9, 0.5]))]
     ungraded = ContextRecord(qid="q0", cid="q0:x", relevant=(True,), utilities=(0.5,), answer="?", metrics={"M": 1, "N": 1})
-    table, notes = studies.correlate([*recs, ungraded], ["M", "N"], "M", "zero", 200, 0, "toy")
+    table, notes = studies.correlate_records([*recs, ungraded], ["M", "N"], "M", "zero", 200, 0, "toy")
     assert notes == {"contexts": 6, "ungraded_contexts": 1, "na_values": 0, "questions": 2}
     path = tmp_path / "contexts.jsonl"
     path.write_text("".join(json.dumps(to_json(r)) + "\n" for r in recs))

@@ -177,7 +177,7 @@ def test_correlate_matches_the_hand_ranking_and_leaves_na_out():
             graded("q1", "c", [-0.9], "wrong", M=0.1, N=None), graded("q2", "d", [0.5], "correct", M=1.0, N=0.0),
             graded("q2", "e", [0.5], "wrong", M=0.0, N=1.0), graded("q3", "f", [0.5], "correct", M=0.3, N=0.3),
             graded("q3", "g", [0.5], "correct", M=0.2, N=0.3), graded("q3", "h", [0.1], None, M=0.0, N=0.0)]
-    table, notes = studies.correlate(recs, ["M", "N"], "M", "zero", 200, 0, "toy")
+    table, notes = studies.correlate_records(recs, ["M", "N"], "M", "zero", 200, 0, "toy")
     rows = {r["metric"]: r for r in table.rows}
     assert rows["M"]["mean_rho"] == pytest.approx(1.0) and rows["M"]["n_questions"] == 2
     # N is NA on a context of q1: q1 has no rho for N (never NA -> 0, which would give 0.5); q2: -1
@@ -207,13 +207,13 @@ def test_fit_theta_is_deterministic_and_none_without_pairs():
         for c in range(4):
             u = rng.uniform(-1, 1, 3).round(3).tolist()
             recs.append(graded(f"q{q}", f"{q}:{c}", u, "correct" if sum(u) > 0 else "wrong"))
-    a, b = (studies.fit_theta(recs, "full", 0.01, seed=0) for _ in range(2))
+    a, b = (studies.fit_theta_records(recs, "full", 0.01, seed=0) for _ in range(2))
     assert np.array_equal(a.coef_, b.coef_) and a.k_ == 3
     before = np.random.get_state()[1].copy()
-    studies.fit_theta(recs, "binary", 0.01, seed=0)
+    studies.fit_theta_records(recs, "binary", 0.01, seed=0)
     assert np.array_equal(np.random.get_state()[1], before)  # numpy's global generator is left as it was
     same = [dataclasses.replace(r, outcome=dataclasses.replace(r.outcome, label="wrong")) for r in recs]
-    assert studies.fit_theta(same, "full", 0.01, 0) is None
+    assert studies.fit_theta_records(same, "full", 0.01, 0) is None
 
 
 def test_position_and_oracle_tables_by_hand():
@@ -258,7 +258,7 @@ def test_mcnemar_exact_by_hand_and_against_scipy():
 
 def test_k_sweep_table_collects_each_k():
     recs = [graded("q1", "a", [0.9], "correct", M=0.9), graded("q1", "b", [-0.9], "wrong", M=0.1)]
-    per_k = {k: studies.correlate(recs, ["M"], "M", "zero", 50, 0, f"k{k}")[0] for k in (3, 1)}
+    per_k = {k: studies.correlate_records(recs, ["M"], "M", "zero", 50, 0, f"k{k}")[0] for k in (3, 1)}
     t = studies.k_sweep_table(per_k)
     assert [(r["k"], r["metric"], r["mean_rho"]) for r in t.rows] == [(1, "M", 1.0), (3, "M", 1.0)]
 

@@ -46,7 +46,7 @@ from udcg.flows.judge_options import JudgeOptions
 from udcg.flows.run_options import CompareOptions, ScoringOptions
 from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores
 from udcg.llm.registry import ModelChoice
-from udcg.metrics.udcg import GAMMA, udcg as _udcg_matrix
+from udcg.metrics.udcg import GAMMA, udcg_matrix as _udcg_matrix
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
     from udcg.metrics.udcg_theta import UDCGTheta
@@ -208,7 +208,7 @@ def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Pa
     ``max_new_tokens`` …); ``batch_size``, ``device``, ``dtype`` and ``api`` (keywords of a
     ``ModelChoice``: api_base, concurrency, timeout, rpm, max_retries, ...) are added to ``model``'s.
     Returns an ``AnswerResult`` (``.contexts``, ``.computed``, ``.output``)."""
-    from udcg.flows.answer import answer_runs as flow
+    from udcg.flows.answer import answer_run_files as flow
 
     o = AnswerOptions.of("answer_runs", **options)
     _outputs_not_inputs({"output": output, "cache": o.cache},

@@ -175,7 +175,7 @@ def annotation_body(q: Question, p, model: str, cfg: AnnotateConfig, estimate) -
     return {**annotation_record(a), **_sampling(cfg)}
 
 
-def shown(q: Question, p, prompt_version: str) -> str:
+def shown_fingerprint(q: Question, p, prompt_version: str) -> str:
     """The fingerprint of what the reader is shown for one pair: the question and passage texts under
     one prompt version (the chat is rendered from these alone; model and estimator are the cache's
     provenance)."""
@@ -188,7 +188,7 @@ def to_compute(cache: AppendCache, questions: Sequence[Question], cfg: AnnotateC
     for q in questions:
         for p in q.passages:
             rec = cache.get(annotation_key(q.qid, p.docid))
-            count += rec is None or resumable.is_stale(rec, shown(q, p, cfg.prompt_version))
+            count += rec is None or resumable.is_stale(rec, shown_fingerprint(q, p, cfg.prompt_version))
     return count
 
 
@@ -203,7 +203,7 @@ def annotate(questions: Sequence[Question], backend: BaseBackend, cfg: AnnotateC
     items = [(q, p) for q in questions for p in q.passages]
 
     def seen(item: tuple[Question, object]) -> str:  # what the reader is shown: the rendered chat
-        return shown(item[0], item[1], cfg.prompt_version)
+        return shown_fingerprint(item[0], item[1], cfg.prompt_version)
 
     def compute(chunk: list[tuple[Question, object]]) -> list[dict | None]:
         # A chunk cut by a failed API request keeps its finished passages (the rest is computed on resume).

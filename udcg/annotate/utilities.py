@@ -177,7 +177,7 @@ def load_utilities(path: str | Path) -> Utilities:
     return _from_qrels(path)
 
 
-def format_qrels(records: Iterable[UtilityRecord]) -> str:
+def format_utility_qrels(records: Iterable[UtilityRecord]) -> str:
     return "".join(f"{r.qid} 0 {r.docid} {r.utility!r}\n" for r in records)
 
 
@@ -186,7 +186,7 @@ def write_utilities(folder: str | Path, records: Mapping[tuple[str, str], Utilit
     folder = Path(folder)
     ordered = [records[key] for key in sorted(records)]
     atomic_write_jsonl(folder / UTILITIES, [r.to_dict() for r in ordered])
-    atomic_write_text(folder / QRELS, format_qrels(ordered))
+    atomic_write_text(folder / QRELS, format_utility_qrels(ordered))
     atomic_write_json(folder / META, meta)
 
 

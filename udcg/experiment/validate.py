@@ -191,7 +191,7 @@ def run_validation(cfg: Config, progress: reading.Progress | None = None, backen
         keys = list(dict.fromkeys(reading.context_key(r.qid, r.docids) for rs in groups.values() for r in rs))
         # a question's contexts batched together, in question order (as the published runs were answered)
         rank = {q.qid: i for i, q in enumerate(pooled)}
-        pending = sorted((k for k in keys if k not in single_keys), key=lambda k: rank[reading.split_key(k)[0]])
+        pending = sorted((k for k in keys if k not in single_keys), key=lambda k: rank[reading.split_context_key(k)[0]])
         requests = steps.context_requests(by_qid, pending, cfg)
         answers, t["generate"] = reading.generate_cached(models.reader, requests, run_dir / "cache" / "answers.jsonl",
                                                        cfg.reader.max_new_tokens, cfg.reader.prompt_version,
@@ -204,7 +204,7 @@ def run_validation(cfg: Config, progress: reading.Progress | None = None, backen
         groups = {name: [context_records.answered(r, answers[key], outcomes[key].label, outcomes[key].note)
                          for r in rs for key in [reading.context_key(r.qid, r.docids)]] for name, rs in groups.items()}
         atomic_write_jsonl(run_dir / "answers.jsonl", [
-            {"qid": reading.split_key(k)[0], "pids": reading.split_key(k)[1], "answer": answers[k], "outcome": outcomes[k].label,
+            {"qid": reading.split_context_key(k)[0], "pids": reading.split_context_key(k)[1], "answer": answers[k], "outcome": outcomes[k].label,
              **({"note": outcomes[k].note} if outcomes[k].note else {})} for k in keys])
 
     with timer.step("metrics"):

@@ -50,7 +50,7 @@ def top_docids(run: Run, qid: str, depth: int) -> list[str]:
     return ranked_docids(run.get(qid, {}))[:depth]
 
 
-def run_pairs(runs: Mapping[str, Run], depth: int) -> dict[str, list[str]]:
+def pooled_docids(runs: Mapping[str, Run], depth: int) -> dict[str, list[str]]:
     """{qid: docids}: the union of every run's top-``depth``, runs in order, then rank order."""
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise InputError(f"--depth {depth!r}: must be a positive integer (e.g. 10)")
@@ -64,7 +64,7 @@ def run_pairs(runs: Mapping[str, Run], depth: int) -> dict[str, list[str]]:
 def run_docids(runs: Mapping[str, Run], depth: int) -> set[str]:
     """The documents of the runs' top-``depth``: all a command reads from the corpus (annotate: its
     --depth; answer: --k, or the larger of --k and --depth with --subsets)."""
-    return {docid for docids in run_pairs(runs, depth).values() for docid in docids}
+    return {docid for docids in pooled_docids(runs, depth).values() for docid in docids}
 
 
 def _judge_unjudged(missing: list[tuple[str, str]], collection: Collection, judge, cache_path: Path,
@@ -160,7 +160,7 @@ def _check_meta(out: Path, cfg: AnnotateConfig, model: str) -> dict:
     return meta
 
 
-def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, out: str | Path, cfg: AnnotateConfig,
+def annotate_run_pairs(collection: Collection, runs: Mapping[str, Run], depth: int, out: str | Path, cfg: AnnotateConfig,
                   model: str, load_backend: Callable[[], object], *, unjudged: str = "irrelevant",
                   judge_factory: Callable[[], object] | None = None,
                   progress: Callable[[int, str], Callable[[int], None]] | None = None,
@@ -181,7 +181,7 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a folder (-o names the utilities folder)")
     _check_meta(out, cfg, model)  # before any work; read again when the folder is written
-    pairs = run_pairs(runs, depth)
+    pairs = pooled_docids(runs, depth)
     n_unjudged = sum(d not in collection.qrels.get(q, {}) for q, docids in pairs.items() for d in docids)
     if unjudged == "judge" and n_unjudged and before_judge is not None:
         before_judge(n_unjudged)
@@ -307,7 +307,7 @@ def run_contexts(runs: Mapping[str, Run], collection: Collection, k: int, *, sam
         raise InputError(f"--subsets {samples}: must be >= 0")
     out: list[RunContext] = []
     short: dict[str, int] = {}
-    pool = run_pairs(runs, depth) if samples else {}
+    pool = pooled_docids(runs, depth) if samples else {}
     for qid in collection.queries:
         for name, run in runs.items():
             if qid not in run:

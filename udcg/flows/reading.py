@@ -20,7 +20,7 @@ def context_key(qid: str, docids: Sequence[str]) -> str:
     return resumable.key(qid, *docids)
 
 
-def split_key(key: str) -> tuple[str, list[str]]:
+def split_context_key(key: str) -> tuple[str, list[str]]:
     qid, *docids = resumable.split_key(key)
     return qid, docids
 

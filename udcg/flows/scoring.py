@@ -16,7 +16,7 @@ from udcg.io.contexts import ContextFile, read_context_file
 from udcg.io.tables import Table
 from udcg.metrics.contexts import ContextBatch, parse_metrics, score_batch
 from udcg.metrics.measures import Measure
-from udcg.metrics.udcg import GAMMA, udcg, utilities_from
+from udcg.metrics.udcg import GAMMA, udcg_matrix, utilities_from
 from udcg.records import ContextRecord
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
@@ -97,7 +97,7 @@ def authors_udcg(passages: Sequence[dict], gamma: float) -> dict[str, float]:
     if not models or not all(isinstance(p.get("is_relevant"), bool) for p in passages):
         return {}
     rel = [p["is_relevant"] for p in passages]
-    return {m: float(udcg(utilities_from(rel, [p["models_info"][m]["no_res_prob"] for p in passages])[None], gamma)[0])
+    return {m: float(udcg_matrix(utilities_from(rel, [p["models_info"][m]["no_res_prob"] for p in passages])[None], gamma)[0])
             for m in sorted(models)}
 
 

@@ -109,7 +109,7 @@ def judge_items(judge: Judge, items: Sequence[Item], cache_path: str | Path, chu
         return [{k: v for k, v in cache.get(key).items() if k not in ("key", "input")} for key in keys]
 
 
-def summarize(records: Sequence[dict]) -> dict:
+def count_labels(records: Sequence[dict]) -> dict:
     """Counts per label, unparseable replies, repaired and retried ones."""
     labels = Counter(str(r["label"]) for r in records if r["label"] is not None)
     return {

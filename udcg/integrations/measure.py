@@ -248,7 +248,7 @@ def _measure_class(ir_measures, base: str) -> type:
                                               "__doc__": f"udcg's {base} (udcg.integrations.measure)"})
 
 
-def register() -> None:
+def register_measures() -> None:
     """Name ``UDCG`` and ``UDCG_theta`` in ir_measures' registry, so ``ir_measures.parse_measure``
     reads them; ``import udcg`` calls it once ir_measures is imported (``udcg.extras.after_import``)."""
     import ir_measures

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from udcg.errors import InputError
-from udcg.io.files import MAX_PASSAGE_CHARS, atomic_write_json, atomic_write_jsonl, probability, read_records, require
+from udcg.io.files import MAX_PASSAGE_CHARS, atomic_write_json, atomic_write_jsonl, checked_probability, read_records, require
 from udcg.records import Passage, Question
 
 
@@ -52,7 +52,7 @@ def question_from_authors(item: dict, where: str) -> Question:
             if not isinstance(entry, dict) or "no_res_prob" not in entry:
                 raise InputError(f"{pw}: models_info[{model!r}] needs a 'no_res_prob' number")
             if entry["no_res_prob"] is not None:
-                p_abs[model] = probability(entry["no_res_prob"], pw, f"models_info[{model!r}].no_res_prob")
+                p_abs[model] = checked_probability(entry["no_res_prob"], pw, f"models_info[{model!r}].no_res_prob")
         grade = p.get("grade")
         if grade is not None and (isinstance(grade, bool) or grade not in (1, 2, 3, 4, 5)):
             raise InputError(f"{pw}: field 'grade' = {grade!r} is not a utility grade (use an integer 1..5)")

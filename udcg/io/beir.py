@@ -287,7 +287,7 @@ def read_queries(queries: str | Path) -> dict[str, Question]:
     """``{qid: Question}`` of a queries file (JSONL, Parquet, a saved ``datasets`` folder or ``hf:``),
     every record checked; a BEIR folder gives its ``queries.jsonl``."""
     if irds.is_irds(queries):
-        return irds.read_queries(queries)
+        return irds.dataset_queries(queries)
     if Path(queries).is_dir() and not hfdata.is_saved_dataset(Path(queries)):
         queries = _member(Path(queries), "queries.jsonl")
     questions = _unique((_question(obj, where) for where, obj in _records(queries, "queries")), "query id")

@@ -12,7 +12,7 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator
 
 from udcg.errors import InputError
-from udcg.metrics.udcg import VARIANTS, check_utilities, pairwise_differences, theta_features
+from udcg.metrics.udcg import VARIANTS, checked_utilities, pairwise_differences, theta_features
 
 
 C_GRID = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)  # SVM-rank units (divided by the training questions)
@@ -138,7 +138,7 @@ class UDCGTheta(BaseEstimator):
 
     # -- learning
     def fit(self, X: object, y: object, groups: object = None, relevance: object = None) -> UDCGTheta:
-        u = check_utilities(X, "X")
+        u = checked_utilities(X, "X")
         y_arr = np.asarray(y, dtype=float)
         if y_arr.shape != (u.shape[0],):
             raise InputError(f"y: expected {u.shape[0]} outcome scores, got shape {y_arr.shape}")
@@ -237,7 +237,7 @@ class UDCGTheta(BaseEstimator):
 
     def decision_function(self, X: object, relevance: object = None) -> np.ndarray:
         self._check_fitted()
-        u = check_utilities(X, "X")
+        u = checked_utilities(X, "X")
         if u.shape[1] != self.k_:
             raise InputError(f"X has k = {u.shape[1]} positions but this UDCG_theta was fitted for k = {self.k_} (fit one per k)")
         return theta_features(u, self.variant, None if relevance is None else np.asarray(relevance)) @ self.coef_
