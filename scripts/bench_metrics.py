@@ -55,7 +55,7 @@ def make_data(n: int, seed: int):
 def run_ours(run, qrels, abst, timings):
     from udcg.metrics.evaluate import evaluate_table, gain_table
     from udcg.metrics.setbased import ra_nwg
-    from udcg.metrics.udcg import udcg, utilities_from
+    from udcg.metrics.udcg import udcg_matrix, utilities_from
 
     t0 = time.perf_counter()
     table = gain_table(run, qrels, extra={"p_abs": abst})  # p_abs put in rank order in the same pass
@@ -63,7 +63,7 @@ def run_ours(run, qrels, abst, timings):
     values = {str(m): v for m, v in evaluate_table(table, OURS).items()}
     t2 = time.perf_counter()
     utilities = utilities_from(table.gains[:, :DEPTH] >= 1, table.extra["p_abs"][:, :DEPTH])
-    values["UDCG"] = udcg(utilities)
+    values["UDCG"] = udcg_matrix(utilities)
     t3 = time.perf_counter()
     # RA-nWG: grade 1..5 = qrels gain + 1 (gain -1 and 0 -> grade 1); every retrieved passage is judged.
     n_judged = table.n_judged

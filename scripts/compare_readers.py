@@ -51,9 +51,9 @@ def shared_contexts(run_a: Path, run_b: Path) -> tuple[list[str], dict, dict]:
     b = {r.cid: r for r in read_groups(run_b).get("main", [])}
     common = [cid for cid in a if cid in b]
     for cid in common:
-        if a[cid].pids != b[cid].pids:
+        if a[cid].docids != b[cid].docids:
             raise InputError(f"context {cid}: {run_a} and {run_b} hold different passages "
-                             f"({list(a[cid].pids)} vs {list(b[cid].pids)}): the runs are not on the same pools")
+                             f"({list(a[cid].docids)} vs {list(b[cid].docids)}): the runs are not on the same pools")
     if not common:
         raise InputError(f"{run_a} and {run_b} share no context id (different data sets or seeds?)")
     qids = list(dict.fromkeys(a[cid].qid for cid in common))
@@ -80,8 +80,8 @@ def passage_p_abs(records: dict) -> tuple[float, float]:
     """Mean single-passage p_abs over the distinct (question, passage) pairs of the contexts: relevant, irrelevant."""
     seen: dict[tuple[str, str], tuple[bool, float]] = {}
     for r in records.values():
-        for pid, rel, p in zip(r.pids, r.relevant, r.p_abs or ()):
-            seen[(r.qid, pid)] = (rel, p)
+        for docid, rel, p in zip(r.docids, r.relevant, r.p_abs or ()):
+            seen[(r.qid, docid)] = (rel, p)
     rel = [p for is_rel, p in seen.values() if is_rel]
     irr = [p for is_rel, p in seen.values() if not is_rel]
     return float(np.mean(rel)) if rel else math.nan, float(np.mean(irr)) if irr else math.nan

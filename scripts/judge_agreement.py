@@ -24,7 +24,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from tqdm import tqdm  # noqa: E402
 
 from udcg.grade import runner  # noqa: E402
-from udcg.grade.agreement import compare  # noqa: E402
+from udcg.grade.agreement import compare_labels  # noqa: E402
 from udcg.grade.judges import TASKS, LLMJudge, PassageItem, RuleJudge  # noqa: E402
 from udcg.io.files import atomic_write_jsonl, iter_jsonl  # noqa: E402
 
@@ -37,7 +37,7 @@ def popqa_items(path: Path, n_questions: int, n_passages: int) -> list[PassageIt
         qid = str(row["id"])
         for j, ctx in enumerate(row["ctxs"][:n_passages]):
             # some passages (the added gold-support ones) carry no id: name them by rank
-            items.append(PassageItem(qid=qid, pid=str(ctx.get("id", f"{qid}#{j}")), question=row["question"],
+            items.append(PassageItem(qid=qid, docid=str(ctx.get("id", f"{qid}#{j}")), question=row["question"],
                                      answers=tuple(row["answers"]), text=ctx["text"].strip(), title=ctx.get("title", "")))
     return items
 
@@ -75,13 +75,13 @@ def main() -> int:
     atomic_write_jsonl(args.out / "rules.jsonl", rules)
     atomic_write_jsonl(args.out / f"{safe}.jsonl", llm)
 
-    ag = compare(rules, llm, labels=["relevant", "irrelevant"])
-    summary = runner.summarize(llm)
+    ag = compare_labels(rules, llm, labels=["relevant", "irrelevant"])
+    summary = runner.count_labels(llm)
     print(f"PopQA long-tail: {args.questions} questions x {args.passages} passages = {len(items)} pairs")
     print(f"LLM judge {judge.name} ({judge.prompt_id}, greedy, max_new_tokens={args.max_new_tokens}, "
           f"retries={args.retries}, batch {args.batch_size})")
     print(f"LLM summary: {runner.format_summary(summary)}")
-    print(f"rules summary: {runner.format_summary(runner.summarize(rules))}")
+    print(f"rules summary: {runner.format_summary(runner.count_labels(rules))}")
     print(ag.to_text())
     repairs: dict[str, int] = {}
     for r in llm:

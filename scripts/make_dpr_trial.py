@@ -36,12 +36,12 @@ def collection(path: Path) -> tuple[list[Question], list[Passage], dict[str, lis
     for record in records:
         for key in CONTEXTS:
             for ctx in record[key]:
-                pid = f"dpr:{ctx['passage_id']}"
-                corpus.setdefault(pid, Passage(pid=pid, text=ctx["text"], title=ctx["title"]))
+                docid = f"dpr:{ctx['passage_id']}"
+                corpus.setdefault(docid, Passage(docid=docid, text=ctx["text"], title=ctx["title"]))
     queries = [Question(qid=f"dpr{i}", text=r["question"], answers=tuple(r["answers"]), passages=())
                for i, r in enumerate(records)]
     checker = ContainmentChecker()
-    qrels = {q.qid: [p.pid for p in corpus.values() if checker.contains(p.text, normalized_aliases(q.answers))]
+    qrels = {q.qid: [p.docid for p in corpus.values() if checker.contains(p.text, normalized_aliases(q.answers))]
              for q in queries}
     return queries, list(corpus.values()), qrels
 

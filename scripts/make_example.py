@@ -106,7 +106,7 @@ def rrf(*runs: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
 
 
 def make_runs(queries: list[Question], corpus: list[Passage]) -> dict[str, dict[str, dict[str, float]]]:
-    docids = [p.pid for p in corpus]
+    docids = [p.docid for p in corpus]
     docs = [f"{p.title}\n{p.text}" if p.title else p.text for p in corpus]
     texts = [q.text for q in queries]
     bm25 = bm25_scores(texts, docs)
@@ -122,7 +122,7 @@ def write_collection(out: Path, corpus: list[Passage], queries: list[Question], 
                      runs: dict[str, dict[str, dict[str, float]]]) -> None:
     """The BEIR folder: corpus.jsonl, queries.jsonl (answers in metadata), qrels/test.tsv (score 1 for
     each listed docid, with a header) and runs/NAME.trec, each written atomically."""
-    atomic_write_jsonl(out / "corpus.jsonl", ({"_id": p.pid, "title": p.title, "text": p.text} for p in corpus))
+    atomic_write_jsonl(out / "corpus.jsonl", ({"_id": p.docid, "title": p.title, "text": p.text} for p in corpus))
     atomic_write_jsonl(out / "queries.jsonl", ({"_id": q.qid, "text": q.text, "metadata": {"answers": list(q.answers)}}
                                                for q in queries))
     atomic_write_text(out / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\n" + "".join(
@@ -142,9 +142,9 @@ def main(argv: list[str] | None = None) -> int:
 
     pool = load_nq_open_gold(args.data_dir / NQ_FILE, limit=args.n_corpus)
     corpus = build_corpus(pool, relevant_only=True)
-    pid_of = {_text_key(p.text): p.pid for p in corpus}
+    docid_of = {_text_key(p.text): p.docid for p in corpus}
     queries = pick_queries(pool, args.n_queries)
-    qrels = {q.qid: sorted({pid_of[_text_key(p.text)] for p in q.passages if p.relevant}) for q in queries}
+    qrels = {q.qid: sorted({docid_of[_text_key(p.text)] for p in q.passages if p.relevant}) for q in queries}
     runs = make_runs(queries, corpus)
 
     out = args.out

@@ -29,12 +29,12 @@ def collection(path: Path, articles: int, per_article: int) -> tuple[list[Questi
     for a, article in enumerate(data):
         title = article["title"].replace("_", " ")
         for p, paragraph in enumerate(article["paragraphs"]):
-            corpus.append(Passage(pid=f"squad:{a}:{p}", text=paragraph["context"], title=title))
+            corpus.append(Passage(docid=f"squad:{a}:{p}", text=paragraph["context"], title=title))
         asked = [(p, qa) for p, paragraph in enumerate(article["paragraphs"]) for qa in paragraph["qas"]]
         for p, qa in asked[:per_article]:
             answers = tuple(dict.fromkeys(x["text"] for x in qa["answers"]))
             queries.append(Question(qid=qa["id"], text=qa["question"], answers=answers,
-                                    passages=(Passage(pid=f"squad:{a}:{p}", text="", relevant=True),)))
+                                    passages=(Passage(docid=f"squad:{a}:{p}", text="", relevant=True),)))
     return queries, corpus
 
 
@@ -50,13 +50,13 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     (out / "qrels").mkdir(parents=True, exist_ok=True)
     (out / "runs").mkdir(exist_ok=True)
-    (out / "corpus.jsonl").write_text("".join(json.dumps({"_id": p.pid, "title": p.title, "text": p.text}) + "\n"
+    (out / "corpus.jsonl").write_text("".join(json.dumps({"_id": p.docid, "title": p.title, "text": p.text}) + "\n"
                                               for p in corpus), encoding="utf-8")
     (out / "queries.jsonl").write_text("".join(json.dumps({"_id": q.qid, "text": q.text,
                                                            "metadata": {"answers": list(q.answers)}}) + "\n"
                                                for q in queries), encoding="utf-8")
     (out / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"{q.qid}\t{q.passages[0].pid}\t1\n" for q in queries), encoding="utf-8")
+        f"{q.qid}\t{q.passages[0].docid}\t1\n" for q in queries), encoding="utf-8")
     for name, run in make_runs(queries, corpus).items():
         if name != "hybrid":
             write_run(out / "runs" / f"{name}.trec", run, tag=name)

@@ -43,7 +43,7 @@ def select(data_dir: Path, per_class: int, start: int = 50) -> list[dict]:
         for bucket, items, label in ((rel, r, True), (irr, n, False)):
             for i, p in items:
                 if len(bucket) < per_class:
-                    bucket.append({"qid": q.qid, "pid": p.pid, "rank": i + 1, "relevant": label, "question": q.text,
+                    bucket.append({"qid": q.qid, "pid": p.docid, "rank": i + 1, "relevant": label, "question": q.text,
                                    "answers": list(q.answers), "text": p.text})
         if len(rel) >= per_class and len(irr) >= per_class:
             break

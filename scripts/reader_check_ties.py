@@ -7,7 +7,7 @@ UDCG's pairwise accuracy against nDCG's, and the two readers on identical contex
 Per run (the main study's graded contexts, ``data/contexts.jsonl.gz``; the annotations,
 ``data/annotations.jsonl.gz``):
 
-- the reader check (``udcg.metrics.reader_check.reader_check``, every pair judged, 1,000 bootstrap
+- the reader check (``udcg.metrics.reader_check.check_reader_pairs``, every pair judged, 1,000 bootstrap
   resamples of questions, seed 0): the AUC of p_abs separating irrelevant from relevant pairs with its
   95% interval, the share of irrelevant pairs the reader answers from (p_abs < 0.5) and the verdict;
 - S2 as issue #38 defined it (``udcg.metrics.ties.ties_by_question``): per question with context
@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results_table import main_contexts  # noqa: E402
 from udcg.experiment.reporting import finite, question_order, write_jsonl_gz  # noqa: E402
 from udcg.io.files import atomic_write_text  # noqa: E402
-from udcg.metrics.reader_check import ReaderCheck, reader_check  # noqa: E402
+from udcg.metrics.reader_check import ReaderCheck, check_reader_pairs  # noqa: E402
 from udcg.metrics.stats import bootstrap_ci, bootstrap_means, percentile_interval, sign_flip_pvalues  # noqa: E402
 from udcg.metrics.ties import TieDecomposition, tie_decomposition, ties_by_question  # noqa: E402
 
@@ -77,7 +77,7 @@ def annotations_check(folder: Path, settings: Settings = Settings(), qids: set[s
     ``qids`` only when given."""
     with gzip.open(folder / "data" / "annotations.jsonl.gz", "rt", encoding="utf-8") as fh:
         rows = [r for r in map(json.loads, fh) if qids is None or r["qid"] in qids]
-    return reader_check([r["p_abs"] for r in rows], [r["relevant"] for r in rows], [True] * len(rows),
+    return check_reader_pairs([r["p_abs"] for r in rows], [r["relevant"] for r in rows], [True] * len(rows),
                         [r["qid"] for r in rows], n_boot=settings.check_boot, seed=settings.seed)
 
 

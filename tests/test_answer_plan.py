@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tests.conftest import ScriptedBackend
 from udcg.cli import build_parser, main
 from udcg.flows import answer_plan
-from udcg.flows.answer import answer_runs
+from udcg.flows.answer import answer_run_files
 from udcg.flows.answer_options import AnswerOptions
 from udcg.llm import registry
 from udcg.metrics.compare import compare_scores
@@ -103,7 +103,7 @@ def test_answer_says_its_plan_before_the_first_prompt(example, tmp_path):
                                  api=False)
         runs = [str(example / "runs" / "bm25.trec"), str(example / "runs" / "dense.trec")]
         out = tmp_path / "answers.jsonl"
-        answer_runs(str(example), runs, out, "rec:toy", AnswerOptions(sample=5), show_progress=False,
+        answer_run_files(str(example), runs, out, "rec:toy", AnswerOptions(sample=5), show_progress=False,
                     say=lambda line: events.append(("say", line)))
         first_call = next(i for i, e in enumerate(events) if e[0] == "generate")
         said = [e[1] for e in events[:first_call] if e[0] == "say"]
@@ -118,7 +118,7 @@ def test_answer_says_its_plan_before_the_first_prompt(example, tmp_path):
         assert [line for line in later if line.startswith("first 4 prompts: ")][0].endswith("for the other 6")
         assert sum(n for kind, n in events if kind == "generate") == 10 and loads == ["toy"]  # one model
         events.clear()  # again: every answer from the cache, and the plan says so
-        answer_runs(str(example), runs, out, "rec:toy", AnswerOptions(sample=5), show_progress=False,
+        answer_run_files(str(example), runs, out, "rec:toy", AnswerOptions(sample=5), show_progress=False,
                     say=lambda line: events.append(("say", line)))
         assert not any(e[0] == "generate" for e in events)
         assert any("plan: 0 prompts to send (5 queries, 2 runs; 10 in the cache)" in e[1] for e in events)

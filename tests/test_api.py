@@ -142,8 +142,9 @@ def test_the_readme_python_api_runs_as_written(tmp_path, monkeypatch, capsys):
     for name in ("bm25", "dense", "hybrid"):
         for qid, docs in run_scores._read_run(tmp_path / "nq-example" / "runs" / f"{name}.trec").items():
             for docid in docs:
-                records[qid, docid] = UtilityRecord(qid, docid, float(rng.uniform()), qrels.get(qid, {}).get(docid, 0) > 0,
-                                                    "qrels", model="m", prompt_version="p")
+                records[qid, docid] = UtilityRecord(qid=qid, docid=docid, p_abs=float(rng.uniform()),
+                                                    relevant=qrels.get(qid, {}).get(docid, 0) > 0,
+                                                    relevance_source="qrels", model="m", prompt_version="p")
             judged.append({"qid": qid, "cid": name, "outcome": str(rng.choice(["correct", "abstained", "wrong"]))})
     write_utilities(tmp_path / "utilities", records, {"model": "m"})
     (tmp_path / "judged.jsonl").write_text("".join(json.dumps(j) + "\n" for j in judged))

@@ -38,7 +38,7 @@ def test_the_window_stays_full_across_chunks_on_one_set_of_connections(latency_s
     from udcg.records import Passage, Question
 
     questions = [Question(qid=f"q{i}", text=f"question {i}?", answers=("a",),
-                          passages=tuple(Passage(pid=f"d{j}", text=f"passage {i} {j}") for j in range(10)))
+                          passages=tuple(Passage(docid=f"d{j}", text=f"passage {i} {j}") for j in range(10)))
                  for i in range(30)]
     backend = OpenAIBackend("bench", ClientSettings(latency_server, max_concurrency=16))
     try:

@@ -222,7 +222,7 @@ def test_an_extreme_gamma_is_refused_on_the_command_line(gamma, tmp_path, capsys
 
 
 def test_the_largest_gamma_computes_without_a_warning_and_not_zero():
-    from udcg.metrics.udcg import MAX_GAMMA, udcg as matrix
+    from udcg.metrics.udcg import MAX_GAMMA, udcg_matrix as matrix
 
     assert MAX_GAMMA == bounds.MAX_GAMMA  # the metric's copy (metrics import nothing of udcg)
     with warnings.catch_warnings():

@@ -63,8 +63,8 @@ def test_a_bad_line_is_a_located_error():
 
 
 def test_scoring_returns_new_records_and_keeps_the_order_of_mixed_k():
-    recs = [context_record("q", f"q:{i}", "oracle", "test", pids, scores(), 2, None)
-            for i, pids in enumerate((["a", "b"], ["c"], ["b", "c"], ["a"]))]
+    recs = [context_record("q", f"q:{i}", "oracle", "test", docids, scores(), 2, None)
+            for i, docids in enumerate((["a", "b"], ["c"], ["b", "c"], ["a"]))]
     before = list(recs)
     scored = studies.score_each_k(recs, ["UDCG", "RR"], 1 / 3, "pool", {})
     assert recs == before and all(r.metrics is None for r in recs)  # the input is left as it was
@@ -82,7 +82,7 @@ def test_correlate_on_records_equals_the_contexts_file_route(tmp_path):
             for i, (u, o, m, n) in enumerate(zip([0.9, -0.4, 0.2, 0.5, -0.9, 0.1], outcomes,
                                                  [0.9, 0.1, 0.5, 0.7, 0.2, 0.4], [0.3, 0.6, 0.1, 0.2, 0.9, 0.5]))]
     ungraded = ContextRecord(qid="q0", cid="q0:x", relevant=(True,), utilities=(0.5,), answer="?", metrics={"M": 1, "N": 1})
-    table, notes = studies.correlate([*recs, ungraded], ["M", "N"], "M", "zero", 200, 0, "toy")
+    table, notes = studies.correlate_records([*recs, ungraded], ["M", "N"], "M", "zero", 200, 0, "toy")
     assert notes == {"contexts": 6, "ungraded_contexts": 1, "na_values": 0, "questions": 2}
     path = tmp_path / "contexts.jsonl"
     path.write_text("".join(json.dumps(to_json(r)) + "\n" for r in recs))
@@ -100,7 +100,8 @@ def test_every_flow_reads_one_record_with_a_typed_outcome_and_its_other_fields_k
     file = read_context_file(path)
     first, second = file.records
     assert isinstance(first.outcome, Outcome) and first.label == "correct" and first.outcome.answer == "Ada"
-    assert first.extra == {"question": "who?", "label": "correct", "model": "m"} and first.pids == ("d1", "d2")
+    assert first.extra == {"question": "who?", "label": "correct", "model": "m"} and first.docids == ("d1", "d2")
+    assert first.pids == first.docids  # the documented read-only alias (the line's key)
     assert second.label is None and second.outcome.error == "no JSON in the reply"
     assert to_json(first) == {k: lines[0][k] for k in ("qid", "cid", "pids", "relevant", "utilities", "answer",
                                                        "outcome", "question", "label", "model")}

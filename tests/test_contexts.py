@@ -19,8 +19,8 @@ def _question(flags, qid="q"):
     return Question(qid, "?", ("a",), tuple(Passage(f"p{i}", f"text {i}", relevant=f) for i, f in enumerate(flags)))
 
 
-def _rank(pid):
-    return int(pid[1:])
+def _rank(docid):
+    return int(docid[1:])
 
 
 def _expected_positive(n_rel, n_irr, k, n_contexts, balance):
@@ -50,13 +50,13 @@ def test_sample_contexts_properties(flags, k, n_contexts, pool_size, balance, se
     out = cx.sample_contexts(q, k=k, n_contexts=n_contexts, pool_size=pool_size, seed=seed, balance=balance)
     assert len(out) == n_contexts
     assert [c.cid for c in out] == [f"q:{i}" for i in range(n_contexts)]
-    relevant = {p.pid for p in pool if p.relevant}
-    pool_pids = {p.pid for p in pool}
+    relevant = {p.docid for p in pool if p.relevant}
+    pool_docids = {p.docid for p in pool}
     for c in out:
-        assert c.qid == "q" and len(c.pids) == k and len(set(c.pids)) == k  # no duplicate passage
-        assert set(c.pids) <= pool_pids  # only the top pool_size
-        assert [_rank(p) for p in c.pids] == sorted(_rank(p) for p in c.pids)  # rank order
-    positive = [any(p in relevant for p in c.pids) for c in out]
+        assert c.qid == "q" and len(c.docids) == k and len(set(c.docids)) == k  # no duplicate passage
+        assert set(c.docids) <= pool_docids  # only the top pool_size
+        assert [_rank(p) for p in c.docids] == sorted(_rank(p) for p in c.docids)  # rank order
+    positive = [any(p in relevant for p in c.docids) for c in out]
     n_rel = len(relevant)
     n_pos = _expected_positive(n_rel, len(pool) - n_rel, k, n_contexts, balance)
     assert positive == [True] * n_pos + [False] * (n_contexts - n_pos)
@@ -64,8 +64,8 @@ def test_sample_contexts_properties(flags, k, n_contexts, pool_size, balance, se
     # distinct sets whenever the pool has enough of them
     n_neg_sets = math.comb(len(pool) - n_rel, k)
     n_pos_sets = math.comb(len(pool), k) - n_neg_sets
-    pos_sets = [frozenset(c.pids) for c, f in zip(out, positive) if f]
-    neg_sets = [frozenset(c.pids) for c, f in zip(out, positive) if not f]
+    pos_sets = [frozenset(c.docids) for c, f in zip(out, positive) if f]
+    neg_sets = [frozenset(c.docids) for c, f in zip(out, positive) if not f]
     assert len(set(pos_sets)) == min(len(pos_sets), n_pos_sets)
     assert len(set(neg_sets)) == min(len(neg_sets), n_neg_sets)
 
@@ -73,7 +73,7 @@ def test_sample_contexts_properties(flags, k, n_contexts, pool_size, balance, se
 def test_balanced_sampling_paper_setting():
     q = _question([i in (0, 7, 19) for i in range(25)])
     out = cx.sample_contexts(q)  # k=5, 10 contexts, top 25, balance 0.5
-    assert cx.context_balance(q, out) == 0.5 and len({frozenset(c.pids) for c in out}) == 10
+    assert cx.context_balance(q, out) == 0.5 and len({frozenset(c.docids) for c in out}) == 10
 
 
 def test_determinism_seed_and_question_order_independence():
@@ -84,7 +84,7 @@ def test_determinism_seed_and_question_order_independence():
     assert a == cx.sample_all_contexts(qs, seed=3)[0]
     assert a != cx.sample_all_contexts(qs, seed=4)[0]
     # same pool, different qid: different draws (the seed mixes in the qid)
-    assert [c.pids for c in a if c.qid == "q0"] != [c.pids for c in a if c.qid == "q1"]
+    assert [c.docids for c in a if c.qid == "q0"] != [c.docids for c in a if c.qid == "q1"]
     assert summary_a["questions"] == 6 and summary_a["contexts"] == 60 and summary_a["balanced"] == 6
     assert summary_a["achieved_balance"] == 0.5
 
@@ -92,7 +92,7 @@ def test_determinism_seed_and_question_order_independence():
 def test_positive_contexts_are_uniform_over_sets_with_a_relevant_passage():
     # pool: 2 relevant, 3 irrelevant, k=2 -> C(5,2) - C(3,2) = 7 sets hold a relevant passage
     q = _question([True, False, True, False, False])
-    counts = Counter(cx.sample_contexts(q, k=2, n_contexts=1, balance=1.0, seed=s)[0].pids for s in range(7000))
+    counts = Counter(cx.sample_contexts(q, k=2, n_contexts=1, balance=1.0, seed=s)[0].docids for s in range(7000))
     assert len(counts) == 7
     expected, sd = 1000, math.sqrt(7000 * (1 / 7) * (6 / 7))
     assert all(abs(c - expected) < 4.5 * sd for c in counts.values()), counts
@@ -102,13 +102,13 @@ def test_large_pools_draw_the_number_of_relevant_passages_hypergeometrically():
     # 2 relevant + 25 irrelevant, k=5: 27,600 sets hold a relevant passage (drawn by rejection, not
     # enumerated); P(both relevant) = C(25,3) / (C(27,5) - C(25,5)) = 2300 / 27600
     q = _question([True, True] + [False] * 25)
-    draws = [cx.sample_contexts(q, k=5, n_contexts=1, pool_size=27, balance=1.0, seed=s)[0].pids for s in range(4000)]
+    draws = [cx.sample_contexts(q, k=5, n_contexts=1, pool_size=27, balance=1.0, seed=s)[0].docids for s in range(4000)]
     both = sum({"p0", "p1"} <= set(d) for d in draws)
     p = 2300 / 27600
     assert abs(both - 4000 * p) < 4.5 * math.sqrt(4000 * p * (1 - p))
     first = sum("p0" in d for d in draws) / 4000
     assert first == pytest.approx(0.5 + p / 2, abs=0.04)  # each relevant passage equally likely
-    irr = Counter(pid for d in draws for pid in d if pid not in ("p0", "p1"))
+    irr = Counter(docid for d in draws for docid in d if docid not in ("p0", "p1"))
     assert len(irr) == 25 and max(irr.values()) / min(irr.values()) < 1.35
 
 
@@ -142,12 +142,12 @@ def test_bad_inputs():
 def test_position_contexts_move_the_best_relevant_passage():
     q = _question([False, False, True, False, True, False, False])
     out = cx.position_contexts(q, k=4)
-    assert [c.pids for c in out] == [
+    assert [c.docids for c in out] == [
         ("p2", "p0", "p1", "p3"), ("p0", "p2", "p1", "p3"), ("p0", "p1", "p2", "p3"), ("p0", "p1", "p3", "p2")]
     assert [c.cid for c in out] == ["q:pos0", "q:pos1", "q:pos2", "q:pos3"]
     assert cx.position_contexts(_question([False] * 6), k=3) == []
     assert cx.position_contexts(_question([True, True, False]), k=3) == []
-    assert [c.pids for c in cx.position_contexts(_question([False, True]), k=1)] == [("p1",)]
+    assert [c.docids for c in cx.position_contexts(_question([False, True]), k=1)] == [("p1",)]
 
 
 # ---------------------------------------------------------------- oracle selection
@@ -156,17 +156,17 @@ def test_position_contexts_move_the_best_relevant_passage():
 def test_oracle_select_ties_by_rank_and_orders():
     q = _question([False] * 6)
     scores = {"p0": 0.1, "p1": 0.9, "p2": 0.5, "p3": 0.9, "p4": 0.5, "p5": 0.0}
-    assert cx.oracle_select(q, scores, k=3).pids == ("p1", "p2", "p3")
-    assert cx.oracle_select(q, scores, k=3, order="score").pids == ("p1", "p3", "p2")
+    assert cx.oracle_select(q, scores, k=3).docids == ("p1", "p2", "p3")
+    assert cx.oracle_select(q, scores, k=3, order="score").docids == ("p1", "p3", "p2")
     assert cx.oracle_select(q, [0.1, 0.9, 0.5, 0.9, 0.5, 0.0], k=4, name="utility").cid == "q:utility"
-    assert cx.oracle_select(q, scores, k=3, pool_size=3).pids == ("p0", "p1", "p2")
-    assert len(cx.oracle_select(q, scores, k=10).pids) == 6
+    assert cx.oracle_select(q, scores, k=3, pool_size=3).docids == ("p0", "p1", "p2")
+    assert len(cx.oracle_select(q, scores, k=10).docids) == 6
 
 
 def test_oracle_select_binary_relevance_picks_relevant_first():
     q = _question([False, True, False, False, True, False, True])
-    binary = {p.pid: float(p.relevant) for p in q.passages}
-    assert cx.oracle_select(q, binary, k=4).pids == ("p0", "p1", "p4", "p6")
+    binary = {p.docid: float(p.relevant) for p in q.passages}
+    assert cx.oracle_select(q, binary, k=4).docids == ("p0", "p1", "p4", "p6")
 
 
 @pytest.mark.parametrize("scores, match", [
@@ -188,8 +188,8 @@ def test_order_pool_keeps_the_contexts_and_shuffled_permutes_each_seeded():
     assert cx.order_passages(drawn, "pool", seed=3) == drawn  # the default: today's prompts, unchanged
     shuffled = cx.order_passages(drawn, "shuffled", seed=3)
     assert [c.cid for c in shuffled] == [c.cid for c in drawn]
-    assert all(sorted(s.pids) == sorted(d.pids) for s, d in zip(shuffled, drawn))  # same passages
-    assert any(s.pids != d.pids for s, d in zip(shuffled, drawn))  # in another order
+    assert all(sorted(s.docids) == sorted(d.docids) for s, d in zip(shuffled, drawn))  # same passages
+    assert any(s.docids != d.docids for s, d in zip(shuffled, drawn))  # in another order
     assert cx.order_passages(drawn, "shuffled", seed=3) == shuffled  # seeded
     assert cx.order_passages(drawn[::-1], "shuffled", seed=3) == shuffled[::-1]  # per context, not per list
     assert cx.order_passages(drawn, "shuffled", seed=4) != shuffled

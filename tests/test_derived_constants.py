@@ -35,14 +35,14 @@ def test_the_largest_cutoff_and_gamma_are_declared_once_in_bounds():
 
 def test_the_grammar_and_the_kernel_refuse_past_the_bounds_they_read():
     from udcg.metrics.measures import parse_measure
-    from udcg.metrics.udcg import udcg
+    from udcg.metrics.udcg import udcg_matrix
 
     assert parse_measure(f"P@{bounds.MAX_CUTOFF}").cutoff == bounds.MAX_CUTOFF
     with pytest.raises(InputError, match=f"1..{bounds.MAX_CUTOFF}"):
         parse_measure(f"P@{bounds.MAX_CUTOFF + 1}")
-    assert udcg([[1.0, -1.0]], gamma=bounds.MAX_GAMMA).shape == (1,)
+    assert udcg_matrix([[1.0, -1.0]], gamma=bounds.MAX_GAMMA).shape == (1,)
     with pytest.raises(InputError, match=r"must be a number in \[0, 100\]"):
-        udcg([[1.0, -1.0]], gamma=bounds.MAX_GAMMA * 1.01)
+        udcg_matrix([[1.0, -1.0]], gamma=bounds.MAX_GAMMA * 1.01)
 
 
 def test_the_config_choices_are_the_backends_and_the_rules_own():

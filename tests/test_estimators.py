@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from udcg.annotate import estimators
-from udcg.annotate.estimators import Estimate, abstention_estimates, abstention_probs, register_estimator
+from udcg.annotate.estimators import abstention_estimates, abstention_probs, register_estimator
+from udcg.records import Estimate
 from udcg.annotate.prompt import reader_chat
 from udcg.errors import BackendError, InputError
 from tests import lazy

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from sklearn.metrics import cohen_kappa_score
 from sklearn.metrics import confusion_matrix as sk_confusion
 
-from udcg.grade.agreement import cohen_kappa, compare, confusion_matrix
+from udcg.grade.agreement import cohen_kappa, compare_labels, confusion_matrix
 
 
 def test_hand_toy():
@@ -54,7 +54,7 @@ def test_compare_pairs_by_key_and_counts_what_it_leaves_out():
          enumerate(["relevant", "irrelevant", "irrelevant", None, "relevant"])]
     b = [{"qid": "q", "pid": str(i), "label": lab, "judge": "llm"} for i, lab in
          [(4, "relevant"), (0, "irrelevant"), (1, "irrelevant"), (2, None), (3, "relevant"), (9, "relevant")]]
-    ag = compare(a, b, labels=["relevant", "irrelevant"])
+    ag = compare_labels(a, b, labels=["relevant", "irrelevant"])
     # pairs kept: pid 0 (rel, irr), 1 (irr, irr), 4 (rel, rel); pid 2 B unparseable, pid 3 A unparseable
     assert ag.matrix.tolist() == [[1, 1], [0, 1]]
     assert (ag.n, ag.unparseable_a, ag.unparseable_b, ag.unmatched) == (3, 1, 1, 1)

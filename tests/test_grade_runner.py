@@ -64,7 +64,7 @@ def test_summary_and_write_back(tmp_path):
     recs = runner.judge_items(LLMJudge(ScriptedBackend(answer="not json"), TASKS["relevance"], retries=0), items[:1],
                             tmp_path / "c1")
     recs += runner.judge_items(RuleJudge(TASKS["relevance"]), items[1:], tmp_path / "c2")
-    s = runner.summarize(recs)
+    s = runner.count_labels(recs)
     assert s == {"n": 3, "labels": {"irrelevant": 2}, "unparseable": 1, "repaired": 0, "retried": 0, "notes": 0}
     assert "unparseable=1" in runner.format_summary(s)
     out, skipped = runner.write_back(raw, recs, TASKS["relevance"])

@@ -20,7 +20,7 @@ from udcg.io.files import (
     atomic_write_text,
     check_output_path,
     iter_jsonl,
-    probability,
+    checked_probability,
     read_json,
     read_records,
     read_text,
@@ -227,7 +227,7 @@ def test_require_names_the_field_the_type_and_the_fix():
 
 
 def test_probability_accepts_0_to_1_only():
-    assert probability(0, "w", "p") == 0.0 and probability(1, "w", "p") == 1.0
+    assert checked_probability(0, "w", "p") == 0.0 and checked_probability(1, "w", "p") == 1.0
     for bad in (1.01, -0.1, math.nan, math.inf, True, "0.5", None):
         with pytest.raises(InputError, match="w: field 'p'"):
-            probability(bad, "w", "p")
+            checked_probability(bad, "w", "p")

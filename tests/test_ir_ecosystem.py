@@ -29,7 +29,7 @@ from tests import lazy
 from tests.conftest import load_script
 from udcg.cli import main
 from udcg.errors import InputError
-from udcg.flows.run_scores import read_qrels, read_run
+from udcg.flows.run_scores import read_any_qrels, read_any_run
 from udcg.io.sources import example_path
 
 # imported on first use (tests/lazy.py): collecting the suite does not load them
@@ -102,7 +102,7 @@ def test_pt_experiment_gives_udcg_scores_means_and_pyterriers_tests(utilities, t
 
 def test_ir_measures_calc_aggregate_and_iter_calc(utilities, tmp_path, capsys):
     cli = _cli_score(utilities, tmp_path, capsys, "UDCG@5,UDCG@3,UDCG@2")
-    qrels = {q: {d: int(r) for d, r in docs.items()} for q, docs in read_qrels(QRELS).items()}  # pytrec_eval: ints
+    qrels = {q: {d: int(r) for d, r in docs.items()} for q, docs in read_any_qrels(QRELS).items()}  # pytrec_eval: ints
     measure = udcg.ir_measure("UDCG@5", utilities=str(utilities))
     label = str(measure).removeprefix("UDCG").removesuffix("@5")  # (utilities='utilities#...')
     assert str(measure @ 3) == f"UDCG{label}@3" and str(udcg.ir_measure("UDCG")) == "UDCG"
@@ -121,8 +121,8 @@ def test_ir_measures_calc_aggregate_and_iter_calc(utilities, tmp_path, capsys):
 
 def test_options_gamma_dict_utilities_and_the_utility_column(utilities):
     table = udcg.read_utilities(utilities)
-    qrels = read_qrels(QRELS)
-    run = read_run(RUNS["dense"])
+    qrels = read_any_qrels(QRELS)
+    run = read_any_run(RUNS["dense"])
     want = udcg.evaluate(run, qrels, utilities=utilities, metrics=["UDCG@5"], gamma=0.5).means()["UDCG@5"]
     assert udcg.ir_measure("UDCG@5", table, gamma=0.5).calc_aggregate(qrels, run) == pytest.approx(want, abs=1e-12)
     frame = udcg.pyterrier.results(run).rename(columns={"qid": "query_id", "docno": "doc_id"})  # ir_measures' names
@@ -132,8 +132,8 @@ def test_options_gamma_dict_utilities_and_the_utility_column(utilities):
 
 
 def test_unannotated_documents_follow_udcg(utilities):
-    run = read_run(RUNS["bm25"])
-    qrels = read_qrels(QRELS)
+    run = read_any_run(RUNS["bm25"])
+    qrels = read_any_qrels(QRELS)
     run["nq0"]["not-annotated"] = 99.0  # now the top document of nq0, without a utility
     with pytest.raises(InputError, match="1 of the 100 top-5 documents have no utility"):
         udcg.ir_measure("UDCG@5", utilities).calc_aggregate(qrels, run)
@@ -149,14 +149,14 @@ def test_bad_measures_are_one_line_errors(utilities):
     with pytest.raises(InputError, match="unknown measure 'nope'"):
         udcg.ir_measure("nope@5")
     with pytest.raises(InputError, match="needs utilities.*utility column"):
-        udcg.ir_measure("UDCG@5").calc_aggregate(read_qrels(QRELS), read_run(RUNS["bm25"]))
+        udcg.ir_measure("UDCG@5").calc_aggregate(read_any_qrels(QRELS), read_any_run(RUNS["bm25"]))
     with pytest.raises(InputError, match="unannotated"):
         udcg.ir_measure("UDCG@5", utilities, unannotated="skip")
 
 
 def test_ranx_and_dataframes_are_inputs_like_dicts(utilities):
-    qrels = read_qrels(QRELS)
-    runs = {name: read_run(path) for name, path in RUNS.items()}
+    qrels = read_any_qrels(QRELS)
+    runs = {name: read_any_run(path) for name, path in RUNS.items()}
     want = udcg.evaluate(runs["bm25"], qrels, utilities=utilities, metrics="UDCG@5,nDCG@5,P@5")
     rx_run, rx_qrels = ranx.Run.from_dict(runs["bm25"], name="bm25"), ranx.Qrels.from_dict(
         {q: {d: int(r) for d, r in docs.items()} for q, docs in qrels.items()})
@@ -247,12 +247,12 @@ def refuse(self, address, *a):
 socket.socket.connect = refuse
 import pyterrier as pt, udcg
 from ir_measures import nDCG
-from udcg.flows.run_scores import read_run
+from udcg.flows.run_scores import read_any_run
 from udcg.io.sources import example_path
 ex = example_path()
 topics, qrels = udcg.pyterrier.topics(ex), udcg.pyterrier.qrels(ex / "qrels" / "test.tsv")
 run = udcg.pyterrier.results(ex / "runs" / "bm25.trec")
-utilities = {{q: {{d: 0.5 for d in docs}} for q, docs in read_run(ex / "runs" / "bm25.trec").items()}}
+utilities = {{q: {{d: 0.5 for d in docs}} for q, docs in read_any_run(ex / "runs" / "bm25.trec").items()}}
 pt.Experiment([run], topics, qrels, eval_metrics=[nDCG@5, udcg.ir_measure("UDCG@5", utilities=utilities)])
 print(tried, pt.java.started())
 """
@@ -314,8 +314,8 @@ def test_compare_agrees_with_ranx_compare():
     every paired t-test p (ranx's "student") and every win / tie / loss count (ranx's
     ``win_tie_loss``) equals udcg.compare's (test="t"; a_higher / equal / b_higher)."""
     names = ("bm25", "dense", "hybrid")
-    runs = {n: read_run(EX / "runs" / f"{n}.trec") for n in names}
-    qrels = read_qrels(QRELS)
+    runs = {n: read_any_run(EX / "runs" / f"{n}.trec") for n in names}
+    qrels = read_any_qrels(QRELS)
     pairs = {"nDCG@5": "ndcg@5", "P@5": "precision@5", "RR@5": "mrr@5", "AP@5": "map@5"}
     ours = udcg.compare(runs, qrels, metrics=list(pairs), test="t", n_boot=200)
     report = ranx.compare(ranx.Qrels.from_dict(qrels), [ranx.Run.from_dict(runs[n], name=n) for n in names],
@@ -349,7 +349,7 @@ def test_measures_that_compute_different_things_have_different_names(utilities):
     """Issue 50 item 1: gamma, theta and the utilities are in the measure's name (ir_measures'
     ``Measure(param=...)`` style), so pt.Experiment and calc_aggregate give one column each, with
     each measure's own value; measures that compute the same thing are equal."""
-    qrels, run = read_qrels(QRELS), read_run(RUNS["bm25"])
+    qrels, run = read_any_qrels(QRELS), read_any_run(RUNS["bm25"])
     halves = {q: {d: u / 2 for d, u in docs.items()} for q, docs in udcg.read_utilities(utilities).items()}
     plain = udcg.ir_measure("UDCG@5", utilities=utilities)
     label = str(plain).split("'")[1]
@@ -386,12 +386,12 @@ import sys
 {first}
 import ir_measures
 from udcg.io.sources import example_path
-from udcg.flows.run_scores import read_qrels, read_run
+from udcg.flows.run_scores import read_any_qrels, read_any_run
 ex = example_path()
 m = ir_measures.parse_measure("UDCG@5")
 print(m, ir_measures.parse_measure("UDCG(gamma=0.5)@3"), ir_measures.parse_measure("UDCG_theta@5"))
 try:
-    m.calc_aggregate(read_qrels(ex / "qrels" / "test.tsv"), read_run(ex / "runs" / "bm25.trec"))
+    m.calc_aggregate(read_any_qrels(ex / "qrels" / "test.tsv"), read_any_run(ex / "runs" / "bm25.trec"))
 except Exception as e:
     print(f"{type(e).__name__}: {e}")
 """
@@ -404,7 +404,7 @@ except Exception as e:
 
 
 def test_a_measure_string_names_its_utilities_folder(utilities):
-    qrels, run = read_qrels(QRELS), read_run(RUNS["bm25"])
+    qrels, run = read_any_qrels(QRELS), read_any_run(RUNS["bm25"])
     parsed = ir_measures.parse_measure(f"UDCG(utilities={str(utilities)!r})@5")
     assert parsed == udcg.ir_measure("UDCG@5", utilities)
     assert parsed.calc_aggregate(qrels, run) == pytest.approx(
@@ -422,8 +422,8 @@ def test_a_query_the_run_misses_is_an_empty_ranking_for_every_measure_and_every_
     UDCG@5 sigma(0) = 0.5 (every slot of the context empty, u = 0); udcg says so in a note."""
     import pytrec_eval
 
-    qrels = read_qrels(QRELS)
-    full = read_run(RUNS["bm25"])
+    qrels = read_any_qrels(QRELS)
+    full = read_any_run(RUNS["bm25"])
     run = {q: docs for q, docs in full.items() if q != "nq3"}
     ints = {q: {d: int(r) for d, r in docs.items()} for q, docs in qrels.items()}
     theirs = ir_measures.calc_aggregate([nDCG @ 5], ints, run)[nDCG @ 5]  # the real libraries' rule
@@ -498,8 +498,8 @@ def test_tied_scores_are_where_ranx_and_trec_eval_differ():
     negated scores), so its nDCG@5 changes with the order of the same run."""
     import pytrec_eval
 
-    qrels = {q: {d: int(r) for d, r in docs.items()} for q, docs in read_qrels(QRELS).items()}
-    run = {q: {d: float(round(s)) for d, s in docs.items()} for q, docs in read_run(RUNS["bm25"]).items()}
+    qrels = {q: {d: int(r) for d, r in docs.items()} for q, docs in read_any_qrels(QRELS).items()}
+    run = {q: {d: float(round(s)) for d, s in docs.items()} for q, docs in read_any_run(RUNS["bm25"]).items()}
     backwards = {q: dict(reversed(list(docs.items()))) for q, docs in run.items()}
     ours = [udcg.evaluate(r, qrels, metrics="nDCG@5").means()["nDCG@5"] for r in (run, backwards)]
     trec = np.mean([v["ndcg_cut_5"] for v in pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_5"}).evaluate(run).values()])

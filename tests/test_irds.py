@@ -205,7 +205,7 @@ def test_on_bad_input_udcg_error_is_the_only_line_and_bars_only_where_progress_i
     assert not any("[INFO]" in line for line in shown), shown
     logger = logging.getLogger("ir_datasets")
     before = logger.level
-    assert irds.read_qrels("irds:udcg-example/nq")["nq0"] and logger.level == before  # restored after the read
+    assert irds.dataset_qrels("irds:udcg-example/nq")["nq0"] and logger.level == before  # restored after the read
 
 
 def test_hiding_the_library_bars_drops_only_the_bars(capsys):

@@ -97,7 +97,7 @@ def _toy():
 
 def test_build_corpus_dedupes_by_normalised_text_keeping_the_first_pid():
     qs, corpus = _toy()
-    assert [p.pid for p in corpus] == ["g1", "g2", "g3"]
+    assert [p.docid for p in corpus] == ["g1", "g2", "g3"]
     assert all(p.relevant is None and p.score is None for p in corpus)
     assert pools.build_corpus([Question("x", "?", (), (Passage("a", "t", relevant=False),))], relevant_only=True) == []
 
@@ -106,17 +106,17 @@ def test_bm25_pools_rank_scores_and_relevance_modes():
     qs, corpus = _toy()
     out = pools.bm25_pools(qs, corpus, n=2)
     assert [len(q.passages) for q in out] == [2, 2, 2, 2]
-    assert [q.passages[0].pid for q in out[:3]] == ["g1", "g2", "g3"]
+    assert [q.passages[0].docid for q in out[:3]] == ["g1", "g2", "g3"]
     for q in out:
         s = [p.score for p in q.passages]
         assert s == sorted(s, reverse=True)
     # q4's own gold is g1's text: matched by text; g3 contains "cat" -> relevant by containment
-    q4 = {p.pid: p.relevant for p in out[3].passages}
+    q4 = {p.docid: p.relevant for p in out[3].passages}
     assert q4["g1"] is True
     labels_only = pools.bm25_pools(qs, corpus, n=3, relevance="labels")
     assert [p.relevant for p in labels_only[0].passages] == [True, None, None]
     contain = pools.bm25_pools(qs, corpus, n=3, relevance="containment")
-    assert {p.pid: p.relevant for p in contain[3].passages} == {"g1": True, "g2": False, "g3": True}
+    assert {p.docid: p.relevant for p in contain[3].passages} == {"g1": True, "g2": False, "g3": True}
     assert qs[0].passages[0].score is None  # inputs untouched
 
 
@@ -142,7 +142,7 @@ def test_pool_inputs_are_checked():
 def test_pool_from_dataset_truncates_in_given_order():
     q = Question("q", "?", ("a",), tuple(Passage(str(i), f"t{i}") for i in range(30)))
     (out,) = pools.pool_from_dataset([q], n=25)
-    assert [p.pid for p in out.passages] == [str(i) for i in range(25)]
+    assert [p.docid for p in out.passages] == [str(i) for i in range(25)]
 
 
 def test_pool_stats_toy():
@@ -201,7 +201,7 @@ def test_minilm_similarity_is_semantic(encoder):
 def test_dense_pools_rank_the_matching_passage_first(encoder):
     qs, corpus = _toy()
     out = pools.dense_pools(qs[:3], corpus, n=3, encoder=encoder)
-    assert [q.passages[0].pid for q in out] == ["g1", "g2", "g3"]
+    assert [q.passages[0].docid for q in out] == ["g1", "g2", "g3"]
     assert all(q.passages[0].relevant is True for q in out)
     assert all(-1.0 <= p.score <= 1.0 for q in out for p in q.passages)
 
@@ -215,7 +215,7 @@ def test_bm25_pools_are_the_top_n_with_ties_in_corpus_order(seed, n):
     qs = [Question(f"q{i}", " ".join(rng.choice(words, 2)), ("cat",)) for i in range(3)]
     all_scores = pools.bm25_scores([q.text for q in qs], [p.text for p in corpus])
     for q, row in zip(pools.bm25_pools(qs, corpus, n=n), all_scores):
-        idx = [int(p.pid) for p in q.passages]
+        idx = [int(p.docid) for p in q.passages]
         assert len(idx) == n and [p.score for p in q.passages] == pytest.approx(row[idx].tolist())
         for a, b in zip(idx, idx[1:]):
             assert row[a] > row[b] or (row[a] == row[b] and a < b)

@@ -35,11 +35,11 @@ def test_popqa_real_file_counts_and_containment_rate_match_the_readme():
     assert len(qs) == 100 and _unique([q.qid for q in qs])
     q = qs[0]
     assert (q.qid, q.text) == ("4382392", "What is Henry Feilden's occupation?")
-    assert q.answers[0] == "politician" and q.passages[0].pid == "11341299"
+    assert q.answers[0] == "politician" and q.passages[0].docid == "11341299"
     assert q.passages[0].score == pytest.approx(1.6985543)
     assert all(p.relevant is None for q in qs for p in q.passages)
     assert all(p.text.strip() for q in qs for p in q.passages)  # empty passages dropped by default
-    assert all(_unique([p.pid for p in q.passages]) and len(q.passages) <= 25 for q in qs)
+    assert all(_unique([p.docid for p in q.passages]) and len(q.passages) <= 25 for q in qs)
     # README: "95% of questions have >=1 passage containing an answer alias, median 3"
     labelled = ds.label_by_containment(qs)
     assert all(p.relevant == contains_answer(p.text, q.answers) for q in labelled for p in q.passages)
@@ -56,7 +56,7 @@ def test_popqa_source_options():
     contriever = ds.load_popqa(path, contriever_only=True, keep_empty=True)
     assert [len(q.passages) for q in contriever] == [sum("id" in c for c in r["ctxs"]) for r in raw]
     assert all(p.score is not None for q in contriever for p in q.passages)
-    gs = [p for q in full for p in q.passages if p.pid.startswith("popqa-gs:")]
+    gs = [p for q in full for p in q.passages if p.docid.startswith("popqa-gs:")]
     assert len(gs) == sum(len(r["ctxs"]) - sum("id" in c for c in r["ctxs"]) for r in raw) == 442
     assert all(p.score is None for p in gs)
 
@@ -67,7 +67,7 @@ def test_nq_open_gold_and_pon():
     assert len(nq) == 2655 and all(len(q.passages) == 1 and q.passages[0].relevant is True for q in nq)
     assert nq[0].qid == "nq0" and nq[0].answers == ("Wilhelm Conrad Röntgen",)
     pon = ds.load_dataset("nq-pon")
-    assert len(pon) == 2889 and pon[0].qid == "-3290814144789249484" and pon[0].passages[0].pid == "20994698"
+    assert len(pon) == 2889 and pon[0].qid == "-3290814144789249484" and pon[0].passages[0].docid == "20994698"
     # README: 2,605 questions of the PoN file are also in the lost-in-the-middle file
     assert len({q.text for q in nq} & {q.text for q in pon}) == 2605
 
@@ -76,7 +76,7 @@ def test_nq_open_gold_and_pon():
 def test_squad_relevant_paragraph_is_the_one_the_question_was_written_on():
     qs = ds.load_dataset("squad")
     assert len(qs) == 10570 and _unique([q.qid for q in qs])
-    paragraphs = {p.pid: p.text for q in qs for p in q.passages}
+    paragraphs = {p.docid: p.text for q in qs for p in q.passages}
     assert len(paragraphs) == 2067
     # independent reading of the raw file: question id -> (paragraph text, answer spans)
     raw = {}
@@ -103,7 +103,7 @@ def test_nomiracl_passages_round_trip_to_the_prompt():
         raw = [json.loads(line) for line in (folder / name).read_text().splitlines()]
         assert len(qs) == 250
         for q, r in zip(qs, raw):
-            assert [p.pid for p in q.passages] == r["docids"]
+            assert [p.docid for p in q.passages] == r["docids"]
             assert all(p.relevant is label and p.text for p in q.passages)
             assert f"QUESTION:\n{q.text}\n\nCONTEXTS:\n[1] {q.passages[0].text}" in r["prompt"]
             at = [r["prompt"].index(f"\n\n[{i}] {p.text}") for i, p in enumerate(q.passages[1:], start=2)]
@@ -121,8 +121,8 @@ def test_dpr_labels_and_duplicate_positive():
     assert len(qs) == 5
     for q, r in zip(qs, raw):
         pos = {str(c["passage_id"]) for c in r["positive_ctxs"]}
-        assert {p.pid for p in q.passages if p.relevant} == pos
-        assert _unique([p.pid for p in q.passages])
+        assert {p.docid for p in q.passages if p.relevant} == pos
+        assert _unique([p.docid for p in q.passages])
         assert q.passages[0].relevant is True and q.answers == tuple(r["answers"])
     # the first record lists its positive passage twice (gold + retrieved): kept once, first entry
     assert raw[0]["positive_ctxs"][0]["passage_id"] == raw[0]["positive_ctxs"][1]["passage_id"]
@@ -174,7 +174,7 @@ def test_a_hub_data_set_of_authors_items_loads_through_datasets(monkeypatch):
     questions = ds.load_dataset("hf:someone/authors:v1", limit=2)
     assert asked == [("someone/authors", "v1")]
     assert [(q.qid, q.text) for q in questions] == [(str(i["example_id"]), i["question"]) for i in items[:2]]
-    assert [p.pid for p in questions[0].passages] == [p["doc_id"] for p in items[0]["passages"]]
+    assert [p.docid for p in questions[0].passages] == [p["doc_id"] for p in items[0]["passages"]]
     monkeypatch.setattr(datasets, "load_dataset", lambda name, config=None: datasets.Dataset.from_list([{"question": "q"}]))
     with pytest.raises(InputError, match=r"hf:someone/plain: row 0: no 'passages'"):
         ds.load_dataset("hf:someone/plain")
@@ -274,7 +274,7 @@ def _load_quiz(path, limit=None):
     """A shape of this test: one JSON object per line, {"quiz_id", "ask", "accept", "docs": [[pid, text]]}."""
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()][:limit]
     return [Question(r["quiz_id"], r["ask"], tuple(r["accept"]),
-                     tuple(Passage(pid, text) for pid, text in r["docs"])) for r in rows]
+                     tuple(Passage(docid, text) for docid, text in r["docs"])) for r in rows]
 
 
 def test_a_registered_shape_is_read_by_load_dataset_then_removed(tmp_path):

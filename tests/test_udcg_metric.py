@@ -15,7 +15,7 @@ from sklearn.preprocessing import FunctionTransformer
 
 from udcg.errors import InputError
 from udcg.flows.theta import load_theta, save_theta
-from udcg.metrics.udcg import AUTHORS_GAMMA, GAMMA, pairwise_differences, theta_features, udcg, utilities_from, utility
+from udcg.metrics.udcg import AUTHORS_GAMMA, GAMMA, pairwise_differences, theta_features, udcg_matrix, utilities_from, utility
 from udcg.metrics.udcg_theta import SATURATED_SHARE, UDCGTheta, choose_C
 
 
@@ -30,12 +30,12 @@ def naive_udcg(relevant, p_abs, gamma):
 
 def test_toy_by_hand():
     # k = 4: u = [0.9, -0.6, 0, -0.3]; (0.9 + (1/3)(-0.9)) / 4 = 0.15; sigmoid(0.15) = 0.537429845...
-    assert udcg([[0.9, -0.6, 0.0, -0.3]])[0] == pytest.approx(1 / (1 + math.exp(-0.15)), abs=1e-15)
-    assert udcg([[0.0, 0.0]])[0] == 0.5
+    assert udcg_matrix([[0.9, -0.6, 0.0, -0.3]])[0] == pytest.approx(1 / (1 + math.exp(-0.15)), abs=1e-15)
+    assert udcg_matrix([[0.0, 0.0]])[0] == 0.5
     # all relevant and never abstaining: sigmoid(1)
-    assert udcg([[1.0, 1.0, 1.0]])[0] == pytest.approx(1 / (1 + math.exp(-1)))
+    assert udcg_matrix([[1.0, 1.0, 1.0]])[0] == pytest.approx(1 / (1 + math.exp(-1)))
     # all distracting: sigmoid(-gamma)
-    assert udcg([[-1.0, -1.0]], gamma=0.5)[0] == pytest.approx(1 / (1 + math.exp(0.5)))
+    assert udcg_matrix([[-1.0, -1.0]], gamma=0.5)[0] == pytest.approx(1 / (1 + math.exp(0.5)))
 
 
 def test_utility_is_eq2_for_one_passage_and_for_many():
@@ -52,10 +52,10 @@ def test_reproduces_authors_stored_values():
         for model, stored in item["udcg"].items():
             rel = [p["is_relevant"] for p in item["passages"]]
             pab = [p["models_info"][model]["no_res_prob"] for p in item["passages"]]
-            ours = udcg(utilities_from(rel, pab)[None], gamma=AUTHORS_GAMMA)[0]
+            ours = udcg_matrix(utilities_from(rel, pab)[None], gamma=AUTHORS_GAMMA)[0]
             assert abs(ours - stored) <= 1e-12
             # with the paper's exact 1/3 the values differ in the 5th decimal: the file used 0.333
-            assert abs(udcg(utilities_from(rel, pab)[None], gamma=GAMMA)[0] - stored) > 1e-6
+            assert abs(udcg_matrix(utilities_from(rel, pab)[None], gamma=GAMMA)[0] - stored) > 1e-6
 
 
 @settings(max_examples=200, deadline=None)
@@ -64,29 +64,29 @@ def test_reproduces_authors_stored_values():
     st.lists(st.floats(0, 1), min_size=k, max_size=k))), st.floats(0, 2))
 def test_matches_naive_loop(case, gamma):
     rel, p = case
-    assert udcg(utilities_from(rel, p)[None], gamma)[0] == pytest.approx(naive_udcg(rel, p, gamma), abs=1e-12)
+    assert udcg_matrix(utilities_from(rel, p)[None], gamma)[0] == pytest.approx(naive_udcg(rel, p, gamma), abs=1e-12)
 
 
 @settings(max_examples=200, deadline=None)
 @given(arrays(float, st.tuples(st.integers(1, 5), st.integers(1, 6)), elements=st.floats(-1, 1)))
 def test_properties(u):
-    s = udcg(u)
+    s = udcg_matrix(u)
     assert ((s > 0) & (s < 1)).all()
     # permutation invariant within a context (an LLM reads the context as a whole)
-    assert np.allclose(udcg(u[:, ::-1]), s)
+    assert np.allclose(udcg_matrix(u[:, ::-1]), s)
     # raising any utility never lowers UDCG
-    assert (udcg(np.clip(u + 0.1, -1, 1)) >= s - 1e-15).all()
+    assert (udcg_matrix(np.clip(u + 0.1, -1, 1)) >= s - 1e-15).all()
     # vectorised over rows = row by row
-    assert np.allclose(s, [udcg(row[None])[0] for row in u])
+    assert np.allclose(s, [udcg_matrix(row[None])[0] for row in u])
 
 
 def test_bad_input():
     with pytest.raises(InputError, match="outside"):
-        udcg([[1.5]])
+        udcg_matrix([[1.5]])
     with pytest.raises(InputError, match="NaN"):
-        udcg([[np.nan]])
+        udcg_matrix([[np.nan]])
     with pytest.raises(InputError, match="gamma"):
-        udcg([[0.1]], gamma=-1)
+        udcg_matrix([[0.1]], gamma=-1)
 
 
 # ------------------------------------------------------------------ UDCG_theta

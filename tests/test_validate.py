@@ -146,8 +146,8 @@ def test_context_record_holds_the_per_position_fields():
 
 
 def test_score_records_by_hand():
-    recs = [context_records.context_record("q", f"q:{i}", "main", "test", pids, toy_scores(), 2, [0, 2, 0, 0, 1])
-            for i, pids in enumerate((["a", "b"], ["b", "c"], ["a", "d"]))]
+    recs = [context_records.context_record("q", f"q:{i}", "main", "test", docids, toy_scores(), 2, [0, 2, 0, 0, 1])
+            for i, docids in enumerate((["a", "b"], ["b", "c"], ["a", "d"]))]
     scored = studies.score_records(recs, ["UDCG", "P", "RR", "nDCG", "eRAG", "ANSWER_PROB", "RA-nWG"], gamma=1 / 3,
                                    ablations=True)
     assert all(r.metrics is None for r in recs)  # the input records are left as they were
@@ -177,7 +177,7 @@ def test_correlate_matches_the_hand_ranking_and_leaves_na_out():
             graded("q1", "c", [-0.9], "wrong", M=0.1, N=None), graded("q2", "d", [0.5], "correct", M=1.0, N=0.0),
             graded("q2", "e", [0.5], "wrong", M=0.0, N=1.0), graded("q3", "f", [0.5], "correct", M=0.3, N=0.3),
             graded("q3", "g", [0.5], "correct", M=0.2, N=0.3), graded("q3", "h", [0.1], None, M=0.0, N=0.0)]
-    table, notes = studies.correlate(recs, ["M", "N"], "M", "zero", 200, 0, "toy")
+    table, notes = studies.correlate_records(recs, ["M", "N"], "M", "zero", 200, 0, "toy")
     rows = {r["metric"]: r for r in table.rows}
     assert rows["M"]["mean_rho"] == pytest.approx(1.0) and rows["M"]["n_questions"] == 2
     # N is NA on a context of q1: q1 has no rho for N (never NA -> 0, which would give 0.5); q2: -1
@@ -207,13 +207,13 @@ def test_fit_theta_is_deterministic_and_none_without_pairs():
         for c in range(4):
             u = rng.uniform(-1, 1, 3).round(3).tolist()
             recs.append(graded(f"q{q}", f"{q}:{c}", u, "correct" if sum(u) > 0 else "wrong"))
-    a, b = (studies.fit_theta(recs, "full", 0.01, seed=0) for _ in range(2))
+    a, b = (studies.fit_theta_records(recs, "full", 0.01, seed=0) for _ in range(2))
     assert np.array_equal(a.coef_, b.coef_) and a.k_ == 3
     before = np.random.get_state()[1].copy()
-    studies.fit_theta(recs, "binary", 0.01, seed=0)
+    studies.fit_theta_records(recs, "binary", 0.01, seed=0)
     assert np.array_equal(np.random.get_state()[1], before)  # numpy's global generator is left as it was
     same = [dataclasses.replace(r, outcome=dataclasses.replace(r.outcome, label="wrong")) for r in recs]
-    assert studies.fit_theta(same, "full", 0.01, 0) is None
+    assert studies.fit_theta_records(same, "full", 0.01, 0) is None
 
 
 def test_position_and_oracle_tables_by_hand():
@@ -258,7 +258,7 @@ def test_mcnemar_exact_by_hand_and_against_scipy():
 
 def test_k_sweep_table_collects_each_k():
     recs = [graded("q1", "a", [0.9], "correct", M=0.9), graded("q1", "b", [-0.9], "wrong", M=0.1)]
-    per_k = {k: studies.correlate(recs, ["M"], "M", "zero", 50, 0, f"k{k}")[0] for k in (3, 1)}
+    per_k = {k: studies.correlate_records(recs, ["M"], "M", "zero", 50, 0, f"k{k}")[0] for k in (3, 1)}
     t = studies.k_sweep_table(per_k)
     assert [(r["k"], r["metric"], r["mean_rho"]) for r in t.rows] == [(1, "M", 1.0), (3, "M", 1.0)]
 
@@ -279,7 +279,7 @@ def test_bm25_pools_over_the_shared_nq_gold_passages(tmp_path):
     assert len(pooled) == 5 and all(len(q.passages) == 10 for q in pooled)
     assert stats["corpus_size"] > 2000 and 0 <= stats["labelled_hit"] <= 1
     for q in pooled:  # the question's own gold passage is relevant wherever BM25 ranks it
-        gold = [p for p in q.passages if p.pid == f"nq-gold:{q.qid[2:]}"]
+        gold = [p for p in q.passages if p.docid == f"nq-gold:{q.qid[2:]}"]
         assert all(p.relevant for p in gold)
         assert [p.score for p in q.passages] == sorted((p.score for p in q.passages), reverse=True)
     again, _ = questions.cached_pools(cfg, tmp_path)  # from the cache, scores included

@@ -242,9 +242,9 @@ def test_validate_through_udcg_serve_equals_the_local_run(tmp_path, capsys, one_
         pools = {q["example_id"]: q for q in (json.loads(x) for x in (api / "pools.jsonl").read_text().splitlines())}
         keys = sorted(an)
         chats = []
-        for qid, pid in keys:
+        for qid, docid in keys:
             q = pools[qid]
-            text = next(p["text"] for p in q["passages"] if str(p["doc_id"]) == pid)
+            text = next(p["text"] for p in q["passages"] if str(p["doc_id"]) == docid)
             chats.append(reader_chat(q["question"], [text], "udcg-code-v1"))
         backend = OpenAIBackend("smollm2-135m", ClientSettings(f"http://127.0.0.1:{port}/v1", max_concurrency=2, timeout=600))
         try:

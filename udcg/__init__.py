@@ -12,7 +12,7 @@ imported first); ``udcg.pyterrier.Utility`` is a PyTerrier transformer adding a 
 from udcg.extras import after_import
 from udcg.version import __version__
 
-after_import("ir_measures", "udcg.integrations.measure:register")  # ir_measures.parse_measure("UDCG@5")
+after_import("ir_measures", "udcg.integrations.measure:register_measures")  # ir_measures.parse_measure("UDCG@5")
 
 _API = ("ModelChoice", "annotate_runs", "answer_runs", "compare", "correlate", "evaluate", "fit_theta", "judge", "read_utilities",
         "reader_check", "score_runs", "udcg", "udcg_many")

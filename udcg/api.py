@@ -49,7 +49,7 @@ from udcg.flows.run_options import CompareOptions, ScoringOptions
 from udcg.flows.theta_options import FitThetaOptions
 from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores
 from udcg.llm.registry import ModelChoice
-from udcg.metrics.udcg import GAMMA, udcg as _udcg_matrix
+from udcg.metrics.udcg import GAMMA, udcg_matrix as _udcg_matrix
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
     from udcg.metrics.udcg_theta import UDCGTheta
@@ -237,7 +237,7 @@ def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Pa
     ``max_new_tokens`` …); ``batch_size``, ``device``, ``dtype`` and ``api`` (keywords of a
     ``ModelChoice``: api_base, concurrency, timeout, rpm, max_retries, ...) are added to ``model``'s.
     Returns an ``AnswerResult`` (``.contexts``, ``.computed``, ``.output``)."""
-    from udcg.flows.answer import answer_runs as flow
+    from udcg.flows.answer import answer_run_files as flow
 
     model_options = _model_options(options)
     o = AnswerOptions.of("answer_runs", **options)

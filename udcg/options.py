@@ -106,7 +106,7 @@ def _fits(kind: type, value: Any) -> bool:
     return isinstance(value, kind)
 
 
-def check(o: Option, value: Any, name: str, shown: str) -> Any:
+def check_declared(o: Option, value: Any, name: str, shown: str) -> Any:
     """``value`` if the declaration allows it (its choices, range, type), else one ``InputError``
     line: ``{shown}: choose one of ...``, ``{shown}: must be ...`` (``udcg.bounds``) or ``{name}: give
     an integer, got a str ('x')``. ``name`` is how the door names the option (``n_boot``,
@@ -114,7 +114,7 @@ def check(o: Option, value: Any, name: str, shown: str) -> Any:
     if value is None and o.default is None:
         return None
     if o.repeated and isinstance(value, (list, tuple)):
-        return tuple(check(replace(o, repeated=False), v, f"{name}[{i}]", f"{name}[{i}] = {bounds.short(v)}")
+        return tuple(check_declared(replace(o, repeated=False), v, f"{name}[{i}]", f"{name}[{i}] = {bounds.short(v)}")
                      for i, v in enumerate(value))
     if o.choices is not None:
         if not isinstance(value, str) or value not in o.choices:
@@ -140,7 +140,7 @@ class Options:
     def __post_init__(self) -> None:
         for o in declared(type(self)):
             value = getattr(self, o.name)
-            checked = check(o, value, o.name, f"{o.name} = {bounds.short(value)}")
+            checked = check_declared(o, value, o.name, f"{o.name} = {bounds.short(value)}")
             if checked is not value:
                 object.__setattr__(self, o.name, checked)
 
@@ -183,7 +183,7 @@ class Options:
         for o in declared(cls):
             value = given.get(o.dest)
             if value is not None:
-                value = check(o, value, o.flag, f"{o.flag} {bounds.short(value)}")
+                value = check_declared(o, value, o.flag, f"{o.flag} {bounds.short(value)}")
             elif from_file and from_file.get(o.dest) is not None:
                 value = from_file[o.dest]
             else:

@@ -2,7 +2,8 @@
 
 - ``Passage``: one candidate passage of a question's pool.
 - ``Question``: a question, its reference answers and its pool of passages (rank order).
-- ``Annotation``: the abstention probability of one (question, passage) for one model.
+- ``Estimate``: the abstention probability p_abs of one (question, passage), with its interval.
+- ``Annotation``: that estimate for one model, estimator and prompt.
 - ``Context``: the passages shown to the reader for one question, in prompt order.
 - ``Outcome``: the graded answer the reader gave for one context.
 - ``ContextRecord``: one context of an experiment with its per-position fields, outcome and metrics.
@@ -37,7 +38,7 @@ OUTCOME_SCORE: dict[str, float] = {"correct": 2.0, "abstained": 1.0, "wrong": 0.
 
 @dataclass(frozen=True, slots=True)
 class Passage:
-    pid: str
+    docid: str
     text: str
     title: str = ""
     relevant: bool | None = None  # None = not judged yet
@@ -54,27 +55,38 @@ class Question:
     answers: tuple[str, ...] = ()
     passages: tuple[Passage, ...] = ()
 
-    def passage(self, pid: str) -> Passage:
+    def passage(self, docid: str) -> Passage:
         for p in self.passages:
-            if p.pid == pid:
+            if p.docid == docid:
                 return p
-        raise KeyError(pid)
+        raise KeyError(docid)
 
 
 @dataclass(frozen=True, slots=True)
-class Annotation:
-    qid: str
-    pid: str
-    model: str
-    estimator: str  # first-token | sequence | sampling | api-logprobs
+class Estimate:
+    """The abstention probability p_abs of one (question, passage), as an estimator gave it: the one
+    declaration of its fields, on which ``Annotation`` and the utility file's
+    ``udcg.annotate.utilities.UtilityRecord`` are built. ``ci_low``/``ci_high``: its interval (a
+    sampled share's, or [0, bound] when censored); ``n_samples``: the answers sampled."""
+
     p_abs: float
-    prompt_version: str
     ci_low: float | None = None
     ci_high: float | None = None
     n_samples: int | None = None
     note: str = ""
-    estimator_used: str = ""  # the estimator that gave this p_abs (e.g. api-logprobs-censored; "": as estimator)
-    censored: bool | None = None  # True: the abstention token was outside a top-k list (p_abs in [0, ci_high])
+    estimator_used: str = ""  # the estimator that gave this p_abs (e.g. api-logprobs-censored; "": the one asked for)
+    censored: bool = False  # True: the abstention token was outside a top-k list (p_abs in [0, ci_high])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Annotation(Estimate):
+    """The p_abs ``Estimate`` of one (question, passage) for one model, estimator and prompt."""
+
+    qid: str
+    docid: str
+    model: str
+    estimator: str  # first-token | sequence | sampling | api-logprobs
+    prompt_version: str
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.p_abs) and 0.0 <= self.p_abs <= 1.0):
@@ -85,7 +97,7 @@ class Annotation:
 class Context:
     qid: str
     cid: str
-    pids: tuple[str, ...]
+    docids: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +114,8 @@ class Outcome:
 @dataclass(frozen=True, slots=True)
 class ContextRecord:
     """One context with what is known about it, one line of a contexts file (``udcg.io.contexts``
-    reads and writes it, and nothing else does): per position, in prompt order, ``relevant``,
+    reads and writes it, and nothing else does): per position, in prompt order, ``docids`` (the
+    line's "pids"; ``pids`` is an alias), ``relevant``,
     ``p_abs`` and ``utilities`` (Eq. 2), answer containment ``contains``, and where known the 1..5
     ``grades``, single-passage ``erag`` scores and ``answer_ll``; ``n_relevant``,
     ``corpus_grades`` and ``pool_grades`` count the question's labelled pool and retrieval pool.
@@ -114,7 +127,7 @@ class ContextRecord:
     qid: str
     cid: str
     relevant: tuple[bool, ...]
-    pids: tuple[str, ...] = ()
+    docids: tuple[str, ...] = ()
     study: str | None = None
     split: str | None = None
     p_abs: tuple[float, ...] | None = None  # None = not known (then the metrics that need it are NA)
@@ -134,6 +147,11 @@ class ContextRecord:
     @property
     def k(self) -> int:
         return len(self.relevant)
+
+    @property
+    def pids(self) -> tuple[str, ...]:
+        """An alias of ``docids`` (read-only), the name of the contexts file's key ("pids")."""
+        return self.docids
 
     @property
     def label(self) -> OutcomeLabel | None:

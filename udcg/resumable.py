@@ -5,7 +5,7 @@ A request is ``(key, payload)``; its finished record is one line ``{"key": key, 
 reads):
 
 - **keys** name content, not positions: ``key(*parts)`` joins the parts with tabs
-  (``qid<TAB>pid``, ``qid<TAB>pid1<TAB>pid2…``, ``qid<TAB>cid``); a tab or backslash inside an id
+  (``qid<TAB>docid``, ``qid<TAB>docid1<TAB>docid2…``, ``qid<TAB>cid``); a tab or backslash inside an id
   is escaped (``\t``, ``\\``), so two different id lists never share a key (ids without them, all
   ids of older caches, keep their key);
 - **what the model saw**: with ``fingerprint(payload)`` (a hash of the rendered prompt), each record

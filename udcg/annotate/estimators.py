@@ -19,7 +19,7 @@ Every estimate records ``estimator_used``: the estimator that actually gave it (
 ``sequence``, ``sampling``, ``api-logprobs`` for a value read from a top list, ``api-logprobs-censored``).
 
 More estimators plug in with ``register_estimator(name, fn)``; ``fn(backend, chats, **options)``
-returns, per chat in order, a float or an ``Estimate`` (or any object with ``p``/``p_abs`` and
+returns, per chat in order, a float or a ``udcg.records.Estimate`` (or any object with ``p``/``p_abs`` and
 optionally ``low``/``high``/``n``).
 """
 
@@ -27,23 +27,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from udcg.annotate.prompt import ABSTAIN
 from udcg.errors import BackendError, InputError
 from udcg.llm.base import Backend, Chat
-
-
-@dataclass(frozen=True, slots=True)
-class Estimate:
-    p_abs: float
-    ci_low: float | None = None
-    ci_high: float | None = None
-    n_samples: int | None = None
-    note: str = ""
-    estimator_used: str = ""  # the estimator that actually gave p_abs ("" : the one asked for)
-    censored: bool = False  # the abstention token was outside a top-k list: p_abs in [0, ci_high]
+from udcg.records import Estimate
 
 
 CENSORED_NOTE = ("censored: NO-RESPONSE was outside the server's top log-probabilities; p_abs is below ci_high "

@@ -9,10 +9,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from udcg.version import __version__
-from udcg.annotate.runner import AnnotateConfig, AnnotateStats, annotation_key
+from udcg.annotate.runner import AnnotateConfig, AnnotateStats, annotation_key, annotation_record
 from udcg.io.authors import question_to_authors, read_authors, write_authors
 from udcg.io.files import atomic_write_json, read_records
-from udcg.metrics.reader_check import reader_check
+from udcg.metrics.reader_check import check_reader_pairs
 from udcg.metrics.udcg import utility
 from udcg.records import Annotation, Question
 
@@ -40,13 +40,13 @@ def write_annotated(output: str, questions: Sequence[Question], raw: Sequence[di
         out = dict(item)
         passages = []
         for p, praw in zip(q.passages, item["passages"], strict=True):
-            a = annotations[annotation_key(q.qid, p.pid)]
+            a = annotations[annotation_key(q.qid, p.docid)]
             d = dict(praw)
             if "is_relevant" not in praw:
                 d["is_relevant"] = p.relevant
                 d["relevance_source"] = "containment"
             info = dict(praw.get("models_info", {}))
-            record = {k: v for k, v in asdict(a).items() if k not in ("qid", "pid", "model") and v not in (None, "")}
+            record = {k: v for k, v in annotation_record(a).items() if k not in ("qid", "pid", "model") and v not in (None, "")}
             record["utility"] = utility(bool(p.relevant), a.p_abs)
             info[model] = {"no_res_prob": a.p_abs, "udcg": record}
             d["models_info"] = info
@@ -63,7 +63,7 @@ def write_annotated(output: str, questions: Sequence[Question], raw: Sequence[di
             "passages_per_s_this_run": stats.passages_per_s, "notes": stats.notes, "n_censored": stats.n_censored,
             "mean_p_abs_relevant": mean(rel_p), "mean_p_abs_irrelevant": mean(irr_p),
             "n_relevant": len(rel_p), "n_irrelevant": len(irr_p), "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    check = reader_check([x[0] for x in pairs], [x[1] for x in pairs], [True] * len(pairs), [x[2] for x in pairs],
+    check = check_reader_pairs([x[0] for x in pairs], [x[1] for x in pairs], [True] * len(pairs), [x[2] for x in pairs],
                          model=model, estimator=cfg.estimator)
     meta["reader_check"] = check.to_dict()
     atomic_write_json(f"{output}.meta.json", {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in meta.items()})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from udcg import resumable
@@ -20,7 +20,11 @@ from udcg.llm.base import Backend, BaseBackend, Capabilities
 from udcg.records import Annotation, Question
 
 log = logging.getLogger(__name__)
-_ANNOTATION_FIELDS = tuple(f.name for f in fields(Annotation))
+# An annotation cache record's keys, in the order written (the file's format, whatever the order of
+# the Annotation's fields): its docid under the key "pid"; censored true, else null.
+CACHE_KEYS = ("qid", "pid", "model", "estimator", "p_abs", "prompt_version", "ci_low", "ci_high", "n_samples", "note",
+              "estimator_used", "censored")
+_ATTRIBUTE = {"pid": "docid"}
 
 
 @dataclass(frozen=True)
@@ -49,9 +53,9 @@ class AnnotateStats:
         return self.n_computed / self.seconds if self.seconds > 0 else float("nan")
 
 
-def annotation_key(qid: str, pid: str) -> str:
+def annotation_key(qid: str, docid: str) -> str:
     """The cache key of one (question, passage) annotation."""
-    return resumable.key(qid, pid)
+    return resumable.key(qid, docid)
 
 
 def cached_annotations(cache: AppendCache) -> dict[str, Annotation]:
@@ -65,8 +69,23 @@ def cached_annotations(cache: AppendCache) -> dict[str, Annotation]:
             raise InputError(f"{cache.path}{f':{line}' if line else ''}: cache record {resumable.shown_key(k)!r}: {problem} (the "
                              "file was edited or damaged: delete this line to compute the pair again, or the cache file "
                              "to start over)")
-        out[k] = Annotation(**{f: rec.get(f) for f in _ANNOTATION_FIELDS if f in rec})
+        out[k] = annotation_from(rec)
     return out
+
+
+def annotation_record(a: Annotation) -> dict:
+    """An annotation as a cache record's fields, ``CACHE_KEYS`` in order."""
+    record = {key: getattr(a, _ATTRIBUTE.get(key, key)) for key in CACHE_KEYS}
+    record["censored"] = True if a.censored else None
+    return record
+
+
+def annotation_from(record: dict) -> Annotation:
+    """The Annotation of a checked cache record (``annotation_record``'s inverse); a record of an
+    older version, without the later keys, takes their defaults."""
+    values = {_ATTRIBUTE.get(key, key): record[key] for key in CACHE_KEYS if key in record}
+    values["censored"] = bool(values.get("censored"))
+    return Annotation(**values)
 
 
 def _record_problem(rec: dict) -> str:
@@ -148,15 +167,15 @@ def _sampling(cfg: AnnotateConfig) -> dict:
 
 def annotation_body(q: Question, p, model: str, cfg: AnnotateConfig, estimate) -> dict:
     """The cache record of one finished annotation, without its key (the runner adds it)."""
-    a = Annotation(qid=q.qid, pid=p.pid, model=model, estimator=cfg.estimator, p_abs=estimate.p_abs,
+    a = Annotation(qid=q.qid, docid=p.docid, model=model, estimator=cfg.estimator, p_abs=estimate.p_abs,
                    prompt_version=cfg.prompt_version, ci_low=estimate.ci_low, ci_high=estimate.ci_high,
                    n_samples=estimate.n_samples, note=estimate.note,
                    estimator_used=getattr(estimate, "estimator_used", "") or cfg.estimator,
-                   censored=True if getattr(estimate, "censored", False) else None)
-    return {**{name: getattr(a, name) for name in _ANNOTATION_FIELDS}, **_sampling(cfg)}  # flat: no deep copy as asdict
+                   censored=bool(getattr(estimate, "censored", False)))
+    return {**annotation_record(a), **_sampling(cfg)}
 
 
-def shown(q: Question, p, prompt_version: str) -> str:
+def shown_fingerprint(q: Question, p, prompt_version: str) -> str:
     """The fingerprint of what the reader is shown for one pair: the question and passage texts under
     one prompt version (the chat is rendered from these alone; model and estimator are the cache's
     provenance)."""
@@ -168,14 +187,14 @@ def to_compute(cache: AppendCache, questions: Sequence[Question], cfg: AnnotateC
     count = 0
     for q in questions:
         for p in q.passages:
-            rec = cache.get(annotation_key(q.qid, p.pid))
-            count += rec is None or resumable.is_stale(rec, shown(q, p, cfg.prompt_version))
+            rec = cache.get(annotation_key(q.qid, p.docid))
+            count += rec is None or resumable.is_stale(rec, shown_fingerprint(q, p, cfg.prompt_version))
     return count
 
 
 def annotate(questions: Sequence[Question], backend: BaseBackend, cfg: AnnotateConfig, cache_path: str | Path,
              progress: Callable[[int], None] | None = None) -> tuple[dict[str, Annotation], AnnotateStats]:
-    """Annotate every passage; returns {qid<TAB>pid: Annotation} and run statistics."""
+    """Annotate every passage; returns {qid<TAB>docid: Annotation} and run statistics."""
     from udcg.annotate.estimators import estimator_names
     from udcg.annotate.prompt import reader_chat
 
@@ -184,7 +203,7 @@ def annotate(questions: Sequence[Question], backend: BaseBackend, cfg: AnnotateC
     items = [(q, p) for q in questions for p in q.passages]
 
     def seen(item: tuple[Question, object]) -> str:  # what the reader is shown: the rendered chat
-        return shown(item[0], item[1], cfg.prompt_version)
+        return shown_fingerprint(item[0], item[1], cfg.prompt_version)
 
     def compute(chunk: list[tuple[Question, object]]) -> list[dict | None]:
         # A chunk cut by a failed API request keeps its finished passages (the rest is computed on resume).
@@ -197,7 +216,7 @@ def annotate(questions: Sequence[Question], backend: BaseBackend, cfg: AnnotateC
         return bodies
 
     with resumable.open_cache(cache_path, provenance(backend.name, cfg)) as cache:
-        ran = resumable.fill(cache, [(annotation_key(q.qid, p.pid), (q, p)) for q, p in items], compute,
+        ran = resumable.fill(cache, [(annotation_key(q.qid, p.docid), (q, p)) for q, p in items], compute,
                              cfg.chunk_size or (lambda: backend.chunk_size),
                              progress=progress, parallel=resumable.parallelism(backend), fingerprint=seen)
         done = cached_annotations(cache)

@@ -20,12 +20,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from udcg.errors import InputError
 from udcg.io.files import atomic_write_json, atomic_write_jsonl, atomic_write_text, read_records
 from udcg.metrics.udcg import utility
+from udcg.records import Estimate
 
 ANNOTATIONS = "annotations.jsonl"
 UTILITIES = "utilities.jsonl"
@@ -34,29 +35,31 @@ META = "meta.json"
 RELEVANCE_SOURCES = ("qrels", "judge", "unjudged-irrelevant", "given")
 
 
-@dataclass(frozen=True, slots=True)
-class UtilityRecord:
-    """The utility of one (query, document) pair for one reader model and prompt."""
+# A utilities.jsonl record's keys, in the order written (then "utility"): the file's format,
+# whatever the order of the record's fields. The estimate's estimator_used and censored are not written.
+RECORD_KEYS = ("qid", "docid", "p_abs", "relevant", "relevance_source", "model", "estimator", "prompt_version",
+               "ci_low", "ci_high", "n_samples", "note")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UtilityRecord(Estimate):
+    """The utility of one (query, document) pair for one reader model and prompt: its p_abs
+    ``Estimate`` and relevance."""
 
     qid: str
     docid: str
-    p_abs: float
     relevant: bool
     relevance_source: str  # qrels | judge | unjudged-irrelevant | given
     model: str = ""
     estimator: str = ""
     prompt_version: str = ""
-    ci_low: float | None = None
-    ci_high: float | None = None
-    n_samples: int | None = None
-    note: str = ""
 
     @property
     def utility(self) -> float:
         return utility(self.relevant, self.p_abs)
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "utility": self.utility}
+        return {**{key: getattr(self, key) for key in RECORD_KEYS}, "utility": self.utility}
 
 
 @dataclass(frozen=True)
@@ -79,9 +82,9 @@ class Utilities:
     def __len__(self) -> int:
         return len(self.records)
 
-    def check_for(self, model: str | None = None, prompt_version: str | None = None) -> None:
-        """Refuse utilities made for another model or prompt than the one asked for."""
-        for field, want in (("model", model), ("prompt_version", prompt_version)):
+    def check_for(self, reader: str | None = None, prompt_version: str | None = None) -> None:
+        """Refuse utilities made for another reader model or prompt than the one asked for."""
+        for field, want in (("model", reader), ("prompt_version", prompt_version)):
             have = getattr(self, field)
             if want and have and have != want:
                 raise InputError(f"{self.source}: utilities were made with {field} {have!r}, but {want!r} was asked "
@@ -150,7 +153,7 @@ def _from_qrels(path: Path) -> Utilities:
             if not -1.0 <= u <= 1.0:
                 raise InputError(f"{path}: utility {u!r} of ({qid!r}, {docid!r}) is outside [-1, 1] "
                                  "(a utility file holds R * (1 - p_abs))")
-            records[qid, docid] = UtilityRecord(qid, docid, p_abs=1.0 - abs(u), relevant=u > 0,
+            records[qid, docid] = UtilityRecord(qid=qid, docid=docid, p_abs=1.0 - abs(u), relevant=u > 0,
                                                 relevance_source="given")
     return Utilities(records, str(path))
 
@@ -174,7 +177,7 @@ def load_utilities(path: str | Path) -> Utilities:
     return _from_qrels(path)
 
 
-def format_qrels(records: Iterable[UtilityRecord]) -> str:
+def format_utility_qrels(records: Iterable[UtilityRecord]) -> str:
     return "".join(f"{r.qid} 0 {r.docid} {r.utility!r}\n" for r in records)
 
 
@@ -183,7 +186,7 @@ def write_utilities(folder: str | Path, records: Mapping[tuple[str, str], Utilit
     folder = Path(folder)
     ordered = [records[key] for key in sorted(records)]
     atomic_write_jsonl(folder / UTILITIES, [r.to_dict() for r in ordered])
-    atomic_write_text(folder / QRELS, format_qrels(ordered))
+    atomic_write_text(folder / QRELS, format_utility_qrels(ordered))
     atomic_write_json(folder / META, meta)
 
 

@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from udcg.flows.answer import answer_runs
+    from udcg.flows.answer import answer_run_files
     from udcg.progress import follow_libraries
 
     options = AnswerOptions.from_args(args)
@@ -50,7 +50,7 @@ def main(args: argparse.Namespace) -> int:
             print(line)
         return 0
     follow_libraries(not args.no_progress)
-    result = answer_runs(args.corpus, args.run, args.output, model_choice(args), options,
+    result = answer_run_files(args.corpus, args.run, args.output, model_choice(args), options,
                          show_progress=not args.no_progress, say=lambda line: print(line, file=sys.stderr))
     print(result.line(options.samples), file=sys.stderr)
     return 0

@@ -24,11 +24,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from udcg.flows.theta import fit_theta_file, validation_curve_table, weights_table
 
-    model, warnings = fit_theta_file(args.input, args.output, FitThetaOptions.from_args(args))
-    print(weights_table(model).markdown(4))
+    theta, warnings = fit_theta_file(args.input, args.output, FitThetaOptions.from_args(args))
+    print(weights_table(theta).markdown(4))
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    curve = validation_curve_table(model)
+    curve = validation_curve_table(theta)
     if curve is not None:
         print(curve.markdown(4))
     print(f"saved to {args.output}", file=sys.stderr)

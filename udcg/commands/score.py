@@ -74,7 +74,7 @@ def _score_contexts(args: argparse.Namespace) -> int:
     from udcg.flows.score import score_context_file
 
     result = score_context_file(args.input, args.output, metrics=args.metrics, k=args.k,
-                                gamma=ScoringOptions.from_args(args).gamma, model=args.model, theta=args.theta)
+                                gamma=ScoringOptions.from_args(args).gamma, reader=args.model, theta=args.theta)
     for note in result.notes:
         print(f"udcg score: {note}", file=sys.stderr)
     print(result.means.markdown(4))

@@ -28,7 +28,7 @@ from udcg.bounds import CONFIG as CONFIG_BOUNDS, DEFAULT_CONCURRENCY, check_valu
 from udcg.errors import InputError
 from udcg.experiment.paths import data_folder, dataset_ref, portable_path, run_folder
 from udcg.grade.rules import MATCHES
-from udcg.io.typed_yaml import build, read_yaml, set_override
+from udcg.io.typed_yaml import build_dataclass, read_yaml, set_override
 from udcg.llm.openai_target import SCORING
 from udcg.metrics.constants import CONSTANT_METRIC, CV_SCORES
 METRIC_CHOICES_NOTE = "e.g. UDCG, UDCG_theta, nDCG, RR, AP, P, Success, eRAG, ANSWER_PROB, RA-nWG"
@@ -243,7 +243,7 @@ def from_dict(raw: dict, where: str = "config", base_dir: Path | None = None) ->
     """A checked Config from a (parsed YAML) dict; relative data paths resolved against base_dir."""
     from udcg.metrics.contexts import parse_metric
 
-    cfg = build(Config, raw, where)
+    cfg = build_dataclass(Config, raw, where)
     _check(cfg, where)
     metrics = dataclasses.replace(cfg.metrics, names=tuple(str(parse_metric(n)) for n in cfg.metrics.names),
                                   baseline=str(parse_metric(cfg.metrics.baseline)))
@@ -287,7 +287,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None, output: st
 def read_run_config(path: str | Path) -> Config:
     """A run's ``config.yaml``, checked but with its paths left as written (nothing is looked
     up: the report of a run needs no data set on this machine)."""
-    cfg = build(Config, read_yaml(path), str(path))
+    cfg = build_dataclass(Config, read_yaml(path), str(path))
     _check(cfg, str(path))
     return cfg
 

@@ -29,15 +29,15 @@ class PassageScore:
         return utility(self.relevant, self.p_abs)
 
 
-def context_record(qid: str, cid: str, study: str, split: str, pids: Sequence[str], scores: dict[str, PassageScore],
+def context_record(qid: str, cid: str, study: str, split: str, docids: Sequence[str], scores: dict[str, PassageScore],
                    n_relevant: int, corpus_grades: list[int] | None) -> ContextRecord:
     """The record of one context before it is answered: per-position fields from ``scores``; grades,
     erag and answer_ll only when every passage has one."""
-    ps = [scores[pid] for pid in pids]
+    ps = [scores[docid] for docid in docids]
     every = lambda name: all(getattr(p, name) is not None for p in ps)  # noqa: E731
     graded = every("grade") and corpus_grades is not None
     return ContextRecord(
-        qid=qid, cid=cid, study=study, split=split, pids=tuple(pids), relevant=tuple(p.relevant for p in ps),
+        qid=qid, cid=cid, study=study, split=split, docids=tuple(docids), relevant=tuple(p.relevant for p in ps),
         p_abs=tuple(p.p_abs for p in ps),
         utilities=tuple(utilities_from([p.relevant for p in ps], [p.p_abs for p in ps]).tolist()),
         contains=tuple(p.contains for p in ps), n_relevant=n_relevant,

@@ -48,7 +48,7 @@ def question_rng(seed: int, qid: str) -> np.random.Generator:
 
 def _labelled_pool(question: Question, pool_size: int) -> tuple[Passage, ...]:
     pool = question.passages[:pool_size]
-    unlabelled = [p.pid for p in pool if p.relevant is None]
+    unlabelled = [p.docid for p in pool if p.relevant is None]
     if unlabelled:
         raise InputError(f"question {question.qid!r}: passage {unlabelled[0]!r} has no relevance label "
                          f"({len(unlabelled)} unlabelled in the pool; label them first, e.g. with "
@@ -143,7 +143,7 @@ def sample_contexts(question: Question, k: int = 5, n_contexts: int = 10, pool_s
         rng, n_contexts - n_pos, n_neg_sets,
         lambda: list(itertools.combinations(irr.tolist(), k)),
         lambda: rng.choice(irr, k, replace=False))
-    return [Context(qid=question.qid, cid=f"{question.qid}:{i}", pids=tuple(pool[j].pid for j in idx))
+    return [Context(qid=question.qid, cid=f"{question.qid}:{i}", docids=tuple(pool[j].docid for j in idx))
             for i, idx in enumerate(chosen)]
 
 
@@ -151,8 +151,8 @@ def context_balance(question: Question, contexts: Sequence[Context]) -> float:
     """Share of the contexts that hold ≥1 passage labelled relevant (the achieved balance)."""
     if not contexts:
         return float("nan")
-    relevant = {p.pid for p in question.passages if p.relevant}
-    return float(np.mean([any(pid in relevant for pid in c.pids) for c in contexts]))
+    relevant = {p.docid for p in question.passages if p.relevant}
+    return float(np.mean([any(docid in relevant for docid in c.docids) for c in contexts]))
 
 
 def sample_all_contexts(questions: Iterable[Question], k: int = 5, n_contexts: int = 10, pool_size: int = 25,
@@ -202,8 +202,8 @@ def order_passages(contexts: Iterable[Context], order: str = "pool", seed: int =
         return contexts
     out = []
     for c in contexts:
-        perm = question_rng(seed, f"{c.cid}\torder").permutation(len(c.pids))
-        out.append(Context(qid=c.qid, cid=c.cid, pids=tuple(c.pids[i] for i in perm)))
+        perm = question_rng(seed, f"{c.cid}\torder").permutation(len(c.docids))
+        out.append(Context(qid=c.qid, cid=c.cid, docids=tuple(c.docids[i] for i in perm)))
     return out
 
 
@@ -218,14 +218,14 @@ def position_contexts(question: Question, k: int = 5, pool_size: int = 25) -> li
     """
     _check_sizes(k, 1, pool_size, 0.5)
     pool = _labelled_pool(question, pool_size)
-    relevant = [p.pid for p in pool if p.relevant]
-    irrelevant = [p.pid for p in pool if not p.relevant][: k - 1]
+    relevant = [p.docid for p in pool if p.relevant]
+    irrelevant = [p.docid for p in pool if not p.relevant][: k - 1]
     if not relevant or len(irrelevant) < k - 1:
         log.debug("question %s: no position contexts (%d relevant, %d irrelevant)", question.qid,
                   len(relevant), len(irrelevant))
         return []
     return [Context(qid=question.qid, cid=f"{question.qid}:pos{j}",
-                    pids=tuple(irrelevant[:j] + [relevant[0]] + irrelevant[j:])) for j in range(k)]
+                    docids=tuple(irrelevant[:j] + [relevant[0]] + irrelevant[j:])) for j in range(k)]
 
 
 # ---------------------------------------------------------------- oracle selection (Table 2)
@@ -234,8 +234,8 @@ def position_contexts(question: Question, k: int = 5, pool_size: int = 25) -> li
 def oracle_select(question: Question, scores: Mapping[str, float] | Sequence[float], k: int = 5,
                   pool_size: int = 25, name: str = "oracle", order: str = "rank") -> Context:
     """The ``k`` passages of the top ``pool_size`` with the highest score (ties: better pool rank
-    first). ``scores``: {pid: score} covering the pool, or one score per pool passage in rank
-    order; e.g. binary relevance ``{p.pid: float(p.relevant)}``, eRAG, or utility. ``order``:
+    first). ``scores``: {docid: score} covering the pool, or one score per pool passage in rank
+    order; e.g. binary relevance ``{p.docid: float(p.relevant)}``, eRAG, or utility. ``order``:
     ``"rank"`` (pool rank order inside the context) or ``"score"`` (best first). A pool shorter
     than k gives all of it. cid ``f"{qid}:{name}"``."""
     _check_sizes(k, 1, pool_size, 0.5)
@@ -246,16 +246,16 @@ def oracle_select(question: Question, scores: Mapping[str, float] | Sequence[flo
     best = np.lexsort((np.arange(len(pool)), -values))[:k]  # last key is primary: score desc, then rank
     if order == "rank":
         best = np.sort(best)
-    return Context(qid=question.qid, cid=f"{question.qid}:{name}", pids=tuple(pool[i].pid for i in best))
+    return Context(qid=question.qid, cid=f"{question.qid}:{name}", docids=tuple(pool[i].docid for i in best))
 
 
 def _pool_scores(qid: str, pool: Sequence[Passage], scores: Mapping[str, float] | Sequence[float]) -> np.ndarray:
     if isinstance(scores, Mapping):
-        missing = [p.pid for p in pool if p.pid not in scores]
+        missing = [p.docid for p in pool if p.docid not in scores]
         if missing:
             raise InputError(f"question {qid!r}: no score for passage {missing[0]!r} ({len(missing)} of the "
                              f"pool's {len(pool)} missing; give a score for every pooled passage)")
-        values = np.array([scores[p.pid] for p in pool], dtype=float)
+        values = np.array([scores[p.docid] for p in pool], dtype=float)
     else:
         if len(scores) != len(pool):
             raise InputError(f"question {qid!r}: {len(scores)} scores for a pool of {len(pool)} passages "

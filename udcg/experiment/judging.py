@@ -29,7 +29,7 @@ def judge_relevance(pooled: list[Question], judge_backend, cfg: Config, run_dir:
     labels = {(r["qid"], r["pid"]): r["label"] for r in records}
     kept = sum(label is None for label in labels.values())
     out = [dataclasses.replace(q, passages=tuple(
-        p if labels[q.qid, p.pid] is None else dataclasses.replace(p, relevant=labels[q.qid, p.pid] == "relevant")
+        p if labels[q.qid, p.docid] is None else dataclasses.replace(p, relevant=labels[q.qid, p.docid] == "relevant")
         for p in q.passages)) for q in pooled]
     return out, kept
 
@@ -40,7 +40,7 @@ def grade_passages(pooled: list[Question], judge_backend, cfg: Config, run_dir: 
     passages are "decisive"; the rest "weak relevance", neither harmful nor useful); otherwise the
     LLM grade judge (seed 000's rubric), None where its reply could not be parsed."""
     if judge_backend is None:
-        return {(q.qid, p.pid): 5 if p.relevant else 2 for q in pooled for p in q.passages}, "rules: relevant -> 5, else 2"
+        return {(q.qid, p.docid): 5 if p.relevant else 2 for q in pooled for p in q.passages}, "rules: relevant -> 5, else 2"
     from udcg.grade.judges import LLMJudge
     from udcg.grade.runner import passage_items, judge_items
 
@@ -54,7 +54,7 @@ def grade_passages(pooled: list[Question], judge_backend, cfg: Config, run_dir: 
 
 def grade_answers(items: list, judge_backend, cfg: Config, run_dir: Path,
                   progress: Progress) -> tuple[dict[str, Outcome], str]:
-    """The ``Outcome`` of every answer item, by context key (qid<TAB>pid…): rules by default
+    """The ``Outcome`` of every answer item, by context key (qid<TAB>docid…): rules by default
     (abstention detection, then the answer match), or the LLM answer judge (paper Fig. 6); label
     None where the judge's reply could not be parsed (``error`` says why, ``note`` any relabelling)."""
     from udcg.grade.judges import LLMJudge, RuleJudge
@@ -77,14 +77,14 @@ def grade_answers(items: list, judge_backend, cfg: Config, run_dir: Path,
 
 
 def answer_items(pooled_by_qid: dict[str, Question], keys: Sequence[str], answers: dict[str, str]) -> list:
-    """AnswerItems for context keys (cid = the pids joined by tabs, so key = qid<TAB>cid)."""
+    """AnswerItems for context keys (cid = the docids joined by tabs, so key = qid<TAB>cid)."""
     from udcg.grade.judges import AnswerItem
 
     items = []
     for k in keys:
-        qid, *pids = split_key(k)
+        qid, *docids = split_key(k)
         q = pooled_by_qid[qid]
-        relevant = {p.pid for p in q.passages if p.relevant}
-        items.append(AnswerItem(qid=qid, cid=key(*pids), question=q.text, answers=q.answers, answer=answers[k],
-                                context_has_relevant=any(pid in relevant for pid in pids)))
+        relevant = {p.docid for p in q.passages if p.relevant}
+        items.append(AnswerItem(qid=qid, cid=key(*docids), question=q.text, answers=q.answers, answer=answers[k],
+                                context_has_relevant=any(docid in relevant for docid in docids)))
     return items

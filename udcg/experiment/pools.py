@@ -16,7 +16,7 @@ of first appearance in the corpus), via a stable sort.
 
 Relevance of a pooled passage for a question (``relevance=``):
 
-- ``"labels"``: the label the question itself gives that passage (matched by pid, or by
+- ``"labels"``: the label the question itself gives that passage (matched by docid, or by
   whitespace-normalised text), else ``None``.
 - ``"containment"``: whether the passage text contains one of the question's answers.
 - ``"labels+containment"`` (default): the question's own label if it has one, else containment.
@@ -68,7 +68,7 @@ def pool_from_dataset(questions: Iterable[Question], n: int = 25) -> list[Questi
 def build_corpus(questions: Iterable[Question], relevant_only: bool = False) -> list[Passage]:
     """Pool the questions' passages into one corpus, de-duplicated by whitespace-normalised text.
 
-    The first occurrence keeps its pid, title and text; labels and scores are dropped (they belong
+    The first occurrence keeps its docid, title and text; labels and scores are dropped (they belong
     to a question, not to the corpus). ``relevant_only`` keeps only passages labelled relevant
     (e.g. NQ's gold passages).
     """
@@ -80,9 +80,9 @@ def build_corpus(questions: Iterable[Question], relevant_only: bool = False) -> 
             if (relevant_only and p.relevant is not True) or not key or key in seen:
                 continue
             seen.add(key)
-            corpus.append(Passage(pid=p.pid, text=p.text, title=p.title))
-    pids = [p.pid for p in corpus]
-    if len(set(pids)) != len(pids):
+            corpus.append(Passage(docid=p.docid, text=p.text, title=p.title))
+    docids = [p.docid for p in corpus]
+    if len(set(docids)) != len(docids):
         raise InputError("build_corpus: two different passage texts share a pid (make pids unique per text)")
     return corpus
 
@@ -99,16 +99,16 @@ def top_n(scores: np.ndarray, n: int) -> np.ndarray:
 
 
 def _labels_of(q: Question) -> tuple[dict[str, bool], dict[str, bool]]:
-    by_pid = {p.pid: p.relevant for p in q.passages if p.relevant is not None}
+    by_docid = {p.docid: p.relevant for p in q.passages if p.relevant is not None}
     by_text = {_text_key(p.text): p.relevant for p in q.passages if p.relevant is not None}
-    return by_pid, by_text
+    return by_docid, by_text
 
 
 def _relevance(q: Question, p: Passage, mode: str, labels: tuple[dict, dict], norm: ContainmentChecker,
                aliases: tuple[str, ...]) -> bool | None:
     if mode != "containment":
-        by_pid, by_text = labels
-        label = by_pid.get(p.pid, by_text.get(_text_key(p.text)))
+        by_docid, by_text = labels
+        label = by_docid.get(p.docid, by_text.get(_text_key(p.text)))
         if label is not None or mode == "labels":
             return label
     return norm.contains(p.text, aliases) if q.answers else None
@@ -263,7 +263,7 @@ def dense_pools(questions: Sequence[Question], corpus: Sequence[Passage], n: int
 
 def pool_stats(pools: Sequence[Question], questions: Sequence[Question]) -> dict[str, float | int]:
     """How good the pools are. ``labelled_hit``: share of questions with one of their own
-    relevant-labelled passages (by pid or text) in the pool; ``containment_hit``: share with ≥1
+    relevant-labelled passages (by docid or text) in the pool; ``containment_hit``: share with ≥1
     pooled passage containing an answer; ``relevant_mean``: mean count of relevant pooled
     passages (by the pools' labels); ``pool_size_mean``."""
     if len(pools) != len(questions):
@@ -271,9 +271,9 @@ def pool_stats(pools: Sequence[Question], questions: Sequence[Question]) -> dict
     labelled, contained, n_rel, sizes = [], [], [], []
     norm = ContainmentChecker()
     for pool, q in zip(pools, questions):
-        gold_pids = {p.pid for p in q.passages if p.relevant}
+        gold_docids = {p.docid for p in q.passages if p.relevant}
         gold_texts = {_text_key(p.text) for p in q.passages if p.relevant}
-        labelled.append(any(p.pid in gold_pids or _text_key(p.text) in gold_texts for p in pool.passages))
+        labelled.append(any(p.docid in gold_docids or _text_key(p.text) in gold_texts for p in pool.passages))
         aliases = normalized_aliases(q.answers)
         contained.append(any(norm.contains(p.text, aliases) for p in pool.passages))
         n_rel.append(sum(p.relevant is True for p in pool.passages))

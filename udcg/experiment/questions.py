@@ -73,7 +73,7 @@ def pool_record(q: Question) -> dict:
     """A pool in the authors' format, with each passage's retriever score when it has one."""
     passages = []
     for p in q.passages:
-        d = {"doc_id": p.pid, "title": p.title, "text": p.text, "is_relevant": p.relevant}
+        d = {"doc_id": p.docid, "title": p.title, "text": p.text, "is_relevant": p.relevant}
         if p.grade is not None:
             d["grade"] = p.grade
         if p.score is not None:

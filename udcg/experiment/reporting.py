@@ -196,7 +196,7 @@ def build_tables(cfg: Config, groups: dict[str, list[ContextRecord]], notes: dic
     in_sample = ["UDCG_theta"] if notes.get("theta_in_sample", {}).get("in_sample") else []
 
     def corr_table(key, records, metric_names, title, baseline=m.baseline):
-        tables[key], corr[key] = studies.correlate(records, metric_names, baseline, m.constant_metric, m.n_boot,
+        tables[key], corr[key] = studies.correlate_records(records, metric_names, baseline, m.constant_metric, m.n_boot,
                                                    cfg.seed, title, in_sample)
         per_question.extend({"table": key, **row} for row in studies.per_question_rows(records, metric_names,
                                                                                        m.constant_metric))
@@ -220,7 +220,7 @@ def build_tables(cfg: Config, groups: dict[str, list[ContextRecord]], notes: dic
         for kk in cfg.studies.k_values:
             key = f"k{kk}"
             records = [r for r in (groups["main"] if kk == k else groups[key]) if r.split == "test"]
-            per_k[kk], corr[key] = studies.correlate(records, names, m.baseline, m.constant_metric, m.n_boot, cfg.seed,
+            per_k[kk], corr[key] = studies.correlate_records(records, names, m.baseline, m.constant_metric, m.n_boot, cfg.seed,
                                                      f"k = {kk}", in_sample)
             per_question.extend({"table": key, **row} for row in studies.per_question_rows(records, names,
                                                                                            m.constant_metric))

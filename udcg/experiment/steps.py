@@ -6,7 +6,7 @@ run folder: chunks of ``reader.chunk_size`` requests cut from the whole request 
 missing records computed and appended in one write, so a killed run, restarted, produces exactly
 the values of an uninterrupted one, and a grown run computes only its new records.
 
-Cache keys name content, not positions: an answer is keyed by ``qid<TAB>pid1<TAB>pid2…`` (the
+Cache keys name content, not positions: an answer is keyed by ``qid<TAB>docid1<TAB>docid2…`` (the
 question and the passages in prompt order), so a context drawn by two studies is answered once, and
 the single-passage answers eRAG needs are the answers to the one-passage contexts of the k = 1 study.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from udcg import resumable
 from udcg.experiment.config import Config
-from udcg.flows.reading import Progress, answer_expect, context_key, loglik_expect, split_key
+from udcg.flows.reading import Progress, answer_expect, context_key, loglik_expect, split_context_key
 from udcg.io.cache import AppendCache
 from udcg.llm.base import Chat
 from udcg.records import Question
@@ -32,9 +32,9 @@ def context_requests(by_qid: dict[str, Question], keys: Sequence[str], cfg: Conf
     """(key, reader chat) for context keys: the question and its passages' texts in prompt order."""
     out = []
     for key in keys:
-        qid, pids = split_key(key)
+        qid, docids = split_context_key(key)
         q = by_qid[qid]
-        out.append((key, passage_chat(q, [q.passage(pid).text for pid in pids], cfg)))
+        out.append((key, passage_chat(q, [q.passage(docid).text for docid in docids], cfg)))
     return out
 
 
@@ -91,14 +91,15 @@ def read_passages(pooled: list[Question], backend, cfg: Config, run_dir: Path, p
 
     Chunks are cut from the whole pool list, as in the annotation step (``udcg.resumable``); a passage
     is read when any of its records is missing, and only its missing records are appended."""
-    from udcg.annotate.estimators import Estimate, probability
+    from udcg.annotate.estimators import probability
+    from udcg.records import Estimate
     from udcg.annotate.prompt import ABSTAIN
     from udcg.annotate.runner import annotation_body, provenance
 
     acfg = _annotate_config(cfg)
     if acfg.estimator != "first-token":
         return None
-    requests = [(context_key(q.qid, [p.pid]), (q, p)) for q in pooled for p in q.passages]
+    requests = [(context_key(q.qid, [p.docid]), (q, p)) for q in pooled for p in q.passages]
     answer_fields = answer_expect(backend.name, cfg.reader.prompt_version, cfg.reader.max_new_tokens)
     loglik_fields = loglik_expect(backend.name, cfg.reader.prompt_version)
 
@@ -107,7 +108,7 @@ def read_passages(pooled: list[Question], backend, cfg: Config, run_dir: Path, p
                                 [q.answers[0] if q.answers else "" for q, _ in items], cfg.reader.max_new_tokens)
         out = []
         for (q, p), r in zip(items, readings, strict=True):
-            p_abs = probability(r.first[ABSTAIN], f"{backend.name}: passage {context_key(q.qid, [p.pid])!r}")
+            p_abs = probability(r.first[ABSTAIN], f"{backend.name}: passage {context_key(q.qid, [p.docid])!r}")
             out.append({"annotate": annotation_body(q, p, backend.name, acfg, Estimate(p_abs)),
                         "answer": {"answer": r.answer.strip(), **answer_fields},
                         "loglik": {"answer": q.answers[0] if q.answers else "", "loglik": float(math.fsum(r.continuation)),
@@ -130,7 +131,7 @@ def read_passages(pooled: list[Question], backend, cfg: Config, run_dir: Path, p
 
 
 def annotate_pools(pooled: list[Question], backend, cfg: Config, run_dir: Path, progress: Progress) -> tuple[dict, dict]:
-    """p_abs of every pooled passage alone (the annotation runner); {qid<TAB>pid: Annotation}."""
+    """p_abs of every pooled passage alone (the annotation runner); {qid<TAB>docid: Annotation}."""
     from udcg.annotate.runner import annotate
 
     acfg = _annotate_config(cfg)

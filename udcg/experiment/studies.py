@@ -38,7 +38,7 @@ from udcg.flows.theta import fit_model
 from udcg.io.tables import Table
 from udcg.metrics import registry
 from udcg.metrics.contexts import parse_metric, score_batch
-from udcg.metrics.udcg import udcg
+from udcg.metrics.udcg import udcg_matrix
 from udcg.records import OUTCOME_LABELS, OUTCOME_SCORE, ContextRecord
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
@@ -85,7 +85,7 @@ def score_records(records: Sequence[ContextRecord], names: Sequence[str], gamma:
         for variant in ("rel-only", "binary"):
             if variant in theta:
                 values[f"UDCG_theta({variant})"] = theta[variant].predict(u, rel if variant == "binary" else None)
-        values["UDCG(rel-only)"] = udcg(u, 0.0)
+        values["UDCG(rel-only)"] = udcg_matrix(u, 0.0)
     return [dataclasses.replace(r, metrics={n: (None if math.isnan(v[i]) else float(v[i])) for n, v in values.items()})
             for i, r in enumerate(records)]
 
@@ -124,7 +124,7 @@ def outcome_array(records: Sequence[ContextRecord]) -> np.ndarray:
     return np.array([OUTCOME_SCORE[r.label] for r in records])
 
 
-def fit_theta(records: Sequence[ContextRecord], variant: str, C: float | str, seed: int, C_grid: Sequence[float] | None = None,
+def fit_theta_records(records: Sequence[ContextRecord], variant: str, C: float | str, seed: int, C_grid: Sequence[float] | None = None,
               cv: int = 5, cv_score: str = "spearman") -> UDCGTheta | None:
     """UDCG_theta fitted on graded records of one k; None when no question has two contexts with
     different outcomes (nothing to learn). ``C="auto"``: chosen from ``C_grid`` by ``cv``-fold
@@ -258,7 +258,7 @@ def metric_family(name: str) -> str:
     return re.split(r"[@(]", name, maxsplit=1)[0]
 
 
-def correlate(records: Sequence[ContextRecord], names: Sequence[str], baseline: str | None, constant_metric: str,
+def correlate_records(records: Sequence[ContextRecord], names: Sequence[str], baseline: str | None, constant_metric: str,
               n_boot: int, seed: int, title: str, in_sample: Sequence[str] = ()) -> tuple[Table, dict]:
     """Mean per-question Spearman (and Kendall tau-b, pairwise accuracy) of each metric with the
     outcomes, bootstrap intervals, paired p-values against ``baseline``: the paper's Table 3

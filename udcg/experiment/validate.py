@@ -189,10 +189,10 @@ def run_validation(cfg: Config, progress: reading.Progress | None = None, backen
         groups, notes["contexts"] = _build_contexts(cfg, pooled, scores, split)
 
     with timer.step("answers") as t:
-        keys = list(dict.fromkeys(reading.context_key(r.qid, r.pids) for rs in groups.values() for r in rs))
+        keys = list(dict.fromkeys(reading.context_key(r.qid, r.docids) for rs in groups.values() for r in rs))
         # a question's contexts batched together, in question order (as the published runs were answered)
         rank = {q.qid: i for i, q in enumerate(pooled)}
-        pending = sorted((k for k in keys if k not in single_keys), key=lambda k: rank[reading.split_key(k)[0]])
+        pending = sorted((k for k in keys if k not in single_keys), key=lambda k: rank[reading.split_context_key(k)[0]])
         requests = steps.context_requests(by_qid, pending, cfg)
         answers, t["generate"] = reading.generate_cached(models.reader, requests, run_dir / "cache" / "answers.jsonl",
                                                        cfg.reader.max_new_tokens, cfg.reader.prompt_version,
@@ -203,9 +203,9 @@ def run_validation(cfg: Config, progress: reading.Progress | None = None, backen
         items = judging.answer_items(by_qid, keys, answers)
         outcomes, notes["grading"] = judging.grade_answers(items, models.judge(cfg.grading.judge), cfg, run_dir, progress)
         groups = {name: [context_records.answered(r, answers[key], outcomes[key].label, outcomes[key].note)
-                         for r in rs for key in [reading.context_key(r.qid, r.pids)]] for name, rs in groups.items()}
+                         for r in rs for key in [reading.context_key(r.qid, r.docids)]] for name, rs in groups.items()}
         atomic_write_jsonl(run_dir / "answers.jsonl", [
-            {"qid": reading.split_key(k)[0], "pids": reading.split_key(k)[1], "answer": answers[k], "outcome": outcomes[k].label,
+            {"qid": reading.split_context_key(k)[0], "pids": reading.split_context_key(k)[1], "answer": answers[k], "outcome": outcomes[k].label,
              **({"note": outcomes[k].note} if outcomes[k].note else {})} for k in keys])
 
     with timer.step("metrics"):
@@ -260,13 +260,13 @@ def _passage_scores(cfg: Config, pooled: list[Question], models: _Models, run_di
     annotations, t["annotate"] = steps.annotate_pools(pooled, models.reader, cfg, run_dir, progress)
     single: dict[str, str] = {}
     if need_single:
-        requests = [(reading.context_key(q.qid, [p.pid]), steps.passage_chat(q, [p.text], cfg)) for q in pooled for p in q.passages]
+        requests = [(reading.context_key(q.qid, [p.docid]), steps.passage_chat(q, [p.text], cfg)) for q in pooled for p in q.passages]
         single, t["generate_single"] = reading.generate_cached(models.reader, requests, run_dir / "cache" / "answers.jsonl",
                                                              cfg.reader.max_new_tokens, cfg.reader.prompt_version,
                                                              cfg.reader.chunk_size, progress, "answer single passages")
     loglik: dict[str, float] = {}
     if "ANSWER_PROB" in names:
-        requests = [(reading.context_key(q.qid, [p.pid]), steps.passage_chat(q, [p.text], cfg), q.answers[0])
+        requests = [(reading.context_key(q.qid, [p.docid]), steps.passage_chat(q, [p.text], cfg), q.answers[0])
                     for q in pooled if q.answers for p in q.passages]
         loglik, t["answer_ll"] = reading.loglik_cached(models.reader, requests, run_dir / "cache" / "answer-ll.jsonl",
                                                      cfg.reader.prompt_version, cfg.reader.chunk_size, progress)
@@ -278,18 +278,18 @@ def _passage_scores(cfg: Config, pooled: list[Question], models: _Models, run_di
     for q in pooled:
         scores[q.qid] = {}
         for rank, p in enumerate(q.passages, start=1):
-            key = reading.context_key(q.qid, [p.pid])
+            key = reading.context_key(q.qid, [p.docid])
             answer = single.get(key)
             erag = None
             if answer is not None:
                 erag = (rules.token_f1(answer, q.answers) if cfg.metrics.erag_score == "f1"
                         else float(rules.answer_outcome(answer, q.answers, "contains") == "correct"))
-            a = annotations[f"{q.qid}\t{p.pid}"]
+            a = annotations[f"{q.qid}\t{p.docid}"]
             s = context_records.PassageScore(relevant=bool(p.relevant), p_abs=a.p_abs,
-                                             contains=contains_answer(p.text, q.answers), grade=grades.get((q.qid, p.pid)),
+                                             contains=contains_answer(p.text, q.answers), grade=grades.get((q.qid, p.docid)),
                                              erag=erag, answer_ll=loglik.get(key))
-            scores[q.qid][p.pid] = s
-            rows.append({"qid": q.qid, "pid": p.pid, "rank": rank, "relevant": s.relevant, "p_abs": s.p_abs,
+            scores[q.qid][p.docid] = s
+            rows.append({"qid": q.qid, "pid": p.docid, "rank": rank, "relevant": s.relevant, "p_abs": s.p_abs,
                          "utility": s.utility, "contains": s.contains, "grade": s.grade, "answer": answer,
                          "erag": s.erag, "answer_ll": s.answer_ll, "estimator_used": a.estimator_used or a.estimator,
                          **({"censored": True, "p_abs_bound": a.ci_high} if a.censored else {})})
@@ -312,10 +312,10 @@ def _build_contexts(cfg: Config, pooled: list[Question], scores: dict, split: di
         out = []
         for ctx in contexts:
             q = by_qid[ctx.qid]
-            grades = [scores[q.qid][p.pid].grade for p in q.passages]
+            grades = [scores[q.qid][p.docid].grade for p in q.passages]
             corpus = [grades.count(g) for g in range(1, 6)] if None not in grades else None
-            n_rel = sum(scores[q.qid][p.pid].relevant for p in q.passages)
-            out.append(context_records.context_record(q.qid, ctx.cid, study, split[q.qid], ctx.pids, scores[q.qid], n_rel,
+            n_rel = sum(scores[q.qid][p.docid].relevant for p in q.passages)
+            out.append(context_records.context_record(q.qid, ctx.cid, study, split[q.qid], ctx.docids, scores[q.qid], n_rel,
                                                       corpus))
         return out
 
@@ -326,7 +326,7 @@ def _build_contexts(cfg: Config, pooled: list[Question], scores: dict, split: di
     for k in sorted(set(cfg.studies.k_values) - {c.k}):
         ctxs, notes[f"k{k}"] = sample_all_contexts(pooled, k=k, n_contexts=c.n_contexts, pool_size=size, seed=cfg.seed,
                                                     balance=c.balance)
-        ctxs = [type(x)(x.qid, f"{x.qid}:k{k}:{x.cid.rsplit(':', 1)[1]}", x.pids) for x in ctxs]
+        ctxs = [type(x)(x.qid, f"{x.qid}:k{k}:{x.cid.rsplit(':', 1)[1]}", x.docids) for x in ctxs]
         groups[f"k{k}"] = records(order_passages(ctxs, c.order, cfg.seed), f"k{k}")
     if cfg.studies.positions:
         groups["positions"] = records([x for q in pooled for x in position_contexts(q, k=c.k, pool_size=size)], "positions")
@@ -334,7 +334,7 @@ def _build_contexts(cfg: Config, pooled: list[Question], scores: dict, split: di
     if cfg.studies.oracle:
         ok = min(cfg.studies.oracle_k, size)
         selections = {"binary": lambda s: float(s.relevant), "erag": lambda s: s.erag, "utility": lambda s: s.utility}
-        groups["oracle"] = records([oracle_select(q, {pid: f(s) for pid, s in scores[q.qid].items()}, k=ok, pool_size=size,
+        groups["oracle"] = records([oracle_select(q, {docid: f(s) for docid, s in scores[q.qid].items()}, k=ok, pool_size=size,
                                                   name=f"oracle-{name}", order="score")
                                     for name, f in selections.items() for q in pooled], "oracle")
     for n in notes.values():

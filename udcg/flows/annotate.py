@@ -167,7 +167,7 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
     ``output`` (created, or extended with the new pairs only); with ``limit``, of the first ``limit``
     queries of the queries file only (as ``answer --limit``). Only the documents annotated are kept
     from the corpus. Returns the report (``.lines(output)``: what the command prints)."""
-    from udcg.flows.own_runs import annotate_runs, run_docids, select_queries
+    from udcg.flows.own_runs import annotate_run_pairs, run_docids, select_queries
     from udcg.flows.run_scores import named_runs
     from udcg.io.beir import check_run, read_collection
     from udcg.io.trec import read_run
@@ -198,7 +198,7 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
                                                                      ("qrels", qrels), ("answers", answers))},
                   "limit": limit, "model": reader_.spec.model, "api": reader_.spec.api, "flags": _flags(reader_),
                   "run_files": {name: str(path) for name, path in paths.items()}}
-        return annotate_runs(collection, runs, depth, output, reader_.config, spec.name, spec.load,
+        return annotate_run_pairs(collection, runs, depth, output, reader_.config, spec.name, spec.load,
                              unjudged=unjudged, judge_factory=lambda: relevance_judge(judge_spec), progress=progress,
                              inputs=inputs, judge=judge,
                              before_model=lambda todo, pairs: say(estimate_line(todo, pairs, depth, reader_)),

@@ -58,7 +58,7 @@ def plan_of(contexts: list, queries: int, runs: int, spec, cache: Path, prompt: 
     return plan, fresh
 
 
-def answer_runs(corpus: str, run_paths: Sequence[str], output: str | Path, model: str | ModelChoice,
+def answer_run_files(corpus: str, run_paths: Sequence[str], output: str | Path, model: str | ModelChoice,
                 options: AnswerOptions | None = None, *, show_progress: bool = True, say: Say = quiet) -> AnswerResult:
     """Answer every context of the runs and write them, each with its answer, model and prompt
     version, to ``output`` (contexts already answered, by any run, are not asked again; a bad input

@@ -1,6 +1,6 @@
 """The options of ``udcg answer`` and ``udcg.answer_runs``, each declared once (``udcg.options``):
 the command's flags and the API's keywords are made from ``AnswerOptions``; the flow
-(``flows/answer.answer_runs``) and its reader (``flows/own_runs.answer_contexts``) take the object.
+(``flows/answer.answer_run_files``) and its reader (``flows/own_runs.answer_contexts``) take the object.
 The model and its options (``--model``, ``--device``, ``--api-base`` ...) are a ``ModelChoice``,
 shared with the other commands that run a model (``commands/_parser.add_model_options``)."""
 

@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class JudgeResult:
     task: str
-    summary: dict  # udcg.grade.runner.summarize
+    summary: dict  # udcg.grade.runner.count_labels
     output: Path
 
     def lines(self) -> list[str]:
@@ -94,4 +94,4 @@ def judge_file(task_name: str, path: str | Path, output: str | Path, options: Ju
         if skipped:
             log.warning("%d passage(s) left unchanged in %s: their judgement could not be parsed", skipped,
                         o.write_authors)
-    return JudgeResult(task.name, runner.summarize(records), output)
+    return JudgeResult(task.name, runner.count_labels(records), output)

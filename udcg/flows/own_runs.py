@@ -50,7 +50,7 @@ def top_docids(run: Run, qid: str, depth: int) -> list[str]:
     return ranked_docids(run.get(qid, {}))[:depth]
 
 
-def run_pairs(runs: Mapping[str, Run], depth: int) -> dict[str, list[str]]:
+def pooled_docids(runs: Mapping[str, Run], depth: int) -> dict[str, list[str]]:
     """{qid: docids}: the union of every run's top-``depth``, runs in order, then rank order."""
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise InputError(f"--depth {depth!r}: must be a positive integer (e.g. 10)")
@@ -64,7 +64,7 @@ def run_pairs(runs: Mapping[str, Run], depth: int) -> dict[str, list[str]]:
 def run_docids(runs: Mapping[str, Run], depth: int) -> set[str]:
     """The documents of the runs' top-``depth``: all a command reads from the corpus (annotate: its
     --depth; answer: --k, or the larger of --k and --depth with --subsets)."""
-    return {docid for docids in run_pairs(runs, depth).values() for docid in docids}
+    return {docid for docids in pooled_docids(runs, depth).values() for docid in docids}
 
 
 def _judge_unjudged(missing: list[tuple[str, str]], collection: Collection, judge, cache_path: Path,
@@ -72,7 +72,7 @@ def _judge_unjudged(missing: list[tuple[str, str]], collection: Collection, judg
     from udcg.grade.judges import PassageItem
     from udcg.grade.runner import check_answers, judge_items
 
-    items = [PassageItem(qid=q, pid=d, question=collection.queries[q].text, answers=collection.queries[q].answers,
+    items = [PassageItem(qid=q, docid=d, question=collection.queries[q].text, answers=collection.queries[q].answers,
                          text=collection.corpus[d].text, title=collection.corpus[d].title) for q, d in missing]
     check_answers(items, judge.task, collection.source)
     records = judge_items(judge, items, cache_path, progress=progress)
@@ -143,7 +143,7 @@ class AnnotateRunsReport:
 
 def _questions(pairs: Mapping[str, Sequence[str]], collection: Collection) -> list[Question]:
     return [Question(qid=qid, text=collection.queries[qid].text, answers=collection.queries[qid].answers,
-                     passages=tuple(Passage(pid=d, text=collection.corpus[d].text, title=collection.corpus[d].title)
+                     passages=tuple(Passage(docid=d, text=collection.corpus[d].text, title=collection.corpus[d].title)
                                     for d in docids))
             for qid, docids in pairs.items()]
 
@@ -160,7 +160,7 @@ def _check_meta(out: Path, cfg: AnnotateConfig, model: str) -> dict:
     return meta
 
 
-def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, out: str | Path, cfg: AnnotateConfig,
+def annotate_run_pairs(collection: Collection, runs: Mapping[str, Run], depth: int, out: str | Path, cfg: AnnotateConfig,
                   model: str, load_backend: Callable[[], object], *, unjudged: str = "irrelevant",
                   judge_factory: Callable[[], object] | None = None,
                   progress: Callable[[int, str], Callable[[int], None]] | None = None,
@@ -181,7 +181,7 @@ def annotate_runs(collection: Collection, runs: Mapping[str, Run], depth: int, o
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a folder (-o names the utilities folder)")
     _check_meta(out, cfg, model)  # before any work; read again when the folder is written
-    pairs = run_pairs(runs, depth)
+    pairs = pooled_docids(runs, depth)
     n_unjudged = sum(d not in collection.qrels.get(q, {}) for q, docids in pairs.items() for d in docids)
     if unjudged == "judge" and n_unjudged and before_judge is not None:
         before_judge(n_unjudged)
@@ -307,7 +307,7 @@ def run_contexts(runs: Mapping[str, Run], collection: Collection, k: int, *, sam
         raise InputError(f"--subsets {samples}: must be >= 0")
     out: list[RunContext] = []
     short: dict[str, int] = {}
-    pool = run_pairs(runs, depth) if samples else {}
+    pool = pooled_docids(runs, depth) if samples else {}
     for qid in collection.queries:
         for name, run in runs.items():
             if qid not in run:
@@ -342,7 +342,7 @@ def run_context_record(ctx: RunContext, collection: Collection,
             raise InputError(f"query {ctx.qid!r}, context {ctx.cid!r}: document {missing[0]!r} has no utility "
                              "(annotate these runs first: udcg annotate --run ... --depth K)")
         u = tuple(known[d] for d in ctx.docids)
-    return ContextRecord(qid=ctx.qid, cid=ctx.cid, relevant=relevant, pids=tuple(ctx.docids), utilities=u,
+    return ContextRecord(qid=ctx.qid, cid=ctx.cid, relevant=relevant, docids=tuple(ctx.docids), utilities=u,
                          n_relevant=max(sum(v > 0 for v in judged.values()), sum(relevant)),
                          extra={"run": ctx.run, "question": q.text, "answers": list(q.answers),
                                 "context_has_relevant": any(relevant)})

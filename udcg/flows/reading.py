@@ -1,5 +1,5 @@
 """The cached reader calls every flow shares: greedy answers and answer log-likelihoods through the
-one resumable runner (``udcg.resumable``), keyed by content: an answer by ``qid<TAB>pid1<TAB>pid2…`` (the
+one resumable runner (``udcg.resumable``), keyed by content: an answer by ``qid<TAB>docid1<TAB>docid2…`` (the
 question and the passages in prompt order), so a context drawn twice, by two runs or two studies, is
 answered once. ``udcg answer`` and ``udcg validate`` (``udcg.experiment.steps``) both use them."""
 
@@ -15,14 +15,14 @@ from udcg.llm.base import Chat, GenerationParams
 Progress = Callable[[int, str, str], object]  # (total, description, unit) -> context manager with update(n)
 
 
-def context_key(qid: str, pids: Sequence[str]) -> str:
+def context_key(qid: str, docids: Sequence[str]) -> str:
     """The cache key of a context: the question and the passages in prompt order."""
-    return resumable.key(qid, *pids)
+    return resumable.key(qid, *docids)
 
 
-def split_key(key: str) -> tuple[str, list[str]]:
-    qid, *pids = resumable.split_key(key)
-    return qid, pids
+def split_context_key(key: str) -> tuple[str, list[str]]:
+    qid, *docids = resumable.split_key(key)
+    return qid, docids
 
 
 def answer_expect(model: str, prompt_version: str, max_new_tokens: int) -> dict:

@@ -100,12 +100,12 @@ def _read_qrels(qrels: Run | str | Path | None) -> Run | None:
                      f"DataFrame (qid, docno, label), got {type(qrels).__name__}")
 
 
-def read_run(run: Any) -> Run:
+def read_any_run(run: Any) -> Run:
     """``{qid: {docid: score}}`` of a TREC run file, a dict, a ranx ``Run`` or a DataFrame (qid, docno, score)."""
     return _read_run(run)
 
 
-def read_qrels(qrels: Any) -> Run | None:
+def read_any_qrels(qrels: Any) -> Run | None:
     """``{qid: {docid: relevance}}`` of a TREC/BEIR qrels file, ``irds:NAME``, a dict, a ranx ``Qrels``
     or a DataFrame (qid, docno, label); None for None."""
     return _read_qrels(qrels)

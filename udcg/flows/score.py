@@ -81,7 +81,7 @@ class ContextFileScores:
 
 
 def score_context_file(path: str, output: str | Path, *, metrics: str | None = None, k: int | None = None,
-                       gamma: float | None = None, model: str | None = None, theta: str | None = None) -> ContextFileScores:
+                       gamma: float | None = None, reader: str | None = None, theta: str | None = None) -> ContextFileScores:
     """Every metric of every context of ``path`` (the authors' format or a contexts JSONL), written to
     ``output`` with every input field kept ('metrics' added; the authors' ``udcg[<model>]``
     recomputed). Without ``metrics``: the defaults, UDCG left out (with a note) when utilities are
@@ -93,10 +93,10 @@ def score_context_file(path: str, output: str | Path, *, metrics: str | None = N
     from udcg.metrics.udcg import GAMMA
 
     gamma = GAMMA if gamma is None else gamma
-    rows = read_contexts(path, model=model, k=k)
+    rows = read_contexts(path, reader=reader, k=k)
     notes = []
     if metrics is None:
-        chosen, why = default_metrics(rows, DEFAULT_CONTEXT_METRICS, model)
+        chosen, why = default_metrics(rows, DEFAULT_CONTEXT_METRICS, reader)
         if why:  # nothing annotated yet: classical only
             notes.append(f"UDCG left out of the default metrics: {why}")
     else:

@@ -16,17 +16,17 @@ from udcg.io.contexts import ContextFile, read_context_file
 from udcg.io.tables import Table
 from udcg.metrics.contexts import ContextBatch, parse_metrics, score_batch
 from udcg.metrics.measures import Measure
-from udcg.metrics.udcg import GAMMA, udcg, utilities_from
+from udcg.metrics.udcg import GAMMA, udcg_matrix, utilities_from
 from udcg.records import ContextRecord
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
     from udcg.metrics.udcg_theta import UDCGTheta
 
 
-def read_contexts(path: str, model: str | None = None, k: int | None = None) -> ContextFile:
+def read_contexts(path: str, reader: str | None = None, k: int | None = None) -> ContextFile:
     """A contexts file (``udcg.io.contexts``) with every context's utilities: given, or made from
     'relevant' and 'p_abs' (Eq. 2, ``utilities_from``); both given must agree."""
-    return read_context_file(path, model, k, utilities=utilities_from)
+    return read_context_file(path, reader, k, utilities=utilities_from)
 
 
 def field_matrix(records: Sequence[ContextRecord], name: str, dtype: type) -> np.ndarray | None:
@@ -77,16 +77,16 @@ def score_rows(file: ContextFile, metrics: list[Measure], gamma: float = GAMMA,
 # ---------------------------------------------------------------- udcg score's output
 
 
-def default_metrics(file: ContextFile, spec: str, model: str | None = None) -> tuple[list[Measure], str]:
+def default_metrics(file: ContextFile, spec: str, reader: str | None = None) -> tuple[list[Measure], str]:
     """The metrics of ``spec``, + RA-nWG when every context has grades; UDCG is left out when some
-    context has no utilities, with the reason (else the reason is ""; ``model``: the one chosen)."""
+    context has no utilities, with the reason (else the reason is ""; ``reader``: the model chosen)."""
     metrics = parse_metrics(spec + (",RA-nWG" if all(r.grades is not None for r in file.records) else ""))
     if all(r.utilities is not None for r in file.records):
         return metrics, ""
     models = sorted({m for raw in file.sources for p in raw.get("passages", []) if isinstance(p, dict)
                      for m in (p.get("models_info") or {})})
     why = (f"the passages carry p_abs of several models ({', '.join(models)}); choose one with --model"
-           if len(models) > 1 and model is None else "some contexts have no utilities (udcg annotate first)")
+           if len(models) > 1 and reader is None else "some contexts have no utilities (udcg annotate first)")
     return [m for m in metrics if m.family != "UDCG"], why
 
 
@@ -97,7 +97,7 @@ def authors_udcg(passages: Sequence[dict], gamma: float) -> dict[str, float]:
     if not models or not all(isinstance(p.get("is_relevant"), bool) for p in passages):
         return {}
     rel = [p["is_relevant"] for p in passages]
-    return {m: float(udcg(utilities_from(rel, [p["models_info"][m]["no_res_prob"] for p in passages])[None], gamma)[0])
+    return {m: float(udcg_matrix(utilities_from(rel, [p["models_info"][m]["no_res_prob"] for p in passages])[None], gamma)[0])
             for m in sorted(models)}
 
 

@@ -80,7 +80,7 @@ class Agreement:
         return "\n".join(rows)
 
 
-def compare(records_a: Sequence[dict], records_b: Sequence[dict], id_field: str = "pid",
+def compare_labels(records_a: Sequence[dict], records_b: Sequence[dict], id_field: str = "pid",
             labels: Sequence[Hashable] | None = None, name_a: str = "", name_b: str = "") -> Agreement:
     """Pair two judges' records by (qid, ``id_field``) and compare their labels. Unparseable
     judgements (label None) and items only one side has are counted and left out."""

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Item:
     """What every judged item carries: the question and its acceptable answers. Keyword-only, as
-    are the items built on it (``PassageItem(qid=..., pid=..., ...)``)."""
+    are the items built on it (``PassageItem(qid=..., docid=..., ...)``)."""
 
     ID_FIELD: ClassVar[str]  # the item id's key in the judgement records ("pid" or "cid")
     qid: str
@@ -44,13 +44,13 @@ class PassageItem(_Item):
     """One (question, passage) pair to judge for relevance or a utility grade."""
 
     ID_FIELD: ClassVar[str] = "pid"
-    pid: str
+    docid: str
     text: str
     title: str = ""
 
     @property
     def item_id(self) -> str:
-        return self.pid
+        return self.docid
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

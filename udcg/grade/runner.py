@@ -1,7 +1,7 @@
 """Resumable judging: inputs, the cache-backed run loop, the summary, and writing labels back.
 
 Judging runs through the one resumable runner (``udcg.resumable``): chunks of ``chunk_size`` items cut
-from the whole input, each finished chunk appended to the cache keyed by (qid, pid) or (qid, cid)
+from the whole input, each finished chunk appended to the cache keyed by (qid, docid) or (qid, cid)
 in one write; a killed run restarts without redoing them, and the final output is written
 atomically from the cache, in input order, identical to an uninterrupted run.
 """
@@ -25,7 +25,7 @@ from udcg.records import Question
 
 def passage_items(questions: Sequence[Question]) -> list[PassageItem]:
     """One item per (question, passage) of the authors' format, in file order."""
-    return [PassageItem(qid=q.qid, pid=p.pid, question=q.text, answers=q.answers, text=p.text, title=p.title)
+    return [PassageItem(qid=q.qid, docid=p.docid, question=q.text, answers=q.answers, text=p.text, title=p.title)
             for q in questions for p in q.passages]
 
 
@@ -109,7 +109,7 @@ def judge_items(judge: Judge, items: Sequence[Item], cache_path: str | Path, chu
         return [{k: v for k, v in cache.get(key).items() if k not in ("key", "input")} for key in keys]
 
 
-def summarize(records: Sequence[dict]) -> dict:
+def count_labels(records: Sequence[dict]) -> dict:
     """Counts per label, unparseable replies, repaired and retried ones."""
     labels = Counter(str(r["label"]) for r in records if r["label"] is not None)
     return {

@@ -96,7 +96,7 @@ def _path(given: Any, what: str) -> Path | None:
     return Path(given)
 
 
-def hold_utilities(utilities: Any, model: str | None = None, prompt_version: str | None = None) -> str:
+def hold_utilities(utilities: Any, reader: str | None = None, prompt_version: str | None = None) -> str:
     """The label of ``utilities`` (read now and kept): ``NAME#HASH`` for a folder or file, ``#HASH``
     for a dict or frame; the hash is of the ``(qid, docid, utility)`` triples, sorted."""
     from udcg.flows.run_scores import read_utilities
@@ -104,7 +104,7 @@ def hold_utilities(utilities: Any, model: str | None = None, prompt_version: str
     if isinstance(utilities, str) and utilities in _HELD:
         return utilities
     path = _path(utilities, "utilities")
-    table = {q: dict(docs) for q, docs in read_utilities(utilities, model, prompt_version).items()}  # a copy
+    table = {q: dict(docs) for q, docs in read_utilities(utilities, reader, prompt_version).items()}  # a copy
     text = "".join(f"{q}\t{d}\t{float(table[q][d])!r}\n" for q in sorted(table) for d in sorted(table[q]))
     return _hold(path.resolve().name if path else "", table, text)
 
@@ -117,12 +117,12 @@ def hold_theta(theta: Any) -> str:
     if isinstance(theta, str) and theta in _HELD:
         return theta
     path = _path(theta, "theta")
-    model = load_theta(path) if path else theta
-    if not hasattr(model, "coef_") or not hasattr(model, "predict"):
+    fitted = load_theta(path) if path else theta
+    if not hasattr(fitted, "coef_") or not hasattr(fitted, "predict"):
         raise InputError(f"theta: give a fitted UDCG_theta model or its JSON file (udcg fit-theta), got "
                          f"{type(theta).__name__}")
-    text = json.dumps([model.k_, model.variant, [float(c) for c in model.coef_]])
-    return _hold(path.resolve().stem if path else "", model, text)
+    text = json.dumps([fitted.k_, fitted.variant, [float(c) for c in fitted.coef_]])
+    return _hold(path.resolve().stem if path else "", fitted, text)
 
 
 def _held(label: str, what: str) -> Any:
@@ -248,7 +248,7 @@ def _measure_class(ir_measures, base: str) -> type:
                                               "__doc__": f"udcg's {base} (udcg.integrations.measure)"})
 
 
-def register() -> None:
+def register_measures() -> None:
     """Name ``UDCG`` and ``UDCG_theta`` in ir_measures' registry, so ``ir_measures.parse_measure``
     reads them; ``import udcg`` calls it once ir_measures is imported (``udcg.extras.after_import``)."""
     import ir_measures

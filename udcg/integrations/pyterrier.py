@@ -41,9 +41,9 @@ def topics(queries: str | Path) -> Any:
 def qrels(judged: Any) -> Any:
     """A qrels frame (``qid``, ``docno``, ``label``) from a TREC or BEIR qrels file, ``irds:NAME``, a
     ``{qid: {docid: relevance}}`` dict or a ranx ``Qrels``."""
-    from udcg.flows.run_scores import read_qrels
+    from udcg.flows.run_scores import read_any_qrels
 
-    table = read_qrels(judged)
+    table = read_any_qrels(judged)
     rows = [(q, d, rel) for q, docs in table.items() for d, rel in docs.items()]
     frame = _ids(pd.DataFrame(rows, columns=["qid", "docno", "label"]))
     whole = all(float(rel).is_integer() for _, _, rel in rows)  # graded labels as PyTerrier has them; else as read
@@ -56,10 +56,10 @@ def results(run: Any, name: str | None = None, utilities: Any = None) -> Any:
     ``name``: a ``name`` column; ``utilities`` (a ``udcg annotate`` folder, a utilities file or a
     dict): a ``utility`` column (NaN for a document without one), what ``udcg.ir_measure("UDCG@5")``
     reads when it is given no utilities."""
-    from udcg.flows.run_scores import read_run, read_utilities
+    from udcg.flows.run_scores import read_any_run, read_utilities
     from udcg.io.trec import ranked_docids
 
-    table = read_run(run)
+    table = read_any_run(run)
     rows = [(q, d, rank, docs[d]) for q, docs in table.items() for rank, d in enumerate(ranked_docids(docs))]
     frame = _ids(pd.DataFrame(rows, columns=["qid", "docno", "rank", "score"]))
     if utilities is not None:
@@ -112,13 +112,13 @@ class Utility(pt.Transformer):
         """The frame with a ``utility`` column; annotates the pairs ``output`` does not hold yet."""
         from udcg.annotate.utilities import load_utilities
         from udcg.flows.annotate import relevance_judge
-        from udcg.flows.own_runs import annotate_runs
-        from udcg.flows.run_scores import read_qrels
+        from udcg.flows.own_runs import annotate_run_pairs
+        from udcg.flows.run_scores import read_any_qrels
 
         if len(frame) == 0:
             return frame.assign(utility=pd.Series(dtype="float64"))
-        collection, run = self._collection(frame, read_qrels(self.qrels) or {})
-        self.report = annotate_runs(collection, {"pyterrier": run}, self.depth, self.output, self.reader.config,
+        collection, run = self._collection(frame, read_any_qrels(self.qrels) or {})
+        self.report = annotate_run_pairs(collection, {"pyterrier": run}, self.depth, self.output, self.reader.config,
                                     self.reader.spec.name, self._load, unjudged=self.unjudged,
                                     judge_factory=lambda: relevance_judge(self.judge))
         table = load_utilities(self.output).as_dict()
@@ -138,7 +138,7 @@ class Utility(pt.Transformer):
         ranked = frame if "score" in frame.columns else frame.assign(score=-_column(frame, "rank", "the ranking"))
         run = frame_to_dict(ranked, "score", "udcg.pyterrier.Utility's input")
         qids, docnos = frame["qid"].astype(str).tolist(), frame["docno"].astype(str).tolist()
-        corpus = {d: Passage(pid=d, text=str(t), title=title) for d, t, title in zip(docnos, texts, titles)}
+        corpus = {d: Passage(docid=d, text=str(t), title=title) for d, t, title in zip(docnos, texts, titles)}
         answers = frame["answers"].tolist() if "answers" in frame.columns else [()] * len(frame)
         queries = {q: Question(qid=q, text=str(text), answers=tuple(a) if isinstance(a, (list, tuple)) else ())
                    for q, text, a in zip(qids, _column(frame, "query", "the query text").tolist(), answers)}

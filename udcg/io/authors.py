@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from udcg.errors import InputError
-from udcg.io.files import MAX_PASSAGE_CHARS, atomic_write_json, atomic_write_jsonl, probability, read_records, require
+from udcg.io.files import MAX_PASSAGE_CHARS, atomic_write_json, atomic_write_jsonl, checked_probability, read_records, require
 from udcg.records import Passage, Question
 
 
@@ -33,13 +33,13 @@ def question_from_authors(item: dict, where: str) -> Question:
         pw = f"{where}: passage {j}"
         if not isinstance(p, dict):
             raise InputError(f"{pw}: expected an object, got {type(p).__name__}")
-        pid = str(p.get("doc_id", p.get("id", f"{qid}#{j}")))
-        if pid in seen:
-            raise InputError(f"{pw}: duplicate doc_id {pid!r} in item {qid!r} (ids must be unique within an item)")
-        seen.add(pid)
+        docid = str(p.get("doc_id", p.get("id", f"{qid}#{j}")))
+        if docid in seen:
+            raise InputError(f"{pw}: duplicate doc_id {docid!r} in item {qid!r} (ids must be unique within an item)")
+        seen.add(docid)
         ptext = require(p, "text", str, pw, "every passage needs text")
         if len(ptext) > MAX_PASSAGE_CHARS:
-            raise InputError(f"{pw}: field 'text' of passage {pid!r} holds {len(ptext):,} characters, over the "
+            raise InputError(f"{pw}: field 'text' of passage {docid!r} holds {len(ptext):,} characters, over the "
                              f"{MAX_PASSAGE_CHARS:,} limit (split the document into passages of a few hundred words)")
         rel = p.get("is_relevant")
         if rel is not None and not isinstance(rel, bool):
@@ -52,14 +52,14 @@ def question_from_authors(item: dict, where: str) -> Question:
             if not isinstance(entry, dict) or "no_res_prob" not in entry:
                 raise InputError(f"{pw}: models_info[{model!r}] needs a 'no_res_prob' number")
             if entry["no_res_prob"] is not None:
-                p_abs[model] = probability(entry["no_res_prob"], pw, f"models_info[{model!r}].no_res_prob")
+                p_abs[model] = checked_probability(entry["no_res_prob"], pw, f"models_info[{model!r}].no_res_prob")
         grade = p.get("grade")
         if grade is not None and (isinstance(grade, bool) or grade not in (1, 2, 3, 4, 5)):
             raise InputError(f"{pw}: field 'grade' = {grade!r} is not a utility grade (use an integer 1..5)")
         score = p.get("score")
         if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score)):
             raise InputError(f"{pw}: field 'score' = {score!r} must be a finite number (the retriever's score) or absent")
-        passages.append(Passage(pid=pid, text=ptext, title=str(p.get("title", "")), relevant=rel,
+        passages.append(Passage(docid=docid, text=ptext, title=str(p.get("title", "")), relevant=rel,
                                 grade=grade, score=None if score is None else float(score), p_abs=p_abs))
     return Question(qid=qid, text=text, answers=tuple(answers), passages=tuple(passages))
 
@@ -83,7 +83,7 @@ def question_to_authors(q: Question) -> dict:
         item["answers"] = list(q.answers)
     passages = []
     for p in q.passages:
-        d: dict[str, Any] = {"doc_id": p.pid, "text": p.text}
+        d: dict[str, Any] = {"doc_id": p.docid, "text": p.text}
         if p.title:
             d["title"] = p.title
         if p.relevant is not None:

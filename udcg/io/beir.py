@@ -85,7 +85,7 @@ class CorpusScan:
 
 @dataclass(frozen=True)
 class Collection:
-    corpus: Mapping[str, Passage]  # docid -> Passage(pid=docid, text, title); with docids: the needed ones
+    corpus: Mapping[str, Passage]  # docid -> Passage(docid=docid, text, title); with docids: the needed ones
     queries: Mapping[str, Question]  # qid -> Question(qid, text, answers, passages=())
     qrels: Mapping[str, Mapping[str, float]]  # qid -> {docid: relevance}; may be empty
     source: str  # what was read, for provenance and messages
@@ -180,7 +180,7 @@ def _passage(obj: dict, where: str) -> tuple[str, str, Passage]:
     if len(text) > MAX_PASSAGE_CHARS:
         raise InputError(f"{where}: field 'text' of {docid!r} holds {len(text):,} characters, over the "
                          f"{MAX_PASSAGE_CHARS:,} limit (split the document into passages of a few hundred words)")
-    return where, docid, Passage(pid=docid, text=text, title=title)
+    return where, docid, Passage(docid=docid, text=text, title=title)
 
 
 def _question(obj: dict, where: str) -> tuple[str, str, Question]:
@@ -287,7 +287,7 @@ def read_queries(queries: str | Path) -> dict[str, Question]:
     """``{qid: Question}`` of a queries file (JSONL, Parquet, a saved ``datasets`` folder or ``hf:``),
     every record checked; a BEIR folder gives its ``queries.jsonl``."""
     if irds.is_irds(queries):
-        return irds.read_queries(queries)
+        return irds.dataset_queries(queries)
     if Path(queries).is_dir() and not hfdata.is_saved_dataset(Path(queries)):
         queries = _member(Path(queries), "queries.jsonl")
     questions = _unique((_question(obj, where) for where, obj in _records(queries, "queries")), "query id")

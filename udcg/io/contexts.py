@@ -50,6 +50,8 @@ _TUPLES = ("pids", "relevant", "p_abs", "utilities", "contains", "grades", "corp
 # A line's known fields, in the order they are written (then the record's extra fields).
 _ORDER = ("qid", "cid", "study", "split", "pids", "relevant", "p_abs", "utilities", "contains", "n_relevant",
           "grades", "corpus_grades", "pool_grades", "erag", "answer_ll", "answer", "outcome", "outcome_note", "metrics")
+# A line's key -> the record's attribute, where they differ (the file's "pids" are the record's docids).
+_ATTRIBUTE = {"pids": "docids"}
 
 
 @dataclass(frozen=True)
@@ -146,13 +148,13 @@ def _outcome(obj: dict, qid: str, cid: str, where: str) -> Outcome | None:
 
 
 def _record(qid: str, cid: str, checked: dict, obj: dict, where: str, extra: dict) -> ContextRecord:
-    pids = obj.get("pids")
-    if pids is not None and not (isinstance(pids, list) and all(isinstance(d, (str, int)) and not isinstance(d, bool)
-                                                                 for d in pids)):
+    docids = obj.get("pids")
+    if docids is not None and not (isinstance(docids, list) and all(isinstance(d, (str, int)) and not isinstance(d, bool)
+                                                                     for d in docids)):
         raise InputError(f"{where}: field 'pids' must be a list of document ids (one per position)")
     answer = obj.get("answer")
     return ContextRecord(
-        qid=qid, cid=cid, relevant=tuple(checked["relevant"]), pids=tuple(pids or ()),
+        qid=qid, cid=cid, relevant=tuple(checked["relevant"]), docids=tuple(docids or ()),
         study=obj.get("study") if isinstance(obj.get("study"), str) else None,
         split=obj.get("split") if isinstance(obj.get("split"), str) else None,
         **{n: (tuple(checked[n]) if n in checked else None)
@@ -222,11 +224,11 @@ def _cut(record: ContextRecord, k_cut: int | None, where: str = "") -> ContextRe
     if record.k < k_cut:
         raise InputError(f"{where}: the context has {record.k} passages, fewer than --k {k_cut} "
                          f"(use --k {record.k} or less, or leave out --k to score whole contexts)")
-    cut = {n: getattr(record, n)[:k_cut] for n in (*_LISTS, "pids") if getattr(record, n) is not None}
+    cut = {n: getattr(record, n)[:k_cut] for n in (*_LISTS, "docids") if getattr(record, n) is not None}
     return dataclasses.replace(record, **cut)
 
 
-def _from_authors(obj: dict, where: str, model: str | None, k_cut: int | None,
+def _from_authors(obj: dict, where: str, reader: str | None, k_cut: int | None,
                   make: Utilities | None = None) -> ContextRecord:
     q = question_from_authors(obj, where)
     checked: dict = {}
@@ -234,9 +236,9 @@ def _from_authors(obj: dict, where: str, model: str | None, k_cut: int | None,
     if all(r is not None for r in rels):
         checked["relevant"] = rels
     models = set.intersection(*(set(p.p_abs) for p in q.passages))
-    chosen = model or (next(iter(models)) if len(models) == 1 else None)
+    chosen = reader or (next(iter(models)) if len(models) == 1 else None)
     if chosen is not None:
-        missing = [p.pid for p in q.passages if chosen not in p.p_abs]
+        missing = [p.docid for p in q.passages if chosen not in p.p_abs]
         if missing:
             raise InputError(f"{where}: passage {missing[0]!r} has no models_info[{chosen!r}].no_res_prob (annotate it first)")
         if "relevant" not in checked:
@@ -250,14 +252,14 @@ def _from_authors(obj: dict, where: str, model: str | None, k_cut: int | None,
         raise InputError(f"{where}: nothing to score (every passage needs 'is_relevant', and models_info for UDCG; "
                          "udcg judge relevance --write-authors adds it)")
     _add_utilities(checked, where, make)
-    line = {"pids": [p.pid for p in q.passages], **{n: obj[n] for n in ("outcome", "metrics") if n in obj}}
+    line = {"pids": [p.docid for p in q.passages], **{n: obj[n] for n in ("outcome", "metrics") if n in obj}}
     return _cut(_record(q.qid, "", checked, line, where, {}), k_cut, where)
 
 
-def read_context_file(path: str | Path, model: str | None = None, k: int | None = None,
+def read_context_file(path: str | Path, reader: str | None = None, k: int | None = None,
                        utilities: Utilities | None = None) -> ContextFile:
     """The contexts of a file (a contexts JSONL, or the authors' format: one context per item), every
-    field checked. ``model``: whose p_abs to read from the authors' ``models_info`` (needed when
+    field checked. ``reader``: the model whose p_abs to read from the authors' ``models_info`` (needed when
     several are present); ``k``: keep the first k passages of every context; ``utilities``: the
     utility formula, to make each context's utilities from 'relevant' and 'p_abs' (the flows pass
     ``udcg.metrics.udcg.utilities_from``: ``udcg.flows.scoring.read_contexts``)."""
@@ -275,7 +277,7 @@ def read_context_file(path: str | Path, model: str | None = None, k: int | None 
                 raise InputError(f"{where}: field {name!r} must be an object {{name: value}}, got "
                                  f"{type(obj[name]).__name__} (remove it; udcg score writes it)")
         authors = "passages" in obj
-        record = _from_authors(obj, where, model, k, utilities) if authors else _from_context(obj, where, k, utilities)
+        record = _from_authors(obj, where, reader, k, utilities) if authors else _from_context(obj, where, k, utilities)
         if authors or obj.get("cid") is not None:
             key = (record.qid, record.cid)
             if key in seen:
@@ -305,7 +307,7 @@ def to_json(record: ContextRecord) -> dict:
             if record.outcome is not None and record.outcome.note:
                 out[name] = record.outcome.note
             continue
-        value = getattr(record, name)
+        value = getattr(record, _ATTRIBUTE.get(name, name))
         if value is not None:
             out[name] = list(value) if name in _TUPLES else dict(value) if name == "metrics" else value
     out.update((n, v) for n, v in record.extra.items() if n not in out)
@@ -325,7 +327,8 @@ def from_json(obj: dict, where: str = "context") -> ContextRecord:
     unknown = sorted(set(obj) - set(_ORDER))
     if unknown:
         raise InputError(f"{where}: unknown field {unknown[0]!r} (a context record holds {', '.join(_ORDER)})")
-    checked = {n: (tuple(v) if n in _TUPLES and v is not None else dict(v) if n == "metrics" and v is not None else v)
+    checked = {_ATTRIBUTE.get(n, n): (tuple(v) if n in _TUPLES and v is not None else dict(v) if n == "metrics" and v is not None
+                                      else v)
               for n, v in obj.items() if n not in ("outcome", "outcome_note")}
     return ContextRecord(**checked, outcome=_outcome(obj, str(obj["qid"]), str(obj["cid"]), where))
 

@@ -327,7 +327,7 @@ def require(obj: dict, field: str, kind: type | tuple[type, ...], where: str, fi
     return value
 
 
-def probability(value: Any, where: str, field: str) -> float:
+def checked_probability(value: Any, where: str, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{where}: field {field!r} must be a number in [0, 1], got {value!r}")
     v = float(value)

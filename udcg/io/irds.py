@@ -67,7 +67,7 @@ def _quiet() -> Iterator[None]:
             sys.stderr.write("".join(f"{line}\n" for line in kept))
 
 
-def quiet(function: F) -> F:
+def run_quietly(function: F) -> F:
     """``function`` run with ir_datasets quiet (``_quiet``)."""
     @functools.wraps(function)
     def quieted(*args: Any, **kwargs: Any) -> Any:
@@ -81,7 +81,7 @@ def is_irds(source: Any) -> bool:
     return isinstance(source, str) and source.startswith(PREFIX)
 
 
-@quiet
+@run_quietly
 def dataset(source: str) -> Any:
     """The ir_datasets dataset of ``irds:NAME``; an unknown name is an ``InputError``."""
     irds = need("ir_datasets", source)
@@ -152,7 +152,7 @@ def _text(record: Any, source: str = "", what: str = "") -> str:
     return value
 
 
-@quiet
+@run_quietly
 def read_docs(source: str, docids: Set[str] | None) -> tuple[dict[str, Passage], int, float]:
     """The documents ``docids`` found in the docstore (all documents when None), the number looked
     up (or read) and the seconds it took."""
@@ -164,14 +164,14 @@ def read_docs(source: str, docids: Set[str] | None) -> tuple[dict[str, Passage],
             found = {_id(doc.doc_id, source, "a document's doc_id"): doc for doc in ds.docs_iter()}
         else:
             found = ds.docs_store().get_many(sorted(docids))
-        docs = {_id(d, source, "a document's doc_id"): Passage(pid=str(d), text=_text(doc, source, f"document {d!r}"),
+        docs = {_id(d, source, "a document's doc_id"): Passage(docid=str(d), text=_text(doc, source, f"document {d!r}"),
                                                                 title=str(getattr(doc, "title", "") or ""))
                 for d, doc in found.items()}
     return docs, len(found) if docids is None else len(docids), time.perf_counter() - t0
 
 
-@quiet
-def read_queries(source: str) -> dict[str, Question]:
+@run_quietly
+def dataset_queries(source: str) -> dict[str, Question]:
     """``{qid: Question}`` of the dataset's queries (answers from an ``answers`` field where it has one)."""
     ds = dataset(source)
     _needs(ds, source, "queries", "give a queries file with --queries")
@@ -187,7 +187,7 @@ def read_queries(source: str) -> dict[str, Question]:
     return out
 
 
-@quiet
+@run_quietly
 def has_answers(source: str) -> bool:
     """True when the dataset's query records carry reference answers (an ``answers`` field)."""
     ds = dataset(source)
@@ -195,8 +195,8 @@ def has_answers(source: str) -> bool:
         return bool(ds.has_queries()) and "answers" in getattr(ds.queries_cls(), "_fields", ())
 
 
-@quiet
-def read_qrels(source: str) -> dict[str, dict[str, float]]:
+@run_quietly
+def dataset_qrels(source: str) -> dict[str, dict[str, float]]:
     """``{qid: {docid: relevance}}`` of the dataset's qrels."""
     ds = dataset(source)
     _needs(ds, source, "qrels", "give a qrels file with --qrels")
@@ -215,8 +215,8 @@ def read_qrels(source: str) -> dict[str, dict[str, float]]:
     return out
 
 
-@quiet
-def load_questions(source: str, limit: int | None = None) -> list[Question]:
+@run_quietly
+def dataset_questions(source: str, limit: int | None = None) -> list[Question]:
     """Questions with passages, as the paper's validation reads a QA data set: each query of the
     qrels (in the queries' order, the first ``limit``), its reference answers, and its judged
     documents from the docstore (relevant: relevance > 0). The validation judges answers, so a
@@ -224,10 +224,10 @@ def load_questions(source: str, limit: int | None = None) -> list[Question]:
     if not has_answers(source):
         raise InputError(f"{source}: the dataset's queries have no reference answers (no 'answers' field), which the "
                          "validation needs to judge the reader's answers; use a dataset whose queries have answers")
-    queries, judged = read_queries(source), read_qrels(source)
+    queries, judged = dataset_queries(source), dataset_qrels(source)
     chosen = [q for q in queries if q in judged][:limit]
     docs, _, _ = read_docs(source, {d for q in chosen for d in judged[q]})
     return [Question(qid=q, text=queries[q].text, answers=queries[q].answers,
-                     passages=tuple(Passage(pid=d, text=docs[d].text, title=docs[d].title, relevant=rel > 0)
+                     passages=tuple(Passage(docid=d, text=docs[d].text, title=docs[d].title, relevant=rel > 0)
                                     for d, rel in judged[q].items() if d in docs))
             for q in chosen]

@@ -141,7 +141,7 @@ def load_popqa(path: str | Path, *, label: bool = False, contriever_only: bool =
 
     The file mixes two sources: Contriever hits (with ``id`` and ``score``) and passages without
     ``id``/``score`` that Self-RAG's ``w_gs`` file adds at ranks 6-10 (a whole Wikipedia page
-    start, often the subject's own page; some have empty text). Those get the pid
+    start, often the subject's own page; some have empty text). Those get the docid
     ``popqa-gs:{qid}:{rank}`` and ``score=None``. ``contriever_only`` drops them; passages with
     empty text are dropped unless ``keep_empty``. ``label`` fills relevance by answer containment.
     """
@@ -165,23 +165,23 @@ def load_popqa(path: str | Path, *, label: bool = False, contriever_only: bool =
                 continue
             if not ptext.strip() and not keep_empty:
                 continue
-            pid = str(c["id"]) if "id" in c else f"popqa-gs:{qid}:{rank}"
-            passages.append(Passage(pid=pid, text=ptext, title=str(c.get("title", "")),
+            docid = str(c["id"]) if "id" in c else f"popqa-gs:{qid}:{rank}"
+            passages.append(Passage(docid=docid, text=ptext, title=str(c.get("title", "")),
                                     score=_score(c.get("score"), cw)))
         if not passages:
             raise InputError(f"{where}: question {qid!r} has no usable passage in 'ctxs' (give at least one)")
-        _check_unique_pids(passages, where, qid)
+        _check_unique_docids(passages, where, qid)
         questions.append(Question(qid=qid, text=text, answers=_answers(obj, where), passages=tuple(passages)))
     questions = unique_qids(questions, path)
     return label_by_containment(questions) if label else questions
 
 
-def _check_unique_pids(passages: list[Passage], where: str, qid: str) -> None:
+def _check_unique_docids(passages: list[Passage], where: str, qid: str) -> None:
     seen: set[str] = set()
     for p in passages:
-        if p.pid in seen:
-            raise InputError(f"{where}: question {qid!r} lists passage id {p.pid!r} twice (ids must be unique per question)")
-        seen.add(p.pid)
+        if p.docid in seen:
+            raise InputError(f"{where}: question {qid!r} lists passage id {p.docid!r} twice (ids must be unique per question)")
+        seen.add(p.docid)
 
 
 # ---------------------------------------------------------------- Natural Questions (open)
@@ -205,8 +205,8 @@ def load_nq_open_gold(path: str | Path, limit: int | None = None) -> list[Questi
             if not isinstance(c, dict):
                 raise InputError(f"{cw}: expected an object, got {type(c).__name__}")
             gold = require(c, "isgold", bool, cw, "true for the gold passage")
-            pid = f"nq-gold:{i}" if len(ctxs) == 1 else f"nq-gold:{i}:{j}"
-            passages.append(Passage(pid=pid, text=require(c, "text", str, cw, "every passage needs text"),
+            docid = f"nq-gold:{i}" if len(ctxs) == 1 else f"nq-gold:{i}:{j}"
+            passages.append(Passage(docid=docid, text=require(c, "text", str, cw, "every passage needs text"),
                                     title=str(c.get("title", "")), relevant=gold))
         if not passages:
             raise InputError(f"{where}: field 'ctxs' is empty (give the gold passage)")
@@ -216,13 +216,13 @@ def load_nq_open_gold(path: str | Path, limit: int | None = None) -> list[Questi
 
 def load_nq_pon(path: str | Path, limit: int | None = None) -> list[Question]:
     """NQ-open gold passages of *The Power of Noise* (``test_dataset.json``): qid = NQ
-    ``example_id``, pid = ``idx_gold_in_corpus`` (the DPR Wikipedia passage index), relevant."""
+    ``example_id``, docid = ``idx_gold_in_corpus`` (the DPR Wikipedia passage index), relevant."""
     path = Path(path)
     questions = []
     for where, obj in _json_records(path, "{example_id, question, answers, text}", limit):
         qid = require(obj, "example_id", (int, str), where, "the NQ example id")
         idx = require(obj, "idx_gold_in_corpus", (int, str), where, "the gold passage's corpus index")
-        passage = Passage(pid=str(idx), text=require(obj, "text", str, where, "the gold passage text"), relevant=True)
+        passage = Passage(docid=str(idx), text=require(obj, "text", str, where, "the gold passage text"), relevant=True)
         questions.append(Question(qid=str(qid), text=require(obj, "question", str, where, "the question text"),
                                   answers=_answers(obj, where), passages=(passage,)))
     return unique_qids(questions, path)
@@ -232,7 +232,7 @@ def load_nq_pon(path: str | Path, limit: int | None = None) -> list[Question]:
 
 
 def load_squad(path: str | Path, limit: int | None = None) -> list[Question]:
-    """SQuAD v1.1: each question with all paragraphs of its article (pid ``{title}#{index}``).
+    """SQuAD v1.1: each question with all paragraphs of its article (docid ``{title}#{index}``).
 
     The paragraph the question was written on is relevant; the article's other paragraphs are
     ``None`` (SQuAD does not judge them; ``label_by_containment`` can fill them).
@@ -262,7 +262,7 @@ def load_squad(path: str | Path, limit: int | None = None) -> list[Question]:
 def _squad_paragraph(para: Any, where: str, title: str, j: int) -> Passage:
     if not isinstance(para, dict):
         raise InputError(f"{where}: expected a paragraph object, got {type(para).__name__}")
-    return Passage(pid=f"{title}#{j}", text=require(para, "context", str, where, "the paragraph text"),
+    return Passage(docid=f"{title}#{j}", text=require(para, "context", str, where, "the paragraph text"),
                    title=title.replace("_", " "))
 
 
@@ -311,8 +311,8 @@ def load_nomiracl(path: str | Path, split: str | None = None, limit: int | None 
         if len(texts) != len(docids):
             raise InputError(f"{where}: 'prompt' holds {len(texts)} numbered passages but 'docids' has "
                              f"{len(docids)} ids (they must match one to one)")
-        passages = [Passage(pid=str(d), text=t, relevant=label) for d, t in zip(docids, texts)]
-        _check_unique_pids(passages, where, str(obj.get("query_id")))
+        passages = [Passage(docid=str(d), text=t, relevant=label) for d, t in zip(docids, texts)]
+        _check_unique_docids(passages, where, str(obj.get("query_id")))
         question = _nomiracl_question(obj["prompt"], where)
         qid = require(obj, "query_id", str, where, "the query id")
         questions.append(Question(qid=qid, text=question, passages=tuple(passages)))
@@ -353,7 +353,7 @@ def _nomiracl_passages(prompt: str, where: str) -> list[str]:
 
 def load_dpr(path: str | Path, limit: int | None = None) -> list[Question]:
     """DPR retriever-training records: ``positive_ctxs`` (relevant), then ``hard_negative_ctxs`` and
-    ``negative_ctxs`` (not relevant). qid ``dpr{i}``; pid = ``passage_id``. A passage listed twice
+    ``negative_ctxs`` (not relevant). qid ``dpr{i}``; docid = ``passage_id``. A passage listed twice
     keeps its first (positive-first) entry; one both positive and negative is an error."""
     path = Path(path)
     questions = []
@@ -364,12 +364,12 @@ def load_dpr(path: str | Path, limit: int | None = None) -> list[Question]:
                 cw = f"{where}: {field}[{j}]"
                 if not isinstance(c, dict):
                     raise InputError(f"{cw}: expected an object, got {type(c).__name__}")
-                pid = str(require(c, "passage_id", (str, int), cw, "the DPR passage id"))
-                if pid in passages:
-                    if passages[pid].relevant != rel:
-                        raise InputError(f"{cw}: passage {pid!r} is listed as both positive and negative (keep one)")
+                docid = str(require(c, "passage_id", (str, int), cw, "the DPR passage id"))
+                if docid in passages:
+                    if passages[docid].relevant != rel:
+                        raise InputError(f"{cw}: passage {docid!r} is listed as both positive and negative (keep one)")
                     continue
-                passages[pid] = Passage(pid=pid, text=require(c, "text", str, cw, "every passage needs text"),
+                passages[docid] = Passage(docid=docid, text=require(c, "text", str, cw, "every passage needs text"),
                                         title=str(c.get("title", "")), relevant=rel, score=_score(c.get("score"), cw))
         if not passages:
             raise InputError(f"{where}: no passages in positive_ctxs / hard_negative_ctxs / negative_ctxs")

@@ -5,7 +5,7 @@
 ``squad`` …: a folder under the shared data folder, given as ``data_dir`` or ``$UDCG_DATA_DIR``;
 there is no default), a Hugging Face data set (``hf:NAME[:CONFIG]``, rows in the authors' format,
 loaded with ``datasets``), ``irds:NAME`` (an ir_datasets dataset's queries with answers and their
-judged documents, ``udcg.io.irds.load_questions``), or a file or folder path.
+judged documents, ``udcg.io.irds.dataset_questions``), or a file or folder path.
 
 Each loader reads one file shape (the shared data folder's README describes them) and returns
 questions whose ``passages`` keep the file's order. Relevance follows what the file knows:
@@ -216,7 +216,7 @@ def load_dataset(name_or_path: str | Path, limit: int | None = None, data_dir: s
     if name.startswith(hfdata.HUB_PREFIX):
         return load_hub(name, limit)
     if name.startswith(irds.PREFIX):
-        return irds.load_questions(name, limit)
+        return irds.dataset_questions(name, limit)
     path = Path(name_or_path)
     if not path.exists():
         folder = _ALIASES.get(name, name)

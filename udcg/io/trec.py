@@ -133,7 +133,7 @@ def read_qrels(path: str | Path) -> Qrels:
     from udcg.io import irds
 
     if irds.is_irds(path):
-        return irds.read_qrels(path)
+        return irds.dataset_qrels(path)
     return _read_table(path, "qrels", (_TREC_QRELS, _BEIR_QRELS), "is judged twice", limit=MAX_GRADE)
 
 

@@ -65,7 +65,7 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
     return float(value) if hint is float else value
 
 
-def build(cls: type, raw: Any, where: str, prefix: str = "") -> Any:
+def build_dataclass(cls: type, raw: Any, where: str, prefix: str = "") -> Any:
     """An instance of the dataclass ``cls`` (nested dataclasses too) from a raw mapping, every value
     coerced to its type hint; an unknown key or a wrong type is an ``InputError`` naming ``where``."""
     if raw is None:
@@ -84,7 +84,7 @@ def build(cls: type, raw: Any, where: str, prefix: str = "") -> Any:
             continue
         hint = hints[name]
         if dataclasses.is_dataclass(hint):
-            values[name] = build(hint, raw[name], where, f"{prefix}{name}.")
+            values[name] = build_dataclass(hint, raw[name], where, f"{prefix}{name}.")
         else:
             values[name] = _coerce(raw[name], hint, f"{where}: {prefix}{name}")
     return cls(**values)

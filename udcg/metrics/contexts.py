@@ -27,7 +27,7 @@ from udcg.errors import InputError
 from udcg.metrics import registry
 from udcg.metrics.measures import Measure, parse_measure, split_measures
 from udcg.metrics.signals import Signals
-from udcg.metrics.udcg import GAMMA, check_utilities
+from udcg.metrics.udcg import GAMMA, checked_utilities
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
     from udcg.metrics.udcg_theta import UDCGTheta
@@ -106,7 +106,7 @@ class ContextSignals(Signals):
         return None if measure.k is None else min(measure.k, self.depth)
 
     def utilities(self, measure: Measure, k: int | None) -> tuple[np.ndarray, None]:
-        return check_utilities(self.passage("utilities", measure)[:, :k]), None
+        return checked_utilities(self.passage("utilities", measure)[:, :k]), None
 
     def passage(self, name: str, measure: Measure) -> np.ndarray:
         value = getattr(self.batch, _FIELDS.get(name, name))

@@ -50,7 +50,7 @@ from udcg.errors import InputError
 from udcg.metrics.reader_auc import auc as _auc
 from udcg.metrics.reader_auc import auc_interval
 from udcg.metrics.reader_queries import QueryCheck, check_p, json_ready, query_checks, query_counts, query_index
-from udcg.metrics.reader_verdict import (ABSTAINS_AT, ANSWERED_MAX, AUC_MIN, MIN_PAIRS, Fragility, fragile_limit,
+from udcg.metrics.reader_verdict import (ABSTAINS_AT, ANSWERED_MAX, AUC_MIN, MIN_PAIRS, VerdictFragility, fragile_limit,
                                          fragility, verdicts)
 
 BASIS = "set on six published readings of one model family: docs/reliability.md#reader-check"
@@ -77,7 +77,7 @@ class ReaderCheck:
     n_queries: int
     verdict: str  # "can", "cannot" or "too few pairs"
     queries: tuple[QueryCheck, ...] = field(default=(), repr=False)  # per query, in the order of their first pairs
-    fragility: Fragility | None = None  # with unjudged pairs and a verdict: how many of them flip it
+    fragility: VerdictFragility | None = None  # with unjudged pairs and a verdict: how many of them flip it
     judged_only: ReaderCheck | None = None  # the check of the judged pairs alone (with a judged irrelevant pair)
     judge_command: str = ""  # the command that judges the unjudged pairs (set by the flow that knows the folder)
     judge_estimate: str = ""  # how long it takes (pairs, measured rate)
@@ -134,7 +134,7 @@ class ReaderCheck:
                   if n in data}
         if values.get("verdict") == "borderline":  # the record says what the text says; the side is its leans
             values["verdict"] = str(data.get("leans") or ("can" if (data.get("auc") or 0) >= AUC_MIN else "cannot"))
-        nested = {"fragility": Fragility.from_dict(data["fragility"]) if data.get("fragility") else None,
+        nested = {"fragility": VerdictFragility.from_dict(data["fragility"]) if data.get("fragility") else None,
                   "judged_only": cls.from_dict(data["judged_only"]) if data.get("judged_only") else None}
         return cls(**values, **nested)
 
@@ -303,7 +303,7 @@ def _mean(v: np.ndarray) -> float:
     return float(v.mean()) if len(v) else math.nan
 
 
-def reader_check(p_abs: object, relevant: object, judged: object, queries: object, *, model: str = "",
+def check_reader_pairs(p_abs: object, relevant: object, judged: object, queries: object, *, model: str = "",
                  estimator: str = "", n_boot: int = 1000, seed: int = 0, docids: object = None) -> ReaderCheck:
     """The reader check of one reader's pairs: ``p_abs`` in [0, 1], ``relevant`` (bool), ``judged``
     (bool: False for an unjudged pair taken as irrelevant) and ``queries`` (any ids) per pair;

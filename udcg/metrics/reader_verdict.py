@@ -68,7 +68,7 @@ def fragile_limit(n_unjudged: int) -> int:
 
 
 @dataclass(frozen=True)
-class Fragility:
+class VerdictFragility:
     """How many unjudged pairs, relabelled relevant, turn the verdict (module docstring)."""
 
     n_unjudged: int
@@ -93,7 +93,7 @@ class Fragility:
                 "pairs": [list(p) for p in self.pairs]}
 
     @classmethod
-    def from_dict(cls, data: dict) -> Fragility:
+    def from_dict(cls, data: dict) -> VerdictFragility:
         nan = float("nan")
         return cls(int(data["n_unjudged"]), str(data["order"]), data["flips_at"], str(data["verdict_after"] or ""),
                    nan if data.get("auc_after") is None else float(data["auc_after"]),
@@ -102,7 +102,7 @@ class Fragility:
 
 
 def fragility(p_abs: np.ndarray, relevant: np.ndarray, judged: np.ndarray, verdict: str, queries: np.ndarray,
-              docids: np.ndarray | None = None) -> Fragility | None:
+              docids: np.ndarray | None = None) -> VerdictFragility | None:
     """The ``Fragility`` of ``verdict`` (the check's, on these pairs), or None for "too few pairs" or
     without unjudged pairs. ``queries`` and ``docids`` (or none) name the pairs a flip relabels."""
     unjudged = ~relevant & ~judged
@@ -124,7 +124,7 @@ def fragility(p_abs: np.ndarray, relevant: np.ndarray, judged: np.ndarray, verdi
     hits = np.flatnonzero(after == other)
     order = "highest p_abs first" if against_can else "lowest p_abs first"
     if not len(hits):
-        return Fragility(n_unjudged, order, None, "", float("nan"), float("nan"))
+        return VerdictFragility(n_unjudged, order, None, "", float("nan"), float("nan"))
     k = int(hits[0])
     names = [(str(queries[i]), "" if docids is None else str(docids[i])) for i in moved[:min(k, LISTED)]]
-    return Fragility(n_unjudged, order, k, other, float(aucs[k]), float(answered[k]), tuple(names))
+    return VerdictFragility(n_unjudged, order, k, other, float(aucs[k]), float(answered[k]), tuple(names))

@@ -33,7 +33,7 @@ def udcg_rows(u: np.ndarray, gamma: float, length: np.ndarray | None = None) -> 
     return expit(np.where(np.asarray(k) > 0, score, 0.0))
 
 
-def check_utilities(u: object, name: str = "utilities") -> np.ndarray:
+def checked_utilities(u: object, name: str = "utilities") -> np.ndarray:
     arr = np.asarray(u, dtype=float)
     if arr.ndim == 1:
         arr = arr[None, :]
@@ -59,9 +59,9 @@ def check_gamma(gamma: object) -> float:
     return float(gamma)
 
 
-def udcg(utilities: object, gamma: float = GAMMA) -> np.ndarray:
+def udcg_matrix(utilities: object, gamma: float = GAMMA) -> np.ndarray:
     """UDCG = sigmoid((sum u+ + gamma * sum u-) / k) per context (row). Returns shape (n_contexts,)."""
-    return udcg_rows(check_utilities(utilities), check_gamma(gamma))
+    return udcg_rows(checked_utilities(utilities), check_gamma(gamma))
 
 
 def utilities_from(relevant: object, p_abs: object) -> np.ndarray:

@@ -13,7 +13,7 @@ from sklearn.base import BaseEstimator
 
 from udcg.errors import InputError
 from udcg.metrics.constants import CV_SCORES, THETA_C, THETA_FOLDS, THETA_SEED, VARIANTS
-from udcg.metrics.udcg import check_utilities, pairwise_differences, theta_features
+from udcg.metrics.udcg import checked_utilities, pairwise_differences, theta_features
 
 
 C_GRID = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)  # SVM-rank units (divided by the training questions)
@@ -143,7 +143,7 @@ class UDCGTheta(BaseEstimator):
 
     # -- learning
     def fit(self, X: object, y: object, groups: object = None, relevance: object = None) -> UDCGTheta:
-        u = check_utilities(X, "X")
+        u = checked_utilities(X, "X")
         y_arr = np.asarray(y, dtype=float)
         if y_arr.shape != (u.shape[0],):
             raise InputError(f"y: expected {u.shape[0]} outcome scores, got shape {y_arr.shape}")
@@ -242,7 +242,7 @@ class UDCGTheta(BaseEstimator):
 
     def decision_function(self, X: object, relevance: object = None) -> np.ndarray:
         self._check_fitted()
-        u = check_utilities(X, "X")
+        u = checked_utilities(X, "X")
         if u.shape[1] != self.k_:
             raise InputError(f"X has k = {u.shape[1]} positions but this UDCG_theta was fitted for k = {self.k_} (fit one per k)")
         return theta_features(u, self.variant, None if relevance is None else np.asarray(relevance)) @ self.coef_
@@ -279,30 +279,30 @@ class UDCGTheta(BaseEstimator):
         if isinstance(params.get("C_grid"), list):
             params["C_grid"] = tuple(params["C_grid"])
         params.setdefault("cv_rule", "best")  # saved before the one-SE rule: a C by CV was the best mean
-        model = cls(**params)
-        model.coef_ = np.asarray(d["coef"], dtype=float)
-        model.coef_standardized_ = np.asarray(d.get("coef_standardized", d["coef"]), dtype=float)
-        model.scaler_ = None
+        theta = cls(**params)
+        theta.coef_ = np.asarray(d["coef"], dtype=float)
+        theta.coef_standardized_ = np.asarray(d.get("coef_standardized", d["coef"]), dtype=float)
+        theta.scaler_ = None
         if d.get("scaler"):
             from sklearn.preprocessing import StandardScaler
 
             sc = d["scaler"]
-            model.scaler_ = StandardScaler()
-            model.scaler_.mean_ = np.asarray(sc["mean"], dtype=float)
-            model.scaler_.scale_ = np.asarray(sc["scale"], dtype=float)
-            model.scaler_.var_ = model.scaler_.scale_ ** 2
-            model.scaler_.n_features_in_ = len(model.scaler_.mean_)
-            model.scaler_.n_samples_seen_ = int(sc.get("n_samples", 0))
-        model.C_ = d.get("C", params.get("C"))
-        model.cv_results_ = d.get("cv")
-        model.converged_ = d.get("converged")
-        model.k_ = int(d["k"])
-        model.n_features_in_ = model.k_
-        model.n_pairs_ = int(d.get("n_pairs", 0))
-        model.n_queries_ = int(d.get("n_queries", 0))
-        model.margin_share_, model.cosine_mean_difference_ = (  # unknown (NaN) in a model saved before they were
+            theta.scaler_ = StandardScaler()
+            theta.scaler_.mean_ = np.asarray(sc["mean"], dtype=float)
+            theta.scaler_.scale_ = np.asarray(sc["scale"], dtype=float)
+            theta.scaler_.var_ = theta.scaler_.scale_ ** 2
+            theta.scaler_.n_features_in_ = len(theta.scaler_.mean_)
+            theta.scaler_.n_samples_seen_ = int(sc.get("n_samples", 0))
+        theta.C_ = d.get("C", params.get("C"))
+        theta.cv_results_ = d.get("cv")
+        theta.converged_ = d.get("converged")
+        theta.k_ = int(d["k"])
+        theta.n_features_in_ = theta.k_
+        theta.n_pairs_ = int(d.get("n_pairs", 0))
+        theta.n_queries_ = int(d.get("n_queries", 0))
+        theta.margin_share_, theta.cosine_mean_difference_ = (  # unknown (NaN) in a model saved before they were
             float("nan") if d.get(f) is None else float(d[f]) for f in ("margin_share", "cosine_mean_difference"))
-        return model
+        return theta
 
 
 def _mean_and_se(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
