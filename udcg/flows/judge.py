@@ -9,6 +9,7 @@ from pathlib import Path
 
 from udcg.errors import InputError
 from udcg.flows.judge_options import JudgeOptions
+from udcg.grade.rules import RULES
 from udcg.llm.registry import ModelChoice, ModelSpec
 from udcg.progress import bar
 
@@ -46,15 +47,13 @@ def _make_judge(task, spec: ModelSpec | None, options: JudgeOptions, say=lambda 
 
 
 def judge_file(task_name: str, path: str | Path, output: str | Path, options: JudgeOptions | None = None, *,
-               judge: str | ModelChoice = "rules", batch_size: int | None = None, api: dict | None = None,
-               show_progress: bool = True, say=lambda line: None) -> JudgeResult:
+               judge: str | ModelChoice = RULES, show_progress: bool = True, say=lambda line: None) -> JudgeResult:
     """Judge every item of ``path`` (the authors' format for relevance and grade, a contexts JSONL
     with answers for answer) and write the judgements to ``output``; a bad file fails before a model
     loads. ``options``: how (``JudgeOptions``; its ``write_authors``: also the input with is_relevant
     or grade set from the judgements).
-    ``judge``: ``rules`` or a model (a name or a ``ModelChoice``, resolved once; ``batch_size`` and
-    ``api``, keywords of a ``ModelChoice``, are added to it); ``say``: a line for the user (an API
-    judge's server)."""
+    ``judge``: ``rules`` or a model (a name or a ``ModelChoice``, resolved once); ``say``: a line for
+    the user (an API judge's server)."""
     from udcg.grade import runner
     from udcg.grade.judges import get_task
     from udcg.io.authors import read_authors, write_authors as write_authors_file
@@ -64,7 +63,7 @@ def judge_file(task_name: str, path: str | Path, output: str | Path, options: Ju
     o = options or JudgeOptions()
     task = get_task(task_name)
     path, output = Path(path), Path(output)
-    choice = ModelChoice.of(judge, batch_size=batch_size, **(api or {}))  # "rules": no model
+    choice = ModelChoice.of(judge)  # "rules": no model
     batch_size = choice.batch_size  # also the default --chunk-size
     if batch_size is not None and batch_size < 1:  # checked before any file is read (the options: by JudgeOptions)
         raise InputError(f"--batch-size {batch_size}: must be an integer >= 1")
@@ -72,7 +71,7 @@ def judge_file(task_name: str, path: str | Path, output: str | Path, options: Ju
         raise InputError("--write-authors works for relevance and grade (answers have no authors' format)")
     if output.resolve() == path.resolve():
         raise InputError(f"{output}: the output would overwrite the input (choose another -o)")
-    spec = None if choice.model == "rules" else choice.spec()
+    spec = None if choice.model == RULES else choice.spec()
     if spec is not None:  # an API model refuses --batch-size; a core install: which extra, before any work
         spec.check_installed()
     raw_items: list[dict] = []

@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib.util
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -134,6 +134,14 @@ class ModelChoice:
         """``model`` (a name, or a choice) with the options ``given`` that are not None."""
         given = {k: v for k, v in given.items() if v is not None}
         return replace(model, **given) if isinstance(model, ModelChoice) else cls(model, **given)
+
+    @classmethod
+    def split(cls, model: str | ModelChoice, keywords: Mapping[str, Any]) -> tuple[ModelChoice, dict[str, Any]]:
+        """``model`` with those of ``keywords`` that are a choice's options (``of``), and the others
+        (a flow's own: ``udcg.annotate_runs``' keywords are both)."""
+        names = {f.name for f in fields(cls)} - {"model"}
+        return (cls.of(model, **{k: v for k, v in keywords.items() if k in names}),
+                {k: v for k, v in keywords.items() if k not in names})
 
     def options(self) -> dict[str, Any]:
         """The backend options it gives (``resolve``'s keywords; None: not given)."""
