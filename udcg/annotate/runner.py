@@ -15,6 +15,7 @@ from pathlib import Path
 
 from udcg import resumable
 from udcg.errors import BackendError, InputError
+from udcg.annotate.prompt import DEFAULT_VERSION
 from udcg.io.cache import AppendCache
 from udcg.llm.base import Backend, BaseBackend, Capabilities
 from udcg.records import Annotation, Question
@@ -26,7 +27,7 @@ _ANNOTATION_FIELDS = tuple(f.name for f in fields(Annotation))
 @dataclass(frozen=True)
 class AnnotateConfig:
     estimator: str = "first-token"
-    prompt_version: str = "udcg-code-v1"
+    prompt_version: str = DEFAULT_VERSION
     chunk_size: int | None = None  # passages per cached, fsynced unit of work; None: the backend's (its chunk_size)
     # sampling estimator only
     n_samples: int = 20
