@@ -114,10 +114,11 @@ def test_an_api_output_never_replaces_an_input(tmp_path):
 
 def test_an_unset_chunk_is_left_to_the_backend_and_a_given_one_kept(tmp_path):
     from udcg.flows.annotate import reader
+    from udcg.flows.annotate_options import AnnotateOptions
 
     assert reader("qwen2.5-coder-0.5b").config.chunk_size is None  # the backend's chunk_size (test_backend_declarations)
-    assert reader("served-model", api_base="http://127.0.0.1:9/v1").config.chunk_size is None
-    assert reader("qwen2.5-coder-0.5b", chunk_size=7).config.chunk_size == 7
+    assert reader(udcg.ModelChoice("served-model", api_base="http://127.0.0.1:9/v1")).config.chunk_size is None
+    assert reader("qwen2.5-coder-0.5b", AnnotateOptions(chunk_size=7)).config.chunk_size == 7
     ex = example_path()  # a chunk of 0 is refused at the API's door (udcg.bounds), before any model loads
     with pytest.raises(InputError, match=r"^chunk_size = 0: must be an integer >= 1 "):
         udcg.annotate_runs(ex, [ex / "runs" / "bm25.trec"], tmp_path / "u", "qwen2.5-coder-0.5b", chunk_size=0)

@@ -49,10 +49,11 @@ def _cli_options(command: str) -> set[str]:
 def _api_parameters(function) -> set[str]:
     """The arguments an API function takes: its own and those its ``**options`` go to (``options_of``)."""
     names = set(inspect.signature(function).parameters)
-    if function.options_of:
+    if function.options_of:  # a function's keyword-only parameters, or a class's with a default (ModelChoice's)
         module, _, name = function.options_of.partition(":")
         target = getattr(importlib.import_module(module), name)
-        names |= {n for n, p in inspect.signature(target).parameters.items() if p.kind is p.KEYWORD_ONLY}
+        names |= {n for n, p in inspect.signature(target).parameters.items()
+                  if p.kind is p.KEYWORD_ONLY or inspect.isclass(target) and p.default is not p.empty}
     return names
 
 

@@ -129,12 +129,13 @@ def test_the_estimate_states_the_pairs_and_the_measured_rates():
     pace, and a model without a measured rate says so."""
     from udcg.flows.annotate import estimate_line, reader
     from udcg.llm import offline
+    from udcg.llm.registry import ModelChoice
 
     busy, idle = offline.ALIASES["qwen2.5-coder-0.5b"].cpu_rate
-    line = estimate_line(165, 165, 5, reader("qwen2.5-coder-0.5b", device="cpu"))
+    line = estimate_line(165, 165, 5, reader(ModelChoice("qwen2.5-coder-0.5b", device="cpu")))
     assert line.startswith("annotate: 165 of the 165 pairs in the runs' top-5 to compute (0 already annotated); "
                            f"on a CPU about {round(165 / idle / 60)} min to ")
     assert f"{idle:g} pairs/s idle, {busy:g} pairs/s with other jobs" in line and "rough estimate" in line
-    assert "94 already annotated" in estimate_line(6, 100, 5, reader("qwen2.5-coder-0.5b", device="cpu"))
-    assert "no measured CPU rate" in estimate_line(10, 10, 5, reader("smollm2-135m", device="cpu"))
-    assert "the server sets the pace" in estimate_line(10, 10, 5, reader("m", api_base="http://127.0.0.1:9/v1"))
+    assert "94 already annotated" in estimate_line(6, 100, 5, reader(ModelChoice("qwen2.5-coder-0.5b", device="cpu")))
+    assert "no measured CPU rate" in estimate_line(10, 10, 5, reader(ModelChoice("smollm2-135m", device="cpu")))
+    assert "the server sets the pace" in estimate_line(10, 10, 5, reader(ModelChoice("m", api_base="http://127.0.0.1:9/v1")))

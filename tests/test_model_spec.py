@@ -204,8 +204,10 @@ def test_a_choice_resolves_as_the_keywords_of_the_python_api():
     from udcg.flows.annotate import reader
 
     choice = ModelChoice("gpt-x", api_base="http://127.0.0.1:9/v1", timeout=3.0)
-    assert reader(choice).spec == reader("gpt-x", api_base="http://127.0.0.1:9/v1", timeout=3.0).spec
-    assert reader(choice, timeout=7.0).spec.options["timeout"] == 7.0  # a keyword given beside a choice is added
+    keywords = {"api_base": "http://127.0.0.1:9/v1", "timeout": 3.0, "samples": 5}  # the API's: model's and annotate's
+    assert reader(choice).spec == reader(ModelChoice.split("gpt-x", keywords)[0]).spec
+    assert ModelChoice.split("gpt-x", keywords)[1] == {"samples": 5}
+    assert reader(ModelChoice.split(choice, {"timeout": 7.0})[0]).spec.options["timeout"] == 7.0  # added to a choice
     spec = choice.spec()
     assert (spec.model, spec.api, dict(spec.options)) == ("openai:gpt-x", True, {"base_urls": ["http://127.0.0.1:9/v1"],
                                                                                  "timeout": 3.0})
@@ -225,13 +227,14 @@ def test_annotate_estimator_choices_come_from_the_estimator_registry():
     from udcg.cli import build_parser
     from udcg.errors import InputError
     from udcg.flows.annotate import reader
+    from udcg.flows.annotate_options import AnnotateOptions
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     action = next(a for a in sub.choices["annotate"]._actions if a.dest == "estimator")
     assert tuple(action.choices) == estimator_names()
     assert {"first-token", "sequence", "sampling", "api-logprobs"} <= set(action.choices)
     with pytest.raises(InputError, match="estimator = 'nope': choose one of .*register_estimator"):
-        reader("qwen2.5-coder-0.5b", estimator="nope")
+        reader("qwen2.5-coder-0.5b", AnnotateOptions(estimator="nope"))
 
 
 @pytest.mark.parametrize("option, value", [("concurrency", 0), ("timeout", -1.0), ("batch_size", 0), ("rpm", True),

@@ -17,9 +17,11 @@ import udcg
 from udcg import bounds
 from udcg.cli import build_parser, main
 from udcg.errors import InputError
+from udcg.flows.annotate_options import UNJUDGED, AnnotateOptions
 from udcg.flows.answer_options import AnswerOptions
 from udcg.flows.correlate_options import CorrelateOptions
 from udcg.flows.judge_options import JudgeOptions
+from udcg.flows.reader_check_options import ReaderCheckOptions
 from udcg.flows.run_options import CompareOptions, ScoringOptions
 from udcg.flows.theta_options import FitThetaOptions
 from udcg.grade.rules import MATCHES
@@ -30,20 +32,25 @@ from udcg.options import declared
 PACKAGE = Path(udcg.__file__).parent
 # the operations whose options are declared once
 CONVERTED = (ScoringOptions, CompareOptions, CorrelateOptions, AnswerOptions, JudgeOptions, ServeOptions,
-             FitThetaOptions)
+             FitThetaOptions, AnnotateOptions, ReaderCheckOptions)
 # Where the converted operations' options are read: a literal default of a declared name in a
 # signature here is a second declaration (udcg.metrics is below: its kernels' keywords are their own).
 # (flows/correlate.py's correlation_table and correlation_table_of, which validate's config calls too, are not
 # converted: their keyword defaults are still their own; nor are flows/own_runs.py's select_queries and
-# run_contexts, which annotate and the tests call too: answer passes them every option it declares.)
+# run_contexts, which annotate and the tests call too: answer passes them every option it declares; its
+# annotate_runs takes AnnotateOptions. Nor is integrations/pyterrier.py, whose Utility's depth, unjudged and judge
+# read AnnotateOptions' defaults, and whose output, the transformer's folder, is its own.)
 READERS = ("commands/compare.py", "commands/score.py", "commands/correlate.py", "flows/run_compare.py",
            "flows/run_scores.py", "flows/score.py", "flows/compare_config.py", "flows/answer_plan.py",
            "commands/answer.py", "flows/answer.py", "commands/judge.py", "flows/judge.py", "commands/serve.py",
-           "llm/server.py", "commands/fit_theta.py", "flows/theta.py")
+           "llm/server.py", "commands/fit_theta.py", "flows/theta.py", "commands/annotate.py",
+           "flows/annotate.py", "commands/reader_check.py", "flows/reader_check.py")
 # udcg/api.py's functions of the converted operations
-API_DOORS = ("compare", "evaluate", "score_runs", "correlate", "answer_runs", "judge", "fit_theta")
-# each choice tuple's one definition: the metrics' constants, the answer rules' (MATCHES) beside the rules
-CHOICES_HOME = {"metrics/constants.py", "grade/rules.py"}
+API_DOORS = ("compare", "evaluate", "score_runs", "correlate", "answer_runs", "judge", "fit_theta", "annotate_runs",
+             "reader_check")
+# each choice tuple's one definition: the metrics' constants, the answer rules' (MATCHES) beside the rules, the
+# policies of an unjudged pair (UNJUDGED) beside annotate's options
+CHOICES_HOME = {"metrics/constants.py", "grade/rules.py", "flows/annotate_options.py"}
 EX = example_path()
 RUNS = [str(EX / "runs" / "bm25.trec"), str(EX / "runs" / "dense.trec")]
 QRELS = str(EX / "qrels" / "test.tsv")
@@ -73,8 +80,9 @@ _missing = object()
 
 def test_every_choice_tuple_is_written_once():
     """A tuple (or list) of the words of a declared choice list anywhere in udcg/ but its home: a
-    second declaration (``choices=("error", "zero", "worst")`` in a command)."""
-    wanted = {tuple(o.choices) for o in _options().values() if o.choices}
+    second declaration (``choices=("error", "zero", "worst")`` in a command). (A registry's names,
+    annotate's estimators, are registered one by one: no tuple of them is written.)"""
+    wanted = {tuple(o.choices) for o in _options().values() if o.choices and not callable(o.choices)}
     assert len(wanted) >= 4
     found = []
     for where, tree in _trees():
@@ -127,7 +135,8 @@ def test_no_flag_of_a_declared_option_is_added_by_hand():
     commands = {"commands/compare.py": CompareOptions, "commands/score.py": ScoringOptions,
                 "commands/correlate.py": CorrelateOptions, "commands/answer.py": AnswerOptions,
                 "commands/judge.py": JudgeOptions, "commands/serve.py": ServeOptions,
-                "commands/fit_theta.py": FitThetaOptions}
+                "commands/fit_theta.py": FitThetaOptions, "commands/annotate.py": AnnotateOptions,
+                "commands/reader_check.py": ReaderCheckOptions}
     by_hand = []
     for where, tree in _trees():
         if where not in commands:
@@ -427,3 +436,111 @@ def test_the_fit_theta_door_refuses_in_one_line(keywords, message, tmp_path):
     with pytest.raises(InputError) as e:
         udcg.fit_theta(THETA_CONTEXTS, tmp_path / "t.json", **keywords)
     assert str(e.value).startswith(message), str(e.value)
+
+
+# ---------------------------------------------------------------- annotate and reader-check: the same declaration
+
+
+def _parser(command: str) -> argparse.ArgumentParser:
+    return next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+
+
+def test_the_annotate_flags_are_made_from_the_declaration_in_their_groups():
+    """``--run``'s options in the "your runs" group, the reader's beside ``--model``; the estimators are the
+    registry's names when the parser is made."""
+    from udcg.annotate.estimators import estimator_names
+
+    parser = _parser("annotate")
+    actions = {a.dest: a for a in parser._actions}
+    for o in declared(AnnotateOptions):
+        assert o.flag in actions[o.dest].option_strings and actions[o.dest].default is None
+    groups = {g.title: [a.dest for a in g._group_actions] for g in parser._action_groups}
+    assert groups["your runs (BEIR folder or files, TREC runs)"] == ["run", "corpus", "queries", "qrels", "answers",
+                                                                      "depth", "unjudged", "judge"]
+    assert groups["options"][-9:] == ["estimator", "prompt", "limit", "chunk_size", "samples", "temperature",
+                                      "target_width", "seed", "no_progress"]
+    assert tuple(actions["estimator"].choices) == estimator_names() and actions["unjudged"].choices is UNJUDGED
+    assert actions["depth"].help == "documents per run and query to annotate (default 10)"
+    assert actions["prompt"].help.startswith("reader prompt version (udcg-code-v1 = the authors' code")
+    options = AnnotateOptions.from_args(parser.parse_args(["data.json", "-o", "o", "--model", "m", "--samples", "5"]))
+    assert options == AnnotateOptions(samples=5) and (options.depth, options.judge, options.prompt) == (
+        10, "rules", "udcg-code-v1")
+
+
+def test_the_annotate_api_signature_is_the_declaration_and_the_models_keywords():
+    parameters = inspect.signature(udcg.annotate_runs).parameters
+    api = [o.name for o in declared(AnnotateOptions) if o.api]
+    assert list(parameters)[-len(api) - 1:-1] == api and list(parameters)[-1] == "model_options"
+    assert all(parameters[o.name].default == o.default for o in declared(AnnotateOptions))
+    with pytest.raises(InputError, match=r"^annotate_runs\(\): unknown option 'samplez' \(its options: show_progress, "
+                                         r"queries, .*, seed, device, dtype, batch_size, api_base, .*, scoring\)$"):
+        udcg.annotate_runs(EX, RUNS, "never-written", "smollm2-135m", samplez=3)
+
+
+@pytest.mark.parametrize("keywords, message", [
+    ({"depth": 0}, "depth = 0: must be an integer >= 1 "),
+    ({"unjudged": "maybe"}, "unjudged = 'maybe': choose one of irrelevant, judge, error"),
+    ({"estimator": "nope"}, "estimator = 'nope': choose one of first-token, sequence, sampling, api-logprobs (more plug "
+                            "in with udcg.annotate.estimators.register_estimator)"),
+    ({"estimator": 5}, "estimator: give a str or None, got an int (5)"),
+    ({"queries": ""}, "queries: give a path (str or pathlib.Path) or None, got a str ('')"),
+    ({"temperature": 0.0}, "temperature = 0.0: must be a number in (0, 100]"),
+])
+def test_an_annotate_options_object_refuses_what_the_doors_refuse(keywords, message):
+    with pytest.raises(InputError) as e:
+        AnnotateOptions(**keywords)
+    assert str(e.value).startswith(message), str(e.value)
+
+
+def test_an_estimator_registered_after_the_options_module_is_one():
+    from udcg.annotate import estimators
+
+    estimators.register_estimator("test-later", lambda backend, chats: [0.5] * len(chats))
+    try:
+        assert AnnotateOptions(estimator="test-later").estimator_for(api=False) == "test-later"
+    finally:
+        estimators._ESTIMATORS.pop("test-later")
+    assert AnnotateOptions().estimator_for(api=True) == "api-logprobs"
+
+
+@pytest.mark.parametrize("name, value", [("depth", 0), ("samples", 0), ("seed", -1), ("limit", 0),
+                                         ("target_width", 1.5), ("chunk_size", 0), ("concurrency", 0)])
+def test_one_check_for_both_annotate_doors(name, value, capsys, tmp_path):
+    flag = f"--{name.replace('_', '-')}"
+    out = tmp_path / "u"
+    assert main(["annotate", "--corpus", str(EX), "--run", RUNS[0], "--model", "smollm2-135m", "-o", str(out),
+                 flag, str(value)]) == 2
+    err = capsys.readouterr().err.strip()
+    with pytest.raises(InputError) as e:
+        udcg.annotate_runs(EX, RUNS[:1], out, "smollm2-135m", **{name: value})
+    rule = bounds.PARAMETERS["annotate"][name].describe()
+    assert err == f"udcg annotate: error: {flag} {bounds.short(value)}: must be {rule}"
+    assert str(e.value) == f"{name} = {bounds.short(value)}: must be {rule}" and not out.exists()
+
+
+def test_the_reader_check_flags_and_keywords_are_made_from_the_declaration():
+    parser = _parser("reader-check")
+    actions = {a.dest: a for a in parser._actions}
+    for o in declared(ReaderCheckOptions):
+        assert o.flag in actions[o.dest].option_strings and actions[o.dest].default is None
+    assert actions["output"].option_strings == ["-o", "--output"] and actions["plot"].metavar == "FILE"
+    options = ReaderCheckOptions.from_args(parser.parse_args(["u", "--n-boot", "200", "--json"]))
+    assert options == ReaderCheckOptions(n_boot=200, json=True) and options.seed == 0
+    parameters = inspect.signature(udcg.reader_check).parameters
+    assert list(parameters) == ["utilities", "n_boot", "seed"]
+    assert (parameters["n_boot"].default, parameters["seed"].default) == (1000, 0)
+    for name in ("json", "output", "nboot"):
+        with pytest.raises(InputError, match=rf"^reader_check\(\): got an unexpected keyword argument '{name}'$"):
+            udcg.reader_check("never-read", **{name: 1})
+
+
+@pytest.mark.parametrize("name, value", [("n_boot", 50), ("seed", -1)])
+def test_one_check_for_both_reader_check_doors(name, value, capsys):
+    flag = f"--{name.replace('_', '-')}"
+    assert main(["reader-check", "never-read", flag, str(value)]) == 2
+    err = capsys.readouterr().err.strip()
+    with pytest.raises(InputError) as e:
+        udcg.reader_check("never-read", **{name: value})
+    rule = bounds.PARAMETERS["reader-check"][name].describe()
+    assert err == f"udcg reader-check: error: {flag} {bounds.short(value)}: must be {rule}"
+    assert str(e.value) == f"{name} = {bounds.short(value)}: must be {rule}"

@@ -42,12 +42,15 @@ from udcg import api_args
 from udcg.api_args import checked, id_table, one_of, optional
 from udcg.errors import InputError
 from udcg.flows import run_scores as _scores
+from udcg.flows.annotate_options import AnnotateOptions
 from udcg.flows.answer_options import AnswerOptions
 from udcg.flows.correlate_options import CorrelateOptions
 from udcg.flows.judge_options import JudgeOptions
+from udcg.flows.reader_check_options import ReaderCheckOptions
 from udcg.flows.run_options import CompareOptions, ScoringOptions
 from udcg.flows.theta_options import FitThetaOptions
 from udcg.flows.run_scores import DEFAULT_METRICS, Run, RunScores
+from udcg.grade.rules import RULES
 from udcg.llm.registry import ModelChoice
 from udcg.metrics.udcg import GAMMA, udcg_matrix as _udcg_matrix
 
@@ -202,28 +205,39 @@ def _outputs_not_inputs(outputs: dict[str, Any], inputs: dict[str, Any], folder:
                    for item in (value if isinstance(value, (list, tuple)) else [value])])
 
 
-@checked("annotate", options_of="udcg.flows.annotate:reader", runs=api_args.paths, model=_model,
-         judge=api_args.model, api_base=api_args.api_base, unjudged=one_of("udcg.flows.own_runs:UNJUDGED"),
-         scoring=optional(one_of("udcg.llm.openai_backend:SCORING")))
+def _and_model_options(func: Callable) -> Callable:
+    """``func``'s signature (its options object's door) with ``**model_options`` after it: the
+    ``ModelChoice`` keywords of its model (``api_base``, ``concurrency``, ``device`` ...), which
+    ``checked``'s ``options_of="udcg.llm.registry:ModelChoice"`` checks (an unknown one refused there)."""
+    signature = inspect.signature(func)
+    more = inspect.Parameter("model_options", inspect.Parameter.VAR_KEYWORD)
+    func.__signature__ = signature.replace(parameters=[*signature.parameters.values(), more])
+    return func
+
+
+@checked("annotate", options_of="udcg.llm.registry:ModelChoice", runs=api_args.paths, model=_model,
+         judge=api_args.model, api_base=api_args.api_base, scoring=optional(one_of("udcg.llm.openai_backend:SCORING")))
+@_and_model_options
+@AnnotateOptions.door
 def annotate_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Path, model: str | ModelChoice, *,
-                  depth: int = 10,
-                  queries: str | Path | None = None, qrels: str | Path | None = None, answers: str | Path | None = None,
-                  unjudged: str = "irrelevant", judge: str = "rules", limit: int | None = None, show_progress: bool = True,
-                  **reader_options):
+                  show_progress: bool = True, **options: Any):
     """``udcg annotate --run``: p_abs and the utility of every pair in the union of the runs'
     top-``depth`` documents, for the reader ``model`` (a name, or a ``ModelChoice``), into the
     utilities folder ``output`` (created, or extended with the new pairs only; resumable).
-    ``reader_options``: those of ``udcg.flows.annotate.reader`` (``estimator``, ``prompt``, ``api_base``, ``concurrency``,
-    ``device``, ``batch_size``, ``samples`` …). Returns the report (``.computed``, ``.reused``,
-    ``.total``, ``.lines(output)``); read the folder back with ``read_utilities``. Like every flow
-    here, an output that would replace an input is refused before any work (``InputError``)."""
+    ``options``: those of ``udcg annotate`` (``udcg.flows.annotate_options.AnnotateOptions``:
+    ``depth``, ``qrels``, ``unjudged``, ``estimator``, ``prompt``, ``samples`` …) and the model's
+    (a ``ModelChoice``'s keywords: ``api_base``, ``concurrency``, ``device``, ``batch_size`` …, added
+    to ``model``'s). Returns the report (``.computed``, ``.reused``, ``.total``, ``.lines(output)``);
+    read the folder back with ``read_utilities``. Like every flow here, an output that would replace an
+    input is refused before any work (``InputError``)."""
     from udcg.flows.annotate import annotate_run_files, reader
 
-    _outputs_not_inputs({"output": output}, {"corpus": corpus, "runs": runs, "queries": queries, "qrels": qrels,
-                                             "answers": answers}, folder="output")
-    return annotate_run_files(str(corpus), [str(r) for r in runs], str(output), reader(model, **reader_options),
-                              depth=depth, queries=queries, qrels=qrels, answers=answers, unjudged=unjudged,
-                              judge=judge, limit=limit, show_progress=show_progress)
+    choice, rest = ModelChoice.split(model, options)
+    o = AnnotateOptions.of("annotate_runs", **rest)
+    _outputs_not_inputs({"output": output}, {"corpus": corpus, "runs": runs, **o.keywords("queries", "qrels", "answers")},
+                        folder="output")
+    return annotate_run_files(str(corpus), [str(r) for r in runs], str(output), reader(choice, o), o,
+                              show_progress=show_progress)
 
 
 @checked("answer", runs=api_args.paths, model=_model)
@@ -251,7 +265,7 @@ def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Pa
 @checked("judge", judge=_model)
 @JudgeOptions.door
 @_model_keywords("judge", "batch_size", "api")
-def judge(task: str, path: str | Path, output: str | Path, *, judge: str | ModelChoice = "rules",
+def judge(task: str, path: str | Path, output: str | Path, *, judge: str | ModelChoice = RULES,
           show_progress: bool = True, say=None, **options: Any):
     """``udcg judge TASK``: relevance, grade or answer outcomes of ``path`` by rules or an LLM judge,
     written to ``output`` (resumable). ``options``: those of ``udcg.flows.judge_options.JudgeOptions``
@@ -285,7 +299,8 @@ def fit_theta(contexts: str | Path, output: str | Path, **options: Any) -> UDCGT
 
 
 @checked("reader-check", utilities=api_args.path)
-def reader_check(utilities: str | Path, *, n_boot: int = 1000, seed: int = 0):
+@ReaderCheckOptions.door
+def reader_check(utilities: str | Path, **options: Any):
     """Can the reader of a utilities folder (``udcg annotate --run``'s, or its utilities.jsonl)
     measure distraction? A ``udcg.metrics.reader_check.ReaderCheck`` computed from the p_abs already
     there (no model time): pair counts, mean p_abs, the share of irrelevant pairs the reader answers
@@ -297,10 +312,12 @@ def reader_check(utilities: str | Path, *, n_boot: int = 1000, seed: int = 0):
     pairs alone) and ``.judge_command`` (the annotate command that judges them); on which queries:
     ``.queries`` (one ``QueryCheck`` per query: counts, mean p_abs, irrelevant pairs answered from,
     relevant pairs abstained on) and ``.query_line()``. A qrels or other ``qid 0 docid value`` file is
-    refused (``InputError``): the check needs the folder's p_abs and which pairs were judged."""
+    refused (``InputError``): the check needs the folder's p_abs and which pairs were judged. ``options``:
+    those of ``udcg reader-check`` (``udcg.flows.reader_check_options.ReaderCheckOptions``: ``n_boot``,
+    ``seed``)."""
     from udcg.flows.reader_check import check_utilities
 
-    return check_utilities(utilities, n_boot=n_boot, seed=seed)
+    return check_utilities(utilities, ReaderCheckOptions.of("reader_check", **options))
 
 
 @checked("correlate")

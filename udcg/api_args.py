@@ -256,10 +256,11 @@ def _check_by_annotation(command: str, name: str, value: Any, parameter: inspect
 def checked(command: str, *, options_of: str | None = None, **checks: Check):
     """``func`` with every argument checked first (see the module doc); ``command``: the operation
     whose bounds apply (its entry in ``udcg.bounds.PARAMETERS``, the command's); ``options_of``: ``"module:function"``
-    that ``**options`` are passed to."""
+    (or ``"module:Class"``) that ``**options`` are passed to."""
     def wrap(func):
         signature = inspect.signature(func)
         rest = next((p.name for p in signature.parameters.values() if p.kind is p.VAR_KEYWORD), None)
+        named = [p.name for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY]
 
         @functools.wraps(func)
         def call(*args, **kwargs):
@@ -269,7 +270,7 @@ def checked(command: str, *, options_of: str | None = None, **checks: Check):
                 raise InputError(f"{func.__name__}(): {e}") from None
             for name, value in given.arguments.items():
                 if name == rest:
-                    given.arguments[name] = _options(func.__name__, command, options_of, value, checks)
+                    given.arguments[name] = _options(func.__name__, command, options_of, value, checks, named)
                 elif name in checks:
                     given.arguments[name] = checks[name](name, value)
                 else:
@@ -282,13 +283,17 @@ def checked(command: str, *, options_of: str | None = None, **checks: Check):
     return wrap
 
 
-def _options(caller: str, command: str, target: str | None, options: dict, checks: Mapping[str, Check]) -> dict:
-    """The ``**options`` of ``caller``, each checked by the parameter of ``target`` it fills."""
+def _options(caller: str, command: str, target: str | None, options: dict, checks: Mapping[str, Check],
+             named: Iterable[str] = ()) -> dict:
+    """The ``**options`` of ``caller``, each checked by the parameter of ``target`` it fills: a
+    function's keyword-only parameters, or a class's with a default (``ModelChoice``'s options);
+    ``named``: the caller's own keywords, listed first where an unknown one is refused."""
     if target is None:
         return options
     module, _, function = target.partition(":")
-    parameters = {name: p for name, p in inspect.signature(getattr(importlib.import_module(module), function)).parameters.items()
-                  if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    found = getattr(importlib.import_module(module), function)
+    parameters = {name: p for name, p in inspect.signature(found).parameters.items()
+                  if p.kind is inspect.Parameter.KEYWORD_ONLY or inspect.isclass(found) and p.default is not p.empty}
     out = {}
     for name, value in options.items():
         if name in checks:
@@ -296,6 +301,6 @@ def _options(caller: str, command: str, target: str | None, options: dict, check
         elif name in parameters:
             out[name] = _check_by_annotation(command, name, value, parameters[name])
         else:
-            known = ", ".join(parameters)
+            known = ", ".join([*named, *parameters])
             raise InputError(f"{caller}(): unknown option {name!r} (its options: {known})")
     return out

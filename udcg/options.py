@@ -43,22 +43,26 @@ class Option:
     """One option as declared (a field's metadata): ``help`` (``{default}`` is replaced by the
     default), ``flag`` (the command line's spelling; "": ``--`` and the field's name with dashes),
     ``short`` (``-o``), ``kind`` (int, float, str, bool: a switch, Path; None: checked by its reader),
-    ``choices``, ``repeated`` (a flag given several times: a tuple), ``metavar``, ``api`` (False:
-    the command line's own, as ``-o``, not a keyword of the API), ``parsed`` (the parsed name where
-    it is not the flag's: answer's ``--subsets`` is ``args.samples``), ``parse`` (what turns the
-    flag's text into the value where ``kind`` does not: fit-theta's ``--C``, a number or ``auto``).
+    ``choices`` (the words allowed, or a function that returns them: a registry that plugins extend,
+    read when the flags are made, the value then checked by the class that declares it), ``repeated``
+    (a flag given several times: a tuple), ``metavar``, ``api`` (False: the command line's own, as
+    ``-o``, not a keyword of the API), ``parsed`` (the parsed name where it is not the flag's:
+    answer's ``--subsets`` is ``args.samples``), ``parse`` (what turns the flag's text into the value
+    where ``kind`` does not: fit-theta's ``--C``, a number or ``auto``), ``group`` (the command's
+    argument group it is shown in, named by the command: annotate's ``runs``; "": its own options).
     ``name``, ``default`` and ``bound`` are the field's, filled by ``declared``."""
 
     help: str
     flag: str = ""
     short: str = ""
     kind: type | None = None
-    choices: tuple[str, ...] | None = None
+    choices: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None
     repeated: bool = False
     metavar: str | None = None
     api: bool = True
     parsed: str = ""
     parse: Callable[[str], Any] | None = None
+    group: str = ""
     name: str = ""
     default: Any = None
     bound: bounds.Bound | None = None
@@ -116,7 +120,7 @@ def check_declared(o: Option, value: Any, name: str, shown: str) -> Any:
     if o.repeated and isinstance(value, (list, tuple)):
         return tuple(check_declared(replace(o, repeated=False), v, f"{name}[{i}]", f"{name}[{i}] = {bounds.short(v)}")
                      for i, v in enumerate(value))
-    if o.choices is not None:
+    if o.choices is not None and not callable(o.choices):  # a registry's: checked by the class that declares it
         if not isinstance(value, str) or value not in o.choices:
             raise InputError(f"{shown}: choose one of {', '.join(o.choices)}")
         return value
@@ -155,10 +159,15 @@ class Options:
         return cls(**keywords)
 
     @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser, helps: dict[str, str] | None = None) -> None:
+    def add_arguments(cls, parser: argparse.ArgumentParser, helps: dict[str, str] | None = None,
+                      group: str | None = None) -> None:
         """The command's flags, one per declared option (module doc); ``helps``: another command's
-        words for an option (``{name: help}``), where the option means more there."""
+        words for an option (``{name: help}``), where the option means more there; ``group``: only the
+        options of that group (``Option.group``), added to ``parser`` (that argument group), for a
+        command whose options sit in several groups (it calls this once a group); None: every one."""
         for o in declared(cls):
+            if group is not None and o.group != group:
+                continue
             text = (helps or {}).get(o.name, o.help)
             kw: dict[str, Any] = {"default": None, "help": text.replace("{default}", _shown(o.default))}
             if o.switch:
@@ -169,9 +178,10 @@ class Options:
                 kw["type"] = o.convert
             if o.parsed:
                 kw["dest"] = o.parsed
-            for key in ("choices", "metavar"):
-                if getattr(o, key) is not None:
-                    kw[key] = getattr(o, key)
+            if o.choices is not None:
+                kw["choices"] = o.choices() if callable(o.choices) else o.choices
+            if o.metavar is not None:
+                kw["metavar"] = o.metavar
             parser.add_argument(*filter(None, (o.short, o.flag)), **kw)
         parser.set_defaults(config_options=declared(cls), config_defaults={o.dest: o.default for o in declared(cls)})
 

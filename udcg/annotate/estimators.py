@@ -54,6 +54,14 @@ def estimator_names() -> tuple[str, ...]:
     return tuple(_ESTIMATORS)
 
 
+def check_estimator(name: str | None) -> str | None:
+    """``name`` if it is a registered estimator (None: the reader's default), else one ``InputError`` line."""
+    if name is not None and name not in _ESTIMATORS:
+        raise InputError(f"estimator = {name!r}: choose one of {', '.join(estimator_names())} (more plug in with "
+                         "udcg.annotate.estimators.register_estimator)")
+    return name
+
+
 def probability(logprob: float, where: str) -> float:
     if math.isnan(logprob) or logprob > 1e-4:
         raise BackendError(f"{where}: the backend returned log-probability {logprob!r}, which is not a log-probability")

@@ -69,7 +69,7 @@ def _fig4_v1(question: str, passages: Sequence[str]) -> str:
     return f"Documents:\n{documents}\n\nQuestion:\n{question}\n\nAnswer:"
 
 
-_LAYOUTS = {"udcg-code-v1": _code_v1, "paper-fig4-v1": _fig4_v1}
+_LAYOUTS = {DEFAULT_VERSION: _code_v1, "paper-fig4-v1": _fig4_v1}
 PROMPT_VERSIONS: tuple[str, ...] = tuple(_LAYOUTS)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from udcg import resumable
 from udcg.errors import BackendError, InputError
+from udcg.annotate.prompt import DEFAULT_VERSION
 from udcg.io.cache import AppendCache
 from udcg.llm.base import Backend, BaseBackend, Capabilities
 from udcg.records import Annotation, Question
@@ -30,7 +31,7 @@ _ATTRIBUTE = {"pid": "docid"}
 @dataclass(frozen=True)
 class AnnotateConfig:
     estimator: str = "first-token"
-    prompt_version: str = "udcg-code-v1"
+    prompt_version: str = DEFAULT_VERSION
     chunk_size: int | None = None  # passages per cached, fsynced unit of work; None: the backend's (its chunk_size)
     # sampling estimator only
     n_samples: int = 20

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from udcg.commands._parser import add_model_options, command, model_choice
-from udcg.flows.annotate import estimator_names
+from udcg.flows.annotate_options import RUNS, AnnotateOptions
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -31,30 +31,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     runs.add_argument("--run", action="append", default=[], metavar="RUN",
                       help="TREC run file (repeatable): annotate the union of the runs' top --depth documents")
     runs.add_argument("--corpus", help="BEIR folder, corpus JSONL/Parquet, a datasets save_to_disk folder, hf:NAME, or irds:NAME (ir_datasets)")
-    runs.add_argument("--queries", help="queries file or irds:NAME (default: the BEIR folder's queries.jsonl, or the irds dataset's queries)")
-    runs.add_argument("--qrels", help="qrels (TREC 4 columns, BEIR TSV or irds:NAME; default: the BEIR folder's qrels/test.tsv, or the irds dataset's)")
-    runs.add_argument("--answers", help="JSONL of {_id, answers} (default: queries' metadata.answers)")
-    runs.add_argument("--depth", type=int, default=10, help="documents per run and query to annotate (default 10)")
-    runs.add_argument("--unjudged", default="irrelevant", choices=("irrelevant", "judge", "error"),
-                      help="relevance of a retrieved pair the qrels do not judge (default irrelevant)")
-    runs.add_argument("--judge", default="rules", help="with --unjudged judge: rules (answer containment) or a model")
+    AnnotateOptions.add_arguments(runs, group=RUNS)
     add_model_options(p, role="reader", help="the reader: an offline alias (smollm2-135m, qwen2.5-coder-0.5b, "
                       "qwen2.5-coder-1.5b), a Hugging Face id or local directory, openai:MODEL, SCHEME:MODEL of an "
                       "installed backend (udcg models), or the API's model name with --api-base")
-    p.add_argument("--estimator", default=None, choices=estimator_names(),
-                   help="default: first-token (paper parity) for local models, api-logprobs (the chat top list; a "
-                   "token outside it is censored, never 0) for an API model; first-token or sequence through an API "
-                   "model: exact where its server scores text (/v1/completions: vLLM, SGLang, udcg serve)")
-    p.add_argument("--prompt", default="udcg-code-v1", help="reader prompt version (udcg-code-v1 = the authors' code; paper-fig4-v1)")
-    p.add_argument("--limit", type=int, default=None, help="only the first N questions (with --run: the first N "
-                   "queries of the queries file)")
-    p.add_argument("--chunk-size", type=int, default=None,
-                   help="passages per cached, fsynced unit of work (default: the backend's, 32; 256 for a "
-                   "local model on a GPU)")
-    p.add_argument("--samples", type=int, default=20, help="sampling: answers per passage")
-    p.add_argument("--temperature", type=float, default=1.0, help="sampling: temperature")
-    p.add_argument("--target-width", type=float, default=None, help="sampling: stop early once the Wilson interval is narrower")
-    p.add_argument("--seed", type=int, default=0)
+    AnnotateOptions.add_arguments(p, group="")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=main)
 
@@ -68,18 +49,17 @@ def main(args: argparse.Namespace) -> int:
         raise InputError("with --run give --corpus (a BEIR folder or corpus file) and no INPUT file")
     if not args.run and not args.input:
         raise InputError("give an INPUT file, or --corpus with one or more --run")
-    reader_ = reader(model_choice(args), estimator=args.estimator, prompt=args.prompt, chunk_size=args.chunk_size,
-                     samples=args.samples, temperature=args.temperature, target_width=args.target_width, seed=args.seed)
+    options = AnnotateOptions.from_args(args)
+    reader_ = reader(model_choice(args), options)
     if args.run:
         follow_libraries(not args.no_progress)
-        report = annotate_run_files(args.corpus, args.run, args.output, reader_, depth=args.depth, queries=args.queries,
-                                    qrels=args.qrels, answers=args.answers, unjudged=args.unjudged, judge=args.judge,
-                                    limit=args.limit, show_progress=not args.no_progress, say=lambda line: print(line, file=sys.stderr))
+        report = annotate_run_files(args.corpus, args.run, args.output, reader_, options,
+                                    show_progress=not args.no_progress, say=lambda line: print(line, file=sys.stderr))
         for line in report.lines(args.output, verbose=args.verbose):
             print(line, file=sys.stderr)
         return 0
     follow_libraries(not args.no_progress)
-    done = annotate_file(args.input, args.output, reader_, limit=args.limit, show_progress=not args.no_progress,
+    done = annotate_file(args.input, args.output, reader_, limit=options.limit, show_progress=not args.no_progress,
                          say=lambda line: print(f"udcg annotate: {line}", file=sys.stderr))
     print(done.summary, file=sys.stderr)
     for note in done.server_notes:  # what was found out about an API server

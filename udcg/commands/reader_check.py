@@ -6,6 +6,7 @@ import argparse
 import json
 
 from udcg.commands._parser import command
+from udcg.flows.reader_check_options import ReaderCheckOptions
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -23,31 +24,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           "udcg reader-check utilities --json",
                           "udcg reader-check utilities -o queries.tsv"])
     p.add_argument("utilities", nargs="+", help="utilities folder(s) written by udcg annotate --run (or utilities.jsonl)")
-    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples of the queries for the AUC's interval "
-                   "(default 1000)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", action="store_true", help="print the checks as JSON")
-    p.add_argument("-o", "--output", help="write one row per query (TSV with a header: qid, relevant, irrelevant, "
-                   "mean_p_abs_relevant, mean_p_abs_irrelevant, answered_irrelevant, abstained_relevant; a leading "
-                   "utilities column with several folders)")
-    p.add_argument("--plot", metavar="FILE", help="write a figure (.png or .svg; needs matplotlib): p_abs of the "
-                   "relevant and irrelevant pairs, the AUC in the title, one panel per folder")
+    ReaderCheckOptions.add_arguments(p)
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     from udcg.flows.reader_check import check_all, write_query_checks
 
-    if args.plot:
+    o = ReaderCheckOptions.from_args(args)
+    if o.plot:
         from udcg.flows.plots import figure_path, plot_reader_checks
 
-        figure_path(args.plot)
-    checks = check_all(args.utilities, n_boot=args.n_boot, seed=args.seed)
-    if args.plot:
-        plot_reader_checks(args.utilities, checks, args.plot)
-    if args.output:
-        write_query_checks(args.output, {str(path): c for path, c in zip(args.utilities, checks)})
-    if args.json:
+        figure_path(o.plot)
+    checks = check_all(args.utilities, o)
+    if o.plot:
+        plot_reader_checks(args.utilities, checks, o.plot)
+    if o.output:
+        write_query_checks(o.output, {str(path): c for path, c in zip(args.utilities, checks)})
+    if o.json:
         print(json.dumps({str(path): c.to_dict() for path, c in zip(args.utilities, checks)}, indent=2, sort_keys=True))
         return 0
     from udcg.flows.label_checks import recorded_labels

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from udcg.annotate.prompt import DEFAULT_VERSION
 from udcg.bounds import CONFIG as CONFIG_BOUNDS, DEFAULT_CONCURRENCY, check_value
 from udcg.errors import InputError
 from udcg.experiment.paths import data_folder, dataset_ref, portable_path, run_folder
@@ -61,7 +62,7 @@ class ReaderConfig:
     dtype: str = "float32"
     batch_size: int | None = None  # rows per forward pass (None: the backend's token budget)
     threads: int | None = None  # CPU threads for torch (None: torch's default; 1 helps on a busy machine)
-    prompt_version: str = "udcg-code-v1"
+    prompt_version: str = DEFAULT_VERSION
     max_new_tokens: int = 32  # answer budget (greedy)
     chunk_size: int = 32  # requests per cached, fsynced unit of every model step (the reader's and the LLM judges')
     # An API reader (openai:MODEL, or any model name with api_base): the settings of `udcg annotate`'s flags.

@@ -1,8 +1,9 @@
 """The annotate flow: every (question, passage)'s p_abs and utility for one reader, from a QA file
 (the authors' format or a QA data set) or from the union of retrieval runs' top documents.
 
-``reader(...)`` resolves the reader and the estimator settings before any file is read or model
-loaded; ``annotate_file`` and ``annotate_run_files`` do the work and return what the command prints.
+``reader(model, options)`` resolves the reader and the estimator settings (``AnnotateOptions``)
+before any file is read or model loaded; ``annotate_file`` and ``annotate_run_files`` do the work and
+return what the command prints.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from udcg.annotate.estimators import estimator_names  # reader's estimator choices (the command's --estimator)
-from udcg.errors import InputError
+from udcg.flows.annotate_options import AnnotateOptions
+from udcg.grade.rules import RULES
 
-if TYPE_CHECKING:  # light at import (the command's parser reads estimator_names): the rest loads on use
+if TYPE_CHECKING:  # light at import: the rest loads on use
     from udcg.annotate.runner import AnnotateConfig
     from udcg.flows.own_runs import AnnotateRunsReport
     from udcg.llm.registry import ModelChoice, ModelSpec
@@ -37,34 +38,22 @@ class Reader:
 LOCAL_DEFAULTS = {"device": "auto", "dtype": "float32"}  # a local reader's, where not given (annotate, answer)
 
 
-def reader(model: str | ModelChoice, *, estimator: str | None = None, prompt: str = "udcg-code-v1",
-           api_base: str | None = None, api_key_env: str | None = None, concurrency: int | None = None,
-           rpm: float | None = None, timeout: float | None = None, max_retries: int | None = None,
-           tokenizer: str | None = None, scoring: str | None = None, device: str | None = None,
-           dtype: str | None = None, batch_size: int | None = None, chunk_size: int | None = None, samples: int = 20,
-           temperature: float = 1.0, target_width: float | None = None, seed: int = 0) -> Reader:
-    """The reader (a ``ModelChoice``: ``model`` with the model options given here, resolved once; a
-    model name with ``api_base`` is the model that API serves; an API model refuses
-    ``batch_size``, ``device`` and ``dtype``; an API option left None is the backend's default) and
-    its ``AnnotateConfig`` (estimator: first-token for a local model, api-logprobs for an API one;
-    ``chunk_size``: None leaves it to the backend, ``BaseBackend.chunk_size``: 256 for a local model on
-    a GPU, else 32)."""
+def reader(model: str | ModelChoice, options: AnnotateOptions | None = None) -> Reader:
+    """The reader (a ``ModelChoice``, or a model name: resolved once; an API model refuses
+    ``batch_size``, ``device`` and ``dtype``; an option left None is the backend's default) and its
+    ``AnnotateConfig`` from ``options`` (``AnnotateOptions``: the estimator, first-token for a local
+    model and api-logprobs for an API one where not given; ``chunk_size``: None leaves it to the
+    backend, ``BaseBackend.chunk_size``: 256 for a local model on a GPU, else 32)."""
     from udcg.annotate.prompt import check_version
     from udcg.annotate.runner import AnnotateConfig
     from udcg.llm.registry import ModelChoice
 
-    choice = ModelChoice.of(model, device=device, dtype=dtype, batch_size=batch_size, api_base=api_base,
-                            api_key_env=api_key_env, concurrency=concurrency, rpm=rpm, timeout=timeout,
-                            max_retries=max_retries, tokenizer=tokenizer, scoring=scoring)
-    spec = choice.spec(defaults=LOCAL_DEFAULTS)
+    o = options or AnnotateOptions()
+    spec = ModelChoice.of(model).spec(defaults=LOCAL_DEFAULTS)
     spec.check_installed()  # a core install says which extra to add now, not after reading the corpus
-    if estimator is not None and estimator not in estimator_names():  # before any model loads (API callers too)
-        raise InputError(f"estimator = {estimator!r}: choose one of {', '.join(estimator_names())} (more plug in "
-                         "with udcg.annotate.estimators.register_estimator)")
-    config = AnnotateConfig(estimator=estimator or ("api-logprobs" if spec.api else "first-token"),
-                            prompt_version=check_version(prompt), chunk_size=chunk_size,
-                            n_samples=samples,
-                            temperature=temperature, target_width=target_width, seed=seed)
+    config = AnnotateConfig(estimator=o.estimator_for(spec.api), prompt_version=check_version(o.prompt),
+                            chunk_size=o.chunk_size, n_samples=o.samples, temperature=o.temperature,
+                            target_width=o.target_width, seed=o.seed)
     return Reader(spec, config)
 
 
@@ -159,22 +148,24 @@ def annotate_file(path: str, output: str, reader_: Reader, *, limit: int | None 
     return FileAnnotation(summary, list(backend.notes.values()))
 
 
-def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reader_: Reader, *, depth: int = 10,
-                       queries: str | None = None, qrels: str | None = None, answers: str | None = None,
-                       unjudged: str = "irrelevant", judge: str = "rules", limit: int | None = None,
-                       show_progress: bool = True, say: Say = quiet) -> AnnotateRunsReport:
+def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reader_: Reader,
+                       options: AnnotateOptions | None = None, *, show_progress: bool = True,
+                       say: Say = quiet) -> AnnotateRunsReport:
     """Annotate the union of the runs' top-``depth`` documents per query into the utilities folder
     ``output`` (created, or extended with the new pairs only); with ``limit``, of the first ``limit``
-    queries of the queries file only (as ``answer --limit``). Only the documents annotated are kept
-    from the corpus. Returns the report (``.lines(output)``: what the command prints)."""
-    from udcg.flows.own_runs import annotate_run_pairs, run_docids, select_queries
+    queries of the queries file only (as ``answer --limit``); ``options``: those of ``udcg annotate
+    --run`` (``AnnotateOptions``: ``depth``, ``queries``, ``qrels``, ``answers``, ``unjudged``,
+    ``judge``, ``limit``; its reader settings are ``reader_``'s). Only the documents annotated are
+    kept from the corpus. Returns the report (``.lines(output)``: what the command prints)."""
+    from udcg.flows.own_runs import RunHooks, annotate_run_pairs, run_docids, select_queries
     from udcg.flows.run_scores import named_runs
     from udcg.io.beir import check_run, read_collection
     from udcg.io.trec import read_run
     from udcg.llm.registry import ModelChoice, where_it_goes
     from udcg.progress import bar
 
-    judge_spec = ModelChoice.of(judge).spec() if unjudged == "judge" and judge != "rules" else None
+    o = options or AnnotateOptions()
+    judge_spec = ModelChoice.of(o.judge).spec() if o.unjudged == "judge" and o.judge != RULES else None
     if judge_spec is not None:
         judge_spec.check_installed()
     spec = reader_.spec.settled()  # an openai: model's server, settled once (the line and the backend read it)
@@ -182,10 +173,11 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
         say(where_it_goes(spec))
     paths = named_runs(run_paths)
     runs = {name: read_run(path) for name, path in paths.items()}
-    collection = read_collection(corpus, queries=queries, qrels=qrels, answers=answers, docids=run_docids(runs, depth))
+    collection = read_collection(corpus, **o.keywords("queries", "qrels", "answers"),
+                                 docids=run_docids(runs, o.depth))
     for name, run in runs.items():
-        check_run(run, collection, str(paths[name]), depth=depth, queries_source=queries)
-    runs, collection = select_queries(runs, collection, limit)
+        check_run(run, collection, str(paths[name]), depth=o.depth, queries_source=o.queries)
+    runs, collection = select_queries(runs, collection, o.limit)
     say(collection.scan.line())
     bars = []
 
@@ -194,15 +186,14 @@ def annotate_run_files(corpus: str, run_paths: Sequence[str], output: str, reade
         return bars[-1].update
 
     try:
-        inputs = {**{k: None if v is None else str(v) for k, v in (("corpus", corpus), ("queries", queries),
-                                                                     ("qrels", qrels), ("answers", answers))},
-                  "limit": limit, "model": reader_.spec.model, "api": reader_.spec.api, "flags": _flags(reader_),
-                  "run_files": {name: str(path) for name, path in paths.items()}}
-        return annotate_run_pairs(collection, runs, depth, output, reader_.config, spec.name, spec.load,
-                             unjudged=unjudged, judge_factory=lambda: relevance_judge(judge_spec), progress=progress,
-                             inputs=inputs, judge=judge,
-                             before_model=lambda todo, pairs: say(estimate_line(todo, pairs, depth, reader_)),
-                             before_judge=lambda n: say(judge_line(n, judge_spec)))
+        inputs = {**{k: None if v is None else str(v) for k, v in (("corpus", corpus), ("queries", o.queries),
+                                                                     ("qrels", o.qrels), ("answers", o.answers))},
+                  "limit": o.limit, "model": reader_.spec.model, "api": reader_.spec.api, "flags": _flags(reader_),
+                  "run_files": {name: str(path) for name, path in paths.items()}, "judge": o.judge}
+        hooks = RunHooks(spec.load, judge=lambda: relevance_judge(judge_spec), progress=progress,
+                         before_model=lambda todo, pairs: say(estimate_line(todo, pairs, o.depth, reader_)),
+                         before_judge=lambda n: say(judge_line(n, judge_spec)))
+        return annotate_run_pairs(collection, runs, output, spec.name, reader_.config, o, hooks, inputs=inputs)
     finally:
         for b in bars:
             b.close()
@@ -218,13 +209,13 @@ def _flags(reader_: Reader) -> list[str]:
     return reader_flags(reader_.spec.api, cfg.estimator, cfg.prompt_version, sampling)
 
 
-def relevance_judge(judge: str | ModelSpec | None = "rules"):
+def relevance_judge(judge: str | ModelSpec | None = RULES):
     """The judge of unjudged pairs' relevance (``--unjudged judge``): answer containment for
     ``rules`` (or None), else the LLM judge of ``judge`` (a spec resolved once, or a model name)."""
     from udcg.grade.judges import LLMJudge, RuleJudge
     from udcg.llm.registry import ModelChoice, ModelSpec
 
-    if judge is None or judge == "rules":
+    if judge is None or judge == RULES:
         return RuleJudge("relevance")
     spec = judge if isinstance(judge, ModelSpec) else ModelChoice.of(judge).spec()
     return LLMJudge(spec.load(), "relevance")

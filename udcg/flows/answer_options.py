@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from udcg.annotate.prompt import DEFAULT_VERSION
 from udcg.options import Options, option
 
 
@@ -39,7 +40,7 @@ class AnswerOptions(Options):
                           metavar="N")
     depth: int = option(20, "with --subsets: the pool depth per run (default {default})", kind=int)
     seed: int = option(0, "the seed of --sample and --subsets (default {default})", kind=int)
-    prompt: str = option("udcg-code-v1", "reader prompt version (udcg-code-v1, paper-fig4-v1)", kind=str)
+    prompt: str = option(DEFAULT_VERSION, "reader prompt version ({default}, paper-fig4-v1)", kind=str)
     max_new_tokens: int = option(32, "answer length limit (default {default})", kind=int)
     chunk_size: int = option(16, "contexts per cached, fsynced unit of work (default {default})", kind=int)
     cache: str | Path | None = option(None, "resume cache (default OUTPUT.cache.jsonl)", kind=Path)

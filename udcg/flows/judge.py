@@ -9,6 +9,7 @@ from pathlib import Path
 
 from udcg.errors import InputError
 from udcg.flows.judge_options import JudgeOptions
+from udcg.grade.rules import RULES
 from udcg.llm.registry import ModelChoice, ModelSpec
 from udcg.progress import bar
 
@@ -46,7 +47,7 @@ def _make_judge(task, spec: ModelSpec | None, options: JudgeOptions, say=lambda 
 
 
 def judge_file(task_name: str, path: str | Path, output: str | Path, options: JudgeOptions | None = None, *,
-               judge: str | ModelChoice = "rules", show_progress: bool = True, say=lambda line: None) -> JudgeResult:
+               judge: str | ModelChoice = RULES, show_progress: bool = True, say=lambda line: None) -> JudgeResult:
     """Judge every item of ``path`` (the authors' format for relevance and grade, a contexts JSONL
     with answers for answer) and write the judgements to ``output``; a bad file fails before a model
     loads. ``options``: how (``JudgeOptions``; its ``write_authors``: also the input with is_relevant
@@ -70,7 +71,7 @@ def judge_file(task_name: str, path: str | Path, output: str | Path, options: Ju
         raise InputError("--write-authors works for relevance and grade (answers have no authors' format)")
     if output.resolve() == path.resolve():
         raise InputError(f"{output}: the output would overwrite the input (choose another -o)")
-    spec = None if choice.model == "rules" else choice.spec()
+    spec = None if choice.model == RULES else choice.spec()
     if spec is not None:  # an API model refuses --batch-size; a core install: which extra, before any work
         spec.check_installed()
     raw_items: list[dict] = []

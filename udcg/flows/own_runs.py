@@ -30,6 +30,7 @@ from udcg.errors import InputError
 from udcg.io.files import read_json
 from udcg.resumable import StepStats, open_cache
 from udcg.records import Annotation, ContextRecord, Passage, Question, query_key
+from udcg.flows.annotate_options import UNJUDGED, AnnotateOptions
 from udcg.flows.reader_check import check_records, with_judge_command
 from udcg.flows.label_checks import (containment_record, corpus_size, label_block, label_meta, merged_containment,
                                     run_label_check)
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-UNJUDGED = ("irrelevant", "judge", "error")
 Run = Mapping[str, Mapping[str, float]]
 
 
@@ -160,32 +160,45 @@ def _check_meta(out: Path, cfg: AnnotateConfig, model: str) -> dict:
     return meta
 
 
-def annotate_run_pairs(collection: Collection, runs: Mapping[str, Run], depth: int, out: str | Path, cfg: AnnotateConfig,
-                  model: str, load_backend: Callable[[], object], *, unjudged: str = "irrelevant",
-                  judge_factory: Callable[[], object] | None = None,
-                  progress: Callable[[int, str], Callable[[int], None]] | None = None,
-                  inputs: Mapping[str, object] | None = None,
-                  before_model: Callable[[int, int], None] | None = None,
-                  before_judge: Callable[[int], None] | None = None, judge: str | None = None) -> AnnotateRunsReport:
+@dataclass(frozen=True)
+class RunHooks:
+    """What ``annotate_run_pairs`` calls: ``load()`` makes the reader's backend, only when some pair needs
+    the model, after ``before_model(todo, pairs)`` (the pairs to compute, of all the runs' pairs: the
+    command's estimate); ``judge()`` makes the relevance judge of the unjudged pairs
+    (``unjudged="judge"``), after ``before_judge(n)`` with the pairs to judge (the command's
+    estimate); ``progress(total, desc)`` returns an update function (the CLI's bar). All but ``load``
+    optional."""
+
+    load: Callable[[], object]
+    judge: Callable[[], object] | None = None
+    progress: Callable[[int, str], Callable[[int], None]] | None = None
+    before_model: Callable[[int, int], None] | None = None
+    before_judge: Callable[[int], None] | None = None
+
+
+def annotate_run_pairs(collection: Collection, runs: Mapping[str, Run], out: str | Path, model: str, cfg: AnnotateConfig,
+                  options: AnnotateOptions, hooks: RunHooks, *,
+                  inputs: Mapping[str, object] | None = None) -> AnnotateRunsReport:
     """Annotate every pair of the runs' top-``depth`` not yet in ``out``; rewrite the utility file.
 
-    ``load_backend`` is called only when some pair needs the model, after ``before_model(todo,
-    pairs)`` (the pairs to compute, of all the runs' pairs: the command's estimate).
-    ``progress(total, desc)`` returns an update function (the CLI's bar). ``inputs``: the command's
-    inputs as given (corpus, queries, qrels, answers, limit, model, api, run_files by run name),
-    recorded in meta.json so that the reader check can name the command that judges the unjudged pairs.
-    With ``unjudged="judge"``, ``before_judge(n)`` is called with the pairs to judge before the judge
-    is made (the command's estimate); ``judge``: its name (``rules`` or a model), recorded in
-    meta.json's ``containment`` (``label_checks.containment_record``)."""
+    ``model``: the reader's name (its backend's, loaded by ``hooks.load``); ``cfg``: its settings;
+    ``options``: ``depth`` and the ``unjudged`` policy (``AnnotateOptions``); ``hooks``: what it calls.
+    ``inputs``: the command's inputs as given (corpus, queries, qrels, answers, limit, model, api,
+    run_files by run name, judge), recorded in meta.json (but the run files, kept by run, and the
+    judge, in ``containment`` where the unjudged pairs are judged: ``label_checks.containment_record``)
+    so that the reader check can name the command that judges the unjudged pairs."""
+    depth, unjudged = options.depth, options.unjudged
+    judge = (inputs or {}).get("judge")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a folder (-o names the utilities folder)")
     _check_meta(out, cfg, model)  # before any work; read again when the folder is written
     pairs = pooled_docids(runs, depth)
     n_unjudged = sum(d not in collection.qrels.get(q, {}) for q, docids in pairs.items() for d in docids)
-    if unjudged == "judge" and n_unjudged and before_judge is not None:
-        before_judge(n_unjudged)
-    rel = relevance(pairs, collection, unjudged, judge_factory=judge_factory, judge_cache=out / "judgements.jsonl",
+    if unjudged == "judge" and n_unjudged and hooks.before_judge is not None:
+        hooks.before_judge(n_unjudged)
+    progress = hooks.progress
+    rel = relevance(pairs, collection, unjudged, judge_factory=hooks.judge, judge_cache=out / "judgements.jsonl",
                     progress=progress(n_unjudged, "judge relevance") if progress and n_unjudged else None)
     report = AnnotateRunsReport(pairs=len(rel), sources=dict(Counter(source for _, source in rel.values())))
     with_answers = any(any(a.strip() for a in collection.queries[q].answers) for q in pairs)
@@ -200,9 +213,9 @@ def annotate_run_pairs(collection: Collection, runs: Mapping[str, Run], depth: i
         done = cached_annotations(cache)
     report.reused = report.pairs - todo
     if todo:
-        if before_model is not None:
-            before_model(todo, report.pairs)
-        backend = load_backend()
+        if hooks.before_model is not None:
+            hooks.before_model(todo, report.pairs)
+        backend = hooks.load()
         report.model_loaded = True
         if backend.name != model:
             raise InputError(f"the backend is named {backend.name!r}, not {model!r}")
@@ -225,7 +238,7 @@ def annotate_run_pairs(collection: Collection, runs: Mapping[str, Run], depth: i
             "collection": collection.source, "runs": runs_meta, "pairs": len(records), "unjudged": unjudged,
             "relevance_sources": _count_sources(records), "n_censored": report.censored,
             "model_time": _model_time(meta, report),
-            **({"inputs": {k: v for k, v in inputs.items() if k != "run_files"}} if inputs else {}),
+            **({"inputs": {k: v for k, v in inputs.items() if k not in ("run_files", "judge")}} if inputs else {}),
             **({"labels": label_meta(report.labels)} if report.labels else {}),
             **({"containment": merged_containment(meta.get("containment"), containment)} if containment else {}),
             **({"server_notes": report.server_notes} if report.server_notes else {})}

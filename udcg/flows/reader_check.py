@@ -16,6 +16,8 @@ from pathlib import Path
 
 from udcg.annotate.utilities import UtilityRecord, load_utilities, recorded_meta
 from udcg.errors import InputError
+from udcg.flows.annotate_options import AnnotateOptions, default_estimator
+from udcg.flows.reader_check_options import ReaderCheckOptions
 from udcg.io.files import atomic_write_text
 from udcg.metrics.reader_check import ReaderCheck, check_reader_pairs
 from udcg.progress import duration
@@ -24,21 +26,23 @@ from udcg.records import query_key
 UNJUDGED = "unjudged-irrelevant"  # the relevance source of a pair the qrels do not judge
 
 
-def check_records(records: Iterable[UtilityRecord], model: str = "", estimator: str = "", *, n_boot: int = 1000,
-                  seed: int = 0) -> ReaderCheck:
+def check_records(records: Iterable[UtilityRecord], model: str, estimator: str,
+                  options: ReaderCheckOptions | None = None) -> ReaderCheck:
     """The reader check of utility records (one reader and estimator), taken in the canonical order
-    (query, then document: ``query_key``) so that no mean or interval depends on the file's order."""
+    (query, then document: ``query_key``) so that no mean or interval depends on the file's order;
+    ``options``: the interval's resamples and seed (``ReaderCheckOptions``, those of ``udcg reader-check``)."""
+    o = options or ReaderCheckOptions()
     recs = sorted(records, key=lambda r: (query_key(r.qid), r.docid))
     return check_reader_pairs([r.p_abs for r in recs], [r.relevant for r in recs],
                         [r.relevance_source != UNJUDGED for r in recs], [r.qid for r in recs],
-                        model=model, estimator=estimator, n_boot=n_boot, seed=seed, docids=[r.docid for r in recs])
+                        model=model, estimator=estimator, n_boot=o.n_boot, seed=o.seed, docids=[r.docid for r in recs])
 
 
 FOLDER = ("a utilities folder is what udcg annotate --run ... -o FOLDER writes: its utilities.jsonl holds each pair's "
           "p_abs, relevance and where the relevance came from, which the check needs")
 
 
-def check_utilities(path: str | Path, *, n_boot: int = 1000, seed: int = 0) -> ReaderCheck:
+def check_utilities(path: str | Path, options: ReaderCheckOptions | None = None) -> ReaderCheck:
     """The reader check of a utilities folder (``udcg annotate --run``'s) or its utilities.jsonl; a
     ``qid 0 docid value`` file (qrels, utilities.qrels) is refused: it keeps no p_abs of its own
     (a utility of 0 could be either class) nor whether a pair was judged."""
@@ -48,26 +52,23 @@ def check_utilities(path: str | Path, *, n_boot: int = 1000, seed: int = 0) -> R
     utilities = load_utilities(path)
     if not len(utilities):
         raise InputError(f"{path}: no annotated pairs (run udcg annotate --run ... -o {path} first)")
-    check = check_records(utilities.records.values(), utilities.model, utilities.estimator, n_boot=n_boot, seed=seed)
+    check = check_records(utilities.records.values(), utilities.model, utilities.estimator, options)
     folder = p if p.is_dir() else p.parent
     return with_judge_command(check, folder, recorded_meta(folder) or {})
-
-
-DEFAULT_PROMPT = "udcg-code-v1"
 
 
 def reader_flags(api: bool, estimator: str, prompt: str, sampling: Mapping[str, object]) -> list[str]:
     """The annotate flags that make a rerun's reader settings those of the folder (the cache's
     provenance): the estimator and prompt where not the default, the sampling settings with them."""
-    flags = [] if estimator == ("api-logprobs" if api else "first-token") else ["--estimator", estimator]
-    flags += [] if prompt == DEFAULT_PROMPT else ["--prompt", prompt]
+    flags = [] if estimator == default_estimator(api) else ["--estimator", estimator]
+    flags += [] if prompt == AnnotateOptions.prompt else ["--prompt", prompt]
     for name, value in sampling.items():
         if value is not None:
             flags += [f"--{name.replace('_', '-')}", str(value)]
     return flags
 
 
-def judge_command(folder: str | Path, meta: Mapping, judge: str = "", *, runs: Sequence[str] | None = None,
+def judge_command(folder: str | Path, meta: Mapping, judge: str | None = None, *, runs: Sequence[str] | None = None,
                   depth: int | None = None) -> str:
     """The ``udcg annotate`` command(s) that judge the folder's unjudged pairs (one per run depth), from
     the inputs its meta.json records; ``runs`` and ``depth``: those of these run files' top ``depth``
@@ -220,8 +221,8 @@ def reader_note(utilities: object, rows: Sequence) -> tuple[str, ...]:
             f"{check.verdict_text()}.{check.label_note()}",)
 
 
-def check_all(paths: Sequence[str | Path], *, n_boot: int = 1000, seed: int = 0) -> list[ReaderCheck]:
-    """``check_utilities`` of each folder or file (one reader and estimator each)."""
+def check_all(paths: Sequence[str | Path], options: ReaderCheckOptions | None = None) -> list[ReaderCheck]:
+    """``check_utilities`` of each folder or file (one reader and estimator each), with ``options``."""
     if not paths:
         raise InputError("give one or more utilities folders (udcg annotate --run ... -o FOLDER)")
-    return [check_utilities(p, n_boot=n_boot, seed=seed) for p in paths]
+    return [check_utilities(p, options) for p in paths]

@@ -16,7 +16,11 @@ from collections.abc import Sequence
 from udcg.text import answer_tokens, contains_answer, is_number, normalize_answer, normalized_aliases
 
 __all__ = ["normalize_answer", "contains_answer", "exact_match", "token_f1", "span_match", "is_abstention",
-           "answer_outcome", "MATCHES"]
+           "answer_outcome", "MATCHES", "RULES"]
+
+# The judge that needs no model (``--judge rules``, the default): answer containment for relevance, the answer rules
+# for answers.
+RULES = "rules"
 
 # The answer rules, the default first: "span" (extractive gold), then the older ones by their names.
 MATCHES = ("span", "contains", "exact", "f1")

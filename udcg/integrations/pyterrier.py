@@ -23,11 +23,13 @@ from typing import Any
 
 from udcg.errors import InputError
 from udcg.extras import need
+from udcg.flows.annotate_options import AnnotateOptions
 
 pt = need("pyterrier", "udcg.pyterrier")
 pd = need("pandas", "udcg.pyterrier")
 
 __all__ = ["Utility", "qrels", "results", "topics"]
+NOT_HERE = ("queries", "answers", "limit")  # udcg annotate --run's files and queries: here the frame's
 
 
 def topics(queries: str | Path) -> Any:
@@ -88,15 +90,21 @@ class Utility(pt.Transformer):
     follow ``unjudged``: ``irrelevant``, ``judge`` with ``judge``, or ``error``);
     ``reader_options``: those of ``udcg annotate`` (``api_base``, ``estimator``, ``batch_size`` …)."""
 
-    def __init__(self, model: str, depth: int = 10, output: str | Path = "utilities", *, qrels: Any = None,
-                 unjudged: str = "irrelevant", judge: str = "rules", **reader_options: Any) -> None:
-        from udcg.bounds import check_arguments
+    def __init__(self, model: str, depth: int = AnnotateOptions.depth, output: str | Path = "utilities", *,
+                 qrels: Any = None, unjudged: str = AnnotateOptions.unjudged, judge: str = AnnotateOptions.judge,
+                 **reader_options: Any) -> None:
         from udcg.flows.annotate import reader
+        from udcg.llm.registry import ModelChoice
 
-        check_arguments("annotate", {"depth": depth, **reader_options})  # the bounds of udcg annotate (udcg.bounds)
-        self.reader = reader(model, **reader_options)
-        self.model, self.depth, self.output = model, depth, Path(output)
-        self.qrels, self.unjudged, self.judge = qrels, unjudged, judge
+        choice, options = ModelChoice.split(model, reader_options)  # its numbers checked: the bounds of annotate
+        for name in NOT_HERE:
+            if name in options:
+                raise InputError(f"udcg.pyterrier.Utility(): got an unexpected keyword argument {name!r}")
+        self.options = AnnotateOptions.of("udcg.pyterrier.Utility", depth=depth, unjudged=unjudged, judge=judge,
+                                          **options)
+        self.reader = reader(choice, self.options)
+        self.model, self.depth, self.output = model, self.options.depth, Path(output)
+        self.qrels, self.unjudged, self.judge = qrels, self.options.unjudged, self.options.judge
         self.report = None
         self._backend = None  # loaded on the first pair to annotate, then kept for later calls
 
@@ -112,15 +120,15 @@ class Utility(pt.Transformer):
         """The frame with a ``utility`` column; annotates the pairs ``output`` does not hold yet."""
         from udcg.annotate.utilities import load_utilities
         from udcg.flows.annotate import relevance_judge
-        from udcg.flows.own_runs import annotate_run_pairs
+        from udcg.flows.own_runs import RunHooks, annotate_run_pairs
         from udcg.flows.run_scores import read_any_qrels
 
         if len(frame) == 0:
             return frame.assign(utility=pd.Series(dtype="float64"))
         collection, run = self._collection(frame, read_any_qrels(self.qrels) or {})
-        self.report = annotate_run_pairs(collection, {"pyterrier": run}, self.depth, self.output, self.reader.config,
-                                    self.reader.spec.name, self._load, unjudged=self.unjudged,
-                                    judge_factory=lambda: relevance_judge(self.judge))
+        self.report = annotate_run_pairs(collection, {"pyterrier": run}, self.output, self.reader.spec.name,
+                                    self.reader.config, self.options,
+                                    RunHooks(self._load, judge=lambda: relevance_judge(self.judge)))
         table = load_utilities(self.output).as_dict()
         top = {(q, d) for q, docs in run.items() for d in _top(docs, self.depth)}
         values = [table[q][d] if (q, d) in top else math.nan

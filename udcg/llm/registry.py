@@ -151,6 +151,14 @@ class ModelChoice:
         given = {k: v for k, v in given.items() if v is not None}
         return replace(model, **given) if isinstance(model, ModelChoice) else cls(model, **given)
 
+    @classmethod
+    def split(cls, model: str | ModelChoice, keywords: Mapping[str, Any]) -> tuple[ModelChoice, dict[str, Any]]:
+        """``model`` with those of ``keywords`` that are a choice's options (``of``), and the others
+        (a flow's own: ``udcg.annotate_runs``' keywords are both)."""
+        names = {f.name for f in fields(cls)} - {"model"}
+        return (cls.of(model, **{k: v for k, v in keywords.items() if k in names}),
+                {k: v for k, v in keywords.items() if k not in names})
+
     def options(self) -> dict[str, Any]:
         """The backend options it gives (``resolve``'s keywords; None: not given)."""
         return {"device": self.device, "dtype": self.dtype, "batch_size": self.batch_size,
