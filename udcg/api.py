@@ -54,7 +54,7 @@ from udcg.grade.rules import RULES
 from udcg.llm.registry import ModelChoice
 from udcg.metrics.udcg import GAMMA, udcg_matrix as _udcg_matrix
 
-if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
+if TYPE_CHECKING:  # scikit-learn is imported only when a UDCG_theta is used
     from udcg.metrics.udcg_theta import UDCGTheta
 
 __all__ = ["DEFAULT_METRICS", "ModelChoice", "Run", "RunScores", "annotate_runs", "answer_runs", "compare", "correlate", "evaluate",
@@ -292,10 +292,10 @@ def fit_theta(contexts: str | Path, output: str | Path, **options: Any) -> UDCGT
 
     o = FitThetaOptions.of("fit_theta", **options)
     _outputs_not_inputs({"output": output}, {"contexts": contexts})
-    model, warnings = fit_theta_file(str(contexts), output, o)
+    theta, warnings = fit_theta_file(str(contexts), output, o)
     for warning in warnings:
         log.warning(warning)
-    return model
+    return theta
 
 
 @checked("reader-check", utilities=api_args.path)

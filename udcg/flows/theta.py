@@ -15,17 +15,17 @@ from udcg.io.files import atomic_write_json, read_json
 from udcg.io.tables import Table
 from udcg.records import query_key
 
-if TYPE_CHECKING:  # scikit-learn is imported only when a model is fitted or loaded
+if TYPE_CHECKING:  # scikit-learn is imported only when a UDCG_theta is fitted or loaded
     from udcg.metrics.udcg_theta import UDCGTheta
 
 
 def fit_model(u: np.ndarray, y: np.ndarray, groups: np.ndarray, relevance: np.ndarray | None,
-              model: UDCGTheta) -> UDCGTheta:
+              theta: UDCGTheta) -> UDCGTheta:
     """``model`` (an unfitted UDCG_theta: its hyperparameters) fitted on utilities ``u`` (contexts,
     k), outcome scores ``y`` and question ids ``groups`` (``relevance`` is read by the binary variant
     only). Its ``random_state`` seeds the SVM solver's coordinate order; numpy's global generator is
     never touched."""
-    return model.fit(u, y, groups, relevance=relevance if model.variant == "binary" else None)
+    return theta.fit(u, y, groups, relevance=relevance if theta.variant == "binary" else None)
 
 
 def _row_key(record) -> tuple:
@@ -59,29 +59,29 @@ def training_set(file: ContextFile, k: int | None, source: str) -> tuple[np.ndar
     return u, y, groups, rel
 
 
-def margin_text(model: UDCGTheta) -> str:
+def margin_text(theta: UDCGTheta) -> str:
     """The share of the training pairs inside the margin and, for a saturated fit, what that means."""
-    if np.isnan(model.margin_share_):
+    if np.isnan(theta.margin_share_):
         return "share of pairs inside the margin unknown (saved before it was recorded: refit)"
-    text = (f"{model.margin_share_:.0%} of the pairs inside the margin, cosine {model.cosine_mean_difference_:.4f} "
+    text = (f"{theta.margin_share_:.0%} of the pairs inside the margin, cosine {theta.cosine_mean_difference_:.4f} "
             "with the mean pair difference")
     return text + ("; SATURATED: the weights are the mean pair difference, not a positional effect"
-                   if model.saturated_ else "")
+                   if theta.saturated_ else "")
 
 
-def weights_table(model: UDCGTheta) -> Table:
+def weights_table(theta: UDCGTheta) -> Table:
     """The fitted weights per position, titled with what they were fitted on and the margin share."""
-    table = Table(["position", "alpha", "beta"], title=f"UDCG_theta ({model.variant}, k={model.k_}, C = {model.C_:g}) "
-                  f"from {model.n_queries_} questions, {model.n_pairs_} pairs; {margin_text(model)}")
-    for i, (a, b) in enumerate(zip(model.alpha_, model.beta_), start=1):
+    table = Table(["position", "alpha", "beta"], title=f"UDCG_theta ({theta.variant}, k={theta.k_}, C = {theta.C_:g}) "
+                  f"from {theta.n_queries_} questions, {theta.n_pairs_} pairs; {margin_text(theta)}")
+    for i, (a, b) in enumerate(zip(theta.alpha_, theta.beta_), start=1):
         table.add(position=i, alpha=float(a), beta=float(b))
     return table
 
 
-def validation_curve_table(model: UDCGTheta) -> Table | None:
+def validation_curve_table(theta: UDCGTheta) -> Table | None:
     """The mean held-out score per C, with its standard error over the folds, when C was chosen by
     cross-validation (else None); ``chosen`` marks the C of the model's rule, ``best`` the best mean."""
-    cv = model.cv_results_
+    cv = theta.cv_results_
     if not cv:
         return None
     column = f"mean held-out {cv['score']}"
@@ -89,16 +89,16 @@ def validation_curve_table(model: UDCGTheta) -> Table | None:
     how = ("the smallest C within one standard error of the best mean" if rule == "one-se" else "the best mean")
     table = Table(["C", column, "se", "best", "chosen"],
                   title=f"validation curve ({cv['folds']} folds grouped by question; chosen: {how})")
-    best = cv.get("best", model.C_ if rule == "best" else None)
+    best = cv.get("best", theta.C_ if rule == "best" else None)
     for C, mean, se in zip(cv["C"], cv["mean"], cv.get("se", [None] * len(cv["C"]))):
         table.add(**{"C": C, column: float("nan") if mean is None else mean, "se": float("nan") if se is None else se,
-                     "best": "*" if C == best else "", "chosen": "*" if C == model.C_ else ""})
+                     "best": "*" if C == best else "", "chosen": "*" if C == theta.C_ else ""})
     return table
 
 
-def save_theta(model: UDCGTheta, path: str | Path) -> None:
-    """Write a fitted model atomically (temporary file + rename)."""
-    atomic_write_json(path, model.to_dict())
+def save_theta(theta: UDCGTheta, path: str | Path) -> None:
+    """Write a fitted UDCG_theta atomically (temporary file + rename)."""
+    atomic_write_json(path, theta.to_dict())
 
 
 def load_theta(path: str | Path) -> UDCGTheta:
@@ -114,26 +114,26 @@ PAIRS_PER_WEIGHT = 20
 
 def fit_theta_file(path: str, output: str | Path, options: FitThetaOptions | None = None) -> tuple[UDCGTheta, list[str]]:
     """UDCG_theta fitted on the judged contexts of ``path`` with exactly ``options.k`` passages (the
-    options: ``FitThetaOptions``), saved to ``output``; returns the model and the warnings (too few
+    options: ``FitThetaOptions``), saved to ``output``; returns the fitted UDCG_theta and the warnings (too few
     questions or pairs; a saturated fit)."""
     from udcg.flows.scoring import read_contexts
     from udcg.metrics.udcg_theta import UDCGTheta
 
     o = options or FitThetaOptions()
     u, y, groups, relevance = training_set(read_contexts(path), o.k, path)
-    model = fit_model(u, y, groups, relevance, UDCGTheta(variant=o.variant, C=o.C, cv=o.cv_folds, cv_score=o.cv_score,
+    theta = fit_model(u, y, groups, relevance, UDCGTheta(variant=o.variant, C=o.C, cv=o.cv_folds, cv_score=o.cv_score,
                                                           random_state=o.seed))
-    save_theta(model, output)
+    save_theta(theta, output)
     warnings = []
-    weights = model.coef_.size
-    if model.n_queries_ < MIN_QUESTIONS or model.n_pairs_ < PAIRS_PER_WEIGHT * weights:
-        warnings.append(f"fitted from {model.n_queries_} questions and {model.n_pairs_} context pairs for {weights} "
+    weights = theta.coef_.size
+    if theta.n_queries_ < MIN_QUESTIONS or theta.n_pairs_ < PAIRS_PER_WEIGHT * weights:
+        warnings.append(f"fitted from {theta.n_queries_} questions and {theta.n_pairs_} context pairs for {weights} "
                         f"weights: too few for stable weights (a rule of thumb: at least {MIN_QUESTIONS} questions "
                         f"with differing outcomes and {PAIRS_PER_WEIGHT} pairs per weight); signs and sizes here may "
                         "be noise, not positional effects")
-    if model.saturated_:
-        warnings.append(f"saturated fit: {model.margin_share_:.0%} of the {model.n_pairs_} training pairs lie inside "
+    if theta.saturated_:
+        warnings.append(f"saturated fit: {theta.margin_share_:.0%} of the {theta.n_pairs_} training pairs lie inside "
                         f"the margin, so the weights are the mean pair difference (cosine "
-                        f"{model.cosine_mean_difference_:.4f}), not positional effects; a larger --C fits past the "
+                        f"{theta.cosine_mean_difference_:.4f}), not positional effects; a larger --C fits past the "
                         "average, if the data support it")
-    return model, warnings
+    return theta, warnings
