@@ -544,3 +544,23 @@ def test_one_check_for_both_reader_check_doors(name, value, capsys):
     rule = bounds.PARAMETERS["reader-check"][name].describe()
     assert err == f"udcg reader-check: error: {flag} {bounds.short(value)}: must be {rule}"
     assert str(e.value) == f"{name} = {bounds.short(value)}: must be {rule}"
+
+
+# ---------------------------------------------------------------- one check per value, at either door
+
+
+def test_a_declared_option_is_checked_once_at_each_door(monkeypatch, tmp_path, capsys):
+    """The command line's bounds pass (``bounds.check_options``) and the API's (``api_args.checked``)
+    leave a declared option to its options object: ``--n-boot 200`` is range-checked once."""
+    seen = []
+    for name in ("check", "check_value", "check_option"):
+        real = getattr(bounds, name)
+        monkeypatch.setattr(bounds, name, lambda *a, _real=real, _name=name: seen.append((_name, a)) or _real(*a))
+    missing = str(tmp_path / "missing.trec")
+    assert main(["compare", "--run", missing, "--run", missing, "--n-boot", "200", "--qrels", QRELS]) == 2
+    assert [a for _, a in seen if 200 in a] == [(200, bounds.PARAMETERS["compare"]["n_boot"], "--n-boot 200")]
+    seen.clear()
+    with pytest.raises(InputError):
+        udcg.compare({"a": missing, "b": missing}, qrels=QRELS, n_boot=300)
+    assert [a for _, a in seen if 300 in a] == [(300, bounds.PARAMETERS["compare"]["n_boot"], "n_boot = 300")]
+    capsys.readouterr()

@@ -29,6 +29,7 @@ from udcg import bounds
 from udcg.errors import InputError
 from udcg.io import frames
 from udcg.metrics.gains import all_str_keys
+from udcg.options import declared
 
 Check = Callable[[str, Any], Any]  # (argument name, value) -> the value to use, or an InputError
 
@@ -261,6 +262,8 @@ def checked(command: str, *, options_of: str | None = None, **checks: Check):
         signature = inspect.signature(func)
         rest = next((p.name for p in signature.parameters.values() if p.kind is p.VAR_KEYWORD), None)
         named = [p.name for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY]
+        options_class = getattr(func, "declared_options", None)  # Options.door's: it checks its own options
+        by_options = {o.name for o in declared(options_class)} if options_class else set()
 
         @functools.wraps(func)
         def call(*args, **kwargs):
@@ -273,6 +276,8 @@ def checked(command: str, *, options_of: str | None = None, **checks: Check):
                     given.arguments[name] = _options(func.__name__, command, options_of, value, checks, named)
                 elif name in checks:
                     given.arguments[name] = checks[name](name, value)
+                elif name in by_options:
+                    continue  # checked once, by the options object the function builds (Options.of)
                 else:
                     given.arguments[name] = _check_by_annotation(command, name, value, signature.parameters[name])
             return func(*given.args, **given.kwargs)

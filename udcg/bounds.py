@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
 
 from udcg.errors import InputError
@@ -196,12 +197,14 @@ def option_bound(operation: str | None, name: str) -> Bound | None:
 FLAGS = {"answer": {"samples": "--subsets"}}
 
 
-def check_options(command: str | None, options: dict[str, Any]) -> None:
+def check_options(command: str | None, options: dict[str, Any], declared: Iterable[str] = ()) -> None:
     """The command line's door: every bounded option of a parsed command line (``vars(args)``; None:
-    not given), ``--n-boot 50: must be ...``."""
+    not given), ``--n-boot 50: must be ...``; but the ``declared`` ones, which their options object
+    checks as it is built (``udcg.options``: one check, not two)."""
+    skip = set(declared)
     for name, bound in PARAMETERS.get(command or "", {}).items():
         value = options.get(name)
-        if value is not None:
+        if value is not None and name not in skip:
             check_option(FLAGS.get(command or "", {}).get(name, f"--{name.replace('_', '-')}"), value, bound)
 
 

@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     for handler in logging.getLogger().handlers:
         handler.addFilter(redacting)
     try:
-        check_options(args.command, vars(args))  # every number in its range (udcg.bounds), before any work
+        # every number in its range (udcg.bounds), before any work; a declared option is checked by its options object
+        check_options(args.command, vars(args), declared=[o.name for o in getattr(args, "config_options", ())])
         _check_outputs(args)
         return int(args.func(args) or 0)
     except UdcgError as e:

@@ -26,6 +26,7 @@ import inspect
 import numbers
 import os
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from pathlib import Path
@@ -135,6 +136,10 @@ def check_declared(o: Option, value: Any, name: str, shown: str) -> Any:
     return value
 
 
+# The options a door has checked already, while it builds the object (``Options.from_args``); empty otherwise.
+_CHECKED: ContextVar[frozenset[str]] = ContextVar("udcg_options_checked", default=frozenset())
+
+
 @dataclass(frozen=True)
 class Options:
     """The base of an operation's options (module doc); ``operation``: its entry in ``bounds.PARAMETERS``."""
@@ -142,7 +147,10 @@ class Options:
     operation: ClassVar[str] = ""
 
     def __post_init__(self) -> None:
+        done = _CHECKED.get()  # the options ``from_args`` has checked with their flags' labels (or a config's reader)
         for o in declared(type(self)):
+            if o.name in done:
+                continue
             value = getattr(self, o.name)
             checked = check_declared(o, value, o.name, f"{o.name} = {bounds.short(value)}")
             if checked is not value:
@@ -189,17 +197,23 @@ class Options:
     def from_args(cls, args: argparse.Namespace, from_file: dict[str, Any] | None = None):
         """The command line's door: each option the flag given (checked with its label), else the
         config file's key (checked by its reader), else the default."""
-        given, values = vars(args), {}
+        given, values, done = vars(args), {}, set()
         for o in declared(cls):
             value = given.get(o.dest)
             if value is not None:
                 value = check_declared(o, value, o.flag, f"{o.flag} {bounds.short(value)}")
+                done.add(o.name)
             elif from_file and from_file.get(o.dest) is not None:
                 value = from_file[o.dest]
+                done.add(o.name)
             else:
                 value = o.default
             values[o.name] = tuple(value) if o.repeated else value
-        return cls(**values)
+        token = _CHECKED.set(frozenset(done))  # checked once: __post_init__ leaves these alone
+        try:
+            return cls(**values)
+        finally:
+            _CHECKED.reset(token)
 
     @classmethod
     def door(cls, func: Callable) -> Callable:
@@ -213,6 +227,7 @@ class Options:
         func.__signature__ = signature.replace(parameters=[*own, *(inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY,
                                                                                       default=o.default)
                                                                     for o in declared(cls) if o.api and o.name not in names)])
+        func.declared_options = cls  # its options are checked by cls (``udcg.api_args.checked`` leaves them to it)
         return func
 
     def keywords(self, *names: str) -> dict[str, Any]:
