@@ -24,11 +24,11 @@ import numpy as np
 
 from udcg.errors import InputError
 from udcg.io.tables import Table
+from udcg.metrics.constants import ALPHA, N_BOOT, POWER
 from udcg.metrics.correlation import bootstrap_mean_ci
 from udcg.metrics.stats import min_detectable_difference, paired_permutation_test
 
 STATISTICS = ("rho", "tau_b", "pair_acc")
-ALPHA, POWER = 0.05, 0.8
 POWER_COLUMNS = ["metric", "n_usable", "diff_vs_baseline", "sd_diff", "min_detectable_diff"]
 
 
@@ -75,7 +75,7 @@ def difference_spread(a: object, b: object, alpha: float = ALPHA, power: float =
                             min_detectable=min_detectable_difference(x, y, alpha, power))
 
 
-def paired_difference(a: object, b: object, n_boot: int = 10_000, n_resamples: int = 10_000, seed: int = 0,
+def paired_difference(a: object, b: object, n_boot: int = N_BOOT, n_resamples: int = 10_000, seed: int = 0,
                       alpha: float = ALPHA, power: float = POWER) -> PairedDifference:
     """``difference_spread`` with the 95% percentile bootstrap interval of the mean difference
     (``n_boot`` resamples of the usable questions; none with fewer than 5) and the two-sided paired

@@ -17,7 +17,7 @@ from pathlib import Path
 from udcg.annotate.utilities import UtilityRecord, load_utilities, recorded_meta
 from udcg.errors import InputError
 from udcg.io.files import atomic_write_text
-from udcg.metrics.reader_check import ReaderCheck, reader_check
+from udcg.metrics.reader_check import ReaderCheck, ReaderPairs, reader_check
 from udcg.progress import duration
 from udcg.records import query_key
 
@@ -29,9 +29,9 @@ def check_records(records: Iterable[UtilityRecord], model: str = "", estimator: 
     """The reader check of utility records (one reader and estimator), taken in the canonical order
     (query, then document: ``query_key``) so that no mean or interval depends on the file's order."""
     recs = sorted(records, key=lambda r: (query_key(r.qid), r.docid))
-    return reader_check([r.p_abs for r in recs], [r.relevant for r in recs],
-                        [r.relevance_source != UNJUDGED for r in recs], [r.qid for r in recs],
-                        model=model, estimator=estimator, n_boot=n_boot, seed=seed, docids=[r.docid for r in recs])
+    pairs = ReaderPairs([r.p_abs for r in recs], [r.relevant for r in recs],
+                        [r.relevance_source != UNJUDGED for r in recs], [r.qid for r in recs], [r.docid for r in recs])
+    return reader_check(pairs, model=model, estimator=estimator, n_boot=n_boot, seed=seed)
 
 
 FOLDER = ("a utilities folder is what udcg annotate --run ... -o FOLDER writes: its utilities.jsonl holds each pair's "
