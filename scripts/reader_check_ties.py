@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results_table import main_contexts  # noqa: E402
 from udcg.experiment.reporting import finite, question_order, write_jsonl_gz  # noqa: E402
 from udcg.io.files import atomic_write_text  # noqa: E402
-from udcg.metrics.reader_check import ReaderCheck, check_reader_pairs  # noqa: E402
+from udcg.metrics.reader_check import ReaderCheck, ReaderPairs, check_reader_pairs  # noqa: E402
 from udcg.metrics.stats import bootstrap_ci, bootstrap_means, percentile_interval, sign_flip_pvalues  # noqa: E402
 from udcg.metrics.ties import TieDecomposition, tie_decomposition, ties_by_question  # noqa: E402
 
@@ -77,8 +77,9 @@ def annotations_check(folder: Path, settings: Settings = Settings(), qids: set[s
     ``qids`` only when given."""
     with gzip.open(folder / "data" / "annotations.jsonl.gz", "rt", encoding="utf-8") as fh:
         rows = [r for r in map(json.loads, fh) if qids is None or r["qid"] in qids]
-    return check_reader_pairs([r["p_abs"] for r in rows], [r["relevant"] for r in rows], [True] * len(rows),
-                        [r["qid"] for r in rows], n_boot=settings.check_boot, seed=settings.seed)
+    pairs = ReaderPairs([r["p_abs"] for r in rows], [r["relevant"] for r in rows], [True] * len(rows),
+                        [r["qid"] for r in rows])
+    return check_reader_pairs(pairs, n_boot=settings.check_boot, seed=settings.seed)
 
 
 def tie_parts(folder: Path, qids: set[str] | None = None) -> tuple[dict, dict, TieDecomposition]:

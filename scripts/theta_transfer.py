@@ -23,6 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from udcg.flows.correlate import correlation_table_of  # noqa: E402
+from udcg.metrics.paired_tests import CorrelationTests  # noqa: E402
 from udcg.experiment.reporting import finite, read_groups, write_jsonl_gz  # noqa: E402
 from udcg.flows.theta import load_theta  # noqa: E402
 from udcg.io.files import atomic_write_json, atomic_write_text  # noqa: E402
@@ -50,7 +51,7 @@ def direction(source: Path, target: Path, k: int, n_boot: int, seed: int) -> tup
         raise SystemExit(f"{target}: theta/full-k{k}.json does not give the published UDCG_theta scores")
     outcome = np.array([OUTCOME_SCORE[r.label] for r in records], dtype=float)
     groups = np.array([r.qid for r in records])
-    table = correlation_table_of(values, outcome, groups, baseline="UDCG", n_boot=n_boot, seed=seed,
+    table = correlation_table_of(values, outcome, groups, CorrelationTests(baseline="UDCG", n_boot=n_boot, seed=seed),
                                  title=f"UDCG_theta from {source.name} on {target.name}'s test questions, k = {k} "
                                        f"({len(set(groups.tolist()))} questions, {len(records)} contexts)")
     rows = [{"source": source.name, "target": target.name, "qid": r.qid, "cid": r.cid, "outcome": r.label,

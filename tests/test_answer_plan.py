@@ -16,7 +16,7 @@ from udcg.flows import answer_plan
 from udcg.flows.answer import answer_run_files
 from udcg.flows.answer_options import AnswerOptions
 from udcg.llm import registry
-from udcg.metrics.compare import compare_scores
+from udcg.metrics.compare import CompareTests, compare_scores
 from udcg.metrics.stats import t_noncentrality
 from udcg.progress import duration
 
@@ -46,7 +46,7 @@ def test_the_plan_uses_compares_test_power_and_mdd():
     n = 40  # d = +1 on 10 queries, -1 on 10, 0 on 20: sd = sqrt(20 / 39), near the plan's sqrt(0.5)
     a = np.array([1.0] * 10 + [0.0] * 10 + [1.0] * 10 + [0.0] * 10)
     b = np.array([0.0] * 10 + [1.0] * 10 + [1.0] * 10 + [0.0] * 10)
-    cmp = compare_scores({"r1": {"correct": a}, "r2": {"correct": b}}, n_boot=200, n_resamples=200)
+    cmp = compare_scores({"r1": {"correct": a}, "r2": {"correct": b}}, tests=CompareTests(n_boot=200, n_resamples=200))
     pair = cmp.pairs[0]
     from udcg.metrics.stats import detectable_difference
 

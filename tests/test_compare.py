@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from udcg.errors import InputError
-from udcg.metrics.compare import FORMATS, compare_scores, format_comparison
+from udcg.metrics.compare import FORMATS, CompareTests, compare_scores, format_comparison
 from udcg.metrics.stats import bootstrap_ci, holm, paired_test
 
 
@@ -28,7 +28,7 @@ def toy():
 
 @pytest.fixture(scope="module")
 def cmp(toy):
-    return compare_scores(toy, n_resamples=999, n_boot=500)
+    return compare_scores(toy, tests=CompareTests(n_resamples=999, n_boot=500))
 
 
 def test_cells_pairs_and_beats(toy, cmp):
@@ -51,9 +51,9 @@ def test_cells_pairs_and_beats(toy, cmp):
 
 
 def test_other_tests_and_determinism(toy, cmp):
-    assert compare_scores(toy, n_resamples=999, n_boot=500) == cmp  # seeded
+    assert compare_scores(toy, tests=CompareTests(n_resamples=999, n_boot=500)) == cmp  # seeded
     for test in ("t", "wilcoxon"):
-        other = compare_scores(toy, test=test, n_boot=200)
+        other = compare_scores(toy, tests=CompareTests(test=test, n_boot=200))
         assert other.beats["dense|x"]["RR"] == ["bm25", "hybrid"]
         assert other.pairs[0].p == paired_test(toy["bm25"]["nDCG@10"], toy["dense|x"]["nDCG@10"], test)
 
@@ -99,10 +99,10 @@ def test_latex(cmp):
 
 
 def test_nan_and_single_run():
-    one = compare_scores({"only": {"m": [0.1, np.nan, 0.3]}}, n_boot=50)
+    one = compare_scores({"only": {"m": [0.1, np.nan, 0.3]}}, tests=CompareTests(n_boot=50))
     assert one.pairs == () and one.beats == {"only": {"m": []}}
     assert json.loads(format_comparison(one, "json"))["cells"]["only"]["m"]["n"] == 2
-    empty = compare_scores({"a": {"m": [np.nan]}, "b": {"m": [np.nan]}}, n_boot=50)
+    empty = compare_scores({"a": {"m": [np.nan]}, "b": {"m": [np.nan]}}, tests=CompareTests(n_boot=50))
     assert json.loads(format_comparison(empty, "json"))["pairs"][0]["p"] is None  # NaN -> null
     assert "NA" in format_comparison(empty)
 
@@ -111,13 +111,13 @@ def test_bad_input(toy):
     with pytest.raises(InputError, match="3 queries in run 'b' but 2"):
         compare_scores({"a": {"m": [1, 2]}, "b": {"m": [1, 2, 3]}})
     with pytest.raises(InputError, match="permutation, t, wilcoxon"):
-        compare_scores(toy, test="sign")
+        compare_scores(toy, tests=CompareTests(test="sign"))
     with pytest.raises(InputError, match="same measures"):
         compare_scores({"a": {"m": [1.0]}, "b": {"n": [1.0]}})
     with pytest.raises(InputError, match="no runs"):
         compare_scores({})
     with pytest.raises(InputError, match="format"):
-        format_comparison(compare_scores({"a": {"m": [1.0]}}, n_boot=10), "html")
+        format_comparison(compare_scores({"a": {"m": [1.0]}}, tests=CompareTests(n_boot=10)), "html")
 
 
 def test_queries_where_a_is_higher_equal_lower():
@@ -125,7 +125,7 @@ def test_queries_where_a_is_higher_equal_lower():
     q5 a < b, q6 undefined for b: 1 / 2 / 2 of n = 5, in every rendering."""
     a = [0.5, 0.2, 0.1 + 0.2, 0.3, 0.0, 0.7]
     b = [0.1, 0.2, 0.3, 0.4, 0.1, np.nan]
-    cmp = compare_scores({"a": {"m": a}, "b": {"m": b}}, n_boot=50)
+    cmp = compare_scores({"a": {"m": a}, "b": {"m": b}}, tests=CompareTests(n_boot=50))
     (t,) = cmp.pairs
     assert (t.n, t.a_higher, t.equal, t.b_higher) == (5, 1, 2, 2)
     assert "| m | a | b | 5 | " in format_comparison(cmp) and " | 1 / 2 / 2 | " in format_comparison(cmp)
@@ -137,7 +137,7 @@ def test_queries_where_a_is_higher_equal_lower():
     latex = format_comparison(cmp, "latex")
     assert "1 / 2 / 2" in latex and r"queries A \textgreater{} / = / \textless{} B" in latex
     assert "<" not in latex and ">" not in latex  # in LaTeX's default OT1 text font they print as ¡ and ¿
-    swapped = compare_scores({"b": {"m": b}, "a": {"m": a}}, n_boot=50).pairs[0]
+    swapped = compare_scores({"b": {"m": b}, "a": {"m": a}}, tests=CompareTests(n_boot=50)).pairs[0]
     assert (swapped.a_higher, swapped.equal, swapped.b_higher) == (2, 2, 1)
 
 
@@ -164,12 +164,12 @@ def test_where_a_measure_ties_each_pair_is_compared_on_its_tied_queries():
     so the tie table's a-b row is compare_scores on those seven queries alone; Holm runs over the
     three pairs of each measure, and the tie measure itself has no row."""
     scores = _tie_toy()
-    cmp = compare_scores(scores, n_boot=200, ties="nDCG@5")
+    cmp = compare_scores(scores, tests=CompareTests(n_boot=200), ties="nDCG@5")
     assert cmp.ties_of == "nDCG@5" and {t.measure for t in cmp.tie_pairs} == {"UDCG@5", "P@5"}
     assert [(t.measure, t.run_a, t.run_b) for t in cmp.tie_pairs][:3] == [("UDCG@5", "a", "b"), ("UDCG@5", "a", "c"),
                                                                           ("UDCG@5", "b", "c")]
     tied = [0, 1, 3, 4, 5, 6, 9]
-    alone = compare_scores({r: {"UDCG@5": scores[r]["UDCG@5"][tied]} for r in "ab"}, n_boot=200)
+    alone = compare_scores({r: {"UDCG@5": scores[r]["UDCG@5"][tied]} for r in "ab"}, tests=CompareTests(n_boot=200))
     (ab,), (ref,) = [t for t in cmp.tie_pairs if t.measure == "UDCG@5" and t.run_b == "b"], alone.pairs
     assert ab.n == 7 and (ab.diff, ab.p, ab.low, ab.high) == pytest.approx((ref.diff, ref.p, ref.low, ref.high))
     assert (ab.a_higher, ab.equal, ab.b_higher) == (ref.a_higher, ref.equal, ref.b_higher)
@@ -177,11 +177,12 @@ def test_where_a_measure_ties_each_pair_is_compared_on_its_tied_queries():
     assert [t.p_holm for t in udcg_rows] == pytest.approx(list(holm([t.p for t in udcg_rows])))
     assert cmp.tie_family_sizes == {"UDCG@5": 3, "P@5": 3} and cmp.tie_mdd_alpha["UDCG@5"] == pytest.approx(0.05 / 3)
     assert [t.n for t in cmp.tie_pairs if t.measure == "P@5"] == [7, 7, 6]  # a-c: 0, 2, 3, 5, 6, 7, 9; b-c: 0, 3, 5, 6, 8, 9
-    assert cmp.to_dict()["pairs"] == compare_scores(scores, n_boot=200).to_dict()["pairs"]  # the main table: untouched
+    plain = compare_scores(scores, tests=CompareTests(n_boot=200))
+    assert cmp.to_dict()["pairs"] == plain.to_dict()["pairs"]  # the main table: untouched
 
 
 def test_the_tie_table_in_every_rendering():
-    cmp = compare_scores(_tie_toy(), n_boot=200, ties="nDCG@5")
+    cmp = compare_scores(_tie_toy(), tests=CompareTests(n_boot=200), ties="nDCG@5")
     text = format_comparison(cmp)
     assert "Where nDCG@5 ties: each run pair on the queries where its two runs' nDCG@5 values are equal:" in text
     assert "| measure | run A | run B | queries tied on nDCG@5 | mean diff" in text and "| UDCG@5 | a | b | 7 |" in text
@@ -195,12 +196,12 @@ def test_the_tie_table_in_every_rendering():
     assert r"queries tied on nDCG@5" in format_comparison(cmp, "latex")
     frame = cmp.to_frame("ties")
     assert frame.loc[("UDCG@5", "a", "b"), "n"] == 7 and set(cmp.to_frames()) == {"runs", "pairs", "ties"}
-    plain = compare_scores(_tie_toy(), n_boot=200)
+    plain = compare_scores(_tie_toy(), tests=CompareTests(n_boot=200))
     assert "Where" not in format_comparison(plain) and json.loads(format_comparison(plain, "json"))["ties_of"] is None
     with pytest.raises(InputError, match="ties = 'MAP' is not one of the measures compared"):
-        compare_scores(_tie_toy(), n_boot=200, ties="MAP")
+        compare_scores(_tie_toy(), tests=CompareTests(n_boot=200), ties="MAP")
     with pytest.raises(InputError, match="ties = 'm' is the only measure compared"):
-        compare_scores({"a": {"m": [0.1, 0.2]}, "b": {"m": [0.1, 0.3]}}, n_boot=200, ties="m")
+        compare_scores({"a": {"m": [0.1, 0.2]}, "b": {"m": [0.1, 0.3]}}, tests=CompareTests(n_boot=200), ties="m")
 
 
 def test_equivalence_decisions_in_every_rendering():
@@ -214,7 +215,7 @@ def test_equivalence_decisions_in_every_rendering():
     a = rng.uniform(0.3, 0.7, 40)
     scores = {"a": {"m": a}, "b": {"m": a + rng.normal(0, 0.002, 40)}, "c": {"m": a + 0.05 + rng.normal(0, 0.002, 40)},
               "d": {"m": a + 0.003 + rng.normal(0, 0.0005, 40)}}
-    cmp = compare_scores(scores, n_boot=200, n_resamples=2000, equivalence={"m": 0.01})
+    cmp = compare_scores(scores, tests=CompareTests(n_boot=200, n_resamples=2000), equivalence={"m": 0.01})
     by = {(t.run_a, t.run_b): t for t in cmp.pairs}
     assert by["a", "b"].decision == "equivalent within ±0.01" and not by["a", "b"].significant
     assert by["a", "c"].decision == "different" and not by["a", "c"].equivalent
@@ -223,8 +224,8 @@ def test_equivalence_decisions_in_every_rendering():
                               n_resamples=2000, exact_max_n=0)
     assert [t.p_tost for t in cmp.pairs] == pytest.approx(raw)
     assert [t.p_tost_holm for t in cmp.pairs] == pytest.approx(list(holm(raw)))
-    few = compare_scores({"a": {"m": a[:6]}, "b": {"m": a[:6] + rng.normal(0, 0.05, 6)}}, n_boot=200,
-                         equivalence={"m": 0.01})
+    few = compare_scores({"a": {"m": a[:6]}, "b": {"m": a[:6] + rng.normal(0, 0.05, 6)}},
+                         tests=CompareTests(n_boot=200), equivalence={"m": 0.01})
     assert few.pairs[0].decision == "inconclusive"
     text = format_comparison(cmp)
     assert "| equivalence: ±margin, p (TOST, Holm) | decision |" in text and "| ±0.01: " in text
@@ -236,8 +237,8 @@ def test_equivalence_decisions_in_every_rendering():
     assert pairs[0]["decision"] == by["a", "b"].decision and pairs[0]["margin"] == 0.01
     assert r"$\pm$0.01" in format_comparison(cmp, "latex")
     assert cmp.to_frame("pairs").loc[("m", "a", "c"), "decision"] == "different"
-    plain = compare_scores(scores, n_boot=200, n_resamples=2000)
+    plain = compare_scores(scores, tests=CompareTests(n_boot=200, n_resamples=2000))
     assert "decision" not in format_comparison(plain) and plain.pairs[0].decision == ""
     assert json.loads(format_comparison(plain, "json"))["pairs"][0]["decision"] is None
     with pytest.raises(InputError, match="equivalence margins for x: not among the measures"):
-        compare_scores(scores, n_boot=200, equivalence={"x": 0.01})
+        compare_scores(scores, tests=CompareTests(n_boot=200), equivalence={"x": 0.01})

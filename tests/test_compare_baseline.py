@@ -14,7 +14,7 @@ from tests import lazy
 from udcg.cli import main
 from udcg.errors import InputError
 from udcg.io.sources import example_path
-from udcg.metrics.compare import compare_scores
+from udcg.metrics.compare import CompareTests, compare_scores
 
 # imported on first use (tests/lazy.py): collecting the suite does not load them
 pt = lazy.LazyModule("pyterrier")
@@ -60,7 +60,7 @@ def test_by_hand_pairs_family_and_holm():
 
 def test_ties_and_equivalence_follow_the_baseline_pairs():
     scores = {r: {**v, "N": np.round(v["M"], 1)} for r, v in _toy().items()}
-    cmp = compare_scores(scores, baseline="d", ties="N", equivalence={"M": 0.05}, correction="table")
+    cmp = compare_scores(scores, baseline="d", ties="N", equivalence={"M": 0.05}, tests=CompareTests(correction="table"))
     assert [(t.measure, t.run_a, t.run_b) for t in cmp.tie_pairs] == [("M", r, "d") for r in "abc"]
     assert all(t.decision for t in cmp.pairs if t.measure == "M")
     assert cmp.family_sizes == {"M": 6, "N": 6}  # the whole table: 3 comparisons x 2 measures

@@ -14,7 +14,7 @@ import udcg
 from udcg.cli import main
 from udcg.errors import InputError
 from udcg.metrics import compare as compare_module
-from udcg.metrics.compare import compare_scores
+from udcg.metrics.compare import CompareTests, compare_scores
 from udcg.metrics.stats import (bootstrap_ci, bootstrap_means, holm, min_detectable_difference,
                                 paired_permutation_test, paired_test, sign_flip_pvalues,
                                 percentile_interval)
@@ -42,8 +42,8 @@ def _p_holm(cmp, measure):
 
 def test_per_measure_family_does_not_move_when_a_measure_is_added():
     scores = _runs()
-    two = compare_scores(_subset(scores, {"A", "B"}), n_boot=200, n_resamples=999)
-    three = compare_scores(scores, n_boot=200, n_resamples=999)
+    two = compare_scores(_subset(scores, {"A", "B"}), tests=CompareTests(n_boot=200, n_resamples=999))
+    three = compare_scores(scores, tests=CompareTests(n_boot=200, n_resamples=999))
     assert two.correction == three.correction == "measure"
     assert _p_holm(two, "A") == _p_holm(three, "A") and _p_holm(two, "B") == _p_holm(three, "B")
     assert three.family_sizes == {"A": 3, "B": 3, "C": 3}
@@ -53,8 +53,8 @@ def test_per_measure_family_does_not_move_when_a_measure_is_added():
 
 def test_table_family_moves_when_a_measure_is_added():
     scores = _runs()
-    two = compare_scores(_subset(scores, {"A", "B"}), n_boot=200, n_resamples=999, correction="table")
-    three = compare_scores(scores, n_boot=200, n_resamples=999, correction="table")
+    two = compare_scores(_subset(scores, {"A", "B"}), tests=CompareTests(n_boot=200, n_resamples=999, correction="table"))
+    three = compare_scores(scores, tests=CompareTests(n_boot=200, n_resamples=999, correction="table"))
     assert two.family_sizes["A"] == 6 and three.family_sizes["A"] == 9
     assert _p_holm(two, "A") != _p_holm(three, "A")
     assert [t.p_holm for t in three.pairs] == pytest.approx(list(holm([t.p for t in three.pairs])))
@@ -63,7 +63,7 @@ def test_table_family_moves_when_a_measure_is_added():
 
 
 def test_no_correction_uses_the_raw_p():
-    cmp = compare_scores(_runs(), n_boot=200, n_resamples=999, correction="none")
+    cmp = compare_scores(_runs(), tests=CompareTests(n_boot=200, n_resamples=999, correction="none"))
     assert all(np.isnan(t.p_holm) for t in cmp.pairs)
     assert all(t.significant == (t.p < 0.05) for t in cmp.pairs)
     assert cmp.mdd_alpha == {"A": 0.05, "B": 0.05, "C": 0.05}
@@ -71,7 +71,7 @@ def test_no_correction_uses_the_raw_p():
     assert "p (Holm" not in cmp.format() and "Correction: none (raw p, each comparison at alpha)" in cmp.format()
     assert "famil" not in cmp.format().split("Correction:")[1].split("\n")[0]
     with pytest.raises(InputError, match="measure, table, none"):
-        compare_scores(_runs(), correction="bonferroni")
+        compare_scores(_runs(), tests=CompareTests(correction="bonferroni"))
 
 
 @pytest.mark.parametrize("correction, words", [
@@ -79,7 +79,7 @@ def test_no_correction_uses_the_raw_p():
     ("table", ["Holm over the whole table", "9 comparisons"]),
 ])
 def test_every_format_names_the_family_the_test_and_the_count(correction, words):
-    cmp = compare_scores(_runs(), n_boot=200, n_resamples=999, correction=correction)
+    cmp = compare_scores(_runs(), tests=CompareTests(n_boot=200, n_resamples=999, correction=correction))
     for fmt in ("markdown", "latex"):
         text = cmp.format(fmt)
         assert "sign-flip permutation test" in text and all(w in text for w in words), (fmt, text)
@@ -96,7 +96,7 @@ def test_every_format_names_the_family_the_test_and_the_count(correction, words)
 
 def test_difference_interval_comes_from_the_run_intervals_resamples():
     scores = _runs(n=30)
-    cmp = compare_scores(scores, n_boot=400, seed=7)
+    cmp = compare_scores(scores, tests=CompareTests(n_boot=400, seed=7))
     x, y = scores["x"]["A"], scores["y"]["A"]
     # a naive loop over the same index matrix: one draw of (n_boot, n) query indices
     idx = np.random.default_rng(7).integers(0, 30, size=(400, 30))
@@ -114,7 +114,7 @@ def test_difference_interval_with_undefined_queries():
     x = scores["x"]["A"].copy()
     x[[2, 5]] = np.nan
     scores["x"]["A"] = x
-    cmp = compare_scores(scores, n_boot=300, seed=1)
+    cmp = compare_scores(scores, tests=CompareTests(n_boot=300, seed=1))
     pair = next(t for t in cmp.pairs if (t.measure, t.run_a, t.run_b) == ("A", "x", "y"))
     d = x - scores["y"]["A"]
     idx = np.random.default_rng(1).integers(0, 30, size=(300, 30))
@@ -145,7 +145,7 @@ def test_mdd_follows_the_t_power_formula_and_the_family_level():
     assert np.isnan(min_detectable_difference([1.0], [0.0]))
     for n in (2, 3, 4):  # few degrees of freedom: scipy's far tail is NaN there, the MDD is not
         assert np.isfinite(min_detectable_difference(np.arange(1.0, n + 1), np.zeros(n), 0.05 / 3))
-    cmp = compare_scores(_runs(), n_boot=200, n_resamples=999)
+    cmp = compare_scores(_runs(), tests=CompareTests(n_boot=200, n_resamples=999))
     pair = cmp.pairs[0]
     assert cmp.mdd_alpha["A"] == pytest.approx(0.05 / 3)
     assert pair.mdd == min_detectable_difference(_runs()["x"]["A"], _runs()["y"]["A"], 0.05 / 3, 0.8)
@@ -172,7 +172,7 @@ def test_permutation_p_equals_scipy_on_a_tied_discrete_measure(n, seed):
     theirs = ss.permutation_test((d,), lambda x, axis: np.mean(x, axis=axis), vectorized=True, n_resamples=np.inf,
                                  permutation_type="samples", alternative="two-sided").pvalue
     assert paired_test(a, b) == theirs  # the same arithmetic on the ties: equal, not just close
-    cmp = compare_scores({"a": {"P@5": a}, "b": {"P@5": b}}, n_boot=100)
+    cmp = compare_scores({"a": {"P@5": a}, "b": {"P@5": b}}, tests=CompareTests(n_boot=100))
     assert cmp.pairs[0].p == theirs and cmp.exact and json.loads(cmp.format("json"))["test_label"] == "permutation-exact"
     assert "exact (all 2^n sign flips)" in cmp.format()
 
@@ -180,9 +180,9 @@ def test_permutation_p_equals_scipy_on_a_tied_discrete_measure(n, seed):
 def test_many_exact_pairs_switch_to_seeded_random_flips(monkeypatch):
     rng = np.random.default_rng(4)
     scores = {f"r{i}": {"P@5": rng.integers(0, 6, 20) / 5} for i in range(4)}  # 6 pairs at n = 20
-    assert compare_scores(scores, n_boot=100).exact
+    assert compare_scores(scores, tests=CompareTests(n_boot=100)).exact
     monkeypatch.setattr(compare_module, "EXACT_BUDGET", 5 * 2**20)  # room for 5 pairs of 2^20 sums only
-    cmp = compare_scores(scores, n_boot=100, n_resamples=999)
+    cmp = compare_scores(scores, tests=CompareTests(n_boot=100, n_resamples=999))
     assert not cmp.exact
     assert [t.p for t in cmp.pairs] == [paired_test(scores[t.run_a]["P@5"], scores[t.run_b]["P@5"], n_resamples=999,
                                                     exact_max_n=0) for t in cmp.pairs]
@@ -193,7 +193,7 @@ def test_many_exact_pairs_switch_to_seeded_random_flips(monkeypatch):
 
 def test_pair_rows_in_frames_and_the_old_frame_kept():
     pytest.importorskip("pandas")
-    cmp = compare_scores(_runs(), n_boot=200, n_resamples=999)
+    cmp = compare_scores(_runs(), tests=CompareTests(n_boot=200, n_resamples=999))
     runs = cmp.to_frame()
     assert runs.index.names == ["run", "measure"] and list(runs.columns) == ["mean", "low", "high", "n", "beats"]
     pairs = cmp.to_frame("pairs")

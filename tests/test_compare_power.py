@@ -21,7 +21,7 @@ from scipy import stats as ss
 from udcg.cli import main
 from udcg.flows import answer_plan
 from udcg.io.sources import example_path
-from udcg.metrics.compare import compare_scores
+from udcg.metrics.compare import CompareTests, compare_scores
 from udcg.metrics.compare_power import SMALL_N
 from udcg.metrics.p_floor import can_reach, queries_to_reach, smallest_p
 from udcg.metrics.planning import queries_to_detect, queries_to_show_equivalence
@@ -97,7 +97,7 @@ def test_the_mdd_is_undetectable_where_the_floor_is_not_below_its_level():
     d = np.array([0.06, 0.05, 0.07, 0.08, 0.04])
 
     def mdd(values: np.ndarray, **kw) -> float:
-        return compare_scores({"a": {"M": values}, "b": {"M": np.zeros(len(values))}}, n_boot=100, **kw).pairs[0].mdd
+        return compare_scores({"a": {"M": values}, "b": {"M": np.zeros(len(values))}}, tests=CompareTests(n_boot=100, **kw)).pairs[0].mdd
 
     assert math.isinf(mdd(d))  # before: 0.0266, the paired-t figure, which stays the t-test's
     assert mdd(d, test="t") == min_detectable_difference(d, np.zeros(5), method="t") == pytest.approx(0.0266, abs=1e-4)
@@ -119,7 +119,7 @@ FIVE = ("With n = 5 queries the exact sign-flip test's smallest p is 0.0625 > 0.
 
 
 def test_five_queries_one_run_better_on_every_one_is_undetectable():
-    cmp = compare_scores(_two(5), n_boot=200)
+    cmp = compare_scores(_two(5), tests=CompareTests(n_boot=200))
     (t,) = cmp.pairs
     assert (t.a_higher, t.equal, t.b_higher) == (0, 0, 5) and t.p == 0.0625 and not t.significant
     assert math.isinf(t.mdd) and t.undetectable and not t.reachable and t.p_floor == 0.0625
@@ -136,7 +136,7 @@ def test_five_queries_one_run_better_on_every_one_is_undetectable():
 
 
 def test_six_queries_can_be_significant_and_keep_their_mdd():
-    cmp = compare_scores(_two(6), n_boot=200)
+    cmp = compare_scores(_two(6), tests=CompareTests(n_boot=200))
     (t,) = cmp.pairs
     assert t.p == 0.03125 and t.significant and t.reachable and t.p_floor == 0.03125
     assert t.mdd == min_detectable_difference(_two(6)["bm25"]["UDCG@5"], _two(6)["dense"]["UDCG@5"], 0.05, 0.8)
@@ -149,43 +149,43 @@ def test_a_family_of_three_under_holm_needs_seven_queries():
     3 x 0.03125 = 0.09375, so none of the three can be significant; without correction each can."""
     x = np.linspace(0.3, 0.9, 6)
     scores = {"a": {"M": x + 0.1}, "b": {"M": x}, "c": {"M": x + 0.05}}
-    cmp = compare_scores(scores, n_boot=200)
+    cmp = compare_scores(scores, tests=CompareTests(n_boot=200))
     assert [t.p for t in cmp.pairs] == [0.03125] * 3 and [t.p_holm for t in cmp.pairs] == [0.09375] * 3
     assert all(t.undetectable and not t.reachable and t.p_floor == 0.09375 for t in cmp.pairs)
     line = ("With n = 6 queries the exact sign-flip test's smallest p is 0.03125; Holm over the 3 comparisons of its "
             "family makes it 0.09375 > 0.05: no difference can be significant (MDD: undetectable); use at least 7 "
             "queries.")
     assert cmp.format().count(line) == 1
-    raw = compare_scores(scores, n_boot=200, correction="none")
+    raw = compare_scores(scores, tests=CompareTests(n_boot=200, correction="none"))
     assert all(t.reachable and math.isfinite(t.mdd) and t.significant for t in raw.pairs)
-    against = compare_scores(scores, n_boot=200, baseline="b")  # a family of 2: 2 x 0.03125 = 0.0625
+    against = compare_scores(scores, tests=CompareTests(n_boot=200), baseline="b")  # a family of 2: 2 x 0.03125 = 0.0625
     assert all(not t.reachable for t in against.pairs) and "use at least 7 queries" in against.format()
     seven = {r: {"M": np.r_[v["M"], v["M"][-1] + 0.01]} for r, v in scores.items()}
-    assert all(t.reachable and math.isfinite(t.mdd) for t in compare_scores(seven, n_boot=200).pairs)
+    assert all(t.reachable and math.isfinite(t.mdd) for t in compare_scores(seven, tests=CompareTests(n_boot=200)).pairs)
 
 
 def test_the_whole_table_is_one_family():
     x = np.linspace(0.3, 0.9, 7)
     scores = {"a": {"M": x + 0.1, "N": x + 0.2}, "b": {"M": x, "N": x}}
-    assert all(t.reachable for t in compare_scores(scores, n_boot=200).pairs)  # one comparison per measure
-    table = compare_scores(scores, n_boot=200, correction="table")  # 2 comparisons at 0.05 / 2: 2 / 2^7 < 0.025
+    assert all(t.reachable for t in compare_scores(scores, tests=CompareTests(n_boot=200)).pairs)  # one comparison per measure
+    table = compare_scores(scores, tests=CompareTests(n_boot=200, correction="table"))  # 2 comparisons at 0.05 / 2: 2 / 2^7 < 0.025
     assert all(t.reachable for t in table.pairs)
     six = {r: {m: v[:6] for m, v in by_m.items()} for r, by_m in scores.items()}
-    table6 = compare_scores(six, n_boot=200, correction="table")
+    table6 = compare_scores(six, tests=CompareTests(n_boot=200, correction="table"))
     assert all(not t.reachable for t in table6.pairs) and "Holm over the 2 comparisons" in table6.format()
 
 
 @pytest.mark.parametrize("test, floor, name", [("wilcoxon", 0.0625, "Wilcoxon signed-rank test"),
                                                ("permutation", 0.0625, "exact sign-flip test")])
 def test_every_test_with_a_floor_says_so(test, floor, name):
-    cmp = compare_scores(_two(5), n_boot=200, test=test)
+    cmp = compare_scores(_two(5), tests=CompareTests(n_boot=200, test=test))
     (t,) = cmp.pairs
     assert not t.reachable and t.p_floor == pytest.approx(floor) and t.p >= t.p_floor - 1e-12
     assert f"With n = 5 queries the {name}'s smallest p is 0.0625 > 0.05" in cmp.format()
 
 
 def test_the_t_test_has_no_floor_from_two_queries():
-    cmp = compare_scores(_two(5), n_boot=200, test="t")
+    cmp = compare_scores(_two(5), tests=CompareTests(n_boot=200, test="t"))
     (t,) = cmp.pairs
     assert t.reachable and math.isfinite(t.mdd) and t.p_floor == 0.0 and t.significant
     assert "no difference can be significant" not in cmp.format()
@@ -197,7 +197,7 @@ def test_the_tie_table_has_its_own_floor():
     ndcg_a, ndcg_b = x.copy(), x + 0.1
     ndcg_b[:3] = ndcg_a[:3]  # the pair ties on 3 queries
     scores = {"a": {"nDCG@5": ndcg_a, "UDCG@5": x}, "b": {"nDCG@5": ndcg_b, "UDCG@5": x + 0.05}}
-    cmp = compare_scores(scores, n_boot=200, ties="nDCG@5")
+    cmp = compare_scores(scores, tests=CompareTests(n_boot=200), ties="nDCG@5")
     (tied,) = cmp.tie_pairs
     assert tied.n == 3 and not tied.reachable and tied.p_floor == 0.25
     assert ("Where nDCG@5 ties, with n = 3 queries the exact sign-flip test's smallest p is 0.25 > 0.05: no "
@@ -228,9 +228,9 @@ def test_the_exact_tests_own_power_at_the_mdd_falls_short_on_few_queries():
     assert ss.norm.cdf(delta) ** 6 + ss.norm.cdf(-delta) ** 6 == pytest.approx(0.62, abs=0.01)
     assert power_at_mdd(SMALL_N) == pytest.approx(0.8, abs=0.05)
     note = "With fewer than 8 queries this test's own power at the MDD is below 80%"
-    assert note in compare_scores(_two(6), n_boot=200).format()
-    assert note not in compare_scores(_two(SMALL_N), n_boot=200).format()
-    assert note not in compare_scores(_two(6), n_boot=200, test="t").format()
+    assert note in compare_scores(_two(6), tests=CompareTests(n_boot=200)).format()
+    assert note not in compare_scores(_two(SMALL_N), tests=CompareTests(n_boot=200)).format()
+    assert note not in compare_scores(_two(6), tests=CompareTests(n_boot=200, test="t")).format()
 
 
 # ---------------------------------------------------------------- planning and the answer plan

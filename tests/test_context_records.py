@@ -16,6 +16,7 @@ from udcg.experiment import studies
 from udcg.experiment.context_records import PassageScore, answered, context_record
 from udcg.io.contexts import from_json, read_context_file, to_json
 from udcg.flows.correlate import correlation_table
+from udcg.metrics.paired_tests import CorrelationTests
 from udcg.flows.scoring import read_contexts
 from udcg.records import ContextRecord, Outcome
 
@@ -86,7 +87,8 @@ def test_correlate_on_records_equals_the_contexts_file_route(tmp_path):
     assert notes == {"contexts": 6, "ungraded_contexts": 1, "na_values": 0, "questions": 2}
     path = tmp_path / "contexts.jsonl"
     path.write_text("".join(json.dumps(to_json(r)) + "\n" for r in recs))
-    again = correlation_table(read_contexts(str(path)), None, "M", n_boot=200, title="toy", best="significant")
+    again = correlation_table(read_contexts(str(path)), None, CorrelationTests(baseline="M", n_boot=200),
+                              title="toy", best="significant")
     assert json.dumps(table.rows) == json.dumps(again.rows)  # NaN where undefined, in both
 
 

@@ -11,6 +11,7 @@ from udcg.flows.correlate import STATISTICS as TABLE_STATISTICS
 from udcg.flows.correlate import correlation_table_of
 from udcg.metrics.correlation import (STATISTICS, bootstrap_mean_ci, per_question, per_question_kendall,
                                      per_question_pairwise, per_question_spearman, summarize)
+from udcg.metrics.paired_tests import CorrelationTests
 from udcg.metrics.stats import holm, paired_test
 
 
@@ -167,8 +168,8 @@ def test_table_has_tie_neutral_columns_with_their_own_tests_and_holm():
     outcome = rng.integers(0, 3, n_q * k)  # wrong 0, abstained 1, correct 2
     metrics = {"A": outcome + rng.normal(0, 0.7, n_q * k), "B": np.round(outcome + rng.normal(0, 1, n_q * k)),
                "C": rng.normal(0, 1, n_q * k)}
-    table = {r["metric"]: r for r in correlation_table_of(metrics, outcome.astype(float), qid, "A", n_boot=200,
-                                                          n_resamples=999).rows}
+    table = {r["metric"]: r for r in correlation_table_of(metrics, outcome.astype(float), qid,
+                                                          CorrelationTests(baseline="A", n_boot=200, n_resamples=999)).rows}
     for stat, column, p_col, holm_col in (("kendall", "mean_tau_b", "p_tau_b", "p_tau_b_holm"),
                                           ("pairwise", "pair_acc", "p_pair_acc", "p_pair_acc_holm")):
         per_q = {m: per_question(stat, v, outcome, qid)[1] for m, v in metrics.items()}
@@ -188,11 +189,12 @@ def test_a_circular_metric_is_flagged_and_never_best():
     outcome = np.array([2, 0, 1, 0] * 6, dtype=float)
     qid = np.repeat([f"q{i}" for i in range(6)], 4)
     metrics = {"eRAG": outcome.copy(), "UDCG": outcome + np.tile([0.0, 0.5, -0.9, 0.1], 6)}
-    table = {r["metric"]: r for r in correlation_table_of(metrics, outcome, qid, "UDCG", n_boot=50, circular=("eRAG",)).rows}
+    table = {r["metric"]: r for r in correlation_table_of(metrics, outcome, qid, CorrelationTests(n_boot=50),
+                                                          circular=("eRAG",)).rows}
     assert table["eRAG"]["mean_rho"] == 1.0 > table["UDCG"]["mean_rho"]
     assert table["eRAG"]["circular"] == "yes" and table["UDCG"]["circular"] == ""
     assert table["eRAG"]["best"] == "" and table["UDCG"]["best"] == "*"
-    plain = correlation_table_of(metrics, outcome, qid, "UDCG", n_boot=50)
+    plain = correlation_table_of(metrics, outcome, qid, CorrelationTests(n_boot=50))
     assert "circular" not in plain.columns and plain.rows[0]["best"] == "*"
 
 
@@ -202,12 +204,13 @@ def test_a_circular_metric_keeps_its_p_but_stays_out_of_the_holm_family():
     outcome = rng.integers(0, 3, len(qid)).astype(float)
     metrics = {"UDCG": outcome + rng.normal(0, 1, len(qid)), "eRAG": outcome.copy(),
                "nDCG": outcome + rng.normal(0, 3, len(qid)), "RR": rng.normal(0, 1, len(qid))}
-    table = {r["metric"]: r for r in correlation_table_of(metrics, outcome, qid, "UDCG", n_boot=50, n_resamples=999,
+    table = {r["metric"]: r for r in correlation_table_of(metrics, outcome, qid, CorrelationTests(n_boot=50, n_resamples=999),
                                                           circular=("eRAG",)).rows}
     for _, _, _, p_col, holm_col, _ in TABLE_STATISTICS.values():
         assert np.isfinite(table["eRAG"][p_col]) and np.isnan(table["eRAG"][holm_col])  # shown, not corrected
         assert [table[m][holm_col] for m in ("nDCG", "RR")] == list(holm([table["nDCG"][p_col], table["RR"][p_col]]))
-    every = {r["metric"]: r for r in correlation_table_of(metrics, outcome, qid, "UDCG", n_boot=50, n_resamples=999).rows}
+    every = {r["metric"]: r for r in correlation_table_of(metrics, outcome, qid,
+                                                          CorrelationTests(n_boot=50, n_resamples=999)).rows}
     assert every["nDCG"]["p_holm"] >= table["nDCG"]["p_holm"]  # a third p in the family can only raise the others'
 
 
@@ -221,8 +224,8 @@ def test_table_p_values_are_paired_tests_of_the_rhos_with_holm():
     scores = outcome.astype(float)
     rhos = {m: per_question_spearman(v, outcome, qid)[1] for m, v in metrics.items()}
     for test in ("permutation", "t"):
-        table = {r["metric"]: r for r in correlation_table_of(metrics, scores, qid, "A", n_boot=200, test=test,
-                                                              n_resamples=999).rows}
+        tests = CorrelationTests(baseline="A", n_boot=200, test=test, n_resamples=999)
+        table = {r["metric"]: r for r in correlation_table_of(metrics, scores, qid, tests).rows}
         for m in ("B", "C"):  # the old column names stay; the p is the paired test of the per-question rhos
             assert table[m]["p_vs_baseline"] == paired_test(rhos[m], rhos["A"], test, 999)
             assert table[m]["diff_vs_baseline"] == pytest.approx(np.nanmean(rhos[m] - rhos["A"]))
@@ -231,4 +234,4 @@ def test_table_p_values_are_paired_tests_of_the_rhos_with_holm():
         assert np.isnan(table["A"]["p_vs_baseline"]) and np.isnan(table["A"]["p_holm"])
     assert table["C"]["p_holm"] < 0.05
     with pytest.raises(InputError, match="permutation, t, wilcoxon"):
-        correlation_table_of(metrics, scores, qid, "A", n_boot=10, test="bootstrap")
+        correlation_table_of(metrics, scores, qid, CorrelationTests(baseline="A", n_boot=10, test="bootstrap"))

@@ -9,7 +9,7 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from udcg.metrics.fragility import relabel_bound
+from udcg.metrics.fragility import TopK, relabel_bound
 from udcg.metrics.labels import LOOSE_MIN, label_check, loose_threshold, top_k_counts
 from udcg.metrics.stats import sign_flip_pvalues
 from udcg.metrics.udcg import udcg_rows
@@ -19,9 +19,9 @@ GAMMA = 1 / 3
 
 def test_counts_flags_and_the_block_by_hand():
     # 6 queries: q1 has no relevant document, q6 is 30 times the median (1) and 30% of a corpus of 100
-    check = label_check(["q1", "q2", "q3", "q4", "q5", "q6"], [0, 1, 1, 2, 1, 30], {"a": [3, 2, 2, 1, 2, 0],
-                        "b": [1, 1, 1, 1, 1, 1]}, {"a": [3, 3, 3, 3, 3, 3], "b": [3, 3, 3, 3, 3, 3]}, k=3,
-                        corpus_size=100)
+    check = label_check(["q1", "q2", "q3", "q4", "q5", "q6"], [0, 1, 1, 2, 1, 30],
+                        {"a": ([3, 2, 2, 1, 2, 0], [3, 3, 3, 3, 3, 3]), "b": ([1, 1, 1, 1, 1, 1], [3, 3, 3, 3, 3, 3])},
+                        k=3, corpus_size=100)
     assert check.unjudged == (10, 6) and check.ranked == (18, 18)
     assert check.share("a") == pytest.approx(10 / 18)
     assert [q.qid for q in check.zero_relevant] == ["q1"] and [q.qid for q in check.implausible] == ["q6"]
@@ -38,7 +38,7 @@ def test_counts_flags_and_the_block_by_hand():
 
 
 def test_clean_labels_print_one_line():
-    check = label_check(["q1", "q2"], [1, 3], {"a": [0, 1]}, {"a": [2, 2]}, k=2)
+    check = label_check(["q1", "q2"], [1, 3], {"a": ([0, 1], [2, 2])}, k=2)
     assert len(check.lines()) == 1 and not check.zero_relevant and not check.implausible
 
 
@@ -49,7 +49,7 @@ def test_the_loose_threshold():
     assert loose_threshold(rel) == 30.0  # the median of the 7 with any is 3
     assert loose_threshold(rel, 3572) == 30.0  # 5% of 3,572 is 178.6: the outlier rule is the lower here
     assert loose_threshold(np.array([40, 50, 60]), 1000) == 50.0  # 5% of the corpus, below 10 x the median
-    check = label_check([str(i) for i in range(len(rel))], rel, {}, {}, k=5, corpus_size=3572)
+    check = label_check([str(i) for i in range(len(rel))], rel, {}, k=5, corpus_size=3572)
     assert [q.n_relevant for q in check.implausible] == [708, 118, 65]
     assert loose_threshold(np.array([1, 1, 1]), 20) == LOOSE_MIN  # a tiny corpus: never below the floor
 
@@ -95,7 +95,7 @@ def test_the_witness_ends_the_verdict_and_no_smaller_prefix_does(seed):
     d = udcg_rows(ua, GAMMA) - udcg_rows(ub, GAMMA)
     keeps = _keeps(np.sign(d.mean()))
     assert keeps(d)
-    f = relabel_bound(ua, ub, length, length, ia, ib, fa, fb, GAMMA, keeps)
+    f = relabel_bound(TopK(ua, length, ia, fa), TopK(ub, length, ib, fb), GAMMA, keeps)
     assert f.unjudged == len(set(ia[fa]) | set(ib[fb]))
     if f.needed is None:  # every candidate relabelled at once keeps it
         assert seed == 19 and f.candidates > 0
@@ -125,7 +125,7 @@ def test_the_bound_against_brute_force():
         candidates = sorted(set(ia[fa]) | set(ib[fb]))
         if not keeps(d) or len(candidates) > 12:
             continue
-        f = relabel_bound(ua, ub, length, length, ia, ib, fa, fb, GAMMA, keeps)
+        f = relabel_bound(TopK(ua, length, ia, fa), TopK(ub, length, ib, fb), GAMMA, keeps)
         fewest = next((size for size in range(1, len(candidates) + 1) for chosen in combinations(candidates, size)
                        if not keeps(udcg_rows(_relabelled(ua, ia, set(chosen)), GAMMA)
                                     - udcg_rows(_relabelled(ub, ib, set(chosen)), GAMMA))), None)

@@ -23,8 +23,8 @@ DPR_SHORT = {"dpr4": "2002"}  # the others: the Saint Lawrence River, Roy Raymon
 
 def _check(counts: dict[str, int], short: dict[str, str] | None, corpus_size: int | None = 751):
     qids = list(counts)
-    zeros = {"run": [0] * len(qids)}
-    return label_check(qids, list(counts.values()), zeros, {"run": [5] * len(qids)}, k=5, corpus_size=corpus_size,
+    top_k = {"run": ([0] * len(qids), [5] * len(qids))}  # (unjudged, ranked) per query
+    return label_check(qids, list(counts.values()), top_k, k=5, corpus_size=corpus_size,
                        short_answers=None if short is None else {q: short.get(q, "") for q in qids})
 
 

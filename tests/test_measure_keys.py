@@ -15,7 +15,7 @@ import udcg
 from udcg.errors import InputError
 from udcg.io.sources import example_path
 from udcg.metrics import classical, curves, kernels, registry, udcg as udcg_metric
-from udcg.metrics.compare import compare_scores
+from udcg.metrics.compare import CompareTests, compare_scores
 from udcg.metrics.contexts import ContextBatch, parse_metrics, score_batch
 from udcg.metrics.evaluate import evaluate_table, run_table
 from udcg.metrics.measures import Measure, parse_measure, parse_measures
@@ -79,12 +79,12 @@ def test_direction_is_declared_with_the_measure_and_read_by_compare(misses):
     # a lower-is-better measure: the run with fewer misses is the one that beats, and it is bold
     scores = {"a": {parse_measure("Misses@5"): np.linspace(0, 1, 30)},
               "b": {parse_measure("Misses@5"): np.linspace(0, 1, 30) + 1.0}}
-    table = compare_scores(scores, n_boot=200)
+    table = compare_scores(scores, tests=CompareTests(n_boot=200))
     assert table.beats["a"]["Misses@5"] == ["b"] and table.beats["b"]["Misses@5"] == []
     assert "| a | a | **0.5000**ᵇ [" in table.format("markdown")
     assert "lower is better for Misses@5" in table.format("markdown")
     # a plain string key keeps the default (+1) unless the caller says otherwise
-    plain = compare_scores({r: {"Misses@5": v[parse_measure("Misses@5")]} for r, v in scores.items()}, n_boot=200)
+    plain = compare_scores({r: {"Misses@5": v[parse_measure("Misses@5")]} for r, v in scores.items()}, tests=CompareTests(n_boot=200))
     assert plain.beats["b"]["Misses@5"] == ["a"]
     with pytest.raises(ValueError, match="direction 2 is not"):
         registry.Definition("Worse", _misses, direction=2)

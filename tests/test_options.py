@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import ast
 import inspect
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from udcg.flows.reader_check_options import ReaderCheckOptions
 from udcg.flows.run_options import CompareOptions, ScoringOptions
 from udcg.flows.theta_options import FitThetaOptions
 from udcg.grade.rules import MATCHES
+from udcg.metrics.paired_tests import CompareTests, CorrelationTests, PairedTests
 from udcg.io.sources import example_path
 from udcg.llm.serve_options import ServeOptions
 from udcg.options import declared
@@ -34,17 +36,24 @@ PACKAGE = Path(udcg.__file__).parent
 CONVERTED = (ScoringOptions, CompareOptions, CorrelateOptions, AnswerOptions, JudgeOptions, ServeOptions,
              FitThetaOptions, AnnotateOptions, ReaderCheckOptions)
 # Where the converted operations' options are read: a literal default of a declared name in a
-# signature here is a second declaration (udcg.metrics is below: its kernels' keywords are their own).
-# (flows/correlate.py's correlation_table and correlation_table_of, which validate's config calls too, are not
-# converted: their keyword defaults are still their own; nor are flows/own_runs.py's select_queries and
-# run_contexts, which annotate and the tests call too: answer passes them every option it declares; its
-# annotate_runs takes AnnotateOptions. Nor is integrations/pyterrier.py, whose Utility's depth, unjudged and judge
-# read AnnotateOptions' defaults, and whose output, the transformer's folder, is its own.)
+# signature here is a second declaration (udcg.metrics is below: its kernels' keywords are their own,
+# but a paired-tests default is written only in metrics/constants.py: PAIRED_DEFAULTS below, which
+# covers flows/correlate.py's correlation_table and correlation_table_of, whose settings are one record).
+# (flows/own_runs.py's select_queries and run_contexts, which annotate and the tests call too, are not
+# converted: answer passes them every option it declares; its annotate_run_pairs takes AnnotateOptions. Nor is
+# integrations/pyterrier.py, whose Utility's depth, unjudged and judge read AnnotateOptions' defaults, and whose
+# output, the transformer's folder, is its own.)
 READERS = ("commands/compare.py", "commands/score.py", "commands/correlate.py", "flows/run_compare.py",
            "flows/run_scores.py", "flows/score.py", "flows/compare_config.py", "flows/answer_plan.py",
            "commands/answer.py", "flows/answer.py", "commands/judge.py", "flows/judge.py", "commands/serve.py",
            "llm/server.py", "commands/fit_theta.py", "flows/theta.py", "commands/annotate.py",
            "flows/annotate.py", "commands/reader_check.py", "flows/reader_check.py")
+# the paired tests' settings, each a record (udcg.metrics.paired_tests) whose defaults are metrics/constants.py's:
+# {field: default} of every field but the seed (0 is every seed's default, of many different seeds) and the
+# records' own baseline; "method" is the kernels' name for the test (metrics.stats)
+PAIRED_DEFAULTS = {f.name: f.default for r in (PairedTests, CompareTests, CorrelationTests) for f in fields(r)
+                   if f.name not in ("seed", "baseline")}
+PAIRED_DEFAULTS["method"] = PAIRED_DEFAULTS["test"]
 # udcg/api.py's functions of the converted operations
 API_DOORS = ("compare", "evaluate", "score_runs", "correlate", "answer_runs", "judge", "fit_theta", "annotate_runs",
              "reader_check")
@@ -150,6 +159,53 @@ def test_no_flag_of_a_declared_option_is_added_by_hand():
     assert by_hand == []
 
 
+def _paired_defaults_written(tree: ast.Module):
+    """(where, name) of each literal paired-tests default (``PAIRED_DEFAULTS``) in ``tree``: a
+    keyword of a signature, a dataclass field, or an option's first argument (``option(0.05, ...)``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            positional = a.posonlyargs + a.args
+            pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults))
+            pairs += [(arg, d) for arg, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+            found = [(node.name, arg.arg, d) for arg, d in pairs]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            value = node.value
+            if isinstance(value, ast.Call) and getattr(value.func, "id", "") == "option" and value.args:
+                value = value.args[0]
+            found = [("field", node.target.id, value)]
+        else:
+            continue
+        for where, name, default in found:
+            value = _literal(default)
+            if name in PAIRED_DEFAULTS and value is not _missing and value is not None and value == PAIRED_DEFAULTS[name]:
+                yield f"{where}:{node.lineno}", name
+
+
+def test_each_paired_tests_default_is_written_once():
+    """A paired-tests default (``n_boot`` 10,000, ``alpha`` 0.05, ``test`` permutation, ``correction``
+    measure, ``power`` 0.8, ``level`` 0.95, ...) written as a literal anywhere in udcg/ but
+    metrics/constants.py: a second declaration. The metrics records, the options of compare and
+    correlate, ``compare_scores``, the correlation tables and the metrics' kernels read the constants."""
+    second = [f"{where}: {at} {name}" for where, tree in _trees() if where != "metrics/constants.py"
+              for at, name in _paired_defaults_written(tree)]
+    assert second == []
+
+
+def test_the_options_build_the_paired_tests_records_with_their_defaults():
+    """``CompareOptions.tests()`` and ``CorrelateOptions.tests(baseline)`` build the metrics' records;
+    each option of a record's field declares the record's default (both from metrics/constants.py)."""
+    assert CompareOptions().tests() == CompareTests()
+    assert CorrelateOptions().tests("UDCG") == CorrelationTests()
+    assert CompareOptions(n_boot=500, correction="table").tests() == CompareTests(n_boot=500, correction="table")
+    for options, record in ((CompareOptions, CompareTests), (CorrelateOptions, CorrelationTests)):
+        shared = {o.name for o in declared(options)} & {f.name for f in fields(record)}
+        assert shared >= {"test", "n_resamples", "n_boot", "seed"}
+        assert all(getattr(options, name) == getattr(record, name) for name in shared - {"baseline"})
+    with pytest.raises(InputError, match="^compare_scores: correction 'holm' is unknown"):
+        CompareTests(correction="holm")  # the record checks itself, as compare_scores's keywords were checked
+
+
 def test_the_scan_finds_a_second_declaration(tmp_path):
     """The scans are not vacuous: each finds the declarations the converted code once had."""
     tree = ast.parse('def compare_runs(runs, *, unannotated: str = "error", n_boot=10_000, qrels=None):\n'
@@ -159,6 +215,17 @@ def test_the_scan_finds_a_second_declaration(tmp_path):
     assert seconds == ["unannotated", "n_boot"]
     tuples = [tuple(e.value for e in n.elts) for n in ast.walk(tree) if isinstance(n, ast.Tuple)]
     assert CompareOptions.__dataclass_fields__["test"].metadata["option"].choices in tuples
+    # the paired tests' defaults as compare_scores, the options and the kernels once wrote them
+    tree = ast.parse('def compare_scores(scores, *, test="permutation", alpha=0.05, n_boot=10_000, seed=0, level=0.9):\n'
+                     '    pass\n'
+                     'def bootstrap_ci(values, n_boot: int = 10_000, level: float = 0.95, method="permutation"):\n'
+                     '    pass\n'
+                     'class CompareOptions:\n'
+                     '    power: float = option(0.8, "power of the minimum detectable difference")\n'
+                     '    correction: str = "measure"\n'
+                     '    alpha: float = option(ALPHA, "read from the constant")\n')
+    assert [name for _, name in _paired_defaults_written(tree)] == ["test", "alpha", "n_boot", "n_boot", "level",
+                                                                    "method", "power", "correction"]
 
 
 # ---------------------------------------------------------------- the mechanism

@@ -78,9 +78,9 @@ def test_to_frame_queries_and_the_notebook_displays(utilities):
 
 
 def test_a_comparison_made_from_arrays_has_no_query_rows():
-    from udcg.metrics.compare import compare_scores
+    from udcg.metrics.compare import CompareTests, compare_scores
 
-    cmp = compare_scores({"a": {"m": np.array([0.1, 0.2, 0.3])}, "b": {"m": np.array([0.0, 0.2, 0.1])}}, n_boot=50)
+    cmp = compare_scores({"a": {"m": np.array([0.1, 0.2, 0.3])}, "b": {"m": np.array([0.0, 0.2, 0.1])}}, tests=CompareTests(n_boot=50))
     assert cmp.query_rows() == (["measure", "qid", "a", "b", "a - b"], [])
 
 

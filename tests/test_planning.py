@@ -13,7 +13,7 @@ from scipy import stats as ss
 from statsmodels.stats.power import TTestPower
 
 from udcg.errors import InputError
-from udcg.metrics.compare import compare_scores
+from udcg.metrics.compare import CompareTests, compare_scores
 from udcg.metrics.planning import MAX_QUERIES, queries_to_detect, queries_to_show_equivalence
 from udcg.metrics.stats import min_detectable_difference
 
@@ -78,7 +78,7 @@ def test_compare_prints_and_writes_what_an_inconclusive_pair_needs():
     base = rng.uniform(0, 1, 30)
     scores = {"a": {"M": base + rng.normal(0, 0.05, 30), "N": base}, "b": {"M": base, "N": base + 0.3},
               "c": {"M": base + rng.normal(0, 0.05, 30), "N": base + 0.3 + rng.normal(0, 0.01, 30)}}
-    cmp = compare_scores(scores, equivalence={"M": 0.001, "N": 0.2}, n_resamples=2000)
+    cmp = compare_scores(scores, equivalence={"M": 0.001, "N": 0.2}, tests=CompareTests(n_resamples=2000))
     by = {(t.measure, t.run_a, t.run_b): t for t in cmp.pairs}
     t = by["M", "a", "b"]
     assert t.decision == "inconclusive"
@@ -101,7 +101,7 @@ def test_compare_prints_and_writes_what_an_inconclusive_pair_needs():
     rows = [r for r in csv.DictReader(io.StringIO(cmp.format("csv"))) if r["kind"] == "pair"]
     assert rows[0]["queries_for_equivalence"] == str(int(t.queries_for_equivalence))
     assert cmp.to_frame("pairs").loc[("M", "a", "b"), "queries_to_detect"] == t.queries_to_detect
-    plain = compare_scores(scores, n_resamples=2000)
+    plain = compare_scores(scores, tests=CompareTests(n_resamples=2000))
     assert all(math.isnan(p.queries_to_detect) for p in plain.pairs)
     assert "queries_to_detect" not in plain.format() and json.loads(plain.format("json"))["pairs"][0][
         "queries_to_detect"] is None

@@ -17,7 +17,7 @@ from sklearn.metrics import roc_auc_score
 
 import udcg
 from udcg.cli import main
-from udcg.metrics.reader_check import AUC_MIN, check_reader_pairs
+from udcg.metrics.reader_check import AUC_MIN, ReaderPairs, check_reader_pairs
 from udcg.metrics.reader_queries import by_query
 from tests.test_own_runs import _annotate, beir  # noqa: F401  (the fixture)
 
@@ -34,8 +34,8 @@ def _abstention(model: str) -> list[dict]:
 
 
 def _check(rows: list[dict], **kw):
-    return check_reader_pairs([r["p_abs"] for r in rows], [r["relevant"] for r in rows], [True] * len(rows),
-                        [r["qid"] for r in rows], **kw)
+    return check_reader_pairs(ReaderPairs([r["p_abs"] for r in rows], [r["relevant"] for r in rows], [True] * len(rows),
+                                    [r["qid"] for r in rows]), **kw)
 
 
 def test_the_auc_is_sklearns_and_its_interval_brackets_it():
@@ -97,12 +97,12 @@ def test_answering_from_most_distractors_is_a_verdict_even_with_few_relevant_pai
 
 
 def test_too_few_pairs_gives_no_verdict_and_bad_input_is_refused():
-    check = check_reader_pairs([0.1, 0.9, 0.8], [True, False, False], [True, True, False], ["q1", "q1", "q2"])
+    check = check_reader_pairs(ReaderPairs([0.1, 0.9, 0.8], [True, False, False], [True, True, False], ["q1", "q1", "q2"]))
     assert check.verdict == "too few pairs" and check.auc == 1.0 and check.n_unjudged == 1
     with pytest.raises(udcg.errors.InputError, match="one value per pair"):
-        check_reader_pairs([0.1], [True, False], [True], ["q"])
+        check_reader_pairs(ReaderPairs([0.1], [True, False], [True], ["q"]))
     with pytest.raises(udcg.errors.InputError, match=r"in \[0, 1\]"):
-        check_reader_pairs([1.5], [True], [True], ["q"])
+        check_reader_pairs(ReaderPairs([1.5], [True], [True], ["q"]))
 
 
 def test_annotate_prints_it_writes_it_to_meta_and_the_api_and_command_agree(beir, tmp_path, tiny_model_dir,  # noqa: F811
@@ -166,15 +166,15 @@ def test_on_which_queries_by_hand():
         by_query([0.2, float("nan")], [True, False], ["q", "q"])
     with pytest.raises(udcg.errors.InputError, match="one value per pair"):
         by_query([0.2], [True, False], ["q", "q"])
-    check = check_reader_pairs([0.9, 0.2, 0.6, 0.3, 0.4], [False, True, True, False, False], [True] * 5,
-                         ["q2", "q1", "q1", "q2", "q1"])
+    check = check_reader_pairs(ReaderPairs([0.9, 0.2, 0.6, 0.3, 0.4], [False, True, True, False, False], [True] * 5,
+                                     ["q2", "q1", "q1", "q2", "q1"]))
     assert [c.qid for c in check.queries] == ["q2", "q1"] and check.queries[1] == q1  # q2's NaN mean equals nothing
     assert check.to_dict()["per_query"] == {"with_irrelevant": 2, "answered_irrelevant": 2, "with_relevant": 1,
                                             "abstained_relevant": 1}
     assert "on 2 of the 2 queries that have one" in check.query_line()
     # q1 and q2 each answer from one irrelevant pair: q2 (1 of 2) after q1 (1 of 1), the larger share first
     assert check.worst_line().endswith(": q1 1/1, q2 1/2") and check.worst_line(1).endswith(": q1 1/1")
-    assert check_reader_pairs([0.9, 0.1], [False, True], [True, True], ["q", "q"]).worst_line() == ""
+    assert check_reader_pairs(ReaderPairs([0.9, 0.1], [False, True], [True, True], ["q", "q"])).worst_line() == ""
     assert "on 1 of the 1 that have one" in check.query_line()
     # no reader named: the check's lines and the compare footer's note say so alike
     assert check.who() == "model unnamed, estimator unknown"
@@ -246,7 +246,7 @@ def test_the_per_query_rows_add_up_to_the_check(pairs):
     """Property: whatever the pairs, the per-query counts and means add up to the check's totals and
     shares, every query appears once, in the order of its first pair."""
     qids, p, rel = zip(*pairs)
-    check = check_reader_pairs(p, rel, [True] * len(p), qids, n_boot=100)
+    check = check_reader_pairs(ReaderPairs(p, rel, [True] * len(p), qids), n_boot=100)
     rows = check.queries
     assert [c.qid for c in rows] == list(dict.fromkeys(qids)) and check.n_queries == len(rows)
     assert sum(c.n_relevant for c in rows) == check.n_relevant

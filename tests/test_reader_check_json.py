@@ -81,11 +81,12 @@ def test_a_record_reads_back_as_the_same_check(borderline):
 def test_the_judged_only_line_and_record_agree():
     """The check of the judged pairs alone says "borderline (leans ...)" in the text and in its record."""
     rows = _rows("nq-qwen0.5b", 10)
-    from udcg.metrics.reader_check import check_reader_pairs
+    from udcg.metrics.reader_check import ReaderPairs, check_reader_pairs
 
     unjudged = [i for i, r in enumerate(rows) if not r["relevant"]][::3]  # a third of the irrelevant pairs unjudged
-    check = check_reader_pairs([r["p_abs"] for r in rows], [r["relevant"] for r in rows],
-                         [i not in unjudged for i in range(len(rows))], [r["qid"] for r in rows], n_boot=300)
+    check = check_reader_pairs(ReaderPairs([r["p_abs"] for r in rows], [r["relevant"] for r in rows],
+                                     [i not in unjudged for i in range(len(rows))], [r["qid"] for r in rows]),
+                         n_boot=300)
     j = check.judged_only
     assert j is not None and j.borderline and j.verdict == "cannot"
     record = check.to_dict()["judged_only"]

@@ -15,7 +15,7 @@ import udcg
 from udcg.cli import main
 from udcg.flows.reader_check import judge_command, judge_estimate, labels_caveat, suggested_judge
 from udcg.metrics.reader_auc import auc, relabelled_aucs
-from udcg.metrics.reader_check import check_reader_pairs
+from udcg.metrics.reader_check import ReaderPairs, check_reader_pairs
 from udcg.metrics.reader_verdict import FRAGILE_MIN, fragile_limit
 from tests.test_labels_short_answers import annotate_toy
 
@@ -31,7 +31,7 @@ def _trial_like(answered: int = 6) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
 
 
 def test_two_of_35_flipping_pairs_hang_and_the_line_leads_with_the_count():
-    check = check_reader_pairs(*_trial_like(), n_boot=200)
+    check = check_reader_pairs(ReaderPairs(*_trial_like()), n_boot=200)
     fr = check.fragility
     assert check.verdict == "cannot" and check.n_unjudged == 35 and fr.flips_at == 2 and fr.verdict_after == "can"
     assert 2 / 35 > 0.05 and fragile_limit(35) == FRAGILE_MIN == 3  # the share rule alone said "more than 5%"
@@ -41,11 +41,11 @@ def test_two_of_35_flipping_pairs_hang_and_the_line_leads_with_the_count():
     assert "of the 35 unjudged pairs taken as irrelevant (5.7%); it hangs on them when at most max(3, 5% of them) = 3 " \
            "do: the verdict hangs on the unjudged labels; judge them:" in line
     assert [fragile_limit(n) for n in (1, 35, 60, 151, 1346)] == [3, 3, 3, 7, 67]
-    assert check_reader_pairs(*_trial_like(12), n_boot=200).fragility.flips_at == 3  # 3 still hangs
+    assert check_reader_pairs(ReaderPairs(*_trial_like(12)), n_boot=200).fragility.flips_at == 3  # 3 still hangs
 
 
 def test_a_verdict_four_pairs_flip_on_35_does_not_hang_and_says_its_count_first():
-    check = check_reader_pairs(*_trial_like(13), n_boot=200)
+    check = check_reader_pairs(ReaderPairs(*_trial_like(13)), n_boot=200)
     assert check.fragility.flips_at == 4 and not check.hangs_on_labels
     line = next(x for x in check.lines() if x.startswith("  labels: "))
     assert line == ("  labels: 4 pairs would turn it to can, relabelled relevant (lowest p_abs first), of the 35 unjudged "
@@ -61,7 +61,7 @@ def test_relabelled_aucs_are_exact_at_the_threshold():
     p = np.array([x[0] for x in pairs])
     rel = np.array([x[1] for x in pairs])
     jud = rel | np.array([x[2] for x in pairs])
-    check = check_reader_pairs(p, rel, jud, [f"q{i % 6}" for i in range(len(p))], n_boot=100)
+    check = check_reader_pairs(ReaderPairs(p, rel, jud, [f"q{i % 6}" for i in range(len(p))]), n_boot=100)
     assert check.verdict == "cannot" and check.fragility.flips_at == 1 and check.fragility.auc_after == 0.75
     irr = ~rel
     moved = np.flatnonzero(irr & ~jud)[np.argsort(p[irr & ~jud], kind="stable")]

@@ -26,7 +26,7 @@ from udcg.cli import main
 from udcg.flows.reader_check import judge_command, reader_note
 from udcg.metrics import reader_auc
 from udcg.metrics.reader_auc import auc, auc_interval, relabelled_aucs
-from udcg.metrics.reader_check import ReaderCheck, check_reader_pairs
+from udcg.metrics.reader_check import ReaderCheck, ReaderPairs, check_reader_pairs
 from udcg.metrics.reader_verdict import fragile_limit, verdicts
 from udcg.progress import duration
 from tests.test_own_runs import _annotate, beir  # noqa: F401  (the fixture)
@@ -84,9 +84,9 @@ def _demo_like() -> list[dict]:
 
 
 def _check(rows: list[dict], **kw) -> ReaderCheck:
-    return check_reader_pairs([r["p_abs"] for r in rows], [r["relevant"] for r in rows],
-                        [r.get("source", "qrels") != "unjudged-irrelevant" for r in rows], [r["qid"] for r in rows],
-                        docids=[r["pid"] for r in rows], **kw)
+    return check_reader_pairs(ReaderPairs([r["p_abs"] for r in rows], [r["relevant"] for r in rows],
+                                    [r.get("source", "qrels") != "unjudged-irrelevant" for r in rows],
+                                    [r["qid"] for r in rows], docids=[r["pid"] for r in rows]), **kw)
 
 
 # ---------------------------------------------------------------- numbers: numpy against scikit-learn
@@ -129,7 +129,7 @@ def test_no_smaller_set_of_unjudged_pairs_flips_the_verdict(pairs):
     p = np.array([x[0] for x in pairs])
     rel = np.array([x[1] for x in pairs])
     jud = rel | np.array([x[2] for x in pairs])
-    check = check_reader_pairs(p, rel, jud, [f"q{i % 6}" for i in range(len(p))], n_boot=100)
+    check = check_reader_pairs(ReaderPairs(p, rel, jud, [f"q{i % 6}" for i in range(len(p))]), n_boot=100)
     fr = check.fragility
     if fr is None or fr.flips_at is None or fr.flips_at > 3:
         return

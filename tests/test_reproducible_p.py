@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from udcg.metrics.compare import compare_scores
+from udcg.metrics.compare import CompareTests, compare_scores
 from udcg.metrics.stats import (DEFAULT_RESAMPLES, EXACT_MAX_N, monte_carlo_se, paired_permutation_test, paired_test,
                                 sign_flip_pvalues)
 
@@ -82,21 +82,21 @@ def test_the_same_differences_in_another_order_give_the_same_p(n):
     assert sign_flip_pvalues([a - b], 2000, 3) == sign_flip_pvalues([(a - b)[order]], 2000, 3)
     for method in ("t", "wilcoxon"):
         assert paired_test(a, b, method) == paired_test(a[order], b[order], method)
-    one = compare_scores({"x": {"P@5": a}, "y": {"P@5": b}}, n_boot=200, n_resamples=5000)
-    two = compare_scores({"x": {"P@5": a[order]}, "y": {"P@5": b[order]}}, n_boot=200, n_resamples=5000)
+    one = compare_scores({"x": {"P@5": a}, "y": {"P@5": b}}, tests=CompareTests(n_boot=200, n_resamples=5000))
+    two = compare_scores({"x": {"P@5": a[order]}, "y": {"P@5": b[order]}}, tests=CompareTests(n_boot=200, n_resamples=5000))
     assert one.pairs[0].p == two.pairs[0].p
 
 
 def test_the_report_gives_the_monte_carlo_error_of_estimated_p_and_none_for_exact_ones():
     rng = np.random.default_rng(9)
     big = {r: {"P@5": rng.integers(0, 6, 40) / 5} for r in ("x", "y")}
-    cmp = compare_scores(big, n_boot=200)
+    cmp = compare_scores(big, tests=CompareTests(n_boot=200))
     t = cmp.pairs[0]
     assert t.p_se == pytest.approx(monte_carlo_se(t.p, DEFAULT_RESAMPLES)) and t.p_se > 0
     text = cmp.format()
     assert "100,000 random sign flips" in text and f"Monte Carlo standard error at most {t.p_se:.4f}" in text
     assert cmp.to_dict()["pairs"][0]["p_se"] == pytest.approx(t.p_se)
-    small = compare_scores({r: {"P@5": v["P@5"][:24]} for r, v in big.items()}, n_boot=200)
+    small = compare_scores({r: {"P@5": v["P@5"][:24]} for r, v in big.items()}, tests=CompareTests(n_boot=200))
     assert np.isnan(small.pairs[0].p_se) and "Monte Carlo" not in small.format()
     assert "exact (all 2^n sign flips)" in small.format()
 

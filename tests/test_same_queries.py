@@ -16,7 +16,7 @@ import udcg
 from udcg.cli import main
 from udcg.io.sources import example_path
 from udcg.io.trec import read_qrels, read_run
-from udcg.metrics.compare import compare_scores
+from udcg.metrics.compare import CompareTests, compare_scores
 
 FOLDER = example_path()
 RUNS = [FOLDER / "runs" / "bm25.trec", FOLDER / "runs" / "dense.trec"]
@@ -106,7 +106,7 @@ def test_a_detectable_difference_beyond_the_range_is_undetectable(tmp_path):
     assert "undetectable" in cmp.format("csv") and cmp.to_dict()["pairs"][-1]["mdd"] is None
     assert cmp.to_dict()["pairs"][-1]["undetectable"]
     plain = compare_scores({"a": {"x": np.array([0.0, 1, 0, 1, 0, 1])}, "b": {"x": np.array([1.0, 0, 1, 1, 0, 0])}},
-                           n_boot=100)  # 6 queries: on 5 the exact test's p cannot go below 0.0625 (test_compare_power)
+                           tests=CompareTests(n_boot=100))  # 6 queries: on 5 the exact test's p cannot go below 0.0625 (test_compare_power)
     assert not plain.pairs[0].undetectable and plain.pairs[0].mdd > 1  # no range given: the number
 
 
@@ -126,7 +126,7 @@ def test_runs_on_disjoint_queries_get_no_best_mean(tmp_path):
     half = np.r_[np.linspace(0.4, 0.6, 10), np.full(10, np.nan)]
     ndcg = np.linspace(0, 1, 20)
     cmp = compare_scores({"first": {"UDCG@5": half, "nDCG@5": ndcg}, "second": {"UDCG@5": half[::-1], "nDCG@5": ndcg ** 2}},
-                         n_boot=200)
+                         tests=CompareTests(n_boot=200))
     assert cmp.cells["first"]["UDCG@5"].n == cmp.cells["second"]["UDCG@5"].n == 10 and cmp.n_shared["UDCG@5"] == 0
     assert not cmp.same_population("UDCG@5") and cmp.same_population("nDCG@5")
     text = cmp.format()
@@ -138,7 +138,8 @@ def test_runs_on_disjoint_queries_get_no_best_mean(tmp_path):
 
 def test_correction_none_prints_no_family_size():
     rng = np.random.default_rng(2)
-    cmp = compare_scores({r: {"P@5": rng.integers(0, 6, 12) / 5} for r in "abc"}, correction="none", n_boot=100)
+    cmp = compare_scores({r: {"P@5": rng.integers(0, 6, 12) / 5} for r in "abc"},
+                         tests=CompareTests(correction="none", n_boot=100))
     line = next(line for line in cmp.format().splitlines() if line.startswith("Test:"))
     assert "Correction: none (raw p, each comparison at alpha)" in line and "comparisons" not in line.split("none")[1]
 

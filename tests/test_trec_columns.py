@@ -23,7 +23,7 @@ from udcg.io import trec_columns
 from udcg.io.trec import read_qrels, read_run
 from udcg.io.trec_columns import RunColumns, read_run_columns
 from udcg.metrics.evaluate import run_table
-from udcg.metrics.gains import ranked_rows, row_table
+from udcg.metrics.gains import RunRows, ranked_rows, row_table
 
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # 1e39 as float32
 
@@ -139,7 +139,8 @@ def test_row_table_hand_computed():
     assert ranked_rows(query, scores, 2, docid_rank).tolist() == [5, 1, 3, 2, 0]  # q p | c b a
     assert asked == [[0, 1, 2, 5]]  # only the tied rows
     relevance = np.array([1.0, 0.0, 2.0, 0.0, 5.0, 3.0])
-    table = row_table(("q0", "q1"), query, scores, relevance, np.array([1, 2]), np.array([3.0, 2.0, 1.0]), docid_rank)
+    table = row_table(("q0", "q1"), RunRows(query, scores, relevance, docid_rank), np.array([1, 2]),
+                      np.array([3.0, 2.0, 1.0]))
     np.testing.assert_array_equal(table.gains, [[3, 0, 0], [0, 2, 1]])
     np.testing.assert_array_equal(table.ideal, [[3, 0], [2, 1]])
     np.testing.assert_array_equal(table.depth, [2, 3])

@@ -28,6 +28,7 @@ from udcg.io import contexts
 from udcg.io.contexts import ContextFile
 from udcg.experiment.config import from_dict, load_config
 from udcg.flows.correlate import correlation_table
+from udcg.metrics.paired_tests import CorrelationTests
 from udcg.experiment.validate import run_validation
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -471,7 +472,7 @@ def test_stored_metrics_agree_with_the_contexts_file_route(scripted_run):
     stored = {r["metric"]: r["mean_rho"] for r in result.tables["table3-all"].rows}
     # recompute from the per-position fields, not the stored values
     rows = ContextFile(tuple(dataclasses.replace(r, metrics=None) for r in rows.records), rows.where, rows.sources)
-    again = {r["metric"]: r["mean_rho"] for r in correlation_table(rows, spec, n_boot=500).rows}
+    again = {r["metric"]: r["mean_rho"] for r in correlation_table(rows, spec, CorrelationTests(n_boot=500)).rows}
     assert again == pytest.approx({m: stored[m] for m in again})
 
 

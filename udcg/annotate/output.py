@@ -12,7 +12,7 @@ from udcg.version import __version__
 from udcg.annotate.runner import AnnotateConfig, AnnotateStats, annotation_key, annotation_record
 from udcg.io.authors import question_to_authors, read_authors, write_authors
 from udcg.io.files import atomic_write_json, read_records
-from udcg.metrics.reader_check import check_reader_pairs
+from udcg.metrics.reader_check import ReaderPairs, check_reader_pairs
 from udcg.metrics.udcg import utility
 from udcg.records import Annotation, Question
 
@@ -63,8 +63,8 @@ def write_annotated(output: str, questions: Sequence[Question], raw: Sequence[di
             "passages_per_s_this_run": stats.passages_per_s, "notes": stats.notes, "n_censored": stats.n_censored,
             "mean_p_abs_relevant": mean(rel_p), "mean_p_abs_irrelevant": mean(irr_p),
             "n_relevant": len(rel_p), "n_irrelevant": len(irr_p), "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    check = check_reader_pairs([x[0] for x in pairs], [x[1] for x in pairs], [True] * len(pairs), [x[2] for x in pairs],
-                         model=model, estimator=cfg.estimator)
+    check = check_reader_pairs(ReaderPairs([x[0] for x in pairs], [x[1] for x in pairs], [True] * len(pairs),
+                                           [x[2] for x in pairs]), model=model, estimator=cfg.estimator)
     meta["reader_check"] = check.to_dict()
     atomic_write_json(f"{output}.meta.json", {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in meta.items()})
     lines = [f"annotated {stats.n_passages} passages of {len(items)} questions with {model} ({cfg.estimator}); "

@@ -31,7 +31,7 @@ from udcg.experiment.paths import data_folder, dataset_ref, portable_path, run_f
 from udcg.grade.rules import MATCHES
 from udcg.io.typed_yaml import build_dataclass, read_yaml, set_override
 from udcg.llm.openai_target import SCORING
-from udcg.metrics.constants import CONSTANT_METRIC, CV_SCORES
+from udcg.metrics.constants import CONSTANT, CONSTANT_METRIC, CV_SCORES, GAMMA, N_BOOT
 METRIC_CHOICES_NOTE = "e.g. UDCG, UDCG_theta, nDCG, RR, AP, P, Success, eRAG, ANSWER_PROB, RA-nWG"
 
 
@@ -103,12 +103,12 @@ class GradingConfig:
 class MetricsConfig:
     names: tuple[str, ...] = ("UDCG", "UDCG_theta", "nDCG", "RR", "AP", "P", "Success", "eRAG", "ANSWER_PROB", "RA-nWG")
     baseline: str = "UDCG"  # paired permutation-test p-values (Holm-corrected too) against this metric
-    gamma: float = 1.0 / 3.0
+    gamma: float = GAMMA
     n_relevant: str = "pool"  # pool | context: the relevant count behind nDCG's ideal, AP and recall
     erag_score: str = "f1"  # f1 (token F1) | contains: score of a single-passage answer
     grades: str = "rules"  # rules (relevant -> 5, else 2) | a model alias (5-point LLM grade judge)
-    constant_metric: str = "zero"  # zero | drop
-    n_boot: int = 10_000
+    constant_metric: str = CONSTANT  # zero | drop
+    n_boot: int = N_BOOT
 
 
 @dataclass(frozen=True)

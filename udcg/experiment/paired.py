@@ -27,13 +27,12 @@ import numpy as np
 
 from udcg.errors import InputError
 from udcg.io.tables import Table
-from udcg.metrics.constants import DEFAULT_RESAMPLES
+from udcg.metrics.constants import ALPHA, DEFAULT_RESAMPLES, N_BOOT, POWER
 from udcg.metrics.correlation import bootstrap_mean_ci
 from udcg.metrics.p_floor import can_reach
 from udcg.metrics.stats import EXACT_MAX_N, min_detectable_difference, paired_permutation_test
 
 STATISTICS = ("rho", "tau_b", "pair_acc")
-ALPHA, POWER = 0.05, 0.8
 POWER_COLUMNS = ["metric", "n_usable", "diff_vs_baseline", "sd_diff", "min_detectable_diff"]
 UNDETECTABLE = "undetectable"  # the power table's cell where no p can beat alpha on the usable questions
 
@@ -85,7 +84,7 @@ def difference_spread(a: object, b: object, alpha: float = ALPHA, power: float =
                             sd=float(np.std(d, ddof=1)) if len(d) > 1 else math.nan, min_detectable=mdd)
 
 
-def paired_difference(a: object, b: object, n_boot: int = 10_000, n_resamples: int = 10_000, seed: int = 0,
+def paired_difference(a: object, b: object, n_boot: int = N_BOOT, n_resamples: int = 10_000, seed: int = 0,
                       alpha: float = ALPHA, power: float = POWER) -> PairedDifference:
     """``difference_spread`` with the 95% percentile bootstrap interval of the mean difference
     (``n_boot`` resamples of the usable questions; none with fewer than 5) and the two-sided paired

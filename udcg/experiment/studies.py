@@ -38,6 +38,7 @@ from udcg.flows.theta import fit_model
 from udcg.io.tables import Table
 from udcg.metrics import registry
 from udcg.metrics.contexts import parse_metric, score_batch
+from udcg.metrics.paired_tests import CorrelationTests
 from udcg.metrics.udcg import udcg_matrix
 from udcg.records import OUTCOME_LABELS, OUTCOME_SCORE, ContextRecord
 
@@ -274,11 +275,11 @@ def correlate_records(records: Sequence[ContextRecord], names: Sequence[str], ba
              "questions": len({r.qid for r in graded})}
     if not graded or not names:
         return Table(["metric"], title=title + " (no graded contexts)"), notes
-    table = correlation_table_of(values, outcome_array(graded), np.array([r.qid for r in graded]),
-                                 baseline if baseline in names else None, constant_metric=constant_metric,
-                                 n_boot=n_boot, seed=seed, title=title, best="significant",
-                                 circular=tuple(dict.fromkeys([*circular_metrics(records, names),
-                                                               *(n for n in in_sample if n in names)])))
+    tests = CorrelationTests(baseline=baseline if baseline in names else None, constant_metric=constant_metric,
+                             n_boot=n_boot, seed=seed)
+    circular = tuple(dict.fromkeys([*circular_metrics(records, names), *(n for n in in_sample if n in names)]))
+    table = correlation_table_of(values, outcome_array(graded), np.array([r.qid for r in graded]), tests, title=title,
+                                 circular=circular, best="significant")
     return table, notes
 
 

@@ -22,13 +22,14 @@ import numpy as np
 from udcg.io.contexts import ContextFile
 from udcg.flows.scoring import score_rows
 from udcg.errors import InputError
+from udcg.metrics.constants import ALPHA, CONSTANT, GAMMA, POWER
 from udcg.metrics.contexts import parse_metric, parse_metrics
 from udcg.metrics.correlation import bootstrap_mean_ci, per_question, summarize
 from udcg.metrics.equivalence import decision, equivalence_pvalues
+from udcg.metrics.paired_tests import CorrelationTests
 from udcg.metrics.planning import count_of, queries_needed
-from udcg.metrics.stats import DEFAULT_RESAMPLES, EXACT_MAX_N, holm, monte_carlo_se, paired_test
+from udcg.metrics.stats import EXACT_MAX_N, holm, monte_carlo_se, paired_test
 from udcg.metrics.ties import TieDecomposition, tie_decomposition
-from udcg.metrics.udcg import GAMMA
 from udcg.io.tables import Table
 
 if TYPE_CHECKING:  # scikit-learn is imported only when a theta model is used
@@ -100,7 +101,7 @@ def _vs_baseline(rho: np.ndarray, rho_base: np.ndarray, test: str, n_resamples: 
 
 
 def per_question_values(values: dict[str, np.ndarray], outcome: np.ndarray, groups: np.ndarray,
-                        constant_metric: str = "zero"
+                        constant_metric: str = CONSTANT
                         ) -> tuple[np.ndarray, dict[str, dict[str, np.ndarray]], dict[str, np.ndarray]]:
     """(question ids, {metric: {statistic key: value per question}}, {metric: status per question})
     for graded contexts: metric ``values`` (one per context; NaN = NA), ``outcome`` scores and
@@ -116,31 +117,32 @@ def per_question_values(values: dict[str, np.ndarray], outcome: np.ndarray, grou
     return qids, out, status
 
 
-def correlation_table(file: ContextFile, spec: str | None, baseline: str | None = "UDCG", gamma: float = GAMMA,
-                      theta: UDCGTheta | None = None, constant_metric: str = "zero", n_boot: int = 10_000,
-                      seed: int = 0, title: str = "", test: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES,
-                      circular: tuple[str, ...] | frozenset[str] = (), best: str = "mean",
-                      equivalence: float | None = None) -> Table:
+def correlation_table(file: ContextFile, spec: str | None, tests: CorrelationTests = CorrelationTests(), *,
+                      gamma: float = GAMMA, theta: UDCGTheta | None = None, title: str = "",
+                      circular: tuple[str, ...] | frozenset[str] = (), best: str = "mean") -> Table:
     """Table 3 of a contexts file (``correlation_table_of``): metric values from the file's
     'metrics', else computed from its fields (``metric_values``); every context must be graded."""
     values = metric_values(file, spec, gamma, theta)
-    return correlation_table_of(values, file.outcome_scores(), np.asarray([r.qid for r in file.records]), baseline,
-                                constant_metric, n_boot, seed, title, test, n_resamples, circular, best, equivalence)
+    return correlation_table_of(values, file.outcome_scores(), np.asarray([r.qid for r in file.records]), tests,
+                                title=title, circular=circular, best=best)
 
 
 def correlation_table_of(values: dict[str, np.ndarray], outcome: np.ndarray, groups: np.ndarray,
-                         baseline: str | None = "UDCG", constant_metric: str = "zero", n_boot: int = 10_000,
-                         seed: int = 0, title: str = "", test: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES,
-                         circular: tuple[str, ...] | frozenset[str] = (), best: str = "mean",
-                         equivalence: float | None = None) -> Table:
+                         tests: CorrelationTests = CorrelationTests(), *, title: str = "",
+                         circular: tuple[str, ...] | frozenset[str] = (), best: str = "mean") -> Table:
     """Table 3's layout for graded contexts: metric ``values`` (one per context, NaN = NA),
     ``outcome`` scores and ``groups`` (question id per context); one row per metric, sorted by
-    mean rho (module docstring). A metric NA for some context of a question has no value for that
-    question (``na_metric`` counts them); ``circular`` metrics are flagged, never best and outside
-    the Holm family (raw p kept, Holm p NaN). ``best``: "mean" marks the highest mean of each
-    statistic; "significant" marks it only where the paired tests against the baseline, Holm-
-    corrected, tell it apart from every other metric (``significant_best``). ``equivalence``: a margin
-    for the rho difference against the baseline; adds ``EQUIVALENCE_COLUMNS`` (``_equivalence``)."""
+    mean rho (module docstring). ``tests`` (``CorrelationTests``): the baseline the others are
+    tested against, the paired test, its sign flips, the bootstrap resamples and seed, how a
+    constant metric counts, and the equivalence margin. A metric NA for some context of a question
+    has no value for that question (``na_metric`` counts them); ``circular`` metrics are flagged,
+    never best and outside the Holm family (raw p kept, Holm p NaN). ``best``: "mean" marks the
+    highest mean of each statistic; "significant" marks it only where the paired tests against the
+    baseline, Holm-corrected, tell it apart from every other metric (``significant_best``).
+    ``tests.equivalence``: a margin for the rho difference against the baseline; adds
+    ``EQUIVALENCE_COLUMNS`` (``_equivalence``)."""
+    baseline, constant_metric, equivalence = tests.baseline, tests.constant_metric, tests.equivalence
+    n_boot, seed, test, n_resamples = tests.n_boot, tests.seed, tests.test, tests.n_resamples
     _, stats, _ = per_question_values(values, outcome, groups, constant_metric)
     circular = frozenset(circular) & set(values)
     columns = (COLUMNS[:1] + (["circular"] if circular else []) + COLUMNS[1:]
@@ -187,7 +189,7 @@ def correlation_table_of(values: dict[str, np.ndarray], outcome: np.ndarray, gro
 
 EQUIVALENCE_COLUMNS = ["rho_margin", "rho_p_tost", "rho_p_tost_holm", "decision", "questions_to_detect",
                        "questions_for_equivalence"]
-PLAN_POWER = 0.8  # the power of the questions-needed figures
+PLAN_POWER = POWER  # the power of the questions-needed figures (compare's default)
 
 
 def _equivalence(rows: list[dict], stats: dict, baseline: str | None, circular: frozenset[str], margin: float,
@@ -220,7 +222,7 @@ def _equivalence(rows: list[dict], stats: dict, baseline: str | None, circular: 
 
 
 MIN_QUESTIONS = 20  # below this many usable questions, correlate warns
-ALPHA = 0.05  # the level of the Holm-corrected paired tests behind a "best" mark
+# ALPHA (metrics.constants, compare's default): the level of the Holm-corrected paired tests behind a "best" mark
 
 
 def significant_best(rows: list[dict], mean_col: str, holm_col: str, baseline: str | None) -> str | None:
@@ -301,9 +303,8 @@ def correlate_file(path: str, options: CorrelateOptions) -> tuple[Table, str | N
     if equivalence is not None and note:
         raise InputError(f"--equivalence tests each metric's rho against the baseline's, and the baseline {chosen} is "
                          "not among --metrics (add it, or give --baseline)")
-    table = correlation_table(file, metrics, chosen, o.gamma, load_theta(o.theta) if o.theta else None,
-                              o.constant_metric, o.n_boot, o.seed, test=test, n_resamples=n_resamples,
-                              equivalence=equivalence)
+    table = correlation_table(file, metrics, o.tests(chosen), gamma=o.gamma,
+                              theta=load_theta(o.theta) if o.theta else None)
     notes = [note] if note else []
     usable = max((r["n_questions"] for r in table.rows), default=0)
     if test == "permutation" and usable > EXACT_MAX_N and chosen in {r["metric"] for r in table.rows}:

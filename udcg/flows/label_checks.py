@@ -14,7 +14,7 @@ from udcg.annotate.utilities import recorded_meta
 from udcg.flows.reader_check import judge_command, labels_caveat
 from udcg.metrics.comparison import ComparisonData, PairTest
 from udcg.metrics.evaluate import top_k_utilities
-from udcg.metrics.fragility import Fragility, relabel_bound
+from udcg.metrics.fragility import Fragility, TopK, relabel_bound
 from udcg.metrics.gains import GainTable
 from udcg.metrics.labels import ROW_COLUMNS, LabelCheck
 from udcg.metrics.measures import Measure
@@ -48,8 +48,8 @@ def keeps_verdict(cmp: ComparisonData, pair: PairTest) -> Any:
     return keeps
 
 
-def _top(scores: Any, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """(utilities as scored, context lengths, pair numbers, unjudged-irrelevant entries) of a run's top k."""
+def _top(scores: Any, k: int) -> TopK | None:
+    """A run's top k (``TopK``: utilities as scored, context lengths, pair numbers, unjudged-irrelevant entries)."""
     top = scores.top
     if top is None or top.utility is None or top.pair is None:
         return None
@@ -63,7 +63,7 @@ def _top(scores: Any, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     judged = np.ones(u.shape, bool)
     judged[:, :width] = top.judged[:, :width]
     inside = np.arange(k)[None, :] < length[:, None]
-    return u, length, pair, inside & ~judged & (u < 0) & ~np.isnan(pair)
+    return TopK(u, length, pair, inside & ~judged & (u < 0) & ~np.isnan(pair))
 
 
 def fragilities(cmp: ComparisonData, scores: Mapping[str, Any]) -> list[Fragility]:
@@ -78,8 +78,7 @@ def fragilities(cmp: ComparisonData, scores: Mapping[str, Any]) -> list[Fragilit
         if a is None or b is None:
             continue
         gamma = scores[t.run_a].top.opts.gamma
-        out.append(relabel_bound(a[0], b[0], a[1], b[1], a[2], b[2], a[3], b[3], gamma, keeps_verdict(cmp, t),
-                                 measure=str(m), run_a=t.run_a, run_b=t.run_b))
+        out.append(relabel_bound(a, b, gamma, keeps_verdict(cmp, t), measure=str(m), run_a=t.run_a, run_b=t.run_b))
     return out
 
 
@@ -184,14 +183,14 @@ def run_label_check(runs: Mapping[str, Mapping[str, Mapping[str, float]]], qrels
     from udcg.metrics.labels import RELEVANT_AT, label_check
     from udcg.text import short_answer
 
-    unjudged, ranked = {}, {}
+    counts = {}
     for name, run in runs.items():
         tops = [ranked_docids(run.get(q, {}))[:depth] for q in qids]
-        unjudged[name] = [sum(d not in qrels.get(q, {}) for d in top) for q, top in zip(qids, tops)]
-        ranked[name] = [len(top) for top in tops]
+        counts[name] = ([sum(d not in qrels.get(q, {}) for d in top) for q, top in zip(qids, tops)],
+                        [len(top) for top in tops])
     relevant = [sum(g >= RELEVANT_AT for g in qrels.get(q, {}).values()) for q in qids]
     short = None if answers is None else {q: short_answer(answers.get(q, ())) for q in qids}
-    return label_check(list(qids), relevant, unjudged, ranked, k=depth, corpus_size=corpus_size, source=source,
+    return label_check(list(qids), relevant, counts, k=depth, corpus_size=corpus_size, source=source,
                        short_answers=short)
 
 

@@ -19,7 +19,7 @@ from udcg.errors import InputError
 from udcg.flows.annotate_options import AnnotateOptions, default_estimator
 from udcg.flows.reader_check_options import ReaderCheckOptions
 from udcg.io.files import atomic_write_text
-from udcg.metrics.reader_check import ReaderCheck, check_reader_pairs
+from udcg.metrics.reader_check import ReaderCheck, ReaderPairs, check_reader_pairs
 from udcg.progress import duration
 from udcg.records import query_key
 
@@ -33,9 +33,9 @@ def check_records(records: Iterable[UtilityRecord], model: str, estimator: str,
     ``options``: the interval's resamples and seed (``ReaderCheckOptions``, those of ``udcg reader-check``)."""
     o = options or ReaderCheckOptions()
     recs = sorted(records, key=lambda r: (query_key(r.qid), r.docid))
-    return check_reader_pairs([r.p_abs for r in recs], [r.relevant for r in recs],
-                        [r.relevance_source != UNJUDGED for r in recs], [r.qid for r in recs],
-                        model=model, estimator=estimator, n_boot=o.n_boot, seed=o.seed, docids=[r.docid for r in recs])
+    pairs = ReaderPairs([r.p_abs for r in recs], [r.relevant for r in recs],
+                        [r.relevance_source != UNJUDGED for r in recs], [r.qid for r in recs], [r.docid for r in recs])
+    return check_reader_pairs(pairs, model=model, estimator=estimator, n_boot=o.n_boot, seed=o.seed)
 
 
 FOLDER = ("a utilities folder is what udcg annotate --run ... -o FOLDER writes: its utilities.jsonl holds each pair's "

@@ -162,9 +162,8 @@ def compare_runs(runs: Mapping[str, Run | str | Path], options: CompareOptions
     notes = (*notes, *reader_note(o.utilities, rows))
     tied_on = None if o.ties is None else _tie_measure(o.ties, rows)
     margins = None if o.equivalence is None else margins_of(o.equivalence, rows)
-    cmp = compare_scores(values, **o.keywords("test", "alpha", "n_resamples", "n_boot", "seed", "correction", "power"),
-                         notes=notes, direction=OUTCOME_DIRECTION, ranges=_ranges(rows), ties=tied_on,
-                         equivalence=margins, baseline=against)
+    cmp = compare_scores(values, tests=o.tests(), notes=notes, direction=OUTCOME_DIRECTION, ranges=_ranges(rows),
+                         ties=tied_on, equivalence=margins, baseline=against)
     cmp = replace(cmp, qids=tuple(qids), per_query=values)
     files = {name: run for name, run in runs.items() if isinstance(run, (str, Path))}
     return with_label_checks(cmp, scores, files, o.utilities, fragile=not o.judged_only), scores

@@ -3,8 +3,9 @@
 (``udcg compare``'s and ``udcg.compare``'s: the scoring options and the comparison's). The command's
 flags, its ``--config`` keys and the API's keywords are made from these fields; the flows take the
 object. Choices are the metrics' own tuples (``TESTS``, ``CORRECTIONS``, ``UNANNOTATED``,
-``FORMATS``), ranges ``udcg.bounds.PARAMETERS``; a test finds any second declaration
-(``tests/test_options.py``)."""
+``FORMATS``), the paired tests' defaults the metrics' constants (``metrics.constants``: ``N_BOOT``,
+``ALPHA``, ...), ranges ``udcg.bounds.PARAMETERS``; ``CompareOptions.tests()`` is the comparison's
+``metrics.paired_tests.CompareTests``. A test finds any second declaration (``tests/test_options.py``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from udcg.metrics.constants import CORRECTIONS, DEFAULT_RESAMPLES, FORMATS, GAMMA, TESTS, UNANNOTATED
+from udcg.metrics.constants import (ALPHA, CORRECTION, CORRECTIONS, DEFAULT_RESAMPLES, FORMATS, GAMMA, N_BOOT, POWER,
+                                    SEED, TEST, TESTS, UNANNOTATED)
+from udcg.metrics.paired_tests import CompareTests
 from udcg.options import Options, option
 
 UNANNOTATED_HELP = "a top-k document without a utility: error (default), zero (u = 0) or worst (u = -1)"
@@ -43,11 +46,11 @@ class CompareOptions(ScoringOptions):
 
     operation = "compare"
 
-    test: str = option("permutation", "paired test (default permutation: sign flips, exact for n <= 24)", choices=TESTS)
-    correction: str = option("measure", "the Holm family: measure (default: the run pairs of each measure), table "
+    test: str = option(TEST, "paired test (default permutation: sign flips, exact for n <= 24)", choices=TESTS)
+    correction: str = option(CORRECTION, "the Holm family: measure (default: the run pairs of each measure), table "
                              "(every run pair x every measure) or none (raw p)", choices=CORRECTIONS)
-    alpha: float = option(0.05, "significance level after the correction (default {default})", kind=float)
-    power: float = option(0.8, "power of the minimum detectable difference (default {default})", kind=float)
+    alpha: float = option(ALPHA, "significance level after the correction (default {default})", kind=float)
+    power: float = option(POWER, "power of the minimum detectable difference (default {default})", kind=float)
     answers: str | Path | None = option(None, "judged answers (udcg answer, then udcg judge answer): adds each run's "
                                         "correct / abstained / wrong rates, matched by cid = run file name", kind=Path)
     judged_only: bool = option(False, "with --answers: every row, the measures included, on the queries where every "
@@ -65,8 +68,8 @@ class CompareOptions(ScoringOptions):
                            metavar="RUN")
     n_resamples: int = option(DEFAULT_RESAMPLES, "random sign flips when n > 24 (default {default}; more for a smaller "
                               "Monte Carlo error of p)", kind=int)
-    n_boot: int = option(10_000, "bootstrap resamples for the intervals (default {default})", kind=int)
-    seed: int = option(0, "the seed of the bootstrap and the random sign flips (default {default})", kind=int)
+    n_boot: int = option(N_BOOT, "bootstrap resamples for the intervals (default {default})", kind=int)
+    seed: int = option(SEED, "the seed of the bootstrap and the random sign flips (default {default})", kind=int)
     format: str | None = option(None, "default: from -o's extension, else markdown", choices=FORMATS, api=False)
     digits: int = option(4, "decimals of the Markdown and LaTeX tables' numbers (default {default}; the intervals of "
                          "the run rows 2 fewer, at least 2; JSON and CSV keep every digit)", kind=int, metavar="N",
@@ -82,3 +85,8 @@ class CompareOptions(ScoringOptions):
     label_rows: str | None = option(None, "with --qrels: write the label checks' per-query rows (relevant count, "
                                     "corpus share, flags, each run's unjudged top-k pairs) as TSV (the footer's labels "
                                     "block)", kind=str, metavar="TSV", api=False)
+
+    def tests(self) -> CompareTests:
+        """The comparison's tests (``metrics.compare.compare_scores``'s ``tests``): its test, sign flips,
+        bootstrap resamples, seed, alpha, family and power; the intervals' level is the default."""
+        return CompareTests(**self.keywords("test", "n_resamples", "n_boot", "seed", "alpha", "correction", "power"))

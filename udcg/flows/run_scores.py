@@ -297,9 +297,8 @@ def scored_runs(runs: Mapping[str, Run | str | Path], options: ScoringOptions,
         out[name] = scores
     if counts:
         first = next(iter(out.values()))
-        check = label_check(first.qids, n_relevant,
-                            {r: c[0] for r, c in counts.items()}, {r: c[1] for r, c in counts.items()}, k=k,
-                            judge_labelled=by_judge or None, short_answers=short)
+        check = label_check(first.qids, n_relevant, counts, k=k, judge_labelled=by_judge or None,
+                            short_answers=short)
         for scores in out.values():
             scores.labels = check
     return out

@@ -21,7 +21,7 @@ import numpy as np
 
 from udcg.errors import InputError
 from udcg.io.trec_columns import RunColumns
-from udcg.metrics.gains import GainTable, flat_values, row_table
+from udcg.metrics.gains import GainTable, RunRows, flat_values, row_table
 
 log = logging.getLogger(__name__)
 Table = Mapping[str, Mapping[str, Any]]
@@ -56,8 +56,8 @@ def columns_table(columns: RunColumns, qrels: Table | None, utilities: Table | N
     if pairs is not None:
         extra["pair"] = _utility_column(columns, query, qids, pairs)
     extra = extra or None
-    return row_table(qids, query, columns.scores, relevance, judged_lengths, judged_values,
-                     _docid_rank(columns), extra, extra_default=float("nan"), extra_depth=depth)
+    rows = RunRows(query, columns.scores, relevance, _docid_rank(columns), extra)
+    return row_table(qids, rows, judged_lengths, judged_values, extra_default=float("nan"), extra_depth=depth)
 
 
 def run_queries(run: RunColumns | Mapping[str, Any]) -> Iterable[str]:

@@ -72,12 +72,13 @@ from udcg.metrics.constants import CORRECTIONS
 from udcg.metrics.equivalence import equivalence_pvalues
 from udcg.metrics.measure_types import Measure
 from udcg.metrics.p_floor import can_reach, smallest_p
+from udcg.metrics.paired_tests import CompareTests
 from udcg.metrics.planning import count_of, queries_needed
-from udcg.metrics.stats import (DEFAULT_RESAMPLES, EXACT_MAX_N, TESTS, bootstrap_ci, holm, is_estimated,
-                                min_detectable_difference, monte_carlo_se, paired_test, sign_flip_pvalues)
+from udcg.metrics.stats import (EXACT_MAX_N, bootstrap_ci, holm, is_estimated, min_detectable_difference,
+                                monte_carlo_se, paired_test, sign_flip_pvalues)
 
-__all__ = ["CORRECTIONS", "CSV_COLUMNS", "EXACT_BUDGET", "FORMATS", "Cell", "Comparison", "ComparisonData", "PairTest",
-           "compare_scores", "format_comparison"]
+__all__ = ["CORRECTIONS", "CSV_COLUMNS", "EXACT_BUDGET", "FORMATS", "Cell", "CompareTests", "Comparison", "ComparisonData",
+           "PairTest", "compare_scores", "format_comparison"]
 
 EXACT_BUDGET = 1 << 28  # sign-flip sums of the exact tests of one table: 16 pairs at n = 24, a few seconds
 
@@ -195,17 +196,6 @@ def _validate(scores: Mapping[str, Mapping[str, object]]) -> tuple[list[str], li
     return runs, measures, arrays
 
 
-def _check_options(test: str, alpha: float, correction: str, power: float, level: float) -> None:
-    if test not in TESTS:
-        raise InputError(f"compare_scores: test {test!r} is unknown: use one of {', '.join(TESTS)}")
-    if correction not in CORRECTIONS:
-        raise InputError(f"compare_scores: correction {correction!r} is unknown: use one of {', '.join(CORRECTIONS)} "
-                         "(measure: Holm over the run pairs of each measure)")
-    for name, value, example in (("alpha", alpha, "0.05"), ("power", power, "0.8"), ("level", level, "0.95")):
-        if not 0 < value < 1:
-            raise InputError(f"compare_scores: {name} = {value!r}: use a value between 0 and 1 (e.g. {example})")
-
-
 def _exact_fits(differences: list[np.ndarray]) -> bool:
     """Whether the exact sign-flip tests of these pairs stay within ``EXACT_BUDGET`` sums."""
     work = sum(1 << len(d) for d in differences if 0 < len(d) <= EXACT_MAX_N and np.any(d))
@@ -228,49 +218,62 @@ def _families(keys: list[str], pvalues: list[float], correction: str) -> tuple[n
     return adjusted, sizes
 
 
-def _pair_tests(keys: list[tuple[str, str, str]], sides: Mapping[tuple[str, str, str], tuple[np.ndarray, np.ndarray]],
-                diffs: list[np.ndarray], pvalues: list[float], adjusted: np.ndarray, pair_ci: dict, *, test: str,
-                exact: bool, alpha: float, correction: str, mdd_alpha: dict[str, float], power: float,
-                n_resamples: int, ranges: Mapping[str, float], sizes: Mapping[str, int]) -> list[PairTest]:
-    """One ``PairTest`` per (measure, run a, run b), ``sides[key]`` the two runs' values compared;
-    an MDD beyond the measure's range, or of a test whose p cannot go below the MDD's level on
-    these queries (``p_floor``), is inf."""
+@dataclass(frozen=True)
+class _Tested:
+    """The paired tests of a table's (measure, run a, run b) keys before their rows: ``sides[key]``
+    the two runs' values compared, ``diffs`` their NaN-free differences, the raw and adjusted p, each
+    measure's family size and MDD level, and whether every p is exact."""
+
+    sides: Mapping[tuple[str, str, str], tuple[np.ndarray, np.ndarray]]
+    diffs: list[np.ndarray]
+    pvalues: list[float]
+    adjusted: np.ndarray
+    sizes: dict[str, int]
+    mdd_alpha: dict[str, float]
+    exact: bool
+
+
+def _pair_tests(tested: _Tested, pair_ci: dict, tests: CompareTests, ranges: Mapping[str, float]) -> list[PairTest]:
+    """One ``PairTest`` per (measure, run a, run b) of ``tested``; an MDD beyond the measure's range,
+    or of a test whose p cannot go below the MDD's level on these queries (``p_floor``), is inf."""
     pairs = []
-    exact_max_n = EXACT_MAX_N if exact else 0
-    for (m, a, b), d, p, p_adj in zip(keys, diffs, pvalues, adjusted):
+    test, correction, n_resamples, sizes, mdd_alpha = (tests.test, tests.correction, tests.n_resamples, tested.sizes,
+                                                       tested.mdd_alpha)
+    exact_max_n = EXACT_MAX_N if tested.exact else 0
+    for (m, a, b), d, p, p_adj in zip(tested.sides, tested.diffs, tested.pvalues, tested.adjusted):
         decisive = p if correction == "none" else p_adj
         estimated = test == "permutation" and np.any(d) and is_estimated(len(d), exact_max_n)
         family = sizes[m] if correction != "none" and sizes[m] > 1 else 1
         floor = min(1.0, family * smallest_p(len(d), test, exact_max_n, n_resamples)) if len(d) else math.nan
         reachable = not len(d) or can_reach(len(d), mdd_alpha[m], test, exact_max_n, n_resamples)
-        mdd = min_detectable_difference(*sides[m, a, b], mdd_alpha[m], power, test) if reachable else math.inf
+        mdd = (min_detectable_difference(*tested.sides[m, a, b], mdd_alpha[m], tests.power, test) if reachable
+               else math.inf)
         if m in ranges and mdd > ranges[m]:
             mdd = math.inf
         higher, lower = int(np.count_nonzero(d > EQUAL_WITHIN)), int(np.count_nonzero(d < -EQUAL_WITHIN))
         pairs.append(PairTest(m, a, b, float(d.mean()) if len(d) else float("nan"), p, float(p_adj),
-                              bool(decisive < alpha), *pair_ci[m, a, b], len(d), mdd,
+                              bool(decisive < tests.alpha), *pair_ci[m, a, b], len(d), mdd,
                               monte_carlo_se(p, n_resamples) if estimated else float("nan"),
                               higher, len(d) - higher - lower, lower, p_floor=floor, reachable=reachable))
     return pairs
 
 
-def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "permutation", alpha: float = 0.05,
-                   n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, n_boot: int = 10_000, level: float = 0.95,
-                   correction: str = "measure", power: float = 0.8, notes: tuple[str, ...] = (),
-                   direction: Mapping[str, int] | None = None, ranges: Mapping[str, float] | None = None,
-                   ties: str | None = None, equivalence: Mapping[str, float] | None = None,
-                   baseline: str | None = None) -> Comparison:
+def compare_scores(scores: Mapping[str, Mapping[str, object]], *, tests: CompareTests = CompareTests(),
+                   notes: tuple[str, ...] = (), direction: Mapping[str, int] | None = None,
+                   ranges: Mapping[str, float] | None = None, ties: str | None = None,
+                   equivalence: Mapping[str, float] | None = None, baseline: str | None = None) -> Comparison:
     """``scores[run][measure]``: per-query values, aligned on the same queries across runs (NaN =
-    undefined for that query). Runs keep the given order, measures the first run's order. See the
-    module docstring for the families (``correction``), intervals, detectable differences and
-    ``direction``; ``notes`` are extra lines for the report's footer. ``ranges[measure]``: the width
-    of the measure's range (1 for a measure in [0, 1]): a detectable difference beyond it is
-    reported as undetectable (``PairTest.mdd`` = inf). ``ties``: one of the measures; adds the
-    table of every other measure on each run pair's queries where the two runs tie on it
-    (``Comparison.tie_pairs``, module docstring). ``equivalence[measure]``: a margin; each pair on
-    that measure also gets its equivalence test (module docstring). ``baseline``: one of the runs;
-    only each other run against it is compared (module docstring)."""
-    _check_options(test, alpha, correction, power, level)
+    undefined for that query). Runs keep the given order, measures the first run's order.
+    ``tests``: the paired test, its sign flips, the bootstrap resamples, seed, alpha, family
+    (``correction``), power and interval level (``CompareTests``, checked when built; ``udcg
+    compare``'s are ``CompareOptions.tests()``). See the module docstring for the families,
+    intervals, detectable differences and ``direction``; ``notes`` are extra lines for the report's
+    footer. ``ranges[measure]``: the width of the measure's range (1 for a measure in [0, 1]): a
+    detectable difference beyond it is reported as undetectable (``PairTest.mdd`` = inf). ``ties``:
+    one of the measures; adds the table of every other measure on each run pair's queries where the
+    two runs tie on it (``Comparison.tie_pairs``, module docstring). ``equivalence[measure]``: a
+    margin; each pair on that measure also gets its equivalence test (module docstring).
+    ``baseline``: one of the runs; only each other run against it is compared (module docstring)."""
     runs, measures, arrays = _validate(scores)
     if baseline is not None and baseline not in runs:
         raise InputError(f"compare_scores: baseline {baseline!r} is not one of the runs compared ({', '.join(runs)})")
@@ -278,7 +281,7 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
     direction = {m: int((direction or {}).get(m, m.direction if isinstance(m, Measure) else 1)) for m in measures}
     if any(v not in (-1, 0, 1) for v in direction.values()):
         raise InputError(f"compare_scores: direction {direction}: use +1 (higher is better), -1 (lower) or 0 (neither)")
-    cell_ci, pair_ci = intervals(runs, compared, measures, arrays, n_boot, level, seed)
+    cell_ci, pair_ci = intervals(runs, compared, measures, arrays, tests.n_boot, tests.level, tests.seed)
     cells = {}
     for run in runs:
         cells[run] = {}
@@ -293,9 +296,7 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
     if set(margins) - set(measures):
         raise InputError(f"compare_scores: equivalence margins for {', '.join(sorted(set(margins) - set(measures)))}: "
                          f"not among the measures compared ({', '.join(measures)})")
-    options = {"test": test, "alpha": alpha, "correction": correction, "power": power, "n_resamples": n_resamples,
-               "seed": seed, "ranges": ranges, "margins": margins}
-    pairs, sizes, mdd_alpha, exact = _tested(sides, measures, pair_ci, **options)
+    pairs, tested = _tested(sides, measures, pair_ci, tests, ranges, margins)
     tie_pairs, tie_sizes, tie_alpha = (), {}, {}
     if ties is not None:
         if ties not in measures:
@@ -304,7 +305,8 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
         if not others:
             raise InputError(f"compare_scores: ties = {ties!r} is the only measure compared: the tie table compares the "
                              "others on its ties (add a measure, e.g. UDCG@5)")
-        tie_pairs, tie_sizes, tie_alpha = _on_ties(compared, others, arrays, ties, n_boot, level, options)
+        tie_pairs, tie_tested = _on_ties(compared, others, arrays, ties, tests, ranges, margins)
+        tie_sizes, tie_alpha = tie_tested.sizes, tie_tested.mdd_alpha
     order = {r: i for i, r in enumerate(runs)}
     beats: dict[str, dict[str, list[str]]] = {r: {m: [] for m in measures} for r in runs}
     for t in pairs:
@@ -314,67 +316,67 @@ def compare_scores(scores: Mapping[str, Mapping[str, object]], *, test: str = "p
     for by_m in beats.values():
         for m in by_m:
             by_m[m] = sorted(by_m[m], key=order.__getitem__)
-    return Comparison(tuple(runs), tuple(measures), test, float(alpha), int(n_resamples), int(n_boot), float(level),
-                      {m: len(arrays[runs[0]][m]) for m in measures}, cells, tuple(pairs), beats, correction, sizes,
-                      mdd_alpha, float(power), exact, tuple(notes), int(seed), direction, n_shared, ranges,
+    return Comparison(tuple(runs), tuple(measures), tests.test, float(tests.alpha), int(tests.n_resamples),
+                      int(tests.n_boot), float(tests.level), {m: len(arrays[runs[0]][m]) for m in measures}, cells,
+                      tuple(pairs), beats, tests.correction, tested.sizes, tested.mdd_alpha, float(tests.power),
+                      tested.exact, tuple(notes), int(tests.seed), direction, n_shared, ranges,
                       "" if ties is None else str(ties), tuple(tie_pairs), tie_sizes, tie_alpha,
                       "" if baseline is None else str(baseline))
 
 
-def _tested(sides: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]], measures: list[str], pair_ci: dict, *,
-            test: str, alpha: float, correction: str, power: float, n_resamples: int, seed: int,
-            ranges: Mapping[str, float], margins: Mapping[str, float]
-            ) -> tuple[list[PairTest], dict[str, int], dict[str, float], bool]:
+def _tested(sides: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]], measures: list[str], pair_ci: dict,
+            tests: CompareTests, ranges: Mapping[str, float], margins: Mapping[str, float]
+            ) -> tuple[list[PairTest], _Tested]:
     """The paired test, correction and detectable difference of every (measure, run a, run b) of
-    ``sides``, and the equivalence test of those whose measure has a margin: the pairs, each
-    measure's family size and MDD level, and whether every p is exact."""
+    ``sides``, and the equivalence test of those whose measure has a margin: the pairs, and what
+    they were tested at (``_Tested``: each measure's family size and MDD level, whether every p is
+    exact)."""
+    test, correction, alpha = tests.test, tests.correction, tests.alpha
     keys = list(sides)
     diffs = [x - y for x, y in sides.values()]
     diffs = [d[~np.isnan(d)] for d in diffs]
     exact = test != "permutation" or _exact_fits(diffs)
     if test == "permutation":  # one draw of random sign flips per query count, shared by the pairs
-        pvalues = sign_flip_pvalues(diffs, n_resamples, seed, EXACT_MAX_N if exact else 0)
+        pvalues = sign_flip_pvalues(diffs, tests.n_resamples, tests.seed, EXACT_MAX_N if exact else 0)
     else:
-        pvalues = [paired_test(x, y, test, n_resamples, seed) for x, y in sides.values()]
+        pvalues = [paired_test(x, y, test, tests.n_resamples, tests.seed) for x, y in sides.values()]
     adjusted, sizes = _families([m for m, _, _ in keys], pvalues, correction)
     sizes = {m: sizes.get(m, 0) for m in measures}
     mdd_alpha = {m: alpha / sizes[m] if correction != "none" and sizes[m] > 1 else alpha for m in measures}
-    pairs = _pair_tests(keys, sides, diffs, pvalues, adjusted, pair_ci, test=test, exact=exact, alpha=alpha,
-                        correction=correction, mdd_alpha=mdd_alpha, power=power, n_resamples=n_resamples,
-                        ranges=ranges, sizes=sizes)
+    tested = _Tested(sides, diffs, pvalues, adjusted, sizes, mdd_alpha, exact)
+    pairs = _pair_tests(tested, pair_ci, tests, ranges)
     if margins:
-        pairs = _equivalence(pairs, diffs, margins, test=test, exact=exact, alpha=alpha, correction=correction,
-                             n_resamples=n_resamples, seed=seed, levels=mdd_alpha, power=power)
-    return pairs, sizes, mdd_alpha, exact
+        pairs = _equivalence(pairs, tested, margins, tests)
+    return pairs, tested
 
 
-def _equivalence(pairs: list[PairTest], diffs: list[np.ndarray], margins: Mapping[str, float], *, test: str,
-                 exact: bool, alpha: float, correction: str, n_resamples: int, seed: int, levels: Mapping[str, float],
-                 power: float) -> list[PairTest]:
+def _equivalence(pairs: list[PairTest], tested: _Tested, margins: Mapping[str, float],
+                 tests: CompareTests) -> list[PairTest]:
     """The pairs with the TOST of each measure with a margin (``equivalence.equivalence_pvalues``, the
     pair's test), Holm-adjusted by the same ``correction`` over the equivalence tests alone, and the
-    queries the margin needs (``planning``, at the MDD's level ``levels[measure]``)."""
-    tested = [i for i, t in enumerate(pairs) if t.measure in margins]
+    queries the margin needs (``planning``, at the MDD's level ``tested.mdd_alpha[measure]``)."""
+    diffs, levels = tested.diffs, tested.mdd_alpha
+    chosen = [i for i, t in enumerate(pairs) if t.measure in margins]
     p_tost = np.full(len(pairs), np.nan)
-    p_tost[tested] = equivalence_pvalues([diffs[i] for i in tested], [margins[pairs[i].measure] for i in tested],
-                                         test, n_resamples, seed, EXACT_MAX_N if exact else 0)
-    adjusted, _ = _families([t.measure for t in pairs], list(p_tost), correction)
+    p_tost[chosen] = equivalence_pvalues([diffs[i] for i in chosen], [margins[pairs[i].measure] for i in chosen],
+                                         tests.test, tests.n_resamples, tests.seed, EXACT_MAX_N if tested.exact else 0)
+    adjusted, _ = _families([t.measure for t in pairs], list(p_tost), tests.correction)
     out = []
     for t, d, p, p_adj in zip(pairs, diffs, p_tost, adjusted):
         if t.measure not in margins:
             out.append(t)
             continue
-        decisive = p if correction == "none" else p_adj
+        decisive = p if tests.correction == "none" else p_adj
         margin = float(margins[t.measure])
-        detect, equivalence = queries_needed(d, margin, levels[t.measure], power, test)
+        detect, equivalence = queries_needed(d, margin, levels[t.measure], tests.power, tests.test)
         out.append(replace(t, margin=margin, p_tost=float(p), p_tost_holm=float(p_adj),
-                           equivalent=bool(decisive < alpha), queries_to_detect=detect,
+                           equivalent=bool(decisive < tests.alpha), queries_to_detect=detect,
                            queries_for_equivalence=equivalence))
     return out
 
 
-def _on_ties(compared: list[tuple[str, str]], measures: list[str], arrays: dict, ties: str, n_boot: int, level: float,
-             options: dict) -> tuple[list[PairTest], dict[str, int], dict[str, float]]:
+def _on_ties(compared: list[tuple[str, str]], measures: list[str], arrays: dict, ties: str, tests: CompareTests,
+             ranges: Mapping[str, float], margins: Mapping[str, float]) -> tuple[list[PairTest], _Tested]:
     """Every run pair on the queries where its two runs' ``ties`` values are equal (within
     ``EQUAL_WITHIN``): each other measure's paired test, interval (queries resampled within them),
     detectable difference and counts; Holm over this table's own families (module docstring)."""
@@ -386,6 +388,5 @@ def _on_ties(compared: list[tuple[str, str]], measures: list[str], arrays: dict,
     pair_ci = {}
     for key, (x, y) in sides.items():
         d = x - y
-        pair_ci[key] = bootstrap_ci(d[~np.isnan(d)], n_boot, level, options["seed"])
-    pairs, sizes, mdd_alpha, _ = _tested(sides, measures, pair_ci, **options)
-    return pairs, sizes, mdd_alpha
+        pair_ci[key] = bootstrap_ci(d[~np.isnan(d)], tests.n_boot, tests.level, tests.seed)
+    return _tested(sides, measures, pair_ci, tests, ranges, margins)

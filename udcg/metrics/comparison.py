@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from itertools import combinations
 
+from udcg.metrics.constants import CORRECTION, POWER, SEED
 from udcg.metrics.equivalence import decision
 
 EQUAL_WITHIN = 1e-12  # two runs' values of a query closer than this count as equal (floating-point noise)
@@ -103,13 +104,13 @@ class ComparisonData:
     cells: dict[str, dict[str, Cell]]  # run -> measure -> cell
     pairs: tuple[PairTest, ...]  # run pairs in run order, measure by measure
     beats: dict[str, dict[str, list[str]]]  # run -> measure -> runs it significantly beats, in run order
-    correction: str = "measure"  # the family: one of CORRECTIONS
+    correction: str = CORRECTION  # the family: one of CORRECTIONS
     family_sizes: dict[str, int] = field(default_factory=dict)  # measure -> comparisons in its family
     mdd_alpha: dict[str, float] = field(default_factory=dict)  # measure -> the level its MDD is computed at
-    power: float = 0.8
+    power: float = POWER
     exact: bool = True  # permutation test: exact enumeration for n <= EXACT_MAX_N (False: random flips for all)
     notes: tuple[str, ...] = ()  # extra footer lines (e.g. what the answer-outcome rows are)
-    seed: int = 0
+    seed: int = SEED
     direction: dict[str, int] = field(default_factory=dict)  # measure -> +1 higher is better, -1 lower, 0 neither
     n_shared: dict[str, int] = field(default_factory=dict)  # measure -> queries where every run is defined
     ranges: dict[str, float] = field(default_factory=dict)  # measure -> width of its range, where known

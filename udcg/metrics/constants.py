@@ -1,6 +1,8 @@
 """The metrics' choice lists and defaults that the command line's parsers read
 (``udcg.flows.run_options``): plain values in a module that imports nothing, so that building a
-parser (``udcg --help``) loads no numpy. The modules that use them import them from here."""
+parser (``udcg --help``) loads no numpy. The modules that use them import them from here; the
+paired tests' defaults are those of ``udcg.metrics.paired_tests`` (``PairedTests``, ``CompareTests``,
+``CorrelationTests``), which the options of ``compare`` and ``correlate`` read too."""
 
 TESTS = ("permutation", "t", "wilcoxon")  # the paired tests (metrics.stats)
 DEFAULT_RESAMPLES = 100_000  # random sign flips beyond EXACT_MAX_N (metrics.stats)
@@ -16,3 +18,13 @@ CV_SCORES = ("spearman", "pairwise")  # the held-out score when C is chosen by c
 THETA_C = 0.01  # C: SVM-rank's default
 THETA_FOLDS = 5  # folds of the cross-validation that chooses C (C = 'auto')
 THETA_SEED = 0  # random_state: liblinear's coordinate order
+
+# the defaults of the paired tests (metrics.paired_tests), each a value of the lists above or a number
+TEST = TESTS[0]  # the sign-flip permutation test
+CORRECTION = CORRECTIONS[0]  # Holm over the run pairs of each measure
+CONSTANT = CONSTANT_METRIC[0]  # rho 0
+N_BOOT = 10_000  # bootstrap resamples of an interval (metrics.stats.bootstrap_ci)
+LEVEL = 0.95  # an interval's coverage
+ALPHA = 0.05  # the significance level after the correction
+POWER = 0.8  # the power of a minimum detectable difference, and of the queries a margin needs
+SEED = 0  # the seed of the bootstrap and of the random sign flips

@@ -36,7 +36,7 @@ import numpy as np
 from scipy.stats import rankdata, spearmanr
 
 from udcg.errors import InputError
-from udcg.metrics.constants import CONSTANT_METRIC
+from udcg.metrics.constants import CONSTANT, CONSTANT_METRIC, LEVEL, N_BOOT
 from udcg.metrics.stats import bootstrap_ci
 
 
@@ -101,7 +101,7 @@ STATISTICS = tuple(_KERNELS)
 
 
 def per_question(statistic: str, metric: object, outcome: object, groups: object,
-                 constant_metric: str = "zero") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 constant_metric: str = CONSTANT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One of ``STATISTICS`` per question, vectorised over the questions with the same number of
     contexts. Returns (question ids, value per question with NaN where undefined, status per
     question: 0 = defined, 1 = constant outcome, 2 = constant metric, 3 = metric NA somewhere).
@@ -142,19 +142,19 @@ def per_question(statistic: str, metric: object, outcome: object, groups: object
 
 
 def per_question_spearman(metric: object, outcome: object, groups: object,
-                          constant_metric: str = "zero") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                          constant_metric: str = CONSTANT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``per_question("spearman", ...)``: (question ids, rho per question, status per question)."""
     return per_question("spearman", metric, outcome, groups, constant_metric)
 
 
 def per_question_kendall(metric: object, outcome: object, groups: object,
-                         constant_metric: str = "zero") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                         constant_metric: str = CONSTANT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``per_question("kendall", ...)``: Kendall's tau-b per question."""
     return per_question("kendall", metric, outcome, groups, constant_metric)
 
 
 def per_question_pairwise(metric: object, outcome: object, groups: object,
-                          constant_metric: str = "zero") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                          constant_metric: str = CONSTANT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``per_question("pairwise", ...)``: pairwise ordering accuracy per question."""
     return per_question("pairwise", metric, outcome, groups, constant_metric)
 
@@ -165,13 +165,13 @@ def per_question_pairwise(metric: object, outcome: object, groups: object,
 MIN_BOOTSTRAP_QUESTIONS = 5
 
 
-def bootstrap_mean_ci(values: np.ndarray, n_boot: int = 10_000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+def bootstrap_mean_ci(values: np.ndarray, n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0) -> tuple[float, float]:
     """``stats.bootstrap_ci`` with at least ``MIN_BOOTSTRAP_QUESTIONS`` questions."""
     return bootstrap_ci(values, n_boot, level, seed, min_n=MIN_BOOTSTRAP_QUESTIONS)
 
 
-def summarize(name: str, metric: object, outcome: object, groups: object, constant_metric: str = "zero",
-              n_boot: int = 10_000, level: float = 0.95, seed: int = 0) -> CorrelationSummary:
+def summarize(name: str, metric: object, outcome: object, groups: object, constant_metric: str = CONSTANT,
+              n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0) -> CorrelationSummary:
     """Mean per-question Spearman with its bootstrap interval and the question counts."""
     _, rho, status = per_question_spearman(metric, outcome, groups, constant_metric)
     lo, hi = bootstrap_mean_ci(rho, n_boot, level, seed)

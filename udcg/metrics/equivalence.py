@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from udcg.errors import InputError
+from udcg.metrics.constants import TEST
 from udcg.metrics.stats import DEFAULT_RESAMPLES, EXACT_MAX_N, TESTS, sign_flip_pvalues
 
 
@@ -42,7 +43,7 @@ def equivalence_test(differences: object, margin: float, n_resamples: int = DEFA
     return max(lower, upper), lower, upper
 
 
-def equivalence_pvalues(differences: list[np.ndarray], margins: list[float], method: str = "permutation",
+def equivalence_pvalues(differences: list[np.ndarray], margins: list[float], method: str = TEST,
                         n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, exact_max_n: int = EXACT_MAX_N
                         ) -> list[float]:
     """p_TOST of each vector of paired differences (NaN-free) with its margin: the larger p of the

@@ -68,15 +68,26 @@ def _moves(u: np.ndarray, length: np.ndarray, pair: np.ndarray, flippable: np.nd
     return pair[rows, cols].astype(np.int64), rows, (1 + gamma) * -u[rows, cols] / length[rows]
 
 
-def relabel_bound(u_a: np.ndarray, u_b: np.ndarray, length_a: np.ndarray, length_b: np.ndarray,
-                  pair_a: np.ndarray, pair_b: np.ndarray, flip_a: np.ndarray, flip_b: np.ndarray, gamma: float,
-                  keeps: Callable[[np.ndarray], bool], *, measure: str = "UDCG", run_a: str = "a",
-                  run_b: str = "b") -> Fragility:
-    """The relabelling bound of one run pair (module docstring). ``u_*``: the runs' top-k utilities
-    (queries x k, as scored); ``length_*``: context lengths; ``pair_*``: each entry's pair number;
-    ``flip_*``: the unjudged entries taken as irrelevant (u < 0); ``keeps(d)``: whether the paired
-    differences ``d`` (A - B, NaN-free) keep the verdict (significant, same sign)."""
-    u_a, u_b = np.asarray(u_a, float), np.asarray(u_b, float)
+@dataclass(frozen=True)
+class TopK:
+    """One run's top k as ``relabel_bound`` reads it (queries x k): ``utility`` as scored,
+    ``length`` the context length of each query, ``pair`` each entry's pair number (the same pair
+    in both runs' top k has one number) and ``unjudged`` the unjudged entries taken as irrelevant
+    (u < 0), the ones a relabelling turns relevant."""
+
+    utility: np.ndarray
+    length: np.ndarray
+    pair: np.ndarray
+    unjudged: np.ndarray
+
+
+def relabel_bound(a: TopK, b: TopK, gamma: float, keeps: Callable[[np.ndarray], bool], *, measure: str = "UDCG",
+                  run_a: str = "a", run_b: str = "b") -> Fragility:
+    """The relabelling bound of one run pair (module docstring): ``a`` and ``b`` the two runs' top
+    k (``TopK``, one shape); ``keeps(d)``: whether the paired differences ``d`` (A - B, NaN-free)
+    keep the verdict (significant, same sign)."""
+    u_a, u_b = np.asarray(a.utility, float), np.asarray(b.utility, float)
+    length_a, length_b, pair_a, pair_b, flip_a, flip_b = a.length, b.length, a.pair, b.pair, a.unjudged, b.unjudged
     if u_a.shape != u_b.shape or np.shape(flip_a) != u_a.shape or np.shape(flip_b) != u_b.shape:
         raise InputError(f"relabel bound: the two runs' matrices must have one shape, got {u_a.shape} and {u_b.shape}")
     x_a, x_b = _scores(u_a, length_a, gamma), _scores(u_b, length_b, gamma)

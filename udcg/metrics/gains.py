@@ -253,26 +253,37 @@ def flat_values(maps: Sequence[Mapping[str, float]], what: str) -> tuple[np.ndar
     return lengths, _all_values(list(maps), int(lengths.sum()), what)
 
 
-def row_table(qids: Sequence[str], query: np.ndarray, scores: np.ndarray, relevance: np.ndarray,
-              judged_lengths: np.ndarray, judged_values: np.ndarray, docid_rank: Callable[[np.ndarray], np.ndarray],
-              extra: Mapping[str, np.ndarray] | None = None, *, extra_default: float = 0.0,
-              extra_depth: int | None = None) -> GainTable:
-    """The GainTable of a run given as rows (the kernel under the columnar path; ``gain_table``
-    gives the same table from dicts). Row r ranks a document with ``scores[r]`` for query
-    ``qids[query[r]]`` (``query[r] < 0``: a run query without qrels, skipped), judged
+@dataclass(frozen=True)
+class RunRows:
+    """A run as rows, ``row_table``'s input: row r ranks a document with ``scores[r]`` for query
+    ``query[r]`` (an index into the table's qids; < 0: a run query without qrels, skipped), judged
     ``relevance[r]`` (0 if unjudged), with ``extra[name][r]``; a query's rows are in run order.
+    ``docid_rank(rows)`` gives integers that order the given rows by docid descending, smallest
+    first; it is asked only about rows whose float32 scores tie."""
+
+    query: np.ndarray
+    scores: np.ndarray
+    relevance: np.ndarray
+    docid_rank: Callable[[np.ndarray], np.ndarray]
+    extra: Mapping[str, np.ndarray] | None = None
+
+
+def row_table(qids: Sequence[str], rows: RunRows, judged_lengths: np.ndarray, judged_values: np.ndarray, *,
+              extra_default: float = 0.0, extra_depth: int | None = None) -> GainTable:
+    """The GainTable of a run given as rows (``RunRows``: the kernel under the columnar path;
+    ``gain_table`` gives the same table from dicts), for the queries ``qids``.
     ``judged_lengths[i]`` / ``judged_values`` hold every judged value of query i (concatenated,
-    query by query). ``docid_rank(rows)`` gives integers that order the given rows by docid
-    descending, smallest first; it is asked only about rows whose float32 scores tie."""
+    query by query). An ``extra`` map absent for a ranked document is ``extra_default`` there; its
+    matrix keeps the first ``extra_depth`` ranks (None: all)."""
     n = len(qids)
-    query = np.asarray(query)
-    rows, first_tie = _ranked_rows(query, _finite(np.asarray(scores, dtype=np.float64), "run scores"), n,
-                                   docid_rank)
-    lengths = np.bincount(query[rows], minlength=n).astype(np.int64)
-    gains = _scatter(np.asarray(relevance, dtype=np.float64)[rows], lengths, 0.0, np.float64)
-    more = {name: np.ascontiguousarray(_scatter(np.asarray(values, dtype=np.float64)[rows], lengths, extra_default,
+    query = np.asarray(rows.query)
+    ranked, first_tie = _ranked_rows(query, _finite(np.asarray(rows.scores, dtype=np.float64), "run scores"), n,
+                                     rows.docid_rank)
+    lengths = np.bincount(query[ranked], minlength=n).astype(np.int64)
+    gains = _scatter(np.asarray(rows.relevance, dtype=np.float64)[ranked], lengths, 0.0, np.float64)
+    more = {name: np.ascontiguousarray(_scatter(np.asarray(values, dtype=np.float64)[ranked], lengths, extra_default,
                                                 np.float64)[:, :extra_depth])
-            for name, values in (extra or {}).items()}
+            for name, values in (rows.extra or {}).items()}
     ideal = np.sort(_scatter(judged_values, judged_lengths, 0.0, np.float64), axis=1)[:, ::-1]
     return GainTable(tuple(qids), gains, ideal, more, np.asarray(judged_lengths, dtype=np.int64), lengths,
                      int(np.count_nonzero(first_tie < NO_TIE)), first_tie)

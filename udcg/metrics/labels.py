@@ -171,20 +171,21 @@ def loose_threshold(n_relevant: np.ndarray, corpus_size: int | None = None) -> f
     return max(float(LOOSE_MIN), at)
 
 
-def label_check(qids: Sequence[str], n_relevant: object, unjudged: Mapping[str, object], ranked: Mapping[str, object],
-                *, k: int | None, corpus_size: int | None = None, source: str = "qrels",
+def label_check(qids: Sequence[str], n_relevant: object, counts: Mapping[str, tuple[object, object]], *,
+                k: int | None, corpus_size: int | None = None, source: str = "qrels",
                 judge_labelled: Mapping[str, object] | None = None,
                 short_answers: Mapping[str, str] | None = None) -> LabelCheck:
     """The label checks from per-query counts: ``n_relevant[i]`` relevant documents of query
-    ``qids[i]`` in the qrels; ``unjudged[run][i]`` / ``ranked[run][i]`` its top-k pairs without a
-    qrels entry / in all, for each run; ``corpus_size`` when known; ``judge_labelled[run][i]``: of
-    the unjudged ones, those a relevance judge labelled in the utilities; ``short_answers``: where
-    the answers are at hand, {qid: its short or numeric answer alias} ("" or absent: none)."""
+    ``qids[i]`` in the qrels; ``counts[run] = (unjudged, ranked)``: for each run, its top-k pairs
+    per query without a qrels entry / in all (as ``top_k_counts`` gives them); ``corpus_size`` when
+    known; ``judge_labelled[run][i]``: of the unjudged ones, those a relevance judge labelled in the
+    utilities; ``short_answers``: where the answers are at hand, {qid: its short or numeric answer
+    alias} ("" or absent: none)."""
     rel = np.asarray(n_relevant, dtype=np.int64)
-    runs = tuple(unjudged)
-    un = {r: np.asarray(unjudged[r], dtype=np.int64) for r in runs}
-    top = {r: np.asarray(ranked[r], dtype=np.int64) for r in runs}
-    if set(top) != set(runs) or any(len(v) != len(qids) for v in (rel, *un.values(), *top.values())):
+    runs = tuple(counts)
+    un = {r: np.asarray(counts[r][0], dtype=np.int64) for r in runs}
+    top = {r: np.asarray(counts[r][1], dtype=np.int64) for r in runs}
+    if any(len(v) != len(qids) for v in (rel, *un.values(), *top.values())):
         raise InputError(f"label check: one count per query ({len(qids)}) for the relevant documents and for each "
                          "run's unjudged and ranked pairs")
     if corpus_size is not None and corpus_size < 1:

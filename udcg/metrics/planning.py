@@ -28,6 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from udcg.errors import InputError
+from udcg.metrics.constants import ALPHA, POWER, TEST
 from udcg.metrics.p_floor import queries_to_reach
 from udcg.metrics.stats import DEFAULT_RESAMPLES, EXACT_MAX_N, TESTS, t_noncentrality
 
@@ -62,8 +63,8 @@ def _smallest(enough: Callable[[int], bool], start: int) -> float:
     return float(hi) if hi <= MAX_QUERIES else math.inf
 
 
-def queries_to_detect(sd: float, margin: float, alpha: float = 0.05, power: float = 0.8,
-                      method: str = "permutation") -> float:
+def queries_to_detect(sd: float, margin: float, alpha: float = ALPHA, power: float = POWER,
+                      method: str = TEST) -> float:
     """The queries at which a two-sided paired test at ``alpha`` detects a true mean difference of
     ``margin`` with probability ``power``, differences spread with standard deviation ``sd``."""
     from scipy import stats as scipy_stats
@@ -89,8 +90,8 @@ def _floor_n(alpha: float, method: str, alternative: str) -> float:
     return MAX_QUERIES + 1 if math.isinf(n) else int(n)
 
 
-def queries_to_show_equivalence(sd: float, margin: float, alpha: float = 0.05, power: float = 0.8,
-                                method: str = "permutation") -> float:
+def queries_to_show_equivalence(sd: float, margin: float, alpha: float = ALPHA, power: float = POWER,
+                                method: str = TEST) -> float:
     """The queries at which the TOST at ``alpha`` shows equivalence within ±``margin`` with
     probability ``power`` when the true mean difference is 0, differences spread with ``sd``."""
     from scipy import stats as scipy_stats
@@ -107,8 +108,8 @@ def queries_to_show_equivalence(sd: float, margin: float, alpha: float = 0.05, p
     return _smallest(enough, max(2, math.ceil(normal ** 2), _floor_n(alpha, method, "greater")))
 
 
-def queries_needed(differences: object, margin: float, alpha: float = 0.05, power: float = 0.8,
-                   method: str = "permutation") -> tuple[float, float]:
+def queries_needed(differences: object, margin: float, alpha: float = ALPHA, power: float = POWER,
+                   method: str = TEST) -> tuple[float, float]:
     """(``queries_to_detect``, ``queries_to_show_equivalence``) with the spread of these paired
     differences (NaN-free): the sample standard deviation; NaN for both with fewer than two."""
     d = np.asarray(differences, dtype=float)

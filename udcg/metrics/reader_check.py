@@ -303,20 +303,38 @@ def _mean(v: np.ndarray) -> float:
     return float(v.mean()) if len(v) else math.nan
 
 
-def check_reader_pairs(p_abs: object, relevant: object, judged: object, queries: object, *, model: str = "",
-                 estimator: str = "", n_boot: int = 1000, seed: int = 0, docids: object = None) -> ReaderCheck:
-    """The reader check of one reader's pairs: ``p_abs`` in [0, 1], ``relevant`` (bool), ``judged``
-    (bool: False for an unjudged pair taken as irrelevant) and ``queries`` (any ids) per pair;
-    ``docids`` (optional) name the pairs the fragility lists."""
-    p = np.asarray(p_abs, dtype=float)
-    rel = np.asarray(relevant, dtype=bool)
-    jud = np.asarray(judged, dtype=bool)
-    q_ids = np.asarray([str(x) for x in queries], dtype=object)
-    d_ids = None if docids is None else np.asarray([str(x) for x in docids], dtype=object)
-    if not (p.ndim == 1 and len(p) == len(rel) == len(jud) == len(q_ids)) or (d_ids is not None and len(d_ids) != len(p)):
-        raise InputError(f"reader check: p_abs, relevant, judged and queries must be one value per pair, got "
-                         f"{len(p)}, {len(rel)}, {len(jud)} and {len(q_ids)}")
-    check_p(p)
+@dataclass(frozen=True)
+class ReaderPairs:
+    """One reader's pairs, checked when built: ``p_abs`` in [0, 1], ``relevant`` (bool), ``judged``
+    (bool: False for an unjudged pair taken as irrelevant) and ``queries`` (any ids, kept as str)
+    per pair; ``docids`` (optional) name the pairs the fragility lists. Each is kept as an array."""
+
+    p_abs: np.ndarray
+    relevant: np.ndarray
+    judged: np.ndarray
+    queries: np.ndarray
+    docids: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        p = np.asarray(self.p_abs, dtype=float)
+        rel = np.asarray(self.relevant, dtype=bool)
+        jud = np.asarray(self.judged, dtype=bool)
+        q_ids = np.asarray([str(x) for x in self.queries], dtype=object)
+        d_ids = None if self.docids is None else np.asarray([str(x) for x in self.docids], dtype=object)
+        if not (p.ndim == 1 and len(p) == len(rel) == len(jud) == len(q_ids)) or (d_ids is not None
+                                                                                 and len(d_ids) != len(p)):
+            raise InputError(f"reader check: p_abs, relevant, judged and queries must be one value per pair, got "
+                             f"{len(p)}, {len(rel)}, {len(jud)} and {len(q_ids)}")
+        check_p(p)
+        for name, value in (("p_abs", p), ("relevant", rel), ("judged", jud), ("queries", q_ids), ("docids", d_ids)):
+            object.__setattr__(self, name, value)
+
+
+def check_reader_pairs(pairs: ReaderPairs, *, model: str = "", estimator: str = "", n_boot: int = 1000,
+                       seed: int = 0) -> ReaderCheck:
+    """The reader check of one reader's pairs (``ReaderPairs``), made by ``model`` with ``estimator``;
+    the AUC's interval from ``n_boot`` bootstrap resamples of the queries, seeded."""
+    p, rel, jud, q_ids, d_ids = pairs.p_abs, pairs.relevant, pairs.judged, pairs.queries, pairs.docids
     check = _check(p, rel, jud, q_ids, model, estimator, n_boot, seed)
     if not check.n_unjudged:
         return check

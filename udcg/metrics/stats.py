@@ -43,7 +43,7 @@ from functools import lru_cache
 import numpy as np
 
 from udcg.errors import InputError
-from udcg.metrics.constants import DEFAULT_RESAMPLES, TESTS
+from udcg.metrics.constants import ALPHA, DEFAULT_RESAMPLES, LEVEL, N_BOOT, POWER, TEST, TESTS
 
 ALTERNATIVES = ("two-sided", "greater", "less")
 EXACT_MAX_N = 24  # exact enumeration up to here: 2^24 sign vectors, about 0.2 s (docs/reliability.md)
@@ -225,7 +225,7 @@ def paired_permutation_test(a: object, b: object, n_resamples: int = DEFAULT_RES
     return sign_flip_pvalues([_differences(a, b)], n_resamples, seed, exact_max_n)[0]
 
 
-def paired_test(a: object, b: object, method: str = "permutation", n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
+def paired_test(a: object, b: object, method: str = TEST, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
                 exact_max_n: int = EXACT_MAX_N) -> float:
     """Two-sided p of a paired test of 'no difference between a and b': ``method`` is one of
     ``TESTS``: the sign-flip permutation test, Student's paired t (``scipy.stats.ttest_rel``) or
@@ -264,7 +264,7 @@ def holm(pvalues: object) -> np.ndarray:
     return out
 
 
-def bootstrap_ci(values: object, n_boot: int = 10_000, level: float = 0.95, seed: int = 0, *,
+def bootstrap_ci(values: object, n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0, *,
                  min_n: int = 2) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean of the finite ``values``; (nan, nan) with fewer
     than ``min_n`` of them. Same random stream as one ``rng.integers(0, n, (n_boot, n))`` draw."""
@@ -286,7 +286,7 @@ def bootstrap_ci(values: object, n_boot: int = 10_000, level: float = 0.95, seed
     return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
 
 
-def bootstrap_means(columns: object, n_boot: int = 10_000, seed: int = 0) -> np.ndarray:
+def bootstrap_means(columns: object, n_boot: int = N_BOOT, seed: int = 0) -> np.ndarray:
     """(n_boot, columns) resampled means of the columns of an (n, columns) array over the SAME
     resamples of its rows: resample b draws n row indices with replacement (``bootstrap_ci``'s
     stream for n values), and each column's mean is over the drawn rows where it is finite (NaN when
@@ -315,7 +315,7 @@ def bootstrap_means(columns: object, n_boot: int = 10_000, seed: int = 0) -> np.
     return out
 
 
-def percentile_interval(means: object, level: float = 0.95) -> tuple[float, float]:
+def percentile_interval(means: object, level: float = LEVEL) -> tuple[float, float]:
     """The percentile interval of resampled means (NaN resamples left out; (nan, nan) if none)."""
     if not 0 < level < 1:
         raise InputError(f"level = {level!r}: use a confidence level between 0 and 1 (e.g. 0.95)")
@@ -356,8 +356,8 @@ def t_noncentrality(df: int, alpha: float, power: float) -> float:
     return float(optimize.brentq(shortfall, 0.0, high, xtol=1e-10))
 
 
-def min_detectable_difference(a: object, b: object, alpha: float = 0.05, power: float = 0.8,
-                              method: str = "permutation") -> float:
+def min_detectable_difference(a: object, b: object, alpha: float = ALPHA, power: float = POWER,
+                              method: str = TEST) -> float:
     """The smallest true mean difference of a - b that a two-sided paired test at level ``alpha``
     would detect with probability ``power`` on as many queries as here, given the spread of the
     observed differences d (pairs with a NaN dropped): MDD = delta * sd(d) / sqrt(n), delta the
@@ -371,8 +371,8 @@ def min_detectable_difference(a: object, b: object, alpha: float = 0.05, power: 
     return detectable_difference(float(np.std(d, ddof=1)) if len(d) > 1 else math.nan, len(d), alpha, power, method)
 
 
-def detectable_difference(sd: float, n: int, alpha: float = 0.05, power: float = 0.8,
-                          method: str = "permutation") -> float:
+def detectable_difference(sd: float, n: int, alpha: float = ALPHA, power: float = POWER,
+                          method: str = TEST) -> float:
     """``min_detectable_difference`` on ``n`` queries whose paired differences spread with standard
     deviation ``sd`` (observed there; assumed when planning a run: ``udcg answer --sample``)."""
     if method not in TESTS:
