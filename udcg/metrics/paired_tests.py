@@ -18,6 +18,7 @@ build these records (``.tests()``). Like ``constants``, this module imports no n
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from udcg.errors import InputError
 from udcg.metrics.constants import (ALPHA, CONSTANT, CORRECTION, CORRECTIONS, DEFAULT_RESAMPLES, LEVEL, N_BOOT, POWER,
@@ -34,10 +35,11 @@ class PairedTests:
     n_resamples: int = DEFAULT_RESAMPLES
     n_boot: int = N_BOOT
     seed: int = SEED
+    unknown_test: ClassVar[str] = "paired test"  # how an unknown test is named in its error
 
     def __post_init__(self) -> None:
         if self.test not in TESTS:
-            raise InputError(f"paired test {self.test!r} is unknown: use one of {', '.join(TESTS)}")
+            raise InputError(f"{self.unknown_test} {self.test!r} is unknown: use one of {', '.join(TESTS)}")
 
 
 @dataclass(frozen=True)
@@ -51,10 +53,10 @@ class CompareTests(PairedTests):
     correction: str = CORRECTION
     power: float = POWER
     level: float = LEVEL
+    unknown_test: ClassVar[str] = "compare_scores: test"
 
     def __post_init__(self) -> None:
-        if self.test not in TESTS:
-            raise InputError(f"compare_scores: test {self.test!r} is unknown: use one of {', '.join(TESTS)}")
+        super().__post_init__()
         if self.correction not in CORRECTIONS:
             raise InputError(f"compare_scores: correction {self.correction!r} is unknown: use one of "
                              f"{', '.join(CORRECTIONS)} (measure: Holm over the run pairs of each measure)")
