@@ -177,7 +177,7 @@ def _model_keywords(model: str, *names: str) -> Callable:
     """``func(..., **options)`` given, right after its parameter ``model``, the keyword-only
     ``names`` (of ``_MODEL_KEYWORDS``) with default None and their annotations (what ``help`` shows
     and ``api_args.checked`` binds and checks); the function takes them out of ``options``
-    (``_model_options``) for ``ModelChoice.of``. An options class's door adds its own after them."""
+    (``ModelChoice.split``) for the choice. An options class's door adds its own after them."""
     def wrap(func: Callable) -> Callable:
         signature = inspect.signature(func)
         own = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
@@ -187,12 +187,6 @@ def _model_keywords(model: str, *names: str) -> Callable:
         func.__signature__ = signature.replace(parameters=[*own[:at], *added, *own[at:]])
         return func
     return wrap
-
-
-def _model_options(options: dict[str, Any]) -> dict[str, Any]:
-    """The model's keywords (``_model_keywords``: those the function's signature let through) taken
-    out of its ``options``."""
-    return {name: options.pop(name) for name in _MODEL_KEYWORDS if name in options}
 
 
 def _outputs_not_inputs(outputs: dict[str, Any], inputs: dict[str, Any], folder: str = "") -> None:
@@ -253,11 +247,10 @@ def answer_runs(corpus: str | Path, runs: Sequence[str | Path], output: str | Pa
     Returns an ``AnswerResult`` (``.contexts``, ``.computed``, ``.output``)."""
     from udcg.flows.answer import answer_run_files as flow
 
-    model_options = _model_options(options)
-    o = AnswerOptions.of("answer_runs", **options)
+    choice, rest = ModelChoice.split(model, options)  # batch_size, device, dtype, api
+    o = AnswerOptions.of("answer_runs", **rest)
     _outputs_not_inputs({"output": output, "cache": o.cache},
                         {"corpus": corpus, "runs": runs, **o.keywords("queries", "qrels", "answers", "utilities")})
-    choice = ModelChoice.of(model, **model_options)
     return flow(str(corpus), [str(r) for r in runs], output, choice, o, show_progress=show_progress,
                 **({"say": say} if say else {}))
 
@@ -274,10 +267,10 @@ def judge(task: str, path: str | Path, output: str | Path, *, judge: str | Model
     server). Returns a ``JudgeResult`` (``.summary``: counts per label and unparseable replies)."""
     from udcg.flows.judge import judge_file
 
-    model_options = _model_options(options)
-    o = JudgeOptions.of("judge", **options)
+    choice, rest = ModelChoice.split(judge, options)  # batch_size, api
+    o = JudgeOptions.of("judge", **rest)
     _outputs_not_inputs({"output": output, "cache": o.cache, "write_authors": o.write_authors}, {"path": path})
-    return judge_file(task, path, output, o, judge=ModelChoice.of(judge, **model_options), show_progress=show_progress,
+    return judge_file(task, path, output, o, judge=choice, show_progress=show_progress,
                       **({"say": say} if say is not None else {}))
 
 

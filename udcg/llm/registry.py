@@ -153,9 +153,9 @@ class ModelChoice:
 
     @classmethod
     def split(cls, model: str | ModelChoice, keywords: Mapping[str, Any]) -> tuple[ModelChoice, dict[str, Any]]:
-        """``model`` with those of ``keywords`` that are a choice's options (``of``), and the others
-        (a flow's own: ``udcg.annotate_runs``' keywords are both)."""
-        names = {f.name for f in fields(cls)} - {"model"}
+        """``model`` with those of ``keywords`` that are a choice's options or ``api`` (``of``), and the
+        others (a flow's own: ``udcg.annotate_runs``' keywords are both)."""
+        names = {f.name for f in fields(cls)} - {"model"} | {"api"}
         return (cls.of(model, **{k: v for k, v in keywords.items() if k in names}),
                 {k: v for k, v in keywords.items() if k not in names})
 
